@@ -1,0 +1,115 @@
+//! `qdisc-lab`: the Linux packet scheduler in userspace.
+//!
+//! * `qdisc-lab tc [--dev SPEC]... [tc options] OBJECT COMMAND …` — tc over in-memory
+//!   devices, printing exactly what iproute2 prints.
+//! * `qdisc-lab tc [--dev SPEC]... -batch FILE [-force]` — a tc batch file (`-` = stdin).
+//! * `qdisc-lab replay …` — push a pcap or generated traffic through a device's qdisc
+//!   tree at a wire rate in virtual time and report what happened.
+
+mod replay;
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use qdisc::tc::{parse_global, Tc};
+use qdisc::tree::DevSpec;
+
+#[derive(Parser)]
+#[command(name = "qdisc-lab", version, about = "The Linux packet scheduler (tc and its qdiscs) in userspace")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// tc over in-memory devices: `qdisc-lab tc [--dev SPEC]... [-s] [-d] [-j] [-p] OBJECT COMMAND ...`
+    /// or `-batch FILE [-force]`. In a batch, a line may start with its own -s/-d/-j/-p.
+    #[command(allow_hyphen_values = true, disable_help_flag = true)]
+    Tc {
+        /// A device: NAME[,kind=veth|eth][,txqueues=N][,mtu=N][,txqueuelen=N]
+        /// (default: one eth0, kind eth, 1 tx queue, mtu 1500, txqueuelen 1000).
+        #[arg(long = "dev", value_name = "SPEC")]
+        dev: Vec<String>,
+        /// tc's own arguments, exactly as for tc.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// Replay a pcap or generated flows through a qdisc tree at a wire rate (virtual time).
+    Replay(replay::ReplayArgs),
+}
+
+/// Parse `--dev` specs (default: eth0).
+pub fn devices(specs: &[String]) -> Result<Vec<DevSpec>, String> {
+    if specs.is_empty() {
+        return Ok(vec![DevSpec::new("eth0")]);
+    }
+    let mut out: Vec<DevSpec> = Vec::new();
+    for s in specs {
+        let d = DevSpec::parse(s).map_err(|e| format!("--dev {s}: {e}"))?;
+        if out.iter().any(|o| o.name == d.name) {
+            return Err(format!("--dev {s}: device \"{}\" declared twice", d.name));
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
+fn run_tc(dev: &[String], args: &[String]) -> ExitCode {
+    let specs = match devices(dev) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("qdisc-lab: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut tc = Tc::new(&specs);
+    let g = match parse_global(args) {
+        Ok(g) => g,
+        Err(e) => {
+            eprint!("{}", e.msg);
+            return ExitCode::from(e.code as u8);
+        }
+    };
+    if g.version {
+        println!("tc utility, iproute2-6.15.0 (qdisc-lab {})", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
+    let out = match &g.batch {
+        Some(file) => {
+            let mut text = String::new();
+            let read = if file == "-" {
+                std::io::stdin().read_to_string(&mut text).map(|_| ())
+            } else {
+                std::fs::read_to_string(file).map(|t| text = t)
+            };
+            if let Err(e) = read {
+                eprintln!("Cannot open file \"{file}\" for reading: {e}");
+                return ExitCode::from(1);
+            }
+            tc.batch(&text, file, g.opts, g.force)
+        }
+        None => tc.exec(&args[g.rest..], g.opts),
+    };
+    let _ = std::io::stdout().write_all(out.stdout.as_bytes());
+    let _ = std::io::stderr().write_all(out.stderr.as_bytes());
+    ExitCode::from(out.code as u8)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Tc { dev, args } => run_tc(&dev, &args),
+        Cmd::Replay(a) => match replay::run(&a) {
+            Ok(report) => {
+                print!("{report}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("qdisc-lab replay: {e}");
+                ExitCode::from(1)
+            }
+        },
+    }
+}

@@ -1,0 +1,236 @@
+//! `qdisc-lab replay` end to end: the built binary over the sample capture and tc
+//! scripts in examples/, and over generated flows.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn example(name: &str) -> String {
+    let p: PathBuf = [env!("CARGO_MANIFEST_DIR"), "..", "..", "examples", name].iter().collect();
+    p.to_str().unwrap().to_string()
+}
+
+fn replay(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_qdisc-lab")).arg("replay").args(args).output().expect("run qdisc-lab")
+}
+
+/// Run, insist on success, return stdout.
+fn replay_ok(args: &[&str]) -> String {
+    let out = replay(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "qdisc-lab replay {args:?} failed: {stderr}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn replay_json(args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    serde_json::from_str(&replay_ok(&a)).expect("--json prints JSON")
+}
+
+fn u(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
+
+/// Every packet is accounted for: delivered, dropped, or (capped run) still queued.
+fn assert_conservation(report: &Value) {
+    for f in report["flows"].as_array().unwrap() {
+        assert_eq!(u(f, "sent_pkts"), u(f, "delivered_pkts") + u(f, "dropped_pkts") + u(f, "queued_pkts"), "{f}");
+    }
+    let t = &report["total"];
+    assert_eq!(u(t, "sent_pkts"), u(t, "delivered_pkts") + u(t, "dropped_pkts") + u(t, "queued_pkts"));
+}
+
+#[test]
+fn pcap_through_tbf_and_prio_favours_voice_and_interactive() {
+    let (pcap, tc) = (example("mixed.pcap"), example("prio-tbf.tc"));
+    let args = ["--tc", tc.as_str(), "--rate", "100mbit", "--pcap", pcap.as_str()];
+
+    let text = replay_ok(&args);
+    assert!(
+        text.contains("tc -s qdisc show dev eth0\nqdisc tbf 1: root refcnt 2 rate 10Mbit burst 20Kb lat 50ms"),
+        "{text}"
+    );
+    assert!(text.contains("qdisc prio 10: parent 1:1 bands 3 priomap 1 2 2 2 0 2 0 0 1 1 1 1 1 1 1 1"), "{text}");
+    assert!(text.contains("tc -s class show dev eth0\nclass tbf 1:1 parent 1: leaf 10:"), "{text}");
+    assert!(text.contains(" Sent "), "{text}");
+
+    let r = replay_json(&args);
+    assert_conservation(&r);
+    assert_eq!(r["cap_hit"], false);
+    let flows = r["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 5, "two bulk TCP, bulk UDP, voice, ssh");
+    assert_eq!(u(&r["total"], "sent_pkts"), u(&r, "packets"));
+    // The tbf's counters and the replay's agree on what left.
+    assert!(r["tc_qdisc"].as_str().unwrap().contains(&format!(
+        "Sent {} bytes {} pkt",
+        u(&r["total"], "delivered_bytes"),
+        u(&r["total"], "delivered_pkts")
+    )));
+
+    let p99 = |f: &Value| f["delay_ns"]["p99"].as_u64().unwrap();
+    let by_tos = |tos: u64| flows.iter().filter(move |f| u(f, "tos") == tos);
+    let urgent: Vec<&Value> = by_tos(0xB8).chain(by_tos(0x10)).collect();
+    let bulk: Vec<&Value> = by_tos(0x00).chain(by_tos(0x08)).collect();
+    assert_eq!((urgent.len(), bulk.len()), (2, 3));
+    // ip_forward's priorities: EF → 4, lowdelay → 6, throughput → 2.
+    assert_eq!(urgent.iter().map(|f| u(f, "priority")).collect::<Vec<_>>(), vec![4, 6]);
+    assert!(by_tos(0x08).all(|f| u(f, "priority") == 2));
+    let worst_urgent = urgent.iter().map(|f| p99(f)).max().unwrap();
+    let best_bulk = bulk.iter().map(|f| p99(f)).min().unwrap();
+    assert!(worst_urgent < best_bulk, "urgent p99 {worst_urgent}ns vs bulk {best_bulk}ns");
+    // Band 0 waits for at most a packet or two of bulk on the wire, never for the queue.
+    assert!(worst_urgent < 1_000_000, "{worst_urgent}");
+}
+
+#[test]
+fn generated_flow_into_a_small_fifo_gets_the_wire_rate_and_drops() {
+    let tc = std::env::temp_dir().join(format!("qdisc-lab-replay-pfifo10-{}.tc", std::process::id()));
+    std::fs::write(&tc, "qdisc add dev eth0 root pfifo limit 10\n").unwrap();
+    let tc = tc.to_str().unwrap();
+    let r = replay_json(&["--tc", tc, "--rate", "10mbit", "--flow", "20mbit", "--duration", "2s"]);
+    let _ = std::fs::remove_file(tc);
+
+    assert_conservation(&r);
+    let f = &r["flows"][0];
+    assert_eq!(r["flows"].as_array().unwrap().len(), 1);
+    let bps = u(f, "throughput_bps") as f64;
+    assert!((bps - 10e6).abs() / 10e6 < 0.01, "throughput {bps}");
+    assert!(u(f, "dropped_pkts") > 0);
+    // Offered twice the wire: about half is dropped.
+    let drop_pct = f["drop_pct"].as_f64().unwrap();
+    assert!((45.0..55.0).contains(&drop_pct), "{drop_pct}");
+    // pfifo's own drop counter agrees with the replay's.
+    let q = &r["tc_qdisc_json"][0];
+    assert_eq!(u(q, "drops"), u(f, "dropped_pkts"));
+    assert_eq!(u(q, "packets"), u(f, "delivered_pkts"));
+    // A full 10-packet FIFO ahead at 10 Mbit/s: 10 × 1514 B ≈ 12.1 ms at most.
+    assert!(u(&f["delay_ns"], "max") <= 10 * 1_211_200);
+}
+
+#[test]
+fn overhead_costs_wire_time() {
+    let base = replay_json(&["--rate", "10mbit", "--flow", "20mbit,size=100", "--duration", "1s"]);
+    let with = replay_json(&["--rate", "10mbit", "--flow", "20mbit,size=100", "--duration", "1s", "--overhead", "24"]);
+    // Same bytes offered; 124 wire bytes per 100 counted ones → ~8.06 Mbit/s of pkt_len.
+    let (b, w) = (u(&base["total"], "throughput_bps") as f64, u(&with["total"], "throughput_bps") as f64);
+    assert!((b - 10e6).abs() < 1e5, "{b}");
+    assert!((w - 10e6 * 100.0 / 124.0).abs() < 1e5, "{w}");
+}
+
+#[test]
+fn several_specs_make_distinct_flows_with_their_priorities() {
+    let r = replay_json(&[
+        "--rate",
+        "100mbit",
+        "--flow",
+        "30mbit,count=3",
+        "--flow",
+        "1mbit,size=200,prio=6,proto=tcp",
+        "--duration",
+        "1s",
+    ]);
+    let flows = r["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 4);
+    let keys: std::collections::BTreeSet<String> =
+        flows.iter().map(|f| f["flow"].as_str().unwrap().to_string()).collect();
+    assert_eq!(keys.len(), 4, "distinct 5-tuples");
+    assert_eq!(flows.iter().map(|f| u(f, "spec")).collect::<Vec<_>>(), vec![1, 1, 1, 2]);
+    assert_eq!(u(&flows[3], "priority"), 6);
+    assert_eq!(u(&flows[3]["key"], "proto"), 6);
+    // 100 Mbit/s of wire for 91 Mbit/s of traffic: nothing is lost.
+    assert_eq!(u(&r["total"], "dropped_pkts"), 0);
+    assert_conservation(&r);
+}
+
+#[test]
+fn a_shaper_too_slow_to_drain_hits_the_cap_and_says_so() {
+    let tc = std::env::temp_dir().join(format!("qdisc-lab-replay-slow-{}.tc", std::process::id()));
+    std::fs::write(&tc, "qdisc add dev eth0 root tbf rate 100kbit burst 5kb limit 2mb\n").unwrap();
+    let tc = tc.to_str().unwrap();
+    let args = ["--tc", tc, "--rate", "10mbit", "--flow", "10mbit", "--duration", "1s"];
+    let text = replay_ok(&args);
+    let r = replay_json(&args);
+    let _ = std::fs::remove_file(tc);
+    assert_eq!(r["cap_hit"], true);
+    assert!(u(&r["total"], "queued_pkts") > 0);
+    assert!(text.contains("STOPPED at 61s"), "{text}");
+    assert_conservation(&r);
+    // The queued packets are the ones tbf still holds.
+    assert_eq!(u(&r["tc_qdisc_json"][0], "qlen"), u(&r["total"], "queued_pkts"));
+}
+
+#[test]
+fn replays_are_deterministic() {
+    let (pcap, tc) = (example("mixed.pcap"), example("prio-tbf.tc"));
+    let a = ["--tc", tc.as_str(), "--rate", "100mbit", "--pcap", pcap.as_str()];
+    assert_eq!(replay_ok(&a), replay_ok(&a));
+    let mut j = a.to_vec();
+    j.push("--json");
+    assert_eq!(replay_ok(&j), replay_ok(&j));
+
+    let g = [
+        "--rate",
+        "10mbit",
+        "--flow",
+        "6mbit,count=2",
+        "--flow",
+        "1mbit,size=300,tos=0x10",
+        "--duration",
+        "3s",
+        "--seed",
+        "7",
+    ];
+    assert_eq!(replay_ok(&g), replay_ok(&g));
+    // The seed moves the start phases, and so the report.
+    let mut other = g.to_vec();
+    *other.last_mut().unwrap() = "8";
+    assert_ne!(replay_ok(&g), replay_ok(&other));
+}
+
+#[test]
+fn bad_input_is_a_clear_error_not_a_panic() {
+    let pcap = example("mixed.pcap");
+    let tc_file = example("prio-tbf.tc");
+    let bad_tc = std::env::temp_dir().join(format!("qdisc-lab-replay-bad-{}.tc", std::process::id()));
+    std::fs::write(&bad_tc, "qdisc add dev eth0 root pfifo limit 10\nqdisc add dev eth0 root pfifo\n").unwrap();
+    let bad_tc = bad_tc.to_str().unwrap().to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--rate", "fast", "--flow", "1mbit"], "invalid rate \"fast\""),
+        (vec!["--rate", "0", "--flow", "1mbit"], "invalid rate \"0\""),
+        (vec!["--rate", "1mbit", "--flow", "1mbit,colour=red"], "--flow 1mbit,colour=red: unknown key \"colour\""),
+        (vec!["--rate", "1mbit", "--flow", "lots"], "--flow lots: invalid rate \"lots\""),
+        (vec!["--rate", "1mbit", "--flow", "1mbit,size=big"], "--flow 1mbit,size=big: size: invalid value"),
+        (vec!["--rate", "1mbit", "--flow", "1mbit,start=5s,stop=1s"], "stop must be after start"),
+        (vec!["--rate", "1mbit", "--flow", "1mbit", "--duration", "soon"], "invalid duration \"soon\""),
+        (vec!["--rate", "1mbit", "--pcap", "/nonexistent/x.pcap"], "cannot read \"/nonexistent/x.pcap\""),
+        (vec!["--rate", "1mbit", "--pcap", tc_file.as_str()], "not a pcap or pcapng file"),
+        (vec!["--rate", "1mbit", "--flow", "1mbit", "--tc", "/nonexistent/x.tc"], "cannot read tc batch"),
+        (vec!["--rate", "1mbit", "--flow", "1mbit", "--tc", bad_tc.as_str()], ":2"),
+        (vec!["--rate", "1mbit", "--flow", "1mbit", "--dev", "eth0,mtu=5"], "--dev eth0,mtu=5"),
+        (vec!["--rate", "1mbit"], "--pcap"),
+        (vec!["--rate", "1mbit", "--flow", "1mbit", "--pcap", pcap.as_str()], "cannot be used with"),
+    ];
+    for (args, want) in cases {
+        let out = replay(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr.contains(want), "{args:?}: want {want:?} in {stderr:?}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: no partial report");
+    }
+    let out = replay(&["--rate", "1mbit", "--flow", "1mbit", "--tc", bad_tc.as_str()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("Command failed {bad_tc}:2")), "{stderr}");
+    let _ = std::fs::remove_file(&bad_tc);
+
+    // A capture cut off mid-packet.
+    let data = std::fs::read(&pcap).unwrap();
+    let cut = std::env::temp_dir().join(format!("qdisc-lab-replay-cut-{}.pcap", std::process::id()));
+    std::fs::write(&cut, &data[..5000]).unwrap();
+    let out = replay(&["--rate", "1mbit", "--pcap", cut.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&cut);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("truncated capture"), "{stderr}");
+}

@@ -1,0 +1,55 @@
+//! Enqueue + dequeue cost per packet, steady state, 1500-byte packets.
+//! `cargo bench -p qdisc` — targets (issue 2): fifos/pfifo_fast/prio ≤ 15 ns, tbf ≤ 30 ns.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use qdisc::qdisc::TC_H_ROOT;
+use qdisc::sched;
+use qdisc::tc::Args;
+use qdisc::{DevInfo, Instant, Packet, Qdisc};
+
+fn dev() -> DevInfo {
+    DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: 1000, num_tx_queues: 1 }
+}
+
+/// Build a qdisc from a tc option string, as `tc qdisc add … KIND OPTS` would.
+fn make(kind: &str, opts: &str) -> Box<dyn Qdisc> {
+    let argv: Vec<String> = opts.split_whitespace().map(String::from).collect();
+    let o = sched::parse(kind, &mut Args::new(&argv)).expect("options parse");
+    sched::create(kind, o.as_ref(), &dev(), 0x10000, TC_H_ROOT, Instant::ZERO).expect("qdisc builds")
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("enqueue+dequeue");
+    g.throughput(Throughput::Elements(1));
+    let cases: &[(&str, &str, &str)] = &[
+        ("pfifo", "pfifo", "limit 1000"),
+        ("bfifo", "bfifo", "limit 1514000"),
+        ("pfifo_head_drop", "pfifo_head_drop", "limit 1000"),
+        ("pfifo_fast", "pfifo_fast", ""),
+        ("prio", "prio", ""),
+        // A rate far above the offered load: every dequeue passes the token check.
+        ("tbf", "tbf", "rate 100gbit burst 1mb limit 10mb"),
+    ];
+    for &(name, kind, opts) in cases {
+        let mut q = make(kind, opts);
+        // Keep a standing queue of 64 packets so both ends work on a non-empty queue.
+        let mut now = 0u64;
+        for i in 0..64 {
+            q.enqueue(Packet::new(i, 1500).with_priority((i % 8) as u32), Instant(now));
+        }
+        let mut id = 64u64;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                now += 120; // 1500 B at 100 Gbit/s
+                id += 1;
+                let r = q.enqueue(Packet::new(id, 1500).with_priority((id % 8) as u32), Instant(now));
+                black_box(r);
+                black_box(q.dequeue(Instant(now)));
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,114 @@
+//! The packet as a qdisc sees it: the fields of `struct sk_buff` that the
+//! schedulers read (length, hash, priority, mark, dsfield, EDT timestamp, socket).
+
+use crate::time::Instant;
+
+/// The 5-tuple of a flow, when the caller knows it (replay, simulator).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FlowKey {
+    pub src: [u8; 16],
+    pub dst: [u8; 16],
+    pub sport: u16,
+    pub dport: u16,
+    /// IP protocol number (6 = TCP, 17 = UDP).
+    pub proto: u8,
+}
+
+impl FlowKey {
+    /// A deterministic 32-bit flow hash (FNV-1a), standing in for the kernel's
+    /// jhash-based `skb_get_hash` when the caller supplies only a 5-tuple.
+    pub fn hash(&self) -> u32 {
+        let mut h: u32 = 0x811c_9dc5;
+        let mut eat = |b: u8| {
+            h ^= b as u32;
+            h = h.wrapping_mul(0x0100_0193);
+        };
+        self.src.iter().chain(self.dst.iter()).for_each(|&b| eat(b));
+        self.sport.to_be_bytes().iter().for_each(|&b| eat(b));
+        self.dport.to_be_bytes().iter().for_each(|&b| eat(b));
+        eat(self.proto);
+        h
+    }
+}
+
+/// The sending socket, for qdiscs that look at it (fq's flow key and pacing rate).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Socket {
+    /// Identity of the socket (the kernel uses the `struct sock *`).
+    pub id: u64,
+    /// `sk_pacing_rate`, bytes per second (`u64::MAX` = unlimited).
+    pub pacing_rate: u64,
+}
+
+/// One skb. `len` is `qdisc_skb_cb(skb)->pkt_len`: the bytes the qdisc accounts,
+/// including all GSO segments' headers (§1.2 of the reference).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Packet {
+    /// Caller's identifier, carried through untouched (for tracing departures).
+    pub id: u64,
+    /// Length in bytes as the qdisc counts it.
+    pub len: u32,
+    /// Number of wire segments this skb stands for (1 if not GSO). `Sent … pkt` counts these.
+    pub gso_segs: u32,
+    /// `skb->hash` (flow hash).
+    pub hash: u32,
+    /// The 5-tuple, if known.
+    pub flow: Option<FlowKey>,
+    /// `skb->priority` (a TC_PRIO_* value, or a classid `major:minor`).
+    pub priority: u32,
+    /// `skb->mark`.
+    pub mark: u32,
+    /// IPv4 TOS / IPv6 traffic class, including the two ECN bits.
+    pub tos: u8,
+    /// Earliest departure time (`skb->tstamp`), if the sender set one.
+    pub tstamp: Option<Instant>,
+    /// The sending socket, if any.
+    pub sk: Option<Socket>,
+    /// Memory the skb occupies (`skb->truesize`), used by fq_codel's memory_limit.
+    pub truesize: u32,
+    /// Set by the qdisc that queued it: when it was enqueued.
+    pub enqueued_at: Instant,
+}
+
+impl Packet {
+    /// A plain packet of `len` bytes: not GSO, priority 0, no socket.
+    pub fn new(id: u64, len: u32) -> Self {
+        Packet {
+            id,
+            len,
+            gso_segs: 1,
+            hash: 0,
+            flow: None,
+            priority: 0,
+            mark: 0,
+            tos: 0,
+            tstamp: None,
+            sk: None,
+            truesize: truesize_of(len),
+            enqueued_at: Instant::ZERO,
+        }
+    }
+    pub fn with_priority(mut self, prio: u32) -> Self {
+        self.priority = prio;
+        self
+    }
+    pub fn with_hash(mut self, hash: u32) -> Self {
+        self.hash = hash;
+        self
+    }
+    pub fn with_flow(mut self, flow: FlowKey) -> Self {
+        self.hash = flow.hash();
+        self.flow = Some(flow);
+        self
+    }
+    /// The ECN field (low two bits of the dsfield).
+    pub fn ecn(&self) -> u8 {
+        self.tos & 0b11
+    }
+}
+
+/// A plausible `skb->truesize` for a linear skb of `len` bytes: data rounded to a
+/// cache line plus the sk_buff and shared-info overhead (≈ 768 bytes on x86_64).
+pub fn truesize_of(len: u32) -> u32 {
+    len.div_ceil(64) * 64 + 768
+}

@@ -1,0 +1,272 @@
+//! pfifo, bfifo and pfifo_head_drop — mirrors net/sched/sch_fifo.c, printed and
+//! parsed as tc/q_fifo.c does (§6 of the reference).
+//!
+//! Theory: one FIFO with a limit. pfifo counts packets (accept while qlen < limit),
+//! bfifo counts bytes (accept while backlog + len ≤ limit); both tail-drop.
+//! pfifo_head_drop, at its limit, drops the *oldest* packet to admit the new one
+//! and answers NET_XMIT_CN, telling its parents the byte difference.
+//! Without options the limit is the device's txqueuelen (× psched_mtu for bfifo).
+
+use std::collections::VecDeque;
+
+use crate::packet::Packet;
+use crate::qdisc::{Dequeued, DevInfo, Enqueued, Qdisc};
+use crate::sched::Opts;
+use crate::stats::{Reduce, Stats};
+use crate::tc::{units, Args, Out, TcError};
+use crate::time::Instant;
+
+/// Which of the three fifos.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FifoKind {
+    Pfifo,
+    Bfifo,
+    PfifoHeadDrop,
+}
+
+impl FifoKind {
+    pub fn id(self) -> &'static str {
+        match self {
+            FifoKind::Pfifo => "pfifo",
+            FifoKind::Bfifo => "bfifo",
+            FifoKind::PfifoHeadDrop => "pfifo_head_drop",
+        }
+    }
+}
+
+/// `struct tc_fifo_qopt`: what tc sends (only when `limit` is given).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FifoOpt {
+    /// Packets (pfifo, pfifo_head_drop) or bytes (bfifo).
+    pub limit: u32,
+}
+
+/// q_fifo.c `explain`.
+const USAGE: &str = "Usage: ... <[p|b]fifo | pfifo_head_drop> [ limit NUMBER ]\n";
+
+/// tc side: `fifo_parse_opt`.
+pub fn parse(kind: FifoKind, args: &mut Args) -> Result<Option<FifoOpt>, TcError> {
+    let mut limit = None;
+    while let Some(a) = args.next() {
+        match a {
+            "limit" => {
+                let v = args.value()?;
+                limit =
+                    Some(units::get_size(v).ok_or_else(|| {
+                        TcError::tc(format!("{}: Illegal value for \"limit\": \"{}\"\n", kind.id(), v))
+                    })?);
+            }
+            "help" => return Err(TcError::tc(USAGE)),
+            other => return Err(TcError::tc(format!("{}: unknown parameter \"{other}\"\n{USAGE}", kind.id()))),
+        }
+    }
+    Ok(limit.map(|limit| FifoOpt { limit }))
+}
+
+pub struct Fifo {
+    kind: FifoKind,
+    pub limit: u32,
+    q: VecDeque<Packet>,
+    stats: Stats,
+    reduce: Reduce,
+    bypass: bool,
+}
+
+impl Fifo {
+    /// `fifo_init` / `__fifo_init`.
+    pub fn new(kind: FifoKind, opt: Option<FifoOpt>, dev: &DevInfo) -> Self {
+        let mut f = Fifo {
+            kind,
+            limit: 0,
+            q: VecDeque::new(),
+            stats: Stats::default(),
+            reduce: Reduce::default(),
+            bypass: false,
+        };
+        f.apply(opt, dev);
+        f
+    }
+
+    /// The default child fifo a classful qdisc creates (`fifo_create_dflt`).
+    pub fn with_limit(kind: FifoKind, limit: u32, dev: &DevInfo) -> Self {
+        Self::new(kind, Some(FifoOpt { limit }), dev)
+    }
+
+    fn apply(&mut self, opt: Option<FifoOpt>, dev: &DevInfo) {
+        self.limit = match opt {
+            Some(o) => o.limit,
+            None if self.kind == FifoKind::Bfifo => dev.tx_queue_len.wrapping_mul(dev.psched_mtu()),
+            None => dev.tx_queue_len,
+        };
+        self.bypass = match self.kind {
+            FifoKind::Bfifo => self.limit >= dev.psched_mtu(),
+            _ => self.limit >= 1,
+        };
+    }
+
+    pub fn len(&self) -> usize {
+        self.q.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.q.is_empty()
+    }
+
+    fn tail(&mut self, mut pkt: Packet, now: Instant) -> Enqueued {
+        pkt.enqueued_at = now;
+        self.stats.queued(pkt.len);
+        self.q.push_back(pkt);
+        Enqueued::Success
+    }
+}
+
+impl Qdisc for Fifo {
+    fn kind(&self) -> &'static str {
+        self.kind.id()
+    }
+
+    fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
+        match self.kind {
+            // bfifo_enqueue
+            FifoKind::Bfifo => {
+                if self.stats.backlog as u64 + pkt.len as u64 <= self.limit as u64 {
+                    return self.tail(pkt, now);
+                }
+            }
+            // pfifo_enqueue
+            FifoKind::Pfifo => {
+                if self.stats.qlen < self.limit {
+                    return self.tail(pkt, now);
+                }
+            }
+            // pfifo_tail_enqueue
+            FifoKind::PfifoHeadDrop => {
+                if self.limit == 0 {
+                    self.stats.drop();
+                    return Enqueued::Dropped;
+                }
+                if self.stats.qlen < self.limit {
+                    return self.tail(pkt, now);
+                }
+                let prev_backlog = self.stats.backlog;
+                let old = self.q.pop_front().expect("qlen == limit > 0");
+                self.stats.unqueued(old.len);
+                self.stats.drop();
+                self.tail(pkt, now);
+                self.reduce.add(0, prev_backlog as i64 - self.stats.backlog as i64);
+                return Enqueued::Congested;
+            }
+        }
+        self.stats.drop();
+        Enqueued::Dropped
+    }
+
+    fn dequeue(&mut self, _now: Instant) -> Dequeued {
+        match self.q.pop_front() {
+            Some(p) => {
+                self.stats.unqueued(p.len);
+                self.stats.sent(&p);
+                Dequeued::Packet(p)
+            }
+            None => Dequeued::Empty,
+        }
+    }
+
+    fn peek(&mut self, _now: Instant) -> Option<&Packet> {
+        self.q.front()
+    }
+
+    fn reset(&mut self, _now: Instant) {
+        self.q.clear();
+        self.stats.qlen = 0;
+        self.stats.backlog = 0;
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    fn stats_mut(&mut self) -> &mut Stats {
+        &mut self.stats
+    }
+    fn take_reduce(&mut self) -> Reduce {
+        std::mem::take(&mut self.reduce)
+    }
+
+    fn change(&mut self, opts: &Opts, dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
+        match opts {
+            Opts::Fifo(o) => {
+                self.apply(Some(*o), dev);
+                Ok(())
+            }
+            _ => Err(TcError::invalid()),
+        }
+    }
+
+    fn dump(&self, out: &mut Out, _dev: &DevInfo) {
+        // q_fifo.c fifo_print_opt: bfifo prints a size, the others a packet count.
+        if self.kind == FifoKind::Bfifo {
+            out.uint("limit", format_args!("limit {}", units::fmt_size(self.limit)), self.limit as u64);
+        } else {
+            out.uint("limit", format_args!("limit {}p", self.limit), self.limit as u64);
+        }
+    }
+
+    fn can_bypass(&self) -> bool {
+        self.bypass
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev() -> DevInfo {
+        DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: 1000, num_tx_queues: 1 }
+    }
+    fn t(ns: u64) -> Instant {
+        Instant::from_nanos(ns)
+    }
+
+    #[test]
+    fn defaults_follow_the_device() {
+        assert_eq!(Fifo::new(FifoKind::Pfifo, None, &dev()).limit, 1000);
+        assert_eq!(Fifo::new(FifoKind::Bfifo, None, &dev()).limit, 1_514_000);
+        assert_eq!(Fifo::new(FifoKind::PfifoHeadDrop, None, &dev()).limit, 1000);
+    }
+
+    #[test]
+    fn pfifo_tail_drops_at_limit() {
+        let mut f = Fifo::with_limit(FifoKind::Pfifo, 2, &dev());
+        assert_eq!(f.enqueue(Packet::new(1, 100), t(0)), Enqueued::Success);
+        assert_eq!(f.enqueue(Packet::new(2, 100), t(0)), Enqueued::Success);
+        assert_eq!(f.enqueue(Packet::new(3, 100), t(0)), Enqueued::Dropped);
+        assert_eq!(f.stats().drops, 1);
+        assert_eq!((f.stats().qlen, f.stats().backlog), (2, 200));
+        assert_eq!(f.dequeue(t(1)).packet().unwrap().id, 1);
+        assert_eq!(f.dequeue(t(1)).packet().unwrap().id, 2);
+        assert_eq!(f.dequeue(t(1)), Dequeued::Empty);
+        assert_eq!((f.stats().bytes, f.stats().packets), (200, 2));
+    }
+
+    #[test]
+    fn bfifo_counts_bytes_inclusive() {
+        let mut f = Fifo::with_limit(FifoKind::Bfifo, 3000, &dev());
+        assert_eq!(f.enqueue(Packet::new(1, 1500), t(0)), Enqueued::Success);
+        assert_eq!(f.enqueue(Packet::new(2, 1500), t(0)), Enqueued::Success); // 3000 ≤ 3000
+        assert_eq!(f.enqueue(Packet::new(3, 1), t(0)), Enqueued::Dropped);
+        assert!(!Fifo::with_limit(FifoKind::Bfifo, 1513, &dev()).can_bypass());
+        assert!(Fifo::with_limit(FifoKind::Bfifo, 1514, &dev()).can_bypass());
+    }
+
+    #[test]
+    fn head_drop_drops_oldest_and_reports_bytes() {
+        let mut f = Fifo::with_limit(FifoKind::PfifoHeadDrop, 2, &dev());
+        f.enqueue(Packet::new(1, 100), t(0));
+        f.enqueue(Packet::new(2, 200), t(0));
+        assert_eq!(f.enqueue(Packet::new(3, 300), t(0)), Enqueued::Congested);
+        assert_eq!(f.take_reduce(), Reduce { pkts: 0, bytes: -200 });
+        assert_eq!((f.stats().qlen, f.stats().backlog, f.stats().drops), (2, 500, 1));
+        assert_eq!(f.dequeue(t(0)).packet().unwrap().id, 2);
+        let mut z = Fifo::with_limit(FifoKind::PfifoHeadDrop, 0, &dev());
+        assert_eq!(z.enqueue(Packet::new(1, 1), t(0)), Enqueued::Dropped);
+    }
+}

@@ -1,0 +1,201 @@
+//! mq — mirrors net/sched/sch_mq.c (§8 of the reference).
+//!
+//! Theory: mq is not a scheduler. It is the root of a multiqueue device and owns one
+//! child qdisc per tx queue (class `<major>:<txq+1>`), each attached to its own
+//! queue; every packet is queued in the child of the tx queue it was sent on. Its
+//! counters are the sums of its children's, recomputed at dump time (`mq_dump`).
+//!
+//! As a trait object, `enqueue` does what the transmit path does before reaching a
+//! txq's qdisc — pick the queue by `skb_tx_hash` (`reciprocal_scale(hash, n)`, §2.2) —
+//! and `dequeue` serves the tx queues in turn, as a NIC draining its rings would.
+
+use crate::packet::Packet;
+use crate::qdisc::{tc_h_maj, tc_h_make, Classful, Dequeued, DevInfo, Enqueued, Node, Qdisc, TC_H_ROOT};
+use crate::sched::{fifo, pfifo_fast, Opts};
+use crate::stats::Stats;
+use crate::tc::{Errno, Out, TcError};
+use crate::time::Instant;
+
+pub struct Mq {
+    txqs: Vec<Node>,
+    /// Next tx queue `dequeue` looks at.
+    next: usize,
+    stats: Stats,
+}
+
+/// `get_default_qdisc_ops` for a tx queue: the system default (pfifo_fast here,
+/// as `net.core.default_qdisc` ships) below real_num_tx_queues.
+pub fn default_child(dev: &DevInfo, parent: u32) -> Node {
+    let q: Box<dyn Qdisc> = match pfifo_fast::PfifoFast::new(dev) {
+        Ok(p) => Box::new(p),
+        // txqueuelen 0: pfifo_fast's init fails; the kernel then leaves noop.
+        Err(_) => Box::new(fifo::Fifo::with_limit(fifo::FifoKind::Pfifo, 0, dev)),
+    };
+    Node::new(0, parent, q)
+}
+
+impl Mq {
+    /// `mq_init`: only as root of a multiqueue device.
+    pub fn new(dev: &DevInfo, handle: u32, parent: u32) -> Result<Self, TcError> {
+        if parent != TC_H_ROOT || dev.num_tx_queues <= 1 {
+            return Err(TcError::errno(Errno::EOPNOTSUPP));
+        }
+        let txqs = (0..dev.num_tx_queues).map(|i| default_child(dev, tc_h_make(tc_h_maj(handle), i + 1))).collect();
+        Ok(Mq { txqs, next: 0, stats: Stats::default() })
+    }
+
+    /// `mq_dump`: the sums of the children.
+    fn sync(&mut self) {
+        let mut s = Stats::default();
+        for n in &mut self.txqs {
+            // Children are NOPARENT: their backlog reductions stop here.
+            let _ = n.q.take_reduce();
+            s.add(n.q.stats());
+        }
+        self.stats = s;
+    }
+
+    /// `skb_tx_hash` without traffic classes: `reciprocal_scale(hash, n)`.
+    pub fn pick_tx(&self, pkt: &Packet) -> usize {
+        ((pkt.hash as u64 * self.txqs.len() as u64) >> 32) as usize
+    }
+
+    pub fn txq(&mut self, i: usize) -> &mut Node {
+        &mut self.txqs[i]
+    }
+}
+
+impl Qdisc for Mq {
+    fn kind(&self) -> &'static str {
+        "mq"
+    }
+
+    fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
+        let i = self.pick_tx(&pkt);
+        let r = self.txqs[i].q.enqueue(pkt, now);
+        self.sync();
+        r
+    }
+
+    fn dequeue(&mut self, now: Instant) -> Dequeued {
+        let n = self.txqs.len();
+        let mut idle = Dequeued::Empty;
+        for k in 0..n {
+            let i = (self.next + k) % n;
+            match self.txqs[i].q.dequeue(now) {
+                Dequeued::Packet(p) => {
+                    self.next = (i + 1) % n;
+                    self.sync();
+                    return Dequeued::Packet(p);
+                }
+                other => idle = Dequeued::earliest(idle, other),
+            }
+        }
+        self.sync();
+        idle
+    }
+
+    fn peek(&mut self, now: Instant) -> Option<&Packet> {
+        let n = self.txqs.len();
+        let i = (0..n).map(|k| (self.next + k) % n).find(|&i| self.txqs[i].q.peek(now).is_some())?;
+        self.txqs[i].q.peek(now)
+    }
+
+    fn reset(&mut self, now: Instant) {
+        for n in &mut self.txqs {
+            n.q.reset(now);
+        }
+        self.sync();
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    fn stats_mut(&mut self) -> &mut Stats {
+        &mut self.stats
+    }
+
+    fn change(&mut self, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
+        Err(TcError::kernel("Change operation not supported by specified qdisc"))
+    }
+
+    fn dump(&self, _out: &mut Out, _dev: &DevInfo) {}
+    fn has_options(&self) -> bool {
+        false
+    }
+    fn sync_stats(&mut self) {
+        for n in &mut self.txqs {
+            n.q.sync_stats();
+        }
+        self.sync();
+    }
+
+    fn as_classful(&self) -> Option<&dyn Classful> {
+        Some(self)
+    }
+    fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
+        Some(self)
+    }
+}
+
+impl Classful for Mq {
+    fn class_minors(&self) -> Vec<u32> {
+        (1..=self.txqs.len() as u32).collect()
+    }
+    fn leaf(&self, minor: u32) -> Option<&Node> {
+        self.txqs.get((minor as usize).checked_sub(1)?)
+    }
+    fn leaf_mut(&mut self, minor: u32) -> Option<&mut Node> {
+        self.txqs.get_mut((minor as usize).checked_sub(1)?)
+    }
+    /// `mq_graft`: the tx queue's qdisc is swapped (deleting leaves noop on it).
+    fn graft(&mut self, minor: u32, new: Option<Node>, _dev: &DevInfo) -> Result<Option<Node>, TcError> {
+        let i = (minor as usize).checked_sub(1).filter(|&i| i < self.txqs.len());
+        let i = i.ok_or_else(|| TcError::kernel("Specified class not found"))?;
+        let parent = self.txqs[i].parent;
+        let new = new.unwrap_or_else(|| crate::sched::noqueue::Noop::node(parent));
+        let old = std::mem::replace(&mut self.txqs[i], new);
+        self.sync();
+        Ok(Some(old))
+    }
+    fn class_kind(&self) -> &'static str {
+        "mq"
+    }
+    fn class_parent_is_root(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev(n: u32) -> DevInfo {
+        DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: 1000, num_tx_queues: n }
+    }
+
+    #[test]
+    fn only_root_of_multiqueue() {
+        assert!(Mq::new(&dev(1), 0, TC_H_ROOT).is_err());
+        assert!(Mq::new(&dev(4), 0x10000, 0x20001).is_err());
+        let mq = Mq::new(&dev(4), 0x10000, TC_H_ROOT).unwrap();
+        assert_eq!(mq.class_minors(), vec![1, 2, 3, 4]);
+        assert_eq!(mq.leaf(2).unwrap().parent, 0x10002);
+        assert_eq!(crate::qdisc::tc_h_min(mq.leaf(4).unwrap().parent), 4);
+    }
+
+    #[test]
+    fn stats_are_sums_and_hash_picks_queue() {
+        let mut mq = Mq::new(&dev(4), 0, TC_H_ROOT).unwrap();
+        let now = Instant::ZERO;
+        // hash 0 → txq 0; hash 0xC000_0000 → txq 3.
+        mq.enqueue(Packet::new(1, 100).with_hash(0), now);
+        mq.enqueue(Packet::new(2, 200).with_hash(0xC000_0000), now);
+        assert_eq!(mq.txq(0).q.stats().qlen, 1);
+        assert_eq!(mq.txq(3).q.stats().backlog, 200);
+        assert_eq!((mq.stats().qlen, mq.stats().backlog), (2, 300));
+        assert!(mq.dequeue(now).packet().is_some());
+        assert!(mq.dequeue(now).packet().is_some());
+        assert_eq!((mq.stats().qlen, mq.stats().bytes, mq.stats().packets), (0, 300, 2));
+    }
+}

@@ -1,0 +1,137 @@
+//! pfifo_fast — mirrors `pfifo_fast_ops` in net/sched/sch_generic.c (§5 of the
+//! reference); printed by iproute2's prio printer.
+//!
+//! Theory: three strict-priority bands chosen by `skb->priority & 15` through a fixed
+//! priomap; band 0 is always served first. Each band is a ring of `txqueuelen`
+//! slots, so the qdisc holds up to 3 × txqueuelen packets and a full ring drops the
+//! newcomer. No parameters, no xstats; overlimits never moves.
+
+use std::collections::VecDeque;
+
+use crate::packet::Packet;
+use crate::qdisc::{Dequeued, DevInfo, Enqueued, Qdisc};
+use crate::sched::{prio, Opts};
+use crate::stats::Stats;
+use crate::tc::{Out, TcError};
+use crate::time::Instant;
+
+/// `prio2band` in sch_generic.c.
+pub const PRIO2BAND: [u8; 16] = [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
+pub const BANDS: usize = 3;
+
+pub struct PfifoFast {
+    bands: [VecDeque<Packet>; BANDS],
+    /// Ring size of each band (`dev->tx_queue_len`).
+    ring: u32,
+    stats: Stats,
+}
+
+impl PfifoFast {
+    /// `pfifo_fast_init`: fails when the device's txqueuelen is 0 (no ring can be made).
+    pub fn new(dev: &DevInfo) -> Result<Self, TcError> {
+        if dev.tx_queue_len == 0 {
+            return Err(TcError::errno(crate::tc::Errno::EINVAL));
+        }
+        Ok(PfifoFast { bands: Default::default(), ring: dev.tx_queue_len, stats: Stats::default() })
+    }
+
+    /// `band2list`: the band for a priority.
+    pub fn band_of(priority: u32) -> usize {
+        PRIO2BAND[(priority & 15) as usize] as usize
+    }
+}
+
+impl Qdisc for PfifoFast {
+    fn kind(&self) -> &'static str {
+        "pfifo_fast"
+    }
+
+    /// `pfifo_fast_enqueue`: push to the band's ring, or drop when it is full.
+    fn enqueue(&mut self, mut pkt: Packet, now: Instant) -> Enqueued {
+        let band = Self::band_of(pkt.priority);
+        if self.bands[band].len() as u32 >= self.ring {
+            self.stats.drop();
+            return Enqueued::Dropped;
+        }
+        pkt.enqueued_at = now;
+        self.stats.queued(pkt.len);
+        self.bands[band].push_back(pkt);
+        Enqueued::Success
+    }
+
+    /// `pfifo_fast_dequeue`: the first non-empty band, 0 → 2.
+    fn dequeue(&mut self, _now: Instant) -> Dequeued {
+        for band in self.bands.iter_mut() {
+            if let Some(p) = band.pop_front() {
+                self.stats.unqueued(p.len);
+                self.stats.sent(&p);
+                return Dequeued::Packet(p);
+            }
+        }
+        Dequeued::Empty
+    }
+
+    fn peek(&mut self, _now: Instant) -> Option<&Packet> {
+        self.bands.iter().find_map(|b| b.front())
+    }
+
+    fn reset(&mut self, _now: Instant) {
+        self.bands.iter_mut().for_each(VecDeque::clear);
+        self.stats.qlen = 0;
+        self.stats.backlog = 0;
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    fn stats_mut(&mut self) -> &mut Stats {
+        &mut self.stats
+    }
+
+    fn change(&mut self, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
+        Err(TcError::kernel("Change operation not supported by specified qdisc"))
+    }
+
+    /// `pfifo_fast_dump` sends a tc_prio_qopt; tc prints it with q_prio.c.
+    fn dump(&self, out: &mut Out, _dev: &DevInfo) {
+        prio::dump_priomap(out, BANDS as u32, &PRIO2BAND);
+    }
+
+    fn can_bypass(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev(txqlen: u32) -> DevInfo {
+        DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: txqlen, num_tx_queues: 1 }
+    }
+
+    #[test]
+    fn strict_priority_by_priomap() {
+        let mut q = PfifoFast::new(&dev(10)).unwrap();
+        let now = Instant::ZERO;
+        // priority 1 → band 2, 0 → band 1, 6 → band 0, 7 → band 0, 15 → band 1
+        for (id, prio) in [(1, 1), (2, 0), (3, 6), (4, 15), (5, 7)] {
+            assert_eq!(q.enqueue(Packet::new(id, 100).with_priority(prio), now), Enqueued::Success);
+        }
+        let order: Vec<u64> = std::iter::from_fn(|| q.dequeue(now).packet().map(|p| p.id)).collect();
+        assert_eq!(order, vec![3, 5, 2, 4, 1]);
+    }
+
+    #[test]
+    fn each_band_holds_txqueuelen() {
+        let mut q = PfifoFast::new(&dev(2)).unwrap();
+        let now = Instant::ZERO;
+        for i in 0..3 {
+            q.enqueue(Packet::new(i, 100), now);
+        }
+        assert_eq!((q.stats().qlen, q.stats().drops), (2, 1));
+        // Other bands still have room.
+        assert_eq!(q.enqueue(Packet::new(9, 100).with_priority(6), now), Enqueued::Success);
+        assert!(PfifoFast::new(&dev(0)).is_err());
+    }
+}

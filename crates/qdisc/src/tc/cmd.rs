@@ -1,0 +1,716 @@
+//! tc's command line over in-memory devices: tc/tc.c (global options, batch),
+//! tc/tc_qdisc.c (`tc_qdisc_modify`, `tc_qdisc_list`) and tc/tc_class.c.
+
+use crate::qdisc::{tc_h_maj, TC_H_ROOT};
+use crate::sched;
+use crate::sched::ingress::{INGRESS_HANDLE, TC_H_INGRESS};
+use crate::tc::show::{self, QdiscFilter};
+use crate::tc::{matches, Args, Errno, Out, TcError};
+use crate::time::Instant;
+use crate::tree::{DevSpec, Device, NlFlags};
+
+/// tc's global options.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcOpts {
+    /// `-s` (counted, as tc does).
+    pub stats: u32,
+    pub details: bool,
+    pub json: bool,
+    pub pretty: bool,
+    pub raw: bool,
+    pub iec: bool,
+    pub oneline: bool,
+    /// `-graph`: only `class show` draws differently, which is not implemented.
+    pub graph: bool,
+}
+
+/// What one tc invocation printed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Output {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: i32,
+}
+
+/// A set of in-memory devices and the kernel-global state tc talks to.
+pub struct Tc {
+    pub devices: Vec<Device>,
+    /// The kernel's static auto-handle counter (`qdisc_alloc_handle`).
+    autohandle: u32,
+    /// Virtual time at which commands take effect.
+    pub now: Instant,
+    /// What the current command wrote to stderr without failing (usage texts, warnings).
+    warn: String,
+}
+
+const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show ] dev STRING
+       [ handle QHANDLE ] [ root | ingress | clsact | parent CLASSID ]
+       [ estimator INTERVAL TIME_CONSTANT ]
+       [ stab [ help | STAB_OPTIONS] ]
+       [ ingress_block BLOCK_INDEX ] [ egress_block BLOCK_INDEX ]
+       [ [ QDISC_KIND ] [ help | OPTIONS ] ]
+
+       tc qdisc { show | list } [ dev STRING ] [ QDISC_ID ] [ invisible ]
+Where:
+QDISC_KIND := { [p|b]fifo | tbf | prio | red | etc. }
+OPTIONS := ... try tc qdisc add <desired QDISC_KIND> help
+STAB_OPTIONS := ... try tc qdisc add stab help
+QDISC_ID := { root | ingress | handle QHANDLE | parent CLASSID }
+";
+
+const CLASS_USAGE: &str = "Usage: tc class [ add | del | change | replace | show ] dev STRING
+       [ classid CLASSID ] [ root | parent CLASSID ]
+       [ [ QDISC_KIND ] [ help | OPTIONS ] ]
+
+       tc class show [ dev STRING ] [ root | parent CLASSID ]
+Where:
+QDISC_KIND := { prio | etc. }
+OPTIONS := ... try tc class add <desired QDISC_KIND> help
+";
+
+const TC_USAGE: &str = "Usage:\ttc [ OPTIONS ] OBJECT { COMMAND | help }
+\ttc [-force] -batch filename
+where  OBJECT := { qdisc | class | filter | chain |
+\t\t    action | monitor | exec }
+       OPTIONS := { -V[ersion] | -s[tatistics] | -d[etails] | -r[aw] |
+\t\t    -o[neline] | -j[son] | -p[retty] | -c[olor]
+\t\t    -b[atch] [filename] | -n[etns] name | -N[umeric] |
+\t\t     -nm | -nam[es] | { -cf | -conf } path
+\t\t     -br[ief] }
+";
+
+/// `duparg`.
+fn duparg(key: &str, arg: &str) -> TcError {
+    TcError::usage(format!("Error: duplicate \"{key}\": \"{arg}\" is the second value.\n"))
+}
+/// `invarg`.
+fn invarg(msg: &str, arg: &str) -> TcError {
+    TcError::usage(format!("Error: argument \"{arg}\" is wrong: {msg}\n"))
+}
+
+/// `get_qdisc_handle`: `maj[:]` in hex, or `none`.
+pub fn get_qdisc_handle(s: &str) -> Option<u32> {
+    if s == "none" {
+        return Some(0);
+    }
+    let (maj, rest) = strtoul16(s)?;
+    if maj >= 1 << 16 {
+        return None;
+    }
+    // Like iproute2, only the character after the major is checked ("1:0" is 1:).
+    if !(rest.is_empty() || rest.starts_with(':')) {
+        return None;
+    }
+    Some((maj as u32) << 16)
+}
+
+/// `get_tc_classid`: `root`, `none`, `maj:min`, `maj:`, `:min`, or a bare hex number.
+pub fn get_tc_classid(s: &str) -> Option<u32> {
+    match s {
+        "root" => return Some(TC_H_ROOT),
+        "none" => return Some(0),
+        _ => {}
+    }
+    let (maj, rest) = match strtoul16(s) {
+        Some(x) => x,
+        None if s.starts_with(':') => (0, s),
+        None => return None,
+    };
+    if let Some(min_s) = rest.strip_prefix(':') {
+        if maj >= 1 << 16 {
+            return None;
+        }
+        let (min, r) = strtoul16(min_s).unwrap_or((0, min_s));
+        if !r.is_empty() || min >= 1 << 16 {
+            return None;
+        }
+        Some(((maj as u32) << 16) | min as u32)
+    } else if rest.is_empty() {
+        u32::try_from(maj).ok()
+    } else {
+        None
+    }
+}
+
+/// `strtoul(s, &end, 16)`: the leading hex number (an optional 0x prefix) and the rest.
+fn strtoul16(s: &str) -> Option<(u64, &str)> {
+    let body = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .filter(|b| b.starts_with(|c: char| c.is_ascii_hexdigit()))
+        .unwrap_or(s);
+    let end = body.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(body.len());
+    if end == 0 {
+        return None;
+    }
+    let v = u64::from_str_radix(&body[..end], 16).unwrap_or(u64::MAX);
+    Some((v, &body[end..]))
+}
+
+/// Split a batch line like iproute2's `makeargs`: whitespace separates words,
+/// quotes group them, `#` starts a comment.
+pub fn makeargs(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    for c in line.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => cur.push(c),
+            None => match c {
+                '"' | '\'' => {
+                    quote = Some(c);
+                    in_word = true;
+                }
+                '#' if !in_word => break,
+                c if c.is_whitespace() => {
+                    if in_word {
+                        out.push(std::mem::take(&mut cur));
+                        in_word = false;
+                    }
+                }
+                c => {
+                    cur.push(c);
+                    in_word = true;
+                }
+            },
+        }
+    }
+    if in_word {
+        out.push(cur);
+    }
+    out
+}
+
+/// tc's global options as `main` in tc/tc.c reads them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Global {
+    pub opts: TcOpts,
+    /// `-b`/`-batch FILE` (`-` = stdin).
+    pub batch: Option<String>,
+    /// `-force`: keep going after a failed batch line.
+    pub force: bool,
+    /// Index of the first word after the options (the OBJECT).
+    pub rest: usize,
+    /// `-V`: print the version and stop.
+    pub version: bool,
+}
+
+/// Parse tc's leading `-options` (matched by prefix, as tc's `matches` does).
+pub fn parse_global(argv: &[String]) -> Result<Global, TcError> {
+    let mut g = Global::default();
+    let mut i = 0;
+    while i < argv.len() && argv[i].starts_with('-') && argv[i].len() > 1 {
+        let raw = argv[i].as_str();
+        let a = raw.strip_prefix("--").unwrap_or(&raw[1..]);
+        if a == "force" {
+            g.force = true;
+        } else if a == "iec" {
+            g.opts.iec = true;
+        } else if matches(a, "batch") {
+            i += 1;
+            let f = argv.get(i).ok_or_else(TcError::incomplete)?;
+            g.batch = Some(f.clone());
+        } else if matches(a, "stats") || matches(a, "statistics") {
+            g.opts.stats += 1;
+        } else if matches(a, "details") {
+            g.opts.details = true;
+        } else if matches(a, "raw") {
+            g.opts.raw = true;
+        } else if matches(a, "pretty") {
+            g.opts.pretty = true;
+        } else if matches(a, "json") {
+            g.opts.json = true;
+        } else if matches(a, "graph") {
+            g.opts.graph = true;
+        } else if matches(a, "oneline") {
+            g.opts.oneline = true;
+        } else if matches(a, "timestamp")
+            || a == "tshort"
+            || matches(a, "Numeric")
+            || matches(a, "color")
+            || a.starts_with("color=")
+        {
+            // These only change monitor output, name resolution or colours.
+        } else if matches(a, "Version") {
+            g.version = true;
+        } else if matches(a, "help") {
+            return Err(TcError::usage(TC_USAGE));
+        } else {
+            return Err(TcError::usage(format!("Option \"{raw}\" is unknown, try \"tc -help\".\n")));
+        }
+        i += 1;
+    }
+    g.rest = i;
+    Ok(g)
+}
+
+impl Tc {
+    pub fn new(specs: &[DevSpec]) -> Self {
+        Tc {
+            devices: specs.iter().map(Device::new).collect(),
+            autohandle: 0x8000_0000,
+            now: Instant::ZERO,
+            warn: String::new(),
+        }
+    }
+
+    /// `ip link set dev NAME txqueuelen N`: later default qdiscs and default limits
+    /// follow it; existing qdiscs keep what they computed at init, as in the kernel.
+    pub fn set_txqueuelen(&mut self, name: &str, n: u32) -> bool {
+        match self.device_mut(name) {
+            Some(d) => {
+                d.info.tx_queue_len = n;
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn device(&self, name: &str) -> Option<&Device> {
+        self.devices.iter().find(|d| d.info.name == name)
+    }
+    pub fn device_mut(&mut self, name: &str) -> Option<&mut Device> {
+        self.devices.iter_mut().find(|d| d.info.name == name)
+    }
+    fn dev_index(&self, name: &str) -> Result<usize, TcError> {
+        self.devices
+            .iter()
+            .position(|d| d.info.name == name)
+            .ok_or_else(|| TcError::tc(format!("Cannot find device \"{name}\"\n")))
+    }
+
+    /// One `tc ARGS…` invocation (argv after the program name). `-batch` needs a
+    /// file, which the engine does not read: callers use [`parse_global`] and [`Tc::batch`].
+    pub fn run(&mut self, argv: &[String]) -> Output {
+        match parse_global(argv) {
+            Ok(g) if g.batch.is_some() => {
+                err_out(TcError::tc("qdisc-lab: -batch is handled by the command-line program\n"))
+            }
+            Ok(g) => self.exec(&argv[g.rest..], g.opts),
+            Err(e) => err_out(e),
+        }
+    }
+
+    /// Run one command (no global options) with the given options.
+    pub fn exec(&mut self, argv: &[String], o: TcOpts) -> Output {
+        let r = self.do_cmd(argv, o);
+        let mut stderr = std::mem::take(&mut self.warn);
+        match r {
+            Ok(stdout) => Output { stdout, stderr, code: 0 },
+            Err(e) => {
+                stderr.push_str(&e.msg);
+                Output { stdout: String::new(), stderr, code: e.code }
+            }
+        }
+    }
+
+    /// `tc -batch`: every line a command; a failing line prints "Command failed
+    /// FILE:LINE" and stops the batch unless `force`. A line may start with its own
+    /// `-s/-d/-j/-p` (qdisc-lab extension), which apply to that line only.
+    pub fn batch(&mut self, text: &str, name: &str, o: TcOpts, force: bool) -> Output {
+        let mut res = Output::default();
+        for (n, line) in text.lines().enumerate() {
+            let mut args = makeargs(line);
+            if args.is_empty() {
+                continue;
+            }
+            let mut lo = o;
+            let mut skip = 0;
+            for a in &args {
+                match a.as_str() {
+                    "-s" | "-stats" | "-statistics" => lo.stats += 1,
+                    "-d" | "-details" => lo.details = true,
+                    "-j" | "-json" => lo.json = true,
+                    "-p" | "-pretty" => lo.pretty = true,
+                    "-iec" => lo.iec = true,
+                    "-r" | "-raw" => lo.raw = true,
+                    _ => break,
+                }
+                skip += 1;
+            }
+            args.drain(..skip);
+            let r = self.exec(&args, lo);
+            res.stdout.push_str(&r.stdout);
+            res.stderr.push_str(&r.stderr);
+            if r.code != 0 {
+                res.stderr.push_str(&format!("Command failed {}:{}\n", name, n + 1));
+                res.code = 1;
+                if !force {
+                    break;
+                }
+            }
+        }
+        res
+    }
+
+    fn do_cmd(&mut self, argv: &[String], o: TcOpts) -> Result<String, TcError> {
+        let Some(obj) = argv.first() else { return Err(TcError::usage(TC_USAGE)) };
+        let rest = &argv[1..];
+        if matches(obj, "qdisc") {
+            self.do_qdisc(rest, o)
+        } else if matches(obj, "class") {
+            self.do_class(rest, o)
+        } else if matches(obj, "filter") || matches(obj, "chain") || matches(obj, "actions") {
+            Err(TcError::tc(format!(
+                "qdisc-lab: \"tc {obj}\" is not supported yet (classifiers arrive with htb); only qdisc and class commands are.\n"
+            )))
+        } else if matches(obj, "help") {
+            Err(TcError::usage(TC_USAGE))
+        } else {
+            Err(TcError::usage(format!("Object \"{obj}\" is unknown, try \"tc help\".\n")))
+        }
+    }
+
+    // ---- tc qdisc --------------------------------------------------------------
+
+    fn do_qdisc(&mut self, argv: &[String], o: TcOpts) -> Result<String, TcError> {
+        let Some(cmd) = argv.first() else { return self.qdisc_list(&[], o) };
+        let rest = &argv[1..];
+        let flags = if matches(cmd, "add") {
+            NlFlags::ADD
+        } else if matches(cmd, "change") {
+            NlFlags::CHANGE
+        } else if matches(cmd, "replace") {
+            NlFlags::REPLACE
+        } else if matches(cmd, "link") {
+            NlFlags::LINK
+        } else if matches(cmd, "delete") {
+            return self.qdisc_modify(None, rest).map(|_| String::new());
+        } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
+            return self.qdisc_list(rest, o);
+        } else if matches(cmd, "help") {
+            self.warn.push_str(QDISC_USAGE);
+            return Ok(String::new());
+        } else {
+            return Err(TcError::usage(format!("Command \"{cmd}\" is unknown, try \"tc qdisc help\".\n")));
+        };
+        self.qdisc_modify(Some(flags), rest).map(|_| String::new())
+    }
+
+    /// `tc_qdisc_modify`: parse, then hand the request to the device (the kernel).
+    /// `flags` None = delete.
+    fn qdisc_modify(&mut self, flags: Option<NlFlags>, argv: &[String]) -> Result<(), TcError> {
+        let mut a = Args::new(argv);
+        let mut dev: Option<&str> = None;
+        let mut handle = 0u32;
+        let mut parent = 0u32;
+        let mut kind: Option<&str> = None;
+        while let Some(w) = a.next() {
+            match w {
+                "dev" => {
+                    let v = a.value()?;
+                    if dev.is_some() {
+                        return Err(duparg("dev", v));
+                    }
+                    dev = Some(v);
+                }
+                "handle" => {
+                    if handle != 0 {
+                        return Err(duparg("handle", w));
+                    }
+                    let v = a.value()?;
+                    handle = get_qdisc_handle(v).ok_or_else(|| invarg("invalid qdisc ID", v))?;
+                }
+                "root" => {
+                    if parent != 0 {
+                        return Err(TcError::usage("Error: \"root\" is duplicate parent ID\n"));
+                    }
+                    parent = TC_H_ROOT;
+                }
+                "parent" => {
+                    let v = a.value()?;
+                    if parent != 0 {
+                        return Err(duparg("parent", v));
+                    }
+                    parent = get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
+                }
+                "ingress" => {
+                    if parent != 0 {
+                        return Err(TcError::usage("Error: \"ingress\" is a duplicate parent ID\n"));
+                    }
+                    parent = TC_H_INGRESS;
+                    handle = INGRESS_HANDLE;
+                    kind = Some("ingress");
+                    break;
+                }
+                "clsact" => {
+                    return Err(TcError::tc("qdisc-lab: the clsact hook is not supported yet\n"));
+                }
+                w if matches(w, "estimator") || matches(w, "stab") => {
+                    return Err(TcError::tc(format!("qdisc-lab: \"{w}\" is not supported yet\n")));
+                }
+                // tc prints its usage and carries on with the request.
+                w if matches(w, "help") => self.warn.push_str(QDISC_USAGE),
+                w => {
+                    kind = Some(w);
+                    break;
+                }
+            }
+        }
+        let opts = match kind {
+            Some(k) => sched::parse(k, &mut a)?,
+            None => None,
+        };
+        let name = dev.ok_or_else(|| TcError::errno(Errno::ENODEV))?;
+        let di = self.dev_index(name)?;
+        let now = self.now;
+        let mut auto = self.autohandle;
+        let r = match flags {
+            Some(f) => self.devices[di].modify(f, parent, handle, kind, opts.as_ref(), &mut auto, now),
+            None => self.devices[di].delete(parent, handle, kind, now),
+        };
+        self.autohandle = auto;
+        r
+    }
+
+    /// `tc_qdisc_list` + `print_qdisc` over the dump.
+    fn qdisc_list(&mut self, argv: &[String], o: TcOpts) -> Result<String, TcError> {
+        let mut a = Args::new(argv);
+        let mut dev: Option<&str> = None;
+        let mut f = QdiscFilter::default();
+        while let Some(w) = a.next() {
+            match w {
+                "dev" => dev = Some(a.value()?),
+                "root" => {
+                    if f.parent.is_some() || f.root {
+                        return Err(TcError::usage(format!("Duplicate parent ID\n{QDISC_USAGE}")));
+                    }
+                    f.root = true;
+                }
+                "parent" => {
+                    let v = a.value()?;
+                    f.parent = Some(get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?);
+                }
+                "handle" => {
+                    let v = a.value()?;
+                    f.handle = Some(get_qdisc_handle(v).ok_or_else(|| invarg("invalid handle ID", v))?);
+                }
+                "invisible" => f.invisible = true,
+                "ingress" | "clsact" => {
+                    if f.parent.is_some() || f.root {
+                        return Err(TcError::usage(format!("Duplicate parent ID\n{QDISC_USAGE}")));
+                    }
+                    f.parent = Some(TC_H_INGRESS);
+                }
+                w if matches(w, "help") => return Err(TcError::usage(QDISC_USAGE)),
+                w => return Err(TcError::usage(format!("What is \"{w}\"? Try \"tc qdisc help\".\n"))),
+            }
+        }
+        let idx: Vec<usize> = match dev {
+            Some(name) => vec![self.dev_index(name)?],
+            None => (0..self.devices.len()).collect(),
+        };
+        f.dev_given = dev.is_some();
+        let mut out = self.out(o);
+        out.start_top();
+        for i in idx {
+            let d = &mut self.devices[i];
+            d.root.q.sync_stats();
+            let d = &self.devices[i];
+            for p in d.dump_order(f.invisible) {
+                let n = d.node(&p);
+                if f.root && n.parent != TC_H_ROOT {
+                    continue;
+                }
+                if f.parent.is_some_and(|pp| pp != n.parent) {
+                    continue;
+                }
+                if f.handle.is_some_and(|h| h != n.handle) {
+                    continue;
+                }
+                show::qdisc(&mut out, d, n, &f, o.stats > 0);
+            }
+        }
+        out.end_top();
+        Ok(out.into_string())
+    }
+
+    fn out(&self, o: TcOpts) -> Out {
+        let out = if o.json { Out::json(o.pretty) } else { Out::text() };
+        out.with_flags(o.details, o.raw, o.iec, o.oneline)
+    }
+
+    // ---- tc class --------------------------------------------------------------
+
+    fn do_class(&mut self, argv: &[String], o: TcOpts) -> Result<String, TcError> {
+        let Some(cmd) = argv.first() else { return self.class_list(&[], o) };
+        let rest = &argv[1..];
+        if matches(cmd, "add") || matches(cmd, "change") || matches(cmd, "replace") || matches(cmd, "delete") {
+            self.class_modify(cmd, rest).map(|_| String::new())
+        } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
+            self.class_list(rest, o)
+        } else if matches(cmd, "help") {
+            self.warn.push_str(CLASS_USAGE);
+            Ok(String::new())
+        } else {
+            Err(TcError::usage(format!("Command \"{cmd}\" is unknown, try \"tc class help\".\n")))
+        }
+    }
+
+    /// `tc_class_modify` (tc side) and `tc_ctl_tclass` (kernel side). None of the
+    /// kinds here has class options in iproute2 (tc calls them classless), and their
+    /// kernel class ops can neither create nor delete classes.
+    fn class_modify(&mut self, cmd: &str, argv: &[String]) -> Result<(), TcError> {
+        let mut a = Args::new(argv);
+        let mut dev: Option<&str> = None;
+        let mut clid = 0u32;
+        let mut portid = 0u32;
+        while let Some(w) = a.next() {
+            match w {
+                "dev" => {
+                    let v = a.value()?;
+                    if dev.is_some() {
+                        return Err(duparg("dev", v));
+                    }
+                    dev = Some(v);
+                }
+                "classid" => {
+                    let v = a.value()?;
+                    if clid != 0 {
+                        return Err(duparg("classid", v));
+                    }
+                    clid = get_tc_classid(v).ok_or_else(|| invarg("invalid class ID", v))?;
+                }
+                "handle" => return Err(TcError::usage("Error: try \"classid\" instead of \"handle\"\n")),
+                "root" => {
+                    if portid != 0 {
+                        return Err(TcError::usage("Error: \"root\" is duplicate parent ID.\n"));
+                    }
+                    portid = TC_H_ROOT;
+                }
+                "parent" => {
+                    let v = a.value()?;
+                    if portid != 0 {
+                        return Err(duparg("parent", v));
+                    }
+                    portid = get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
+                }
+                w if matches(w, "help") => self.warn.push_str(CLASS_USAGE),
+                k => return Err(TcError::tc(format!("Error: Qdisc \"{k}\" is classless.\n"))),
+            }
+        }
+        let name = dev.ok_or_else(|| TcError::errno(Errno::ENODEV))?;
+        let d = &self.devices[self.dev_index(name)?];
+        // Step 1: the qdisc handle from the class id and/or the parent.
+        let mut qid = tc_h_maj(clid);
+        if portid != TC_H_ROOT {
+            let qid1 = tc_h_maj(portid);
+            if qid != 0 && qid1 != 0 {
+                if qid != qid1 {
+                    return Err(TcError::errno(Errno::EINVAL));
+                }
+            } else if qid1 != 0 {
+                qid = qid1;
+            } else if qid == 0 {
+                qid = d.root.handle;
+            }
+        } else if qid == 0 {
+            qid = d.root.handle;
+        }
+        let q = d.lookup(qid).ok_or_else(|| TcError::errno(Errno::ENOENT))?;
+        let c = d.node(&q).q.as_classful().ok_or_else(|| TcError::errno(Errno::EINVAL))?;
+        let clid = if clid == 0 {
+            if portid == TC_H_ROOT {
+                qid
+            } else {
+                0
+            }
+        } else {
+            tc_h_maj(qid) | (clid & 0xFFFF)
+        };
+        let found = clid != 0 && c.find(clid & 0xFFFF);
+        let create = matches(cmd, "add") || matches(cmd, "replace");
+        if !found {
+            if matches(cmd, "delete") || !create {
+                return Err(TcError::errno(Errno::ENOENT));
+            }
+        } else if matches(cmd, "add") {
+            return Err(TcError::errno(Errno::EEXIST));
+        }
+        // Neither `cops->change` nor `cops->delete` exists for these kinds.
+        Err(TcError::errno(Errno::EOPNOTSUPP))
+    }
+
+    fn class_list(&mut self, argv: &[String], o: TcOpts) -> Result<String, TcError> {
+        let mut a = Args::new(argv);
+        let mut dev: Option<&str> = None;
+        let mut parent: Option<u32> = None;
+        let mut classid: Option<u32> = None;
+        while let Some(w) = a.next() {
+            match w {
+                "dev" => dev = Some(a.value()?),
+                "root" => parent = Some(TC_H_ROOT),
+                "parent" => {
+                    let v = a.value()?;
+                    parent = Some(get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?);
+                }
+                "classid" => {
+                    let v = a.value()?;
+                    classid = Some(get_tc_classid(v).ok_or_else(|| invarg("invalid class ID", v))?);
+                }
+                w if matches(w, "help") => return Err(TcError::usage(CLASS_USAGE)),
+                w => return Err(TcError::usage(format!("What is \"{w}\"? Try \"tc class help\"\n"))),
+            }
+        }
+        let Some(name) = dev else {
+            return Err(TcError::usage("Error: \"dev\" is required to dump classes.\n"));
+        };
+        if o.graph {
+            return Err(TcError::tc("qdisc-lab: \"tc -graph class show\" is not supported\n"));
+        }
+        let di = self.dev_index(name)?;
+        self.devices[di].root.q.sync_stats();
+        let d = &self.devices[di];
+        let mut out = self.out(o);
+        out.start_top();
+        for p in d.dump_order(false) {
+            let n = d.node(&p);
+            let Some(c) = n.q.as_classful() else { continue };
+            if parent.is_some_and(|pp| pp != TC_H_ROOT && tc_h_maj(pp) != n.handle) {
+                continue;
+            }
+            for m in c.class_minors() {
+                let id = tc_h_maj(n.handle) | m;
+                if classid.is_some_and(|c| c != id) {
+                    continue;
+                }
+                show::class(&mut out, d, n, m, true, o.stats > 0);
+            }
+        }
+        out.end_top();
+        Ok(out.into_string())
+    }
+}
+
+fn err_out(e: TcError) -> Output {
+    Output { stdout: String::new(), stderr: e.msg, code: e.code }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_parse_like_tc() {
+        assert_eq!(get_qdisc_handle("1:"), Some(0x10000));
+        assert_eq!(get_qdisc_handle("ffff:"), Some(0xFFFF_0000));
+        assert_eq!(get_qdisc_handle("1"), Some(0x10000));
+        assert_eq!(get_qdisc_handle("1:0"), Some(0x10000));
+        assert_eq!(get_qdisc_handle("1x"), None);
+        assert_eq!(get_qdisc_handle("x"), None);
+        assert_eq!(get_tc_classid("1:10"), Some(0x10010));
+        assert_eq!(get_tc_classid(":1"), Some(1));
+        assert_eq!(get_tc_classid("1:"), Some(0x10000));
+        assert_eq!(get_tc_classid("root"), Some(TC_H_ROOT));
+        assert_eq!(get_tc_classid("10000:"), None);
+        assert_eq!(get_tc_classid("1:g"), None);
+    }
+
+    #[test]
+    fn makeargs_splits_quotes_and_comments() {
+        assert_eq!(makeargs("qdisc add dev eth0 # c"), vec!["qdisc", "add", "dev", "eth0"]);
+        assert_eq!(makeargs("a \"b c\" d"), vec!["a", "b c", "d"]);
+    }
+}

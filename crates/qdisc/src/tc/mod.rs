@@ -1,0 +1,127 @@
+//! The tc language: argv in, iproute2's exact text out.
+//!
+//! Layers as in the real thing: the command parsers here play iproute2 (tc/tc_qdisc.c,
+//! tc/tc_class.c, each kind's q_*.c `parse_opt`), [`crate::tree`] plays the kernel's
+//! sch_api.c (handles, graft, validation, extack errors), and the printers here play
+//! `print_qdisc`/`print_class`/`print_tcstats2_attr` over what the kernel dumps.
+
+mod cmd;
+pub mod out;
+mod show;
+pub mod units;
+
+pub use cmd::{makeargs, parse_global, Global, Output, Tc, TcOpts};
+pub use out::Out;
+
+use std::fmt;
+
+/// An error as tc reports it: the exact text on stderr and tc's exit status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcError {
+    /// What tc writes to stderr, newlines included.
+    pub msg: String,
+    /// tc's exit status (1 for parse errors, 2 for kernel refusals, 255 for `exit(-1)`).
+    pub code: i32,
+}
+
+impl TcError {
+    /// A tc-side (iproute2) error: the message as printed, exit status 1.
+    pub fn tc(msg: impl Into<String>) -> Self {
+        TcError { msg: msg.into(), code: 1 }
+    }
+    /// iproute2's `exit(-1)` paths (usage, duplicate args, incomplete command): status 255.
+    pub fn usage(msg: impl Into<String>) -> Self {
+        TcError { msg: msg.into(), code: 255 }
+    }
+    /// `incomplete_command()`.
+    pub fn incomplete() -> Self {
+        Self::usage("Command line is not complete. Try option \"help\"\n")
+    }
+    /// A kernel refusal with an extack message: `Error: <msg>.`, status 2.
+    pub fn kernel(extack: &str) -> Self {
+        let dot = if extack.ends_with('.') { "" } else { "." };
+        TcError { msg: format!("Error: {extack}{dot}\n"), code: 2 }
+    }
+    /// A kernel refusal without extack: `RTNETLINK answers: <strerror>`, status 2.
+    pub fn errno(e: Errno) -> Self {
+        TcError { msg: format!("RTNETLINK answers: {}\n", e.strerror()), code: 2 }
+    }
+    /// EINVAL without a message, the most common kernel refusal.
+    pub fn invalid() -> Self {
+        Self::errno(Errno::EINVAL)
+    }
+}
+
+impl fmt::Display for TcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.msg.trim_end())
+    }
+}
+impl std::error::Error for TcError {}
+
+/// The errno values the scheduler API returns, with glibc's strerror text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Errno {
+    EINVAL,
+    ENOENT,
+    EEXIST,
+    EOPNOTSUPP,
+    ENOBUFS,
+    E2BIG,
+    ELOOP,
+    EBUSY,
+    ENODEV,
+}
+
+impl Errno {
+    pub fn strerror(self) -> &'static str {
+        match self {
+            Errno::EINVAL => "Invalid argument",
+            Errno::ENOENT => "No such file or directory",
+            Errno::EEXIST => "File exists",
+            Errno::EOPNOTSUPP => "Operation not supported",
+            Errno::ENOBUFS => "No buffer space available",
+            Errno::E2BIG => "Argument list too long",
+            Errno::ELOOP => "Too many levels of symbolic links",
+            Errno::EBUSY => "Device or resource busy",
+            Errno::ENODEV => "No such device",
+        }
+    }
+}
+
+/// An argv cursor with iproute2's `NEXT_ARG` semantics.
+pub struct Args<'a> {
+    argv: &'a [String],
+    pos: usize,
+}
+
+impl<'a> Args<'a> {
+    pub fn new(argv: &'a [String]) -> Self {
+        Args { argv, pos: 0 }
+    }
+    /// The next word, if any.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<&'a str> {
+        let a = self.argv.get(self.pos)?;
+        self.pos += 1;
+        Some(a.as_str())
+    }
+    /// `NEXT_ARG()`: the value after a keyword, or "Command line is not complete".
+    pub fn value(&mut self) -> Result<&'a str, TcError> {
+        self.next().ok_or_else(TcError::incomplete)
+    }
+    pub fn peek(&self) -> Option<&'a str> {
+        self.argv.get(self.pos).map(|s| s.as_str())
+    }
+    pub fn rest(&self) -> &'a [String] {
+        &self.argv[self.pos..]
+    }
+    pub fn is_empty(&self) -> bool {
+        self.pos >= self.argv.len()
+    }
+}
+
+/// iproute2's `matches(arg, keyword)`: `arg` is a non-empty prefix of `keyword`.
+pub fn matches(arg: &str, keyword: &str) -> bool {
+    !arg.is_empty() && keyword.starts_with(arg)
+}

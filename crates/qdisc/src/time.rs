@@ -1,0 +1,98 @@
+//! Nanosecond time, passed in by the caller.
+//!
+//! The engine never reads a clock. `Instant` is an absolute point on the caller's
+//! monotonic timeline (the kernel's `ktime_get_ns()`), `Duration` a span between two.
+//! Both are plain `u64` nanoseconds, like smoltcp's `time.rs`, so simulation and a
+//! live shaper can feed the same code.
+
+use std::fmt;
+use std::ops::{Add, AddAssign, Sub};
+
+/// A point in time, nanoseconds since an arbitrary epoch (CLOCK_MONOTONIC in the kernel).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Instant(pub u64);
+
+/// A span of time in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Duration(pub u64);
+
+impl Instant {
+    pub const ZERO: Instant = Instant(0);
+    pub const fn from_nanos(ns: u64) -> Self {
+        Instant(ns)
+    }
+    pub const fn from_micros(us: u64) -> Self {
+        Instant(us * 1_000)
+    }
+    pub const fn from_millis(ms: u64) -> Self {
+        Instant(ms * 1_000_000)
+    }
+    pub const fn from_secs(s: u64) -> Self {
+        Instant(s * 1_000_000_000)
+    }
+    pub const fn as_nanos(self) -> u64 {
+        self.0
+    }
+    /// `self - earlier`, or zero when `earlier` is later.
+    pub fn saturating_since(self, earlier: Instant) -> Duration {
+        Duration(self.0.saturating_sub(earlier.0))
+    }
+}
+
+impl Duration {
+    pub const ZERO: Duration = Duration(0);
+    pub const fn from_nanos(ns: u64) -> Self {
+        Duration(ns)
+    }
+    pub const fn from_micros(us: u64) -> Self {
+        Duration(us * 1_000)
+    }
+    pub const fn from_millis(ms: u64) -> Self {
+        Duration(ms * 1_000_000)
+    }
+    pub const fn from_secs(s: u64) -> Self {
+        Duration(s * 1_000_000_000)
+    }
+    pub const fn as_nanos(self) -> u64 {
+        self.0
+    }
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / 1e9
+    }
+}
+
+impl Add<Duration> for Instant {
+    type Output = Instant;
+    fn add(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_add(d.0))
+    }
+}
+impl AddAssign<Duration> for Instant {
+    fn add_assign(&mut self, d: Duration) {
+        *self = *self + d;
+    }
+}
+impl Sub<Instant> for Instant {
+    type Output = Duration;
+    /// Saturating: time never runs backwards in the engine's view.
+    fn sub(self, earlier: Instant) -> Duration {
+        self.saturating_since(earlier)
+    }
+}
+impl Add for Duration {
+    type Output = Duration;
+    fn add(self, d: Duration) -> Duration {
+        Duration(self.0.saturating_add(d.0))
+    }
+}
+
+impl fmt::Display for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{:09}s", self.0 / 1_000_000_000, self.0 % 1_000_000_000)
+    }
+}
+impl fmt::Display for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}ns", self.0)
+    }
+}

@@ -1,0 +1,139 @@
+//! The kernel's own tc-testing cases (tools/testing/selftests/tc-testing, copied in
+//! ../shared/tdc/qdiscs) for the qdiscs this engine implements, run through our tc.
+//!
+//! A tiny interpreter plays tdc: `$TC` is our tc, `$DUMMY` a dummy device (no queue
+//! of its own, like the kernel's dummy), `$ETH` a netdevsim NIC whose queue count
+//! comes from the `echo "ID PORTS QUEUES" > /sys/bus/netdevsim/new_device` setup line.
+//! Each case runs setup, then cmdUnderTest (exit status checked against expExitCode),
+//! then verifyCmd, whose stdout must match matchPattern exactly matchCount times.
+//! Anything the interpreter cannot play is a skip with its reason.
+
+use std::path::PathBuf;
+
+use qdisc::tc::{makeargs, Tc};
+use qdisc::tree::DevSpec;
+use regex::Regex;
+use serde_json::Value;
+
+const DUMMY: &str = "dummy1";
+const ETH: &str = "eth0";
+
+enum Outcome {
+    Pass,
+    Fail(String),
+    Skip(String),
+}
+
+struct Bed {
+    tc: Tc,
+}
+
+impl Bed {
+    /// Run one tdc command line; returns (exit, stdout) or a skip reason.
+    fn sh(&mut self, cmd: &str) -> Result<(i32, String), String> {
+        let cmd = cmd.replace("$DUMMY", DUMMY).replace("$ETH", ETH);
+        let words = makeargs(&cmd);
+        match words.first().map(String::as_str) {
+            Some("$TC") => {
+                let out = self.tc.run(&words[1..]);
+                Ok((out.code, out.stdout))
+            }
+            Some("$IP") => {
+                let w: Vec<&str> = words.iter().map(String::as_str).collect();
+                match w.as_slice() {
+                    ["$IP", "link", "add", "dev", d, "type", "dummy", ..] if *d == DUMMY => Ok((0, String::new())),
+                    ["$IP", "link", "set", "dev", d, "txqueuelen", n] => {
+                        let n: u32 = n.parse().map_err(|_| format!("bad txqueuelen in {cmd}"))?;
+                        Ok((if self.tc.set_txqueuelen(d, n) { 0 } else { 1 }, String::new()))
+                    }
+                    _ => Err(format!("ip command not modelled: {cmd}")),
+                }
+            }
+            Some("echo") if cmd.contains("/sys/bus/netdevsim/new_device") => Ok((0, String::new())),
+            _ => Err(format!("command not modelled: {cmd}")),
+        }
+    }
+}
+
+/// The devices a case needs: $DUMMY always; $ETH with the queue count netdevsim is given.
+fn devices(case: &Value) -> Vec<DevSpec> {
+    let mut specs = vec![DevSpec::parse(&format!("{DUMMY},kind=veth")).unwrap()];
+    for s in case["setup"].as_array().into_iter().flatten() {
+        let s = s.as_str().unwrap_or_default();
+        if s.contains("/sys/bus/netdevsim/new_device") {
+            let nums: Vec<u32> =
+                s.split('"').nth(1).unwrap_or("").split_whitespace().filter_map(|w| w.parse().ok()).collect();
+            let queues = nums.get(2).copied().unwrap_or(1);
+            specs.push(DevSpec::parse(&format!("{ETH},kind=eth,txqueues={queues}")).unwrap());
+        }
+    }
+    specs
+}
+
+fn run_case(case: &Value) -> Outcome {
+    let mut bed = Bed { tc: Tc::new(&devices(case)) };
+    for s in case["setup"].as_array().into_iter().flatten() {
+        // tdc setup entries may be [cmd, allowed exit codes…]; only the command matters here.
+        let cmd = match s {
+            Value::String(c) => c.clone(),
+            Value::Array(a) => a.first().and_then(Value::as_str).unwrap_or_default().to_string(),
+            _ => continue,
+        };
+        if let Err(why) = bed.sh(&cmd) {
+            return Outcome::Skip(why);
+        }
+    }
+    let want_exit: i32 = case["expExitCode"].as_str().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let (code, _) = match bed.sh(case["cmdUnderTest"].as_str().unwrap()) {
+        Ok(r) => r,
+        Err(why) => return Outcome::Skip(why),
+    };
+    if code != want_exit {
+        return Outcome::Fail(format!("exit {code}, expected {want_exit}"));
+    }
+    let (_, out) = match bed.sh(case["verifyCmd"].as_str().unwrap()) {
+        Ok(r) => r,
+        Err(why) => return Outcome::Skip(why),
+    };
+    let re = match Regex::new(case["matchPattern"].as_str().unwrap()) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Skip(format!("pattern not expressible in Rust regex: {e}")),
+    };
+    let want: usize = case["matchCount"].as_str().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let got = re.find_iter(&out).count();
+    if got != want {
+        return Outcome::Fail(format!(
+            "pattern {:?} matched {got} times, expected {want}; output:\n{out}",
+            re.as_str()
+        ));
+    }
+    Outcome::Pass
+}
+
+#[test]
+fn upstream_tc_testing_cases() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tdc/qdiscs");
+    let (mut pass, mut fail, mut skip) = (0, 0, 0);
+    let mut failures = Vec::new();
+    for kind in ["fifo", "pfifo_fast", "prio", "tbf", "mq"] {
+        let text = std::fs::read_to_string(dir.join(format!("{kind}.json"))).expect("tdc case file");
+        let cases: Value = serde_json::from_str(&text).unwrap();
+        for case in cases.as_array().unwrap() {
+            let id = case["id"].as_str().unwrap_or("?");
+            match run_case(case) {
+                Outcome::Pass => pass += 1,
+                Outcome::Fail(why) => {
+                    fail += 1;
+                    failures.push(format!("{kind} {id} ({}): {why}", case["name"].as_str().unwrap_or("")));
+                }
+                Outcome::Skip(why) => {
+                    skip += 1;
+                    eprintln!("tdc skip {kind} {id}: {why}");
+                }
+            }
+        }
+    }
+    eprintln!("tdc: {pass} passed, {fail} failed, {skip} skipped");
+    assert!(failures.is_empty(), "tdc failures:\n{}", failures.join("\n"));
+    assert!(pass >= 45, "expected the tdc cases to run, only {pass} passed");
+}

@@ -1,0 +1,328 @@
+#!/usr/bin/env bash
+# capture-goldens.sh — record what the REAL kernel + iproute2 6.15 `tc` print,
+# so qdisc-lab's userspace `tc` can be diffed against it byte for byte.
+#
+# Usage: scripts/capture-goldens.sh [CASE_NAME...]
+#   (no args: every goldens/cases/*.tc; must run as root: it creates netns)
+#
+# Environment:
+#   QDL_CACHE   cache dir (default: $HOME/.cache/qdisc-lab)
+#   QDL_TC      use this tc binary instead of the cached iproute2 6.15 one
+#
+# Why a private iproute2: the host ships iproute2 6.1, but goldens must come
+# from 6.15 (output formats drift between releases). bookworm-backports has
+# 6.15 built against bookworm's libs, so we fetch just that .deb with a
+# private apt config and unpack it — nothing on the host is installed or
+# upgraded, and the host's apt state is untouched.
+#
+# Why each case gets a fresh netns: every case starts from the kernel's
+# default qdisc state (pfifo_fast / mq / noqueue) regardless of what previous
+# cases did, and nothing leaks onto the host's real interfaces.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CASES_DIR="$REPO_ROOT/goldens/cases"
+OUT_DIR="$REPO_ROOT/goldens/kernel"
+CACHE="${QDL_CACHE:-$HOME/.cache/qdisc-lab}"
+WANT_VERSION="6.15"
+IPROUTE_DIR="$CACHE/iproute2-$WANT_VERSION"
+APT_DIR="$CACHE/apt"
+
+die() { echo "capture-goldens: $*" >&2; exit 1; }
+
+[[ $(id -u) -eq 0 ]] || die "must run as root (network namespaces)"
+command -v ip >/dev/null || die "need iproute2's ip (any version) to build devices"
+command -v python3 >/dev/null || die "need python3"
+
+tc_is_wanted() { "$1" -V 2>/dev/null | grep -q "iproute2-$WANT_VERSION"; }
+
+install_iproute2() {
+    local tc_bin="$IPROUTE_DIR/sbin/tc"
+    if [[ -x $tc_bin ]] && tc_is_wanted "$tc_bin"; then
+        return 0
+    fi
+    echo "capture-goldens: fetching iproute2 $WANT_VERSION from bookworm-backports" >&2
+    mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/archives/partial"
+    # Only backports in this list, so the candidate is unambiguous; the
+    # archive keyring is the stock Debian one the host already trusts.
+    cat >"$APT_DIR/sources.list" <<'EOF'
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main
+EOF
+    local apt_opts=(
+        -o "Dir::Etc::SourceList=$APT_DIR/sources.list"
+        -o "Dir::Etc::SourceParts=/dev/null"
+        -o "Dir::State::Lists=$APT_DIR/lists"
+        -o "Dir::Cache::Archives=$APT_DIR/archives"
+        -o "APT::Sandbox::User=root"
+    )
+    apt-get "${apt_opts[@]}" -q update >&2
+    local ver
+    ver=$(apt-cache "${apt_opts[@]}" madison iproute2 |
+          awk -F'|' -v w="$WANT_VERSION" '$2 ~ "^ *"w {gsub(/ /,"",$2); print $2; exit}')
+    [[ -n $ver ]] || die "iproute2 $WANT_VERSION not found in bookworm-backports"
+    # apt-get download writes into the cwd; use a subshell to keep ours.
+    (cd "$APT_DIR/archives" && apt-get "${apt_opts[@]}" -q download "iproute2=$ver" >&2)
+    local deb
+    deb=$(ls -1 "$APT_DIR/archives"/iproute2_"${ver//:/%3a}"_*.deb | head -n1)
+    rm -rf "$IPROUTE_DIR.tmp"
+    mkdir -p "$IPROUTE_DIR.tmp"
+    dpkg-deb -x "$deb" "$IPROUTE_DIR.tmp"
+    rm -rf "$IPROUTE_DIR"
+    mv "$IPROUTE_DIR.tmp" "$IPROUTE_DIR"
+    # The bpo build links against bookworm's libbpf/libelf/libmnl/libcap;
+    # fail loudly here rather than with a confusing per-case error later.
+    if ldd "$tc_bin" | grep -q 'not found'; then
+        ldd "$tc_bin" >&2
+        die "extracted tc has unresolved shared libraries"
+    fi
+    tc_is_wanted "$tc_bin" || die "extracted tc is not $WANT_VERSION: $("$tc_bin" -V)"
+}
+
+if [[ -n ${QDL_TC:-} ]]; then
+    TC="$QDL_TC"
+else
+    install_iproute2
+    TC="$IPROUTE_DIR/sbin/tc"
+fi
+
+# Namespaces are named with our PID so concurrent runs can't collide and the
+# trap only ever removes what this run created.
+NS_PREFIX="qdl-$$-"
+cleanup() {
+    local ns
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+        [[ $ns == "$NS_PREFIX"* ]] && ip netns del "$ns" 2>/dev/null || true
+    done
+}
+trap cleanup EXIT INT TERM
+
+mkdir -p "$OUT_DIR"
+
+{
+    echo "uname -r: $(uname -r)"
+    echo "tc -V: $("$TC" -V)"
+    echo "tc binary: $TC"
+    echo "ip (device setup only): $(ip -V)"
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "default_qdisc (host): $(cat /proc/sys/net/core/default_qdisc 2>/dev/null || echo n/a)"
+    echo
+    echo "notes:"
+    echo "- kind=eth devices are ifb (no IFF_NO_QUEUE -> pfifo_fast, or mq when txqueues>1)."
+    echo "- kind=veth devices are veth with peer NAME-peer left DOWN in the same netns,"
+    echo "  so the peer (noop qdisc) is not listed by a dev-less 'qdisc show'."
+    echo "- lo exists in every netns but is left DOWN; its noop qdisc is not listed"
+    echo "  by a dev-less 'qdisc show' (see multi-device cases)."
+    echo "- IPv6 is disabled in each netns so no autoconf/MLD/DAD packets reach qdiscs."
+    echo "- '# send DEV LEN COUNT' steps inject COUNT exact LEN-byte AF_PACKET frames."
+    echo "  ifb discards them after dequeue, so qdisc counters are deterministic."
+    echo "  Only use kind=eth for traffic: a veth whose peer is down has no carrier,"
+    echo "  so its frames hit the kernel's noop qdisc and are never counted."
+    echo "- Auto handles come from one kernel-global counter; before every case the"
+    echo "  script cycles it so the case's first auto handle is 8001: (as after boot)."
+} >"$OUT_DIR/VERSIONS.txt"
+
+export TC CASES_DIR OUT_DIR NS_PREFIX
+exec_status=0
+python3 - "$@" <<'PYEOF' || exec_status=$?
+"""Run each case file in a fresh netns and dump byte-exact tc output as JSON."""
+import json
+import os
+import subprocess
+import sys
+
+TC = os.environ["TC"]
+CASES_DIR = os.environ["CASES_DIR"]
+OUT_DIR = os.environ["OUT_DIR"]
+NS_PREFIX = os.environ["NS_PREFIX"]
+
+# Pin the locale: number formatting and error texts must not depend on the
+# caller's environment. TC_LIB_DIR points at the bpo package's own data dir.
+RUN_ENV = {
+    "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+    "LC_ALL": "C",
+    "LANG": "C",
+    "TC_LIB_DIR": os.path.join(os.path.dirname(os.path.dirname(TC)),
+                               "usr/lib/x86_64-linux-gnu/tc"),
+}
+
+DEV_DEFAULTS = {"kind": "eth", "txqueues": "1", "mtu": "1500", "txqueuelen": "1000"}
+
+
+def sh(*args):
+    subprocess.run(args, check=True, env=RUN_ENV, stdout=subprocess.DEVNULL)
+
+
+def parse_case(path):
+    devices, steps = [], []
+    with open(path, encoding="utf-8") as f:
+        for raw in f:
+            line = raw.rstrip("\n")
+            stripped = line.strip()
+            if not stripped:
+                continue
+            if stripped.startswith("#"):
+                body = stripped[1:].strip()
+                word = body.split(None, 1)[0] if body else ""
+                if word == "dev":
+                    spec = body.split(None, 1)[1].strip()
+                    name, *opts = spec.split(",")
+                    dev = dict(DEV_DEFAULTS, name=name)
+                    for opt in opts:
+                        k, v = opt.split("=", 1)
+                        if k not in DEV_DEFAULTS:
+                            raise ValueError(f"{path}: unknown device option {k}")
+                        dev[k] = v
+                    if dev["kind"] not in ("eth", "veth"):
+                        raise ValueError(f"{path}: unknown device kind {dev['kind']}")
+                    devices.append(dev)
+                elif word == "send":
+                    steps.append(("send", stripped, body.split()[1:]))
+                continue
+            steps.append(("tc", stripped, stripped.split()))
+    return devices, steps
+
+
+def dev_spec(d):
+    return f"{d['name']},kind={d['kind']},txqueues={d['txqueues']},mtu={d['mtu']},txqueuelen={d['txqueuelen']}"
+
+
+def setup_devices(ns, devices):
+    # Disable IPv6 before any device exists so no link-local traffic is ever
+    # generated; stray packets would perturb qdisc counters.
+    for knob in ("all", "default"):
+        sh("ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+           f"net.ipv6.conf.{knob}.disable_ipv6=1")
+    for d in devices:
+        n, q = d["name"], d["txqueues"]
+        if d["kind"] == "eth":
+            sh("ip", "-n", ns, "link", "add", n, "numtxqueues", q, "numrxqueues", q, "type", "ifb")
+        else:
+            # Peer stays down: veth NAME still gets its default noqueue once up,
+            # and a dev-less `qdisc show` doesn't list the peer.
+            sh("ip", "-n", ns, "link", "add", n, "numtxqueues", q, "numrxqueues", q,
+               "type", "veth", "peer", "name", f"{n}-peer")
+        sh("ip", "-n", ns, "link", "set", n, "mtu", d["mtu"], "txqueuelen", d["txqueuelen"])
+        # The default root qdisc is attached on the transition to up, after
+        # txqueuelen is final (pfifo_fast/pfifo defaults derive from it).
+        sh("ip", "-n", ns, "link", "set", n, "up")
+
+
+def send_frames(ns, dev, length, count):
+    """Inject `count` broadcast Ethernet frames of exactly `length` bytes."""
+    # setns() in a child so the parent stays in the host namespace.
+    code = (
+        "import errno,socket,sys\n"
+        "dev,ln,cnt=sys.argv[1],int(sys.argv[2]),int(sys.argv[3])\n"
+        "s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n"
+        "s.bind((dev,0))\n"
+        "hdr=b'\\xff'*6+b'\\x02\\x00\\x00\\x00\\x00\\x01'+b'\\x88\\xb5'\n"
+        "for _ in range(cnt):\n"
+        "    try: s.send(hdr+b'\\x00'*(ln-len(hdr)))\n"
+        "    except OSError as e:\n"
+        # ENOBUFS just means the qdisc dropped it -- which a case may want.
+        "        if e.errno != errno.ENOBUFS: raise\n"
+    )
+    subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code,
+                    dev, str(length), str(count)], check=True, env=RUN_ENV)
+
+
+# Auto-allocated qdisc handles (8001:, 8002:, ...) come from ONE counter that
+# is global to the running kernel, not per netns or per device. To make
+# goldens reproducible -- and to match what a freshly booted kernel prints --
+# we walk that counter round until the next allocation is 8001: again.
+# The counter cycles 8001..fffe, then 8000:, then 8001: (period 0x7fff).
+PRIME_NS = f"{NS_PREFIX}prime"
+PRIME_DEV = "prime0"
+
+
+def prime_ns_setup():
+    subprocess.run(["ip", "netns", "add", PRIME_NS], check=True, env=RUN_ENV)
+    sh("ip", "-n", PRIME_NS, "link", "add", PRIME_DEV, "type", "ifb")
+    sh("ip", "-n", PRIME_NS, "link", "set", PRIME_DEV, "up")
+
+
+def prime_tc(*args, batch=None):
+    p = subprocess.run(["ip", "netns", "exec", PRIME_NS, TC, *args],
+                       input=batch, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       env=RUN_ENV, text=True)
+    return p
+
+
+def prime_root_handle():
+    out = prime_tc("-j", "qdisc", "show", "dev", PRIME_DEV).stdout
+    return int(json.loads(out)[0]["handle"].rstrip(":"), 16)
+
+
+def prime_autohandle():
+    # One allocation to learn where the counter is now.
+    prime_tc("qdisc", "del", "dev", PRIME_DEV, "root")
+    if prime_tc("qdisc", "add", "dev", PRIME_DEV, "root", "pfifo").returncode:
+        raise RuntimeError("autohandle priming: initial add failed")
+    cur = prime_root_handle()
+    need = 0 if cur == 0x8000 else (0xfffe - cur) + 1
+    # Replacing the root with a *different* kind and no handle always
+    # allocates a fresh auto handle; alternate kinds to force that.
+    lines = []
+    kinds = ("bfifo", "pfifo")
+    for i in range(need):
+        lines.append(f"qdisc replace dev {PRIME_DEV} root {kinds[i % 2]}\n")
+    if lines:
+        p = prime_tc("-b", "-", batch="".join(lines))
+        if p.returncode:
+            raise RuntimeError(f"autohandle priming batch failed: {p.stderr}")
+    got = prime_root_handle()
+    if got != 0x8000:
+        raise RuntimeError(f"autohandle priming ended at {got:x}:, expected 8000: "
+                           "(is something else creating qdiscs concurrently?)")
+
+
+def run_case(name, path, idx):
+    devices, steps = parse_case(path)
+    ns = f"{NS_PREFIX}{idx}"
+    prime_autohandle()
+    subprocess.run(["ip", "netns", "add", ns], check=True, env=RUN_ENV)
+    try:
+        setup_devices(ns, devices)
+        out_steps = []
+        for kind, line, args in steps:
+            if kind == "send":
+                send_frames(ns, args[0], int(args[1]), int(args[2]))
+                out_steps.append({"cmd": line, "stdout": "", "stderr": "", "exit": 0})
+                continue
+            # `ip netns exec` rather than `tc -n`: -n would change argv and
+            # could in principle alter what tc prints.
+            p = subprocess.run(["ip", "netns", "exec", ns, TC, *args],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, env=RUN_ENV)
+            out_steps.append({
+                "cmd": line,
+                "stdout": p.stdout.decode("utf-8", "surrogateescape"),
+                "stderr": p.stderr.decode("utf-8", "surrogateescape"),
+                "exit": p.returncode,
+            })
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], env=RUN_ENV)
+    result = {"case": name, "devices": [dev_spec(d) for d in devices], "steps": out_steps}
+    with open(os.path.join(OUT_DIR, name + ".json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+
+
+def main():
+    wanted = sys.argv[1:]
+    names = sorted(f[:-3] for f in os.listdir(CASES_DIR) if f.endswith(".tc"))
+    if wanted:
+        missing = [w for w in wanted if w not in names]
+        if missing:
+            sys.exit(f"capture-goldens: no such case(s): {' '.join(missing)}")
+        names = wanted
+    prime_ns_setup()
+    for i, name in enumerate(names):
+        run_case(name, os.path.join(CASES_DIR, name + ".tc"), i)
+        print(f"captured {name}", file=sys.stderr)
+    print(f"capture-goldens: {len(names)} case(s) -> {OUT_DIR}", file=sys.stderr)
+
+
+main()
+PYEOF
+exit "$exec_status"
