@@ -4,6 +4,22 @@
 //! output) behind one trait, with time passed in: the engine never reads a clock,
 //! never sleeps, spawns no threads and does no I/O. A non-work-conserving qdisc
 //! answers a dequeue with [`Dequeued::Throttled`] and the caller decides how to wait.
+//!
+//! ```
+//! use qdisc::{sched, tc::Args, Dequeued, DevInfo, Instant, Packet};
+//! # fn main() -> Result<(), qdisc::tc::TcError> {
+//! let dev = DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: 1000, num_tx_queues: 1 };
+//! let argv: Vec<String> = "rate 1mbit burst 1600 limit 10k".split(' ').map(String::from).collect();
+//! let opts = sched::parse("tbf", &mut Args::new(&argv))?;
+//! let mut q = sched::create("tbf", opts.as_ref(), &dev, 0x10000, qdisc::qdisc::TC_H_ROOT, Instant::ZERO)?;
+//! q.enqueue(Packet::new(1, 1500), Instant::ZERO);
+//! q.enqueue(Packet::new(2, 1500), Instant::ZERO);
+//! assert_eq!(q.dequeue(Instant::ZERO).packet().map(|p| p.id), Some(1));
+//! // 1400 more bytes of tokens at 125000 B/s: 11.2 ms.
+//! assert_eq!(q.dequeue(Instant::ZERO), Dequeued::Throttled { until: Instant::from_nanos(11_200_000) });
+//! # Ok(())
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 
 pub mod packet;

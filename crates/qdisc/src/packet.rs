@@ -112,3 +112,13 @@ impl Packet {
 pub fn truesize_of(len: u32) -> u32 {
     len.div_ceil(64) * 64 + 768
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn packet_stays_small() {
+        // Every enqueue and dequeue moves one; keep it within a couple of cache lines.
+        assert!(std::mem::size_of::<super::Packet>() <= 160, "{}", std::mem::size_of::<super::Packet>());
+        eprintln!("size_of::<Packet>() = {}", std::mem::size_of::<super::Packet>());
+    }
+}

@@ -218,7 +218,7 @@ impl Child {
         Self::collect(child, parent, up);
         match r {
             Enqueued::Success => parent.queued(len),
-            r if r.counts_as_drop() => parent.drop(),
+            r if r.counts_as_drop() => parent.dropped(),
             _ => {}
         }
         r

@@ -39,7 +39,7 @@ impl Stats {
         self.backlog = self.backlog.wrapping_sub(len);
     }
     /// `qdisc_qstats_drop`.
-    pub fn drop(&mut self) {
+    pub fn dropped(&mut self) {
         self.drops = self.drops.wrapping_add(1);
     }
     pub fn overlimit(&mut self) {

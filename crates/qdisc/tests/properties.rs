@@ -80,7 +80,7 @@ proptest! {
         let mut now = 0u64;
         let (mut sent, mut got) = (Vec::new(), BTreeSet::new());
         let mut got_bytes = 0u64;
-        let mut take = |d: Dequeued, got: &mut BTreeSet<u64>, got_bytes: &mut u64| -> Option<Instant> {
+        let take = |d: Dequeued, got: &mut BTreeSet<u64>, got_bytes: &mut u64| -> Option<Instant> {
             match d {
                 Dequeued::Packet(p) => {
                     assert!(got.insert(p.id), "packet {} left twice", p.id);

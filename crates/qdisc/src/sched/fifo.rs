@@ -141,7 +141,7 @@ impl Qdisc for Fifo {
             // pfifo_tail_enqueue
             FifoKind::PfifoHeadDrop => {
                 if self.limit == 0 {
-                    self.stats.drop();
+                    self.stats.dropped();
                     return Enqueued::Dropped;
                 }
                 if self.stats.qlen < self.limit {
@@ -150,13 +150,13 @@ impl Qdisc for Fifo {
                 let prev_backlog = self.stats.backlog;
                 let old = self.q.pop_front().expect("qlen == limit > 0");
                 self.stats.unqueued(old.len);
-                self.stats.drop();
+                self.stats.dropped();
                 self.tail(pkt, now);
                 self.reduce.add(0, prev_backlog as i64 - self.stats.backlog as i64);
                 return Enqueued::Congested;
             }
         }
-        self.stats.drop();
+        self.stats.dropped();
         Enqueued::Dropped
     }
 

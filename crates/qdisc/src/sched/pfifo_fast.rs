@@ -50,7 +50,7 @@ impl Qdisc for PfifoFast {
     fn enqueue(&mut self, mut pkt: Packet, now: Instant) -> Enqueued {
         let band = Self::band_of(pkt.priority);
         if self.bands[band].len() as u32 >= self.ring {
-            self.stats.drop();
+            self.stats.dropped();
             return Enqueued::Dropped;
         }
         pkt.enqueued_at = now;

@@ -461,7 +461,7 @@ impl Tbf {
                 len += seg_len;
                 self.stats.queued(seg_len);
             } else if r.counts_as_drop() {
-                self.stats.drop();
+                self.stats.dropped();
             }
         }
         if nb > 0 {
@@ -547,7 +547,7 @@ impl Qdisc for Tbf {
             if pkt.gso_segs > 1 && pkt.len.div_ceil(pkt.gso_segs) <= self.max_size {
                 return self.segment(pkt, now);
             }
-            self.stats.drop();
+            self.stats.dropped();
             return Enqueued::Dropped;
         }
         Child::enqueue(&mut self.child, pkt, now, &mut self.stats, &mut self.reduce)

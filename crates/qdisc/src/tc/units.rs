@@ -238,7 +238,7 @@ pub fn fmt_rate(bytes_per_sec: u64, iec: bool) -> String {
         if rate < kilo {
             break;
         }
-        if rate % kilo != 0 && rate < 1000 * kilo {
+        if !rate.is_multiple_of(kilo) && rate < 1000 * kilo {
             break;
         }
         rate /= kilo;

@@ -1,0 +1,298 @@
+#!/usr/bin/env bash
+# capture-goldens-vm.sh — capture goldens/cases/*.tc on a REAL Debian 13
+# kernel 6.12 (booted under qemu) with the same iproute2 6.15 `tc`, into
+# goldens/kernel-6.12/<case>.json (same format as scripts/capture-goldens.sh,
+# which captures on the host's own kernel into goldens/kernel/).
+#
+# Usage: scripts/capture-goldens-vm.sh [CASE_NAME...]
+#   (no args: every goldens/cases/*.tc). Boots the VM once for all cases.
+#
+# Environment:
+#   QDL_CACHE     cache dir (default: $HOME/.cache/qdisc-lab); VM bits in $QDL_CACHE/vm
+#   QDL_VM_KPKG   kernel package (default: what trixie's linux-image-amd64 depends on,
+#                 i.e. linux-image-6.12.<N>+deb13-amd64)
+#   QDL_VM_OUT    output dir (default: goldens/kernel-6.12)
+#   QDL_VM_ACCEL  tcg (default) or kvm; QDL_VM_TIMEOUT seconds (default 1800)
+#
+# How it works (everything cached and rebuilt only when an input changes):
+#   1. iproute2 6.15: the very same bookworm-backports build the host script
+#      uses (logic copied from scripts/capture-goldens.sh), so a difference
+#      between goldens/kernel/ and goldens/kernel-6.12/ is the kernel's.
+#      It sits at the SAME absolute path inside the guest, so tc's argv[0]
+#      and TC_LIB_DIR are byte-identical to the host run.
+#   2. kernel: `apt-get download` of one linux-image .deb from trixie via a
+#      private apt config (host apt state untouched); unpacked, not installed.
+#   3. initramfs: static busybox (+ /sbin/modprobe for module autoload), the
+#      kernel's net/sched modules + ifb/veth/dummy/virtio (decompressed:
+#      busybox can't load .ko.xz), tc/ip + the shared libs ldd names, a static
+#      AF_PACKET frame sender (scripts/lib/qdl-sendraw.c) for `# send`, and
+#      scripts/lib/vm-guest-init.sh as /init.
+#   4. scripts/lib/vm_capture.py turns the cases into a shell plan, appended
+#      to the initramfs as a second cpio; the guest runs it (fresh netns per
+#      case, same device realisation and auto-handle priming as the host
+#      script) and writes raw per-step outputs as a tar onto a virtio disk;
+#      vm_capture.py assembles the JSON on the host.
+# Why TCG: this machine's /dev/kvm is a PVM backend that can't run a stock
+# kernel (see /work/shared/tools/kernel-lab-prototype.sh).
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LIB="$REPO_ROOT/scripts/lib"
+CASES_DIR="$REPO_ROOT/goldens/cases"
+OUT_DIR="${QDL_VM_OUT:-$REPO_ROOT/goldens/kernel-6.12}"
+CACHE="${QDL_CACHE:-$HOME/.cache/qdisc-lab}"
+VM="$CACHE/vm"
+WANT_VERSION="6.15"
+IPROUTE_DIR="$CACHE/iproute2-$WANT_VERSION"
+APT_DIR="$CACHE/apt"
+ACCEL="${QDL_VM_ACCEL:-tcg}"
+TIMEOUT="${QDL_VM_TIMEOUT:-1800}"
+
+die() { echo "capture-goldens-vm: $*" >&2; exit 1; }
+log() { printf '[%s] capture-goldens-vm: %s\n' "$(date +%T)" "$*" >&2; }
+
+for t in qemu-system-x86_64 cpio depmod modprobe gcc python3 xz zstd dpkg-deb apt-get sha256sum; do
+    command -v "$t" >/dev/null || die "need $t (apt-get install qemu-system-x86 busybox-static cpio kmod gcc xz-utils zstd)"
+done
+BUSYBOX=/bin/busybox
+[[ -x $BUSYBOX ]] && ! ldd "$BUSYBOX" >/dev/null 2>&1 || die "need a static $BUSYBOX (apt-get install busybox-static)"
+
+# ------------------------------------------------------------ 1. iproute2 6.15
+# Copied from scripts/capture-goldens.sh (install_iproute2), which other
+# people rely on and which must not be changed for this script's sake.
+tc_is_wanted() { "$1" -V 2>/dev/null | grep -q "iproute2-$WANT_VERSION"; }
+install_iproute2() {
+    local tc_bin="$IPROUTE_DIR/sbin/tc"
+    if [[ -x $tc_bin ]] && tc_is_wanted "$tc_bin"; then
+        return 0
+    fi
+    log "fetching iproute2 $WANT_VERSION from bookworm-backports"
+    mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/archives/partial"
+    cat >"$APT_DIR/sources.list" <<'APT'
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main
+APT
+    local apt_opts=(
+        -o "Dir::Etc::SourceList=$APT_DIR/sources.list"
+        -o "Dir::Etc::SourceParts=/dev/null"
+        -o "Dir::State::Lists=$APT_DIR/lists"
+        -o "Dir::Cache::Archives=$APT_DIR/archives"
+        -o "APT::Sandbox::User=root"
+    )
+    apt-get "${apt_opts[@]}" -q update >&2
+    local ver
+    ver=$(apt-cache "${apt_opts[@]}" madison iproute2 |
+          awk -F'|' -v w="$WANT_VERSION" '$2 ~ "^ *"w {gsub(/ /,"",$2); print $2; exit}')
+    [[ -n $ver ]] || die "iproute2 $WANT_VERSION not found in bookworm-backports"
+    (cd "$APT_DIR/archives" && apt-get "${apt_opts[@]}" -q download "iproute2=$ver" >&2)
+    local deb
+    deb=$(ls -1 "$APT_DIR/archives"/iproute2_"${ver//:/%3a}"_*.deb | head -n1)
+    rm -rf "$IPROUTE_DIR.tmp"
+    mkdir -p "$IPROUTE_DIR.tmp"
+    dpkg-deb -x "$deb" "$IPROUTE_DIR.tmp"
+    rm -rf "$IPROUTE_DIR"
+    mv "$IPROUTE_DIR.tmp" "$IPROUTE_DIR"
+    if ldd "$tc_bin" | grep -q 'not found'; then
+        ldd "$tc_bin" >&2
+        die "extracted tc has unresolved shared libraries"
+    fi
+    tc_is_wanted "$tc_bin" || die "extracted tc is not $WANT_VERSION: $("$tc_bin" -V)"
+}
+install_iproute2
+TC="$IPROUTE_DIR/sbin/tc"
+IP="$IPROUTE_DIR/bin/ip"
+
+# ------------------------------------------------------------ 2. kernel
+KAPT="$VM/apt"
+kapt_opts=(
+    -o "Dir::Etc::SourceList=$KAPT/sources.list"
+    -o "Dir::Etc::SourceParts=/dev/null"
+    -o "Dir::State::Lists=$KAPT/lists"
+    -o "Dir::Cache::Archives=$KAPT/archives"
+    -o "APT::Sandbox::User=root"
+)
+kapt_update() {
+    mkdir -p "$KAPT/lists/partial" "$KAPT/archives/partial" "$VM/dl"
+    cat >"$KAPT/sources.list" <<'APT'
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
+APT
+    apt-get "${kapt_opts[@]}" -q update >&2
+}
+KPKG="${QDL_VM_KPKG:-}"
+if [[ -z $KPKG ]]; then
+    # Reuse the newest cached 6.12 kernel; consult trixie only when none is.
+    cached=$(ls -1 "$VM"/dl/linux-image-6.12.*+deb13-amd64_*.deb 2>/dev/null | sort -V | tail -n1 || true)
+    if [[ -n $cached ]]; then
+        KPKG=$(basename "$cached"); KPKG=${KPKG%%_*}
+    else
+        kapt_update
+        KPKG=$(apt-cache "${kapt_opts[@]}" depends linux-image-amd64 |
+               awk '/Depends: linux-image-6\.12\..*\+deb13-amd64/{print $2; exit}')
+        [[ -n $KPKG ]] || die "no linux-image-6.12.*+deb13-amd64 in trixie"
+    fi
+fi
+[[ $KPKG == linux-image-6.12.*+deb13-amd64 ]] || log "WARNING: $KPKG is not a 6.12 Debian 13 kernel"
+KV=${KPKG#linux-image-}
+if ! ls "$VM"/dl/"$KPKG"_*.deb >/dev/null 2>&1; then
+    [[ -f $KAPT/sources.list ]] || kapt_update
+    log "apt-get download $KPKG (trixie)"
+    (cd "$VM/dl" && { apt-get "${kapt_opts[@]}" -q download "$KPKG" >&2 ||
+                      { kapt_update && apt-get "${kapt_opts[@]}" -q download "$KPKG" >&2; }; })
+fi
+KDEB=$(ls -1 "$VM"/dl/"$KPKG"_*.deb | head -n1)
+KROOT="$VM/kernel-$KV"
+if [[ ! -f $KROOT/.complete ]]; then
+    log "unpacking $KDEB"
+    rm -rf "$KROOT"; mkdir -p "$KROOT/root"
+    dpkg-deb -x "$KDEB" "$KROOT/root"
+    [[ -e $KROOT/root/lib ]] || ln -s usr/lib "$KROOT/root/lib"   # merged-/usr kernel
+    depmod -b "$KROOT/root" "$KV"     # the .deb has no modules.dep (postinst runs depmod)
+    # Uncompressed ELF vmlinux for qemu's PVH entry (CONFIG_PVH=y): skips
+    # real-mode setup and the in-guest decompressor. Debian 13 uses zstd.
+    python3 - "$KROOT/root/boot/vmlinuz-$KV" "$KROOT/vmlinux" <<'PY'
+import lzma, subprocess, sys, zlib
+src, dst = sys.argv[1:]
+d = open(src, 'rb').read()
+def try_write(out):
+    if out[:4] == b'\x7fELF':
+        open(dst, 'wb').write(out); sys.exit(0)
+i = d.find(b'\x28\xb5\x2f\xfd')
+while i >= 0:
+    try_write(subprocess.run(['zstd', '-dc'], input=d[i:], capture_output=True).stdout)
+    i = d.find(b'\x28\xb5\x2f\xfd', i + 1)
+for magic, fn in ((b'\xfd7zXZ\x00', lambda b: lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(b)),
+                  (b'\x1f\x8b\x08', lambda b: zlib.decompressobj(31).decompress(b))):
+    i = d.find(magic)
+    while i >= 0:
+        try:
+            try_write(fn(d[i:]))
+        except (lzma.LZMAError, zlib.error):
+            pass
+        i = d.find(magic, i + 1)
+sys.exit('could not extract vmlinux from ' + src)
+PY
+    touch "$KROOT/.complete"
+fi
+MODDIR="$KROOT/root/lib/modules/$KV"
+
+# ------------------------------------------------------------ 3. initramfs
+SENDRAW="$VM/qdl-sendraw"
+if [[ ! -x $SENDRAW || $LIB/qdl-sendraw.c -nt $SENDRAW ]]; then
+    log "building qdl-sendraw (static)"
+    gcc -static -O2 -Wall -o "$SENDRAW" "$LIB/qdl-sendraw.c"
+fi
+BASE="$VM/initramfs-$KV.cpio.gz"
+stamp=$( { echo "$KV"; sha256sum "$TC" "$IP" "$BUSYBOX" "$SENDRAW" "$LIB/vm-guest-init.sh" "$0"; } | sha256sum | cut -c1-16)
+if [[ ! -f $BASE || $(cat "$BASE.stamp" 2>/dev/null) != "$stamp" ]]; then
+    log "building initramfs for $KV"
+    IR="$VM/initramfs"
+    rm -rf "$IR"
+    mkdir -p "$IR"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,run,tmp,lab,etc,var}
+    ln -s ../run "$IR/var/run"
+    cp "$BUSYBOX" "$IR/bin/busybox"
+    # Only sh + a few names as symlinks; /init calls busybox explicitly.
+    for a in sh modprobe insmod; do ln -s busybox "$IR/bin/$a"; done
+    # The kernel's module autoloader execs /sbin/modprobe.
+    ln -s ../bin/busybox "$IR/sbin/modprobe"
+    # iproute2 at the same absolute path as on the host.
+    mkdir -p "$IR$IPROUTE_DIR"/{bin,sbin,usr/lib/x86_64-linux-gnu,usr/share}
+    cp -p "$TC" "$IR$IPROUTE_DIR/sbin/tc"
+    cp -p "$IP" "$IR$IPROUTE_DIR/bin/ip"
+    cp -r "$IPROUTE_DIR/usr/lib/x86_64-linux-gnu/tc" "$IR$IPROUTE_DIR/usr/lib/x86_64-linux-gnu/"
+    [[ -d $IPROUTE_DIR/usr/share/iproute2 ]] && cp -r "$IPROUTE_DIR/usr/share/iproute2" "$IR$IPROUTE_DIR/usr/share/"
+    [[ -d /etc/iproute2 ]] && cp -r /etc/iproute2 "$IR/etc/"
+    for b in "$TC" "$IP"; do
+        for l in $(ldd "$b" | awk '/=>/ && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
+            [[ -e $IR$l ]] || { mkdir -p "$IR$(dirname "$l")"; cp -L "$l" "$IR$l"; }
+        done
+    done
+    printf 'root:x:0:0:root:/:/bin/sh\n' >"$IR/etc/passwd"
+    printf 'root:x:0:\n' >"$IR/etc/group"
+    cp "$SENDRAW" "$IR/lab/qdl-sendraw"
+    printf 'IPROUTE_DIR=%q\n' "$IPROUTE_DIR" >"$IR/lab/env.sh"
+    cp "$LIB/vm-guest-init.sh" "$IR/init"; chmod +x "$IR/init"
+    # Modules: all of net/sched + device/virtio drivers, with their deps.
+    want="$(cd "$MODDIR/kernel/net/sched" && ls -- *.ko* | sed 's/\.ko.*//') ifb veth dummy virtio_pci virtio_blk"
+    for m in $want; do
+        modprobe -d "$KROOT/root" -S "$KV" --show-depends "$m" 2>/dev/null | awk '$1=="insmod"{print $2}'
+    done | sort -u | while read -r f; do
+        rel=${f#*/lib/modules/$KV/}
+        mkdir -p "$IR/lib/modules/$KV/$(dirname "$rel")"
+        cp "$f" "$IR/lib/modules/$KV/$rel"
+    done
+    # (sch_mq is not checked: it is always built in, obj-y in net/sched/Makefile.)
+    for m in sch_prio sch_tbf sch_ingress ifb veth dummy; do
+        find "$IR/lib/modules/$KV" -name "$m.ko*" | grep -q . || grep -q "/$m.ko" "$MODDIR/modules.builtin" ||
+            die "module $m neither in the initramfs nor built in"
+    done
+    cp "$MODDIR"/modules.{builtin,builtin.modinfo,order} "$IR/lib/modules/$KV/"
+    # busybox modprobe/insmod can't read compressed modules: store them plain.
+    find "$IR/lib/modules/$KV" -name '*.ko.xz' -exec xz -d {} +
+    find "$IR/lib/modules/$KV" -name '*.ko.zst' -exec zstd -q -d --rm {} +
+    depmod -b "$IR" "$KV"
+    (cd "$IR" && find . | cpio -o -H newc --quiet | gzip -1) >"$BASE.tmp"
+    mv "$BASE.tmp" "$BASE"
+    echo "$stamp" >"$BASE.stamp"
+    log "initramfs: $(du -h "$BASE" | cut -f1)"
+fi
+
+# ------------------------------------------------------------ 4. run
+RUN="$VM/run.$(date +%Y%m%d-%H%M%S).$$"
+mkdir -p "$RUN/in/lab" "$RUN/results"
+python3 "$LIB/vm_capture.py" plan "$CASES_DIR" "$RUN/in/lab/plan.sh" "$RUN/manifest.json" "$@"
+ncases=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$RUN/manifest.json")
+(cd "$RUN/in" && find lab | cpio -o -H newc --quiet | gzip -1) >"$RUN/plan.cpio.gz"
+cat "$BASE" "$RUN/plan.cpio.gz" >"$RUN/initrd.cpio.gz"   # Linux unpacks concatenated cpios
+truncate -s 64M "$RUN/out.img"
+case $ACCEL in
+    tcg) ACC=(-accel tcg,thread=multi -cpu max) ;;
+    kvm) ACC=(-enable-kvm -cpu host) ;;
+    *) die "QDL_VM_ACCEL must be tcg or kvm" ;;
+esac
+QEMU=(qemu-system-x86_64 "${ACC[@]}" -smp 2 -m 1024 -nodefaults -display none
+      -serial stdio -no-reboot -kernel "$KROOT/vmlinux" -initrd "$RUN/initrd.cpio.gz"
+      -drive "file=$RUN/out.img,format=raw,if=virtio"
+      -append "console=ttyS0 quiet nokaslr panic=-1")
+printf '%q ' "${QEMU[@]}" >"$RUN/cmdline.txt"
+log "booting $KV under qemu ($ACCEL) for $ncases case(s); console: $RUN/console.log"
+t0=$(date +%s)
+set +e
+timeout "$TIMEOUT" "${QEMU[@]}" </dev/null >"$RUN/console.log" 2>&1
+rc=$?
+set -e
+t1=$(date +%s)
+log "qemu exited rc=$rc after $((t1 - t0))s"
+grep -q '^@@QDL:RESULTS-WRITTEN' "$RUN/console.log" ||
+    { tail -n 30 "$RUN/console.log" >&2; die "guest did not write its results (see $RUN/console.log)"; }
+grep '^@@QDL:.*FAILED' "$RUN/console.log" >&2 || true
+tar -xf "$RUN/out.img" -C "$RUN/results"
+
+mkdir -p "$OUT_DIR"
+status=0
+python3 "$LIB/vm_capture.py" assemble "$RUN/manifest.json" "$RUN/results" "$OUT_DIR" || status=$?
+{
+    cat "$RUN/results/versions.txt"
+    echo "host date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "kernel package: $(basename "$KDEB") (Debian trixie)"
+    echo "qemu: $(qemu-system-x86_64 --version | head -n1), accel=$ACCEL, PVH boot of vmlinux, 2 vCPUs, 1 GiB"
+    echo "captured by: scripts/capture-goldens-vm.sh"
+    echo
+    echo "notes:"
+    echo "- Same iproute2 6.15 tc binary (bookworm-backports build) and same absolute"
+    echo "  tc path / TC_LIB_DIR / environment as goldens/kernel/ (scripts/capture-goldens.sh)."
+    echo "- kind=eth devices are ifb (no IFF_NO_QUEUE -> pfifo_fast, or mq when txqueues>1)."
+    echo "- kind=veth devices are veth with peer NAME-peer left DOWN in the same netns,"
+    echo "  so the peer (noop qdisc) is not listed by a dev-less 'qdisc show'."
+    echo "- lo exists in every netns but is left DOWN; IPv6 is disabled in each netns."
+    echo "- '# send DEV LEN COUNT' steps inject COUNT exact LEN-byte AF_PACKET frames with"
+    echo "  a static C sender (scripts/lib/qdl-sendraw.c; skb->priority 0)."
+    echo "- All cases run in ONE boot, each in a fresh netns. Auto handles come from one"
+    echo "  kernel-global counter: the first case sees the fresh-boot state, and before"
+    echo "  every later case the counter is cycled so its first auto handle is 8001:."
+    echo "- net.core.default_qdisc is set to pfifo_fast in the guest before any device"
+    echo "  exists, like the host of goldens/kernel/. Debian's kernel is built with"
+    echo "  CONFIG_DEFAULT_NET_SCH=\"fq_codel\" (and systemd sets fq_codel too), so a stock"
+    echo "  Debian 13 system would show fq_codel where these goldens show pfifo_fast/mq children."
+    echo "- sch_* modules are autoloaded by the kernel via /sbin/modprobe (busybox)."
+} >"$OUT_DIR/VERSIONS.txt"
+log "done: run dir $RUN"
+exit "$status"

@@ -1,0 +1,61 @@
+/*
+ * qdl-sendraw DEV LEN COUNT — inject COUNT broadcast Ethernet frames of
+ * exactly LEN bytes on DEV through an AF_PACKET raw socket.
+ *
+ * Static C twin of send_frames() in scripts/capture-goldens.sh (the guest
+ * initramfs of scripts/capture-goldens-vm.sh has no python): same socket
+ * (AF_PACKET, SOCK_RAW, protocol 0, bound to DEV), same frame bytes
+ * (dst ff:ff:ff:ff:ff:ff, src 02:00:00:00:00:01, ethertype 0x88b5, zero
+ * payload), and ENOBUFS -- the qdisc dropped the frame -- is not an error.
+ * skb->priority is 0, so prio puts these frames in band 1 (priomap[0]).
+ *
+ * Built by scripts/capture-goldens-vm.sh with `gcc -static -O2`.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+	if (argc != 4) {
+		fprintf(stderr, "usage: %s DEV LEN COUNT\n", argv[0]);
+		return 2;
+	}
+	const char *dev = argv[1];
+	long len = strtol(argv[2], NULL, 10), cnt = strtol(argv[3], NULL, 10);
+	static const unsigned char hdr[14] = {
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+		0x02, 0x00, 0x00, 0x00, 0x00, 0x01,
+		0x88, 0xb5,
+	};
+	if (len < (long)sizeof(hdr) || len > 65535 || cnt < 0) {
+		fprintf(stderr, "qdl-sendraw: bad LEN or COUNT\n");
+		return 2;
+	}
+	int s = socket(AF_PACKET, SOCK_RAW, 0);
+	if (s < 0) { perror("socket"); return 1; }
+	struct sockaddr_ll sll;
+	memset(&sll, 0, sizeof(sll));
+	sll.sll_family = AF_PACKET;
+	sll.sll_protocol = 0;
+	sll.sll_ifindex = (int)if_nametoindex(dev);
+	if (!sll.sll_ifindex) { perror(dev); return 1; }
+	if (bind(s, (struct sockaddr *)&sll, sizeof(sll)) < 0) { perror("bind"); return 1; }
+	unsigned char *buf = calloc(1, (size_t)len);
+	if (!buf) { perror("calloc"); return 1; }
+	memcpy(buf, hdr, sizeof(hdr));
+	for (long i = 0; i < cnt; i++) {
+		if (send(s, buf, (size_t)len, 0) < 0 && errno != ENOBUFS) {
+			perror("send");
+			return 1;
+		}
+	}
+	close(s);
+	return 0;
+}
