@@ -31,7 +31,7 @@ pub mod tc;
 pub mod time;
 pub mod tree;
 
-pub use packet::{FlowKey, Packet, Socket};
+pub use packet::{FlowKey, Packet, SockState, Socket};
 pub use qdisc::{Classful, Dequeued, DevInfo, Enqueued, Node, Qdisc};
 pub use stats::Stats;
 pub use time::{Duration, Instant};

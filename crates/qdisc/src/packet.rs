@@ -31,13 +31,38 @@ impl FlowKey {
     }
 }
 
-/// The sending socket, for qdiscs that look at it (fq's flow key and pacing rate).
+/// The state of the sending socket, as far as qdiscs care (fq's classification, §9.3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SockState {
+    /// A full socket with a peer (an established TCP or a connected UDP socket).
+    #[default]
+    Connected,
+    /// TCP_CLOSE: an unconnected UDP socket.
+    Close,
+    /// A listener, or a request/TIME_WAIT mini-socket (SYN-ACKs, RSTs): not a full socket.
+    Listener,
+}
+
+/// The sending socket, for qdiscs that look at it (fq's flow key and pacing rate).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Socket {
     /// Identity of the socket (the kernel uses the `struct sock *`).
     pub id: u64,
+    /// `sk_hash`: changes when the socket is reused for another connection.
+    pub hash: u32,
     /// `sk_pacing_rate`, bytes per second (`u64::MAX` = unlimited).
     pub pacing_rate: u64,
+    /// `sk_max_pacing_rate` (SO_MAX_PACING_RATE), bytes per second (`u64::MAX` = not set).
+    pub max_pacing_rate: u64,
+    pub state: SockState,
+    /// A TCP socket (fq treats paced non-TCP sockets differently).
+    pub tcp: bool,
+}
+
+impl Default for Socket {
+    fn default() -> Self {
+        Socket { id: 0, hash: 0, pacing_rate: u64::MAX, max_pacing_rate: u64::MAX, state: SockState::Connected, tcp: true }
+    }
 }
 
 /// One skb. `len` is `qdisc_skb_cb(skb)->pkt_len`: the bytes the qdisc accounts,
@@ -60,8 +85,8 @@ pub struct Packet {
     pub mark: u32,
     /// IPv4 TOS / IPv6 traffic class, including the two ECN bits.
     pub tos: u8,
-    /// Earliest departure time (`skb->tstamp`), if the sender set one.
-    pub tstamp: Option<Instant>,
+    /// Earliest departure time (`skb->tstamp`); `Instant::ZERO` means none, as in the kernel.
+    pub tstamp: Instant,
     /// The sending socket, if any.
     pub sk: Option<Socket>,
     /// Memory the skb occupies (`skb->truesize`), used by fq_codel's memory_limit.
@@ -82,7 +107,7 @@ impl Packet {
             priority: 0,
             mark: 0,
             tos: 0,
-            tstamp: None,
+            tstamp: Instant::ZERO,
             sk: None,
             truesize: truesize_of(len),
             enqueued_at: Instant::ZERO,
@@ -105,6 +130,18 @@ impl Packet {
     pub fn ecn(&self) -> u8 {
         self.tos & 0b11
     }
+    /// `INET_ECN_set_ce`: mark Congestion Experienced on an ECN-capable packet.
+    /// Returns false for Not-ECT (the caller must drop instead); a packet already
+    /// marked CE counts as marked.
+    pub fn set_ce(&mut self) -> bool {
+        match self.ecn() {
+            0b00 => false,
+            _ => {
+                self.tos |= 0b11;
+                true
+            }
+        }
+    }
 }
 
 /// A plausible `skb->truesize` for a linear skb of `len` bytes: data rounded to a
@@ -120,5 +157,20 @@ mod tests {
         // Every enqueue and dequeue moves one; keep it within a couple of cache lines.
         assert!(std::mem::size_of::<super::Packet>() <= 160, "{}", std::mem::size_of::<super::Packet>());
         eprintln!("size_of::<Packet>() = {}", std::mem::size_of::<super::Packet>());
+    }
+}
+
+#[cfg(test)]
+mod ecn_tests {
+    use super::Packet;
+
+    #[test]
+    fn set_ce_follows_inet_ecn_set_ce() {
+        for (tos, ok, after) in [(0x00, false, 0x00), (0x01, true, 0x03), (0x02, true, 0x03), (0x03, true, 0x03), (0xb8, false, 0xb8), (0xba, true, 0xbb)] {
+            let mut p = Packet::new(1, 100);
+            p.tos = tos;
+            assert_eq!(p.set_ce(), ok, "tos {tos:#x}");
+            assert_eq!(p.tos, after);
+        }
     }
 }
