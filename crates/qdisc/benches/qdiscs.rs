@@ -42,8 +42,9 @@ fn bench(c: &mut Criterion) {
         g.bench_function(name, |b| {
             b.iter(|| {
                 now += 120; // 1500 B at 100 Gbit/s
-                let p = q.dequeue(Instant(now)).packet().expect("standing queue");
-                black_box(q.enqueue(black_box(p), Instant(now)));
+                if let qdisc::Dequeued::Packet(p) = q.dequeue(black_box(Instant(now))) {
+                    black_box(q.enqueue(p, Instant(now)));
+                }
             })
         });
     }

@@ -115,7 +115,13 @@ fn upstream_tc_testing_cases() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tdc/qdiscs");
     let (mut pass, mut fail, mut skip) = (0, 0, 0);
     let mut failures = Vec::new();
-    for kind in ["fifo", "pfifo_fast", "prio", "tbf", "mq"] {
+    // Every tdc file whose qdisc this engine implements ("fifo" covers pfifo/bfifo).
+    let mut kinds: Vec<&str> =
+        qdisc::sched::KINDS.iter().map(|k| if *k == "pfifo" { "fifo" } else { k }).filter(|k| dir.join(format!("{k}.json")).exists()).collect();
+    kinds.sort();
+    kinds.dedup();
+    eprintln!("tdc files: {kinds:?}");
+    for kind in kinds {
         let text = std::fs::read_to_string(dir.join(format!("{kind}.json"))).expect("tdc case file");
         let cases: Value = serde_json::from_str(&text).unwrap();
         for case in cases.as_array().unwrap() {

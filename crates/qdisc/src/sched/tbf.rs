@@ -447,7 +447,7 @@ impl Tbf {
     /// difference between one packet of `len` bytes and what was queued.
     fn segment(&mut self, pkt: Packet, now: Instant) -> Enqueued {
         let prev_len = pkt.len;
-        let segs = pkt.gso_segs;
+        let segs = pkt.gso_segs as u32;
         let (base, extra) = (prev_len / segs, prev_len % segs);
         let mut nb: u32 = 0;
         let mut len: u32 = 0;
@@ -544,7 +544,7 @@ impl Qdisc for Tbf {
     fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
         if pkt.len > self.max_size {
             // skb_is_gso && skb_gso_validate_mac_len(skb, max_size)
-            if pkt.gso_segs > 1 && pkt.len.div_ceil(pkt.gso_segs) <= self.max_size {
+            if pkt.gso_segs > 1 && pkt.len.div_ceil(pkt.gso_segs as u32) <= self.max_size {
                 return self.segment(pkt, now);
             }
             self.stats.dropped();

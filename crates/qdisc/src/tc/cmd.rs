@@ -529,7 +529,7 @@ impl Tc {
 
     fn out(&self, o: TcOpts) -> Out {
         let out = if o.json { Out::json(o.pretty) } else { Out::text() };
-        out.with_flags(o.details, o.raw, o.iec, o.oneline)
+        out.with_flags(o.details, o.raw, o.iec, o.oneline).with_stats(o.stats > 0)
     }
 
     // ---- tc class --------------------------------------------------------------

@@ -18,6 +18,8 @@ pub struct Out {
     iec: bool,
     /// `-oneline`: line breaks become `\\` (iproute2's `_SL_`).
     oneline: bool,
+    /// `-s`: some printers (sfq's RED counters) print more with it.
+    stats: bool,
 }
 
 impl Out {
@@ -32,6 +34,7 @@ impl Out {
             raw: false,
             iec: false,
             oneline: false,
+            stats: false,
         }
     }
     pub fn json(pretty: bool) -> Self {
@@ -45,6 +48,7 @@ impl Out {
             raw: false,
             iec: false,
             oneline: false,
+            stats: false,
         }
     }
     /// Set `-d` / `-raw` / `-iec`.
@@ -60,6 +64,14 @@ impl Out {
     }
     pub fn raw(&self) -> bool {
         self.raw
+    }
+    /// Set `-s` (iproute2's global `show_stats`, which some `print_qopt`s read).
+    pub fn with_stats(mut self, stats: bool) -> Self {
+        self.stats = stats;
+        self
+    }
+    pub fn show_stats(&self) -> bool {
+        self.stats
     }
     pub fn iec(&self) -> bool {
         self.iec
@@ -144,6 +156,17 @@ impl Out {
             self.name(key);
             self.eor();
             self.buf.push_str("null");
+        } else {
+            let _ = self.buf.write_fmt(text);
+        }
+    }
+    /// `print_float`: text as given; in JSON the number as `jsonw_float` writes it
+    /// (`%g`), passed preformatted in `json`.
+    pub fn float(&mut self, key: &str, text: fmt::Arguments, json: &str) {
+        if self.json {
+            self.name(key);
+            self.eor();
+            self.buf.push_str(json);
         } else {
             let _ = self.buf.write_fmt(text);
         }
