@@ -175,16 +175,24 @@ fi
 MODDIR="$KROOT/root/lib/modules/$KV"
 
 # ------------------------------------------------------------ 3. initramfs
+# Static helpers for the guest (no libc there but the one tc/ip need).
+build_static() {   # NAME -> $VM/NAME from $LIB/NAME.c
+    local bin="$VM/$1" src="$LIB/$1.c"
+    if [[ ! -x $bin || $src -nt $bin ]]; then
+        log "building $1 (static)"
+        gcc -static -O2 -Wall -o "$bin.tmp.$$" "$src"
+        mv -f "$bin.tmp.$$" "$bin"
+    fi
+}
+build_static qdl-sendraw
+build_static qdl-autohandle
 SENDRAW="$VM/qdl-sendraw"
-if [[ ! -x $SENDRAW || $LIB/qdl-sendraw.c -nt $SENDRAW ]]; then
-    log "building qdl-sendraw (static)"
-    gcc -static -O2 -Wall -o "$SENDRAW" "$LIB/qdl-sendraw.c"
-fi
+AUTOHANDLE="$VM/qdl-autohandle"
 BASE="$VM/initramfs-$KV.cpio.gz"
-stamp=$( { echo "$KV"; sha256sum "$TC" "$IP" "$BUSYBOX" "$SENDRAW" "$LIB/vm-guest-init.sh" "$0"; } | sha256sum | cut -c1-16)
+stamp=$( { echo "$KV"; sha256sum "$TC" "$IP" "$BUSYBOX" "$SENDRAW" "$AUTOHANDLE" "$LIB/vm-guest-init.sh" "$LIB/vm-guest-steps.sh" "$0"; } | sha256sum | cut -c1-16)
 if [[ ! -f $BASE || $(cat "$BASE.stamp" 2>/dev/null) != "$stamp" ]]; then
     log "building initramfs for $KV"
-    IR="$VM/initramfs"
+    IR="$VM/initramfs.$$"     # private staging dir: concurrent runs may share the cache
     rm -rf "$IR"
     mkdir -p "$IR"/{bin,sbin,usr/bin,usr/sbin,proc,sys,dev,run,tmp,lab,etc,var}
     ln -s ../run "$IR/var/run"
@@ -200,16 +208,33 @@ if [[ ! -f $BASE || $(cat "$BASE.stamp" 2>/dev/null) != "$stamp" ]]; then
     cp -r "$IPROUTE_DIR/usr/lib/x86_64-linux-gnu/tc" "$IR$IPROUTE_DIR/usr/lib/x86_64-linux-gnu/"
     [[ -d $IPROUTE_DIR/usr/share/iproute2 ]] && cp -r "$IPROUTE_DIR/usr/share/iproute2" "$IR$IPROUTE_DIR/usr/share/"
     [[ -d /etc/iproute2 ]] && cp -r /etc/iproute2 "$IR/etc/"
+    # Shared libs as ldd names them, keeping symlinks as symlinks: tc -V
+    # prints libbpf's version from the real file name (libbpf.so.1.1.2).
+    copy_path() {
+        local p=$1
+        while [[ -n $p && ! -e $IR$p && ! -L $IR$p ]]; do
+            mkdir -p "$IR$(dirname "$p")"
+            if [[ -L $p ]]; then
+                cp -P "$p" "$IR$p"
+                local t; t=$(readlink "$p")
+                [[ $t == /* ]] || t="$(dirname "$p")/$t"
+                p=$t
+            else
+                cp "$p" "$IR$p"; p=
+            fi
+        done
+    }
     for b in "$TC" "$IP"; do
         for l in $(ldd "$b" | awk '/=>/ && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
-            [[ -e $IR$l ]] || { mkdir -p "$IR$(dirname "$l")"; cp -L "$l" "$IR$l"; }
+            copy_path "$l"
         done
     done
     printf 'root:x:0:0:root:/:/bin/sh\n' >"$IR/etc/passwd"
     printf 'root:x:0:\n' >"$IR/etc/group"
-    cp "$SENDRAW" "$IR/lab/qdl-sendraw"
+    cp "$SENDRAW" "$AUTOHANDLE" "$IR/lab/"
     printf 'IPROUTE_DIR=%q\n' "$IPROUTE_DIR" >"$IR/lab/env.sh"
     cp "$LIB/vm-guest-init.sh" "$IR/init"; chmod +x "$IR/init"
+    cp "$LIB/vm-guest-steps.sh" "$IR/lab/run-steps.sh"
     # Modules: all of net/sched + device/virtio drivers, with their deps.
     want="$(cd "$MODDIR/kernel/net/sched" && ls -- *.ko* | sed 's/\.ko.*//') ifb veth dummy virtio_pci virtio_blk"
     for m in $want; do
@@ -229,8 +254,9 @@ if [[ ! -f $BASE || $(cat "$BASE.stamp" 2>/dev/null) != "$stamp" ]]; then
     find "$IR/lib/modules/$KV" -name '*.ko.xz' -exec xz -d {} +
     find "$IR/lib/modules/$KV" -name '*.ko.zst' -exec zstd -q -d --rm {} +
     depmod -b "$IR" "$KV"
-    (cd "$IR" && find . | cpio -o -H newc --quiet | gzip -1) >"$BASE.tmp"
-    mv "$BASE.tmp" "$BASE"
+    (cd "$IR" && find . | cpio -o -H newc --quiet | gzip -1) >"$BASE.tmp.$$"
+    rm -rf "$IR"
+    mv -f "$BASE.tmp.$$" "$BASE"
     echo "$stamp" >"$BASE.stamp"
     log "initramfs: $(du -h "$BASE" | cut -f1)"
 fi
@@ -238,7 +264,7 @@ fi
 # ------------------------------------------------------------ 4. run
 RUN="$VM/run.$(date +%Y%m%d-%H%M%S).$$"
 mkdir -p "$RUN/in/lab" "$RUN/results"
-python3 "$LIB/vm_capture.py" plan "$CASES_DIR" "$RUN/in/lab/plan.sh" "$RUN/manifest.json" "$@"
+python3 "$LIB/vm_capture.py" plan "$CASES_DIR" "$RUN/in/lab" "$RUN/manifest.json" "$@"
 ncases=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$RUN/manifest.json")
 (cd "$RUN/in" && find lab | cpio -o -H newc --quiet | gzip -1) >"$RUN/plan.cpio.gz"
 cat "$BASE" "$RUN/plan.cpio.gz" >"$RUN/initrd.cpio.gz"   # Linux unpacks concatenated cpios
@@ -248,7 +274,7 @@ case $ACCEL in
     kvm) ACC=(-enable-kvm -cpu host) ;;
     *) die "QDL_VM_ACCEL must be tcg or kvm" ;;
 esac
-QEMU=(qemu-system-x86_64 "${ACC[@]}" -smp 2 -m 1024 -nodefaults -display none
+QEMU=(qemu-system-x86_64 "${ACC[@]}" -smp 2 -m 2048 -nodefaults -display none
       -serial stdio -no-reboot -kernel "$KROOT/vmlinux" -initrd "$RUN/initrd.cpio.gz"
       -drive "file=$RUN/out.img,format=raw,if=virtio"
       -append "console=ttyS0 quiet nokaslr panic=-1")
@@ -273,7 +299,7 @@ python3 "$LIB/vm_capture.py" assemble "$RUN/manifest.json" "$RUN/results" "$OUT_
     cat "$RUN/results/versions.txt"
     echo "host date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "kernel package: $(basename "$KDEB") (Debian trixie)"
-    echo "qemu: $(qemu-system-x86_64 --version | head -n1), accel=$ACCEL, PVH boot of vmlinux, 2 vCPUs, 1 GiB"
+    echo "qemu: $(qemu-system-x86_64 --version | head -n1), accel=$ACCEL, PVH boot of vmlinux, 2 vCPUs, 2 GiB"
     echo "captured by: scripts/capture-goldens-vm.sh"
     echo
     echo "notes:"
@@ -284,10 +310,12 @@ python3 "$LIB/vm_capture.py" assemble "$RUN/manifest.json" "$RUN/results" "$OUT_
     echo "  so the peer (noop qdisc) is not listed by a dev-less 'qdisc show'."
     echo "- lo exists in every netns but is left DOWN; IPv6 is disabled in each netns."
     echo "- '# send DEV LEN COUNT' steps inject COUNT exact LEN-byte AF_PACKET frames with"
-    echo "  a static C sender (scripts/lib/qdl-sendraw.c; skb->priority 0)."
+    echo "  a static C sender (scripts/lib/qdl-sendraw.c; skb->priority 0), pinned to"
+    echo "  CPU 0: AF_PACKET picks tx queue (sending CPU % #txqueues) on a multiqueue dev."
     echo "- All cases run in ONE boot, each in a fresh netns. Auto handles come from one"
-    echo "  kernel-global counter: the first case sees the fresh-boot state, and before"
-    echo "  every later case the counter is cycled so its first auto handle is 8001:."
+    echo "  kernel-global counter: before every case it is walked round so the case's"
+    echo "  first auto handle is 8001:, as after boot (failing pfifo creates batched by"
+    echo "  scripts/lib/qdl-autohandle.c, then a real add verified to get 8000:)."
     echo "- net.core.default_qdisc is set to pfifo_fast in the guest before any device"
     echo "  exists, like the host of goldens/kernel/. Debian's kernel is built with"
     echo "  CONFIG_DEFAULT_NET_SCH=\"fq_codel\" (and systemd sets fq_codel too), so a stock"

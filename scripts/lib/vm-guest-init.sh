@@ -57,30 +57,33 @@ nsrun() { ns=$1; shift; $BB env -i $RUN_ENV $IP netns exec "$ns" "$@"; }
 } >$OUT/versions.txt
 
 # ---------------------------------------------------------------- priming
-# Auto handles (8001:, 8002:, ...) come from ONE kernel-global counter that
-# cycles 8001..fffe, 8000, 8001 (period 0x7fff). Before each case (but the
-# first: nothing has allocated one since boot) walk it round until the next
-# allocation is 8001: again, as capture-goldens.sh does.
+# Auto handles (8001:, 8002:, ...) come from ONE kernel-global counter
+# (qdisc_alloc_handle() in net/sched/sch_api.c) that cycles 8001..fffe, 8000,
+# 8001 (period 0x7fff). Before every case, walk it round until the next
+# allocation is 8001: again, as after boot -- like capture-goldens.sh.
+# That script does it with up to ~32k `tc qdisc replace`, ~20 s per case under
+# TCG; here qdl-autohandle (scripts/lib/qdl-autohandle.c) advances the counter
+# with failing creates batched in a few netlink sends, and a real `tc qdisc
+# add` then proves the counter ended where it must (the add gets 8000:).
 $IP netns add $PRIME_NS
 $IP -n $PRIME_NS link add $PRIME_DEV type ifb
 $IP -n $PRIME_NS link set $PRIME_DEV up
 ptc() { nsrun $PRIME_NS $TC "$@"; }
-prime_handle() { h=$(ptc qdisc show dev $PRIME_DEV | $BB awk 'NR==1{print $3}'); echo $((0x${h%:})); }
-PRIMED_ONCE=
+# Allocate one auto handle with a real root pfifo; print it (decimal).
+prime_probe() {
+    ptc qdisc add dev $PRIME_DEV root pfifo || return 1
+    h=$(ptc qdisc show dev $PRIME_DEV | $BB awk 'NR==1{print $3}')
+    ptc qdisc del dev $PRIME_DEV root || return 1
+    echo $((0x${h%:}))
+}
 prime() {
-    if [ -z "$PRIMED_ONCE" ]; then PRIMED_ONCE=1; return 0; fi
-    ptc qdisc del dev $PRIME_DEV root >/dev/null 2>&1
-    ptc qdisc add dev $PRIME_DEV root pfifo || { say "PRIME-FAILED add"; return 1; }
-    cur=$(prime_handle)
-    if [ "$cur" -eq $((0x8000)) ]; then need=0; else need=$((0xfffe - cur + 1)); fi
-    # Replacing the root with a different kind and no handle always
-    # allocates a fresh auto handle; alternate kinds to force that.
-    if [ $need -gt 0 ]; then
-        $BB awk -v n=$need -v d=$PRIME_DEV 'BEGIN{for(i=0;i<n;i++) printf "qdisc replace dev %s root %s\n", d, (i%2 ? "pfifo" : "bfifo")}' |
-            ptc -b - >/dev/null || { say "PRIME-FAILED batch"; return 1; }
-    fi
-    got=$(prime_handle)
-    [ "$got" -eq $((0x8000)) ] || { say "PRIME-FAILED ended at $got"; return 1; }
+    cur=$(prime_probe) || { say "PRIME-FAILED probe"; return 1; }
+    [ "$cur" -eq $((0x8000)) ] && return 0
+    # Take the counter to fffe:, then one real allocation must wrap to 8000:.
+    nsrun $PRIME_NS /lab/qdl-autohandle $PRIME_DEV $((0xfffe - cur)) ||
+        { say "PRIME-FAILED qdl-autohandle"; return 1; }
+    got=$(prime_probe) || { say "PRIME-FAILED verify"; return 1; }
+    [ "$got" -eq $((0x8000)) ] || { say "PRIME-FAILED: ended at $got, not 8000:"; return 1; }
 }
 
 # ---------------------------------------------------------------- plan API
@@ -108,16 +111,9 @@ dev() {          # NAME KIND TXQ MTU TXQLEN
     $IP -n $CASE_NS link set "$1" mtu "$4" txqueuelen "$5" || echo "dev $1 set" >>$CASE_DIR/failed
     $IP -n $CASE_NS link set "$1" up || echo "dev $1 up" >>$CASE_DIR/failed
 }
-step() {         # STEP# tc-args...   (`ip netns exec`, not `tc -n`: same argv as the host)
-    s=$1; shift
-    nsrun $CASE_NS $TC "$@" >$CASE_DIR/$s.out 2>$CASE_DIR/$s.err </dev/null
-    echo $? >$CASE_DIR/$s.rc
-}
-send() {         # STEP# DEV LEN COUNT
-    s=$1; shift
-    nsrun $CASE_NS $SENDRAW "$@" >$CASE_DIR/$s.out 2>$CASE_DIR/$s.err </dev/null
-    rc=$?; echo $rc >$CASE_DIR/$s.rc
-    [ $rc -eq 0 ] || echo "send $s" >>$CASE_DIR/failed
+run_steps() {    # IDX: the case's steps, all in ONE `ip netns exec` (cheaper under TCG)
+    nsrun $CASE_NS $BB sh /lab/run-steps.sh $CASE_DIR /lab/case-$1.sh ||
+        echo "run-steps rc=$?" >>$CASE_DIR/failed
 }
 case_end() {
     $IP netns del $CASE_NS

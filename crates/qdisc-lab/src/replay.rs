@@ -30,7 +30,7 @@ use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::TsResolution;
 use qdisc::tc::units::{fmt_rate, fmt_time64, get_rate64, get_size, get_time, get_u32};
 use qdisc::tc::{Tc, TcOpts};
-use qdisc::tree::Device;
+use qdisc::tree::{Device, Xmit};
 use qdisc::{Dequeued, FlowKey, Instant, Packet};
 use serde::Serialize;
 
@@ -52,7 +52,7 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<String>,
     /// Generated traffic, repeatable:
-    /// RATE[,size=BYTES][,prio=N][,count=N][,start=TIME][,stop=TIME][,tos=N][,mark=N][,proto=udp|tcp]
+    /// RATE[,size=BYTES][,prio=N][,count=N][,start=TIME][,stop=TIME][,tos=N][,mark=N][,proto=udp|tcp][,dport=N]
     /// e.g. `--flow 60mbit,count=4 --flow 2mbit,size=200,prio=6`.
     #[arg(long = "flow", value_name = "SPEC")]
     pub flow: Vec<String>,
@@ -201,6 +201,8 @@ struct FlowSpec {
     tos: u8,
     mark: u32,
     proto: u8,
+    /// Destination port (default 5201 for TCP, 5001 for UDP), for port-matching filters.
+    dport: Option<u16>,
 }
 
 impl FlowSpec {
@@ -220,6 +222,7 @@ impl FlowSpec {
             tos: 0,
             mark: 0,
             proto: 17,
+            dport: None,
         };
         let mut prio_given = false;
         for p in parts {
@@ -251,6 +254,7 @@ impl FlowSpec {
                 "stop" => f.stop = Some(time()?),
                 "tos" => f.tos = num(255)? as u8,
                 "mark" => f.mark = num(u32::MAX)?,
+                "dport" => f.dport = Some(num(65535)? as u16),
                 "proto" => {
                     f.proto = match v {
                         "udp" => 17,
@@ -259,7 +263,9 @@ impl FlowSpec {
                     }
                 }
                 _ => {
-                    return Err(bad(format!("unknown key \"{k}\" (size, prio, count, start, stop, tos, mark, proto)")))
+                    return Err(bad(format!(
+                        "unknown key \"{k}\" (size, prio, count, start, stop, tos, mark, proto, dport)"
+                    )))
                 }
             }
         }
@@ -335,7 +341,7 @@ fn generate(specs: &[FlowSpec], duration: u64, seed: u64) -> Result<Traffic, Str
                 src: mapped([10, 1, (j / 250) as u8, (j % 250 + 1) as u8]),
                 dst: mapped([10, 2, 0, 1]),
                 sport: 10000 + j as u16,
-                dport: if f.proto == 6 { 5201 } else { 5001 },
+                dport: f.dport.unwrap_or(if f.proto == 6 { 5201 } else { 5001 }),
                 proto: f.proto,
             };
             flows.push(FlowInfo { id: FlowId::Ip(key), spec: Some(si), priority: f.priority, tos: f.tos });
@@ -638,6 +644,18 @@ fn simulate(dev: &mut Device, t: &Traffic, rate: u64, overhead: u32) -> Result<S
     let mut next = 0;
     let mut wire_free = 0u64;
     let mut poll: Option<u64> = None;
+    // A packet goes on the wire at `now`; returns when the wire is free again.
+    let send = |sim: &mut Sim, p: Packet, now: u64| -> Result<u64, String> {
+        let i = p.id as usize;
+        if i >= n || sim.dequeued_at[i] != NOT_DELIVERED {
+            return Err(format!("engine bug: the qdisc tree dequeued packet {} twice or out of nowhere", p.id));
+        }
+        sim.dequeued_at[i] = now;
+        let free = now + tx_time(p.len as u64 + overhead as u64, rate);
+        sim.tx_end[i] = free;
+        sim.end = free;
+        Ok(free)
+    };
     loop {
         let arrival = t.arrivals.get(next).map(|a| a.at);
         let now = match (arrival, poll) {
@@ -662,26 +680,28 @@ fn simulate(dev: &mut Device, t: &Traffic, rate: u64, overhead: u32) -> Result<S
             pkt.priority = a.priority;
             pkt.mark = a.mark;
             pkt.tos = a.tos;
-            dev.enqueue(pkt, Instant::from_nanos(now));
             next += 1;
-            // __dev_xmit_skb runs the qdisc right after an enqueue; if the wire is busy
-            // the poll at wire_free (already set) comes first. This also re-asks a
-            // throttled shaper, as the kernel does on every enqueue.
-            let at = now.max(wire_free);
-            poll = Some(poll.map_or(at, |p| p.min(at)));
+            // __dev_xmit_skb: an idle wire takes the packet straight from an empty
+            // bypass-capable qdisc (or noqueue); otherwise the qdisc queues it.
+            match dev.xmit(pkt, Instant::from_nanos(now), wire_free <= now) {
+                Xmit::Direct(p) => {
+                    wire_free = send(&mut sim, p, now)?;
+                    poll = Some(poll.map_or(wire_free, |x| x.min(wire_free)));
+                }
+                Xmit::Queued(_) => {
+                    // The qdisc runs right after an enqueue; if the wire is busy the
+                    // poll at wire_free (already set) comes first. This also re-asks a
+                    // throttled shaper, as the kernel does on every enqueue.
+                    let at = now.max(wire_free);
+                    poll = Some(poll.map_or(at, |p| p.min(at)));
+                }
+            }
             continue;
         }
         poll = None;
         match dev.dequeue(Instant::from_nanos(now)) {
             Dequeued::Packet(p) => {
-                let i = p.id as usize;
-                if i >= n || sim.dequeued_at[i] != NOT_DELIVERED {
-                    return Err(format!("engine bug: the qdisc tree dequeued packet {} twice or out of nowhere", p.id));
-                }
-                sim.dequeued_at[i] = now;
-                wire_free = now + tx_time(p.len as u64 + overhead as u64, rate);
-                sim.tx_end[i] = wire_free;
-                sim.end = wire_free;
+                wire_free = send(&mut sim, p, now)?;
                 poll = Some(wire_free);
             }
             // The watchdog: try again when the shaper says. (`max` guards a shaper

@@ -1,5 +1,6 @@
 //! Enqueue + dequeue cost per packet, steady state, 1500-byte packets.
-//! `cargo bench -p qdisc` — targets (issue 2): fifos/pfifo_fast/prio ≤ 15 ns, tbf ≤ 30 ns.
+//! `cargo bench -p qdisc` — targets: fifos/pfifo_fast/prio ≤ 15 ns, tbf ≤ 30 ns (issue 2);
+//! at 10,000 active flows fq and fq_codel ≤ 67 ns, sfq ≤ 40 ns, codel ≤ 25 ns (issue 3).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use qdisc::qdisc::TC_H_ROOT;
@@ -51,5 +52,48 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// The flow-scheduling qdiscs with N active flows, two packets of each queued. fq keys
+/// flows by socket (socket-less traffic folds into orphan_mask + 1 = 1024 keys), the
+/// others by the packet hash.
+fn bench_flows(c: &mut Criterion) {
+    let mut g = c.benchmark_group("enqueue+dequeue by active flows");
+    g.throughput(Throughput::Elements(1));
+    g.sample_size(20);
+    let cases: &[(&str, &str, &str)] = &[
+        ("fq", "fq", "limit 4000000 flow_limit 1000 buckets 262144"),
+        ("fq_codel", "fq_codel", "limit 4000000 memory_limit 2g"),
+        ("sfq", "sfq", "limit 65408 flows 65408 depth 127 divisor 65536"),
+        ("codel", "codel", "limit 4000000"),
+    ];
+    for &(name, kind, opts) in cases {
+        for flows in [1u64, 100, 10_000, 1_000_000] {
+            if kind == "sfq" && flows > 10_000 {
+                continue; // at most 65408 slots, limit 65408 packets
+            }
+            let mut q = make(kind, opts);
+            let sockets: Vec<_> = (0..flows)
+                .map(|i| std::sync::Arc::new(qdisc::Socket { id: i + 1, hash: i as u32, ..Default::default() }))
+                .collect();
+            let mut now = 1u64;
+            for rep in 0..2 {
+                for (i, sk) in sockets.iter().enumerate() {
+                    let h = (i as u32).wrapping_mul(0x9E37_79B9);
+                    let p = Packet::new(rep * flows + i as u64, 1500).with_hash(h).with_socket(sk.clone());
+                    q.enqueue(p, Instant(now));
+                }
+            }
+            g.bench_function(format!("{name}/{flows}"), |b| {
+                b.iter(|| {
+                    now += 120;
+                    if let qdisc::Dequeued::Packet(p) = q.dequeue(black_box(Instant(now))) {
+                        black_box(q.enqueue(p, Instant(now)));
+                    }
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_flows);
 criterion_main!(benches);

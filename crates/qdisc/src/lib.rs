@@ -22,6 +22,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod classify;
 pub mod packet;
 pub mod qdisc;
 pub mod rate;

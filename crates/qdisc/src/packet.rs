@@ -63,7 +63,14 @@ pub struct Socket {
 
 impl Default for Socket {
     fn default() -> Self {
-        Socket { id: 0, hash: 0, pacing_rate: u64::MAX, max_pacing_rate: u64::MAX, state: SockState::Connected, tcp: true }
+        Socket {
+            id: 0,
+            hash: 0,
+            pacing_rate: u64::MAX,
+            max_pacing_rate: u64::MAX,
+            state: SockState::Connected,
+            tcp: true,
+        }
     }
 }
 
@@ -174,7 +181,14 @@ mod ecn_tests {
 
     #[test]
     fn set_ce_follows_inet_ecn_set_ce() {
-        for (tos, ok, after) in [(0x00, false, 0x00), (0x01, true, 0x03), (0x02, true, 0x03), (0x03, true, 0x03), (0xb8, false, 0xb8), (0xba, true, 0xbb)] {
+        for (tos, ok, after) in [
+            (0x00, false, 0x00),
+            (0x01, true, 0x03),
+            (0x02, true, 0x03),
+            (0x03, true, 0x03),
+            (0xb8, false, 0xb8),
+            (0xba, true, 0xbb),
+        ] {
             let mut p = Packet::new(1, 100);
             p.tos = tos;
             assert_eq!(p.set_ce(), ok, "tos {tos:#x}");

@@ -158,20 +158,64 @@ pub trait Classful {
     /// child), returning the old child. The parent's qlen/backlog drop by what the
     /// old child held (`qdisc_purge_queue` + `qdisc_tree_reduce_backlog`).
     fn graft(&mut self, minor: u32, new: Option<Node>, dev: &DevInfo) -> Result<Option<Node>, TcError>;
+    /// `cops->change`: create class `classid` below `parent` (`exists` false) or
+    /// change it. `Ok(Some(w))` succeeds with a kernel warning (tc prints
+    /// "Warning: w."). Purged leaves are reported through the qdisc's `take_reduce`.
+    fn change_class(
+        &mut self,
+        _classid: u32,
+        _parent: u32,
+        _exists: bool,
+        _opts: Option<&crate::sched::ClassOpts>,
+        _dev: &DevInfo,
+        _now: Instant,
+    ) -> Result<Option<String>, TcError> {
+        Err(TcError::errno(crate::tc::Errno::EOPNOTSUPP))
+    }
+    /// `cops->delete`: remove class `minor` (its leaf's packets are purged and
+    /// reported through `take_reduce`).
+    fn delete_class(&mut self, _minor: u32, _now: Instant) -> Result<(), TcError> {
+        Err(TcError::errno(crate::tc::Errno::EOPNOTSUPP))
+    }
     /// Class stats (`cops->dump_stats`): by default the leaf's counters; None for
     /// kinds without `dump_stats` (tbf), whose classes print no counters.
     fn class_stats(&self, minor: u32) -> Option<Stats> {
         Some(self.leaf(minor).map(|n| n.q.stats().clone()).unwrap_or_default())
     }
+    /// Whether `cops->dump_stats` copies the basic counters (TCA_STATS_BASIC); sfq's
+    /// does not, so tc prints no `Sent … pkt` for its classes.
+    fn class_has_basic_stats(&self) -> bool {
+        true
+    }
     /// Print the class options (`print_copt`); most classes have none.
     fn dump_class(&self, _minor: u32, _out: &mut Out) {}
     /// Print the class xstats (`print_cxstats`, `-s` only); most classes have none.
     fn dump_class_xstats(&self, _minor: u32, _out: &mut Out) {}
+    /// `cops->tcf_block`: the filter block of class `minor`, or of the qdisc itself
+    /// for minor 0. `None` for minor 0 means the kind has no `tcf_block` op (tc gets
+    /// "Class doesn't support blocks"); `None` for a class means the op returned NULL
+    /// (EINVAL), as prio's does for its bands. See [`crate::classify`].
+    fn block(&self, _minor: u32) -> Option<&crate::classify::Block> {
+        None
+    }
+    fn block_mut(&mut self, _minor: u32) -> Option<&mut crate::classify::Block> {
+        None
+    }
+    /// `cops->bind_tcf`: a filter's result now names class `classid` (htb counts it
+    /// in `filter_cnt`, so the class cannot be deleted while filters point at it).
+    fn bind_filter(&mut self, _classid: u32) {}
+    /// `cops->unbind_tcf`: a filter no longer names class `classid`.
+    fn unbind_filter(&mut self, _classid: u32) {}
     /// The kind printed on `class <kind>` lines.
     fn class_kind(&self) -> &'static str;
     /// Classes dumped with parent TC_H_ROOT (mq's per-txq classes) rather than the qdisc.
     fn class_parent_is_root(&self) -> bool {
         false
+    }
+    /// The parent dumped for class `minor` (`tcm_parent` of `cops->dump`) when it is
+    /// per class (htb: the parent class, or TC_H_ROOT); None = the qdisc-wide rule above.
+    fn class_parent(&self, _minor: u32) -> Option<u32> {
+        None
     }
 }
 
@@ -186,16 +230,35 @@ pub struct Node {
     pub refcnt: u32,
     /// TCQ_F_INVISIBLE: hidden from `tc qdisc show` unless `invisible` is given.
     pub invisible: bool,
-    /// Position in the device's qdisc hash (`qdisc_hash_add`): 0 = not hashed
-    /// (root qdiscs, noop); otherwise a device-wide insertion number, because dumps
-    /// list a bucket's qdiscs newest first.
+    /// Creation order. A qdisc enters its device's hash (`qdisc_hash_add`) when it
+    /// is created below a class, and dumps list a hash bucket newest first; the
+    /// order of creation is that order.
     pub seq: u64,
+    /// Kept out of the device's qdisc hash although below a class (htb's leaf made
+    /// when an inner class loses its last child is never `qdisc_hash_add`ed), so
+    /// dumps do not list it.
+    pub unhashed: bool,
     pub q: Box<dyn Qdisc>,
 }
 
+/// Creation counter for [`Node::seq`]. Only the relative order of one device's nodes
+/// matters, which creation order fixes whatever else runs in the process.
+static CREATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 impl Node {
     pub fn new(handle: u32, parent: u32, q: Box<dyn Qdisc>) -> Self {
-        Node { handle, parent, refcnt: 1, invisible: false, seq: 0, q }
+        let seq = CREATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Node { handle, parent, refcnt: 1, invisible: false, seq, unhashed: false, q }
+    }
+    /// Is this qdisc in the device's hash? Root and ingress qdiscs are dumped on their
+    /// own, and the builtin noop never is.
+    pub fn hashed(&self) -> bool {
+        !self.unhashed && self.parent != TC_H_ROOT && self.parent != 0xFFFF_FFF1 && self.q.kind() != "noop"
+    }
+    /// Mark as not in the device's qdisc hash (see [`Node::unhashed`]).
+    pub fn unhashed(mut self) -> Self {
+        self.unhashed = true;
+        self
     }
     pub fn invisible(mut self) -> Self {
         self.invisible = true;

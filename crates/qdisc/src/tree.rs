@@ -4,6 +4,7 @@
 //! decision table, deletion, refcounts, and the order dumps list qdiscs in.
 
 use std::cmp::Reverse;
+use std::collections::BTreeMap;
 
 use crate::packet::Packet;
 use crate::qdisc::{tc_h_maj, tc_h_min, Dequeued, DevInfo, Enqueued, Node, TC_H_ROOT, TC_H_UNSPEC};
@@ -30,11 +31,14 @@ pub struct DevSpec {
     pub txqueues: u32,
     pub mtu: u32,
     pub txqueuelen: u32,
+    /// Link speed in Mbit/s as sysfs reports it (what `rate N%` is a share of);
+    /// None = unknown, like an ifb. A veth reports 10000.
+    pub speed: Option<u32>,
 }
 
 impl DevSpec {
     pub fn new(name: &str) -> Self {
-        DevSpec { name: name.into(), kind: DevKind::Eth, txqueues: 1, mtu: 1500, txqueuelen: 1000 }
+        DevSpec { name: name.into(), kind: DevKind::Eth, txqueues: 1, mtu: 1500, txqueuelen: 1000, speed: None }
     }
 
     pub fn parse(s: &str) -> Result<Self, String> {
@@ -51,10 +55,14 @@ impl DevSpec {
                 "kind" => {
                     d.kind = match v {
                         "eth" => DevKind::Eth,
-                        "veth" => DevKind::Veth,
+                        "veth" => {
+                            d.speed = d.speed.or(Some(10_000));
+                            DevKind::Veth
+                        }
                         _ => return Err(format!("device kind \"{v}\" is not eth or veth")),
                     }
                 }
+                "speed" => d.speed = Some(num()?),
                 "txqueues" => {
                     d.txqueues = num()?;
                     if !(1..=4096).contains(&d.txqueues) {
@@ -68,11 +76,20 @@ impl DevSpec {
                     }
                 }
                 "txqueuelen" => d.txqueuelen = num()?,
-                _ => return Err(format!("unknown device option \"{k}\" (kind, txqueues, mtu, txqueuelen)")),
+                _ => return Err(format!("unknown device option \"{k}\" (kind, txqueues, mtu, txqueuelen, speed)")),
             }
         }
         Ok(d)
     }
+}
+
+/// What [`Device::xmit`] did with a packet.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Xmit {
+    /// Straight to the driver: transmit it now.
+    Direct(Packet),
+    /// Given to the root qdisc, with its answer.
+    Queued(Enqueued),
 }
 
 /// The `nlmsg_flags` of a qdisc request (tc's add/change/replace/link).
@@ -101,8 +118,53 @@ pub struct Device {
     pub root: Node,
     /// The ingress queue's qdisc (`tc qdisc add dev X ingress`), if any.
     pub ingress: Option<Node>,
-    /// Next `qdisc_hash_add` insertion number.
-    seq: u64,
+    /// handle → path of the qdiscs with a handle, kept up to date on the way
+    /// (entries of qdiscs that went away are noticed and dropped on lookup), so
+    /// commands on trees of 10,000+ classes do not walk the tree.
+    index: BTreeMap<u32, Path>,
+    /// Whose behaviour to follow where kernel versions differ.
+    pub kernel: KernelVersion,
+    /// sysfs `speed` in Mbit/s, if the device reports one.
+    pub speed: Option<u32>,
+}
+
+/// The kernel whose behaviour a device follows where versions differ (error texts so
+/// far). Checked against 6.12 (Debian 13, the default) and 6.18 (this project's CI host).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KernelVersion(pub u32, pub u32);
+
+impl KernelVersion {
+    pub const V6_12: KernelVersion = KernelVersion(6, 12);
+    pub const V6_18: KernelVersion = KernelVersion(6, 18);
+
+    /// `6.12`, `6.18.44-fc-v669`, `6.12.107+deb13-amd64` …
+    pub fn parse(s: &str) -> Option<Self> {
+        let mut it = s.split(|c: char| !c.is_ascii_digit());
+        let major = it.next()?.parse().ok()?;
+        let minor = it.next()?.parse().ok()?;
+        Some(KernelVersion(major, minor))
+    }
+
+    /// "Invalid qdisc name" gained its explanation in the 6.18 series.
+    fn invalid_qdisc_name(self) -> TcError {
+        if self >= Self::V6_18 {
+            TcError::kernel("Invalid qdisc name: must match existing qdisc")
+        } else {
+            TcError::kernel("Invalid qdisc name")
+        }
+    }
+}
+
+impl Default for KernelVersion {
+    fn default() -> Self {
+        Self::V6_12
+    }
+}
+
+impl std::fmt::Display for KernelVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.0, self.1)
+    }
 }
 
 /// `hash_32(handle, 4)`: the bucket of the device's 16-bucket qdisc hash.
@@ -124,10 +186,11 @@ impl Device {
             kind: spec.kind,
             root: Node::new(0, TC_H_ROOT, Box::new(noqueue::Noop::default())),
             ingress: None,
-            seq: 0,
+            index: BTreeMap::new(),
+            kernel: KernelVersion::default(),
+            speed: spec.speed,
         };
         d.root = d.default_root();
-        d.hash_new();
         d
     }
 
@@ -153,23 +216,28 @@ impl Device {
         n
     }
 
-    /// `qdisc_hash_add` for every node that joined the tree since the last call,
-    /// children before their parent (init creates them first).
-    fn hash_new(&mut self) {
-        fn walk(n: &mut Node, seq: &mut u64) {
-            if let Some(c) = n.q.as_classful_mut() {
+    /// Record the handles of the subtree at `path` in the index.
+    fn index_subtree(&mut self, path: &[u32]) {
+        fn go(n: &Node, path: &mut Path, index: &mut BTreeMap<u32, Path>) {
+            if n.handle != 0 {
+                index.insert(n.handle, path.clone());
+            }
+            if let Some(c) = n.q.as_classful() {
                 for m in c.class_minors() {
-                    if let Some(ch) = c.leaf_mut(m) {
-                        walk(ch, seq);
+                    if let Some(ch) = c.leaf(m) {
+                        path.push(m);
+                        go(ch, path, index);
+                        path.pop();
                     }
                 }
             }
-            if n.seq == 0 && n.parent != TC_H_ROOT && n.q.kind() != "noop" {
-                *seq += 1;
-                n.seq = *seq;
-            }
         }
-        walk(&mut self.root, &mut self.seq);
+        let mut index = std::mem::take(&mut self.index);
+        let mut p = path.to_vec();
+        if let Some(n) = self.try_node(path) {
+            go(n, &mut p, &mut index);
+        }
+        self.index = index;
     }
 
     // ---- lookups ---------------------------------------------------------------
@@ -197,14 +265,19 @@ impl Device {
     }
 
     pub fn node(&self, path: &[u32]) -> &Node {
+        self.try_node(path).expect("valid path")
+    }
+
+    /// The node at `path`, if the path still leads somewhere.
+    pub fn try_node(&self, path: &[u32]) -> Option<&Node> {
         if path == [INGRESS] {
-            return self.ingress.as_ref().expect("ingress path");
+            return self.ingress.as_ref();
         }
         let mut n = &self.root;
         for &m in path {
-            n = n.q.as_classful().and_then(|c| c.leaf(m)).expect("valid path");
+            n = n.q.as_classful()?.leaf(m)?;
         }
-        n
+        Some(n)
     }
 
     pub fn node_mut(&mut self, path: &[u32]) -> &mut Node {
@@ -218,15 +291,15 @@ impl Device {
         n
     }
 
-    /// `qdisc_lookup`: the root, then the hashed qdiscs.
+    /// `qdisc_lookup`: the root, the hashed qdiscs, the ingress qdisc.
     pub fn lookup(&self, handle: u32) -> Option<Path> {
         if handle == 0 {
             return None;
         }
-        self.walk()
-            .into_iter()
-            .find(|(p, n)| n.handle == handle && (p.is_empty() || n.seq != 0 || p == &[INGRESS]))
-            .map(|(p, _)| p)
+        let p = self.index.get(&handle)?;
+        // The index may remember a qdisc that has since been destroyed.
+        let n = self.try_node(p)?;
+        (n.handle == handle && n.q.kind() != "noop").then(|| p.clone())
     }
 
     /// The order `tc qdisc show` lists this device's qdiscs in: the root, then the
@@ -235,7 +308,7 @@ impl Device {
         let mut hashed: Vec<(Path, &Node)> = self
             .walk()
             .into_iter()
-            .filter(|(p, n)| !p.is_empty() && n.seq != 0 && (invisible || !n.invisible))
+            .filter(|(p, n)| !p.is_empty() && n.hashed() && (invisible || !n.invisible))
             .collect();
         hashed.sort_by_key(|(_, n)| (bucket(n.handle), Reverse(n.seq)));
         let ingress = self.ingress.as_ref().map(|_| vec![INGRESS]);
@@ -249,7 +322,8 @@ impl Device {
             .ok_or_else(|| TcError::with_errno("Failed to find specified qdisc", Errno::ENOENT))?;
         let parent = self.node(&p);
         let c = parent.q.as_classful().ok_or_else(|| TcError::kernel("Parent qdisc is not classful"))?;
-        if c.leaf(tc_h_min(clid)).is_none() || tc_h_min(clid) == 0 {
+        // `cops->find`: an inner class exists but has no leaf (`cops->leaf` is NULL).
+        if !c.find(tc_h_min(clid)) || tc_h_min(clid) == 0 {
             return Err(TcError::kernel("Specified class not found"));
         }
         let mut leaf = p.clone();
@@ -286,10 +360,7 @@ impl Device {
                 Some(Vec::new())
             };
             // "It may be default qdisc, ignore it."
-            let q_path = q_path.filter(|p| {
-                let n = self.node(p);
-                n.handle != 0 && n.q.kind() != "noop"
-            });
+            let q_path = q_path.filter(|p| self.try_node(p).is_some_and(|n| n.handle != 0 && n.q.kind() != "noop"));
             let mut goto_create = false;
             let qh = q_path.as_ref().map(|p| self.node(p).handle);
             if q_path.is_none() || handle == 0 || qh != Some(handle) {
@@ -303,20 +374,23 @@ impl Device {
                     match self.lookup(handle) {
                         None => goto_create = true,
                         Some(found) => {
+                            // A qdisc never moves (6.12 and later): grafting it elsewhere is refused
+                            // before anything else is looked at.
+                            if self.node(&found).parent != clid {
+                                return Err(TcError::kernel("Cannot move an existing qdisc to a different parent"));
+                            }
                             if flags.excl {
                                 return Err(TcError::with_errno("Exclusivity flag on, cannot override", Errno::EEXIST));
                             }
                             if kind_differs(self.node(&found)) {
-                                return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
+                                return Err(self.kernel.invalid_qdisc_name());
                             }
                             if parent_path.as_ref() == Some(&found) {
                                 return Err(TcError::with_errno("Qdisc parent/child loop detected", Errno::ELOOP));
                             }
-                            // Grafting an existing qdisc into a second place makes the kernel
-                            // share it between two parents; owned trees cannot do that.
-                            return Err(TcError::kernel(
-                                "qdisc-lab: attaching an existing qdisc at a second place is not supported",
-                            ));
+                            // Same parent: it is the qdisc already attached there, and the
+                            // graft puts it back in its own place.
+                            return Ok(());
                         }
                     }
                 } else {
@@ -374,7 +448,7 @@ impl Device {
         let info = self.info.clone();
         let n = self.node_mut(&q);
         if kind.is_some_and(|k| k != n.q.kind()) {
-            return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
+            return Err(self.kernel.invalid_qdisc_name());
         }
         if let Some(o) = opts {
             let before = (n.q.stats().qlen, n.q.stats().backlog);
@@ -386,8 +460,9 @@ impl Device {
                 r.add(before.0 as i32 - after.0 as i32, before.1 as i64 - after.1 as i64);
             }
             self.reduce_ancestors(&q, r);
+            // A change may create children (prio growing bands).
+            self.index_subtree(&q);
         }
-        self.hash_new();
         Ok(())
     }
 
@@ -422,6 +497,7 @@ impl Device {
         let mut node = Node::new(handle, clid, q);
         if clid == TC_H_INGRESS {
             self.ingress = Some(node);
+            self.index_subtree(&[INGRESS]);
             return Ok(());
         }
         if node.q.kind() == "ingress" {
@@ -434,6 +510,8 @@ impl Device {
                 // qdisc attaches itself to the queues (mq).
                 node.refcnt = if node.q.kind() == "mq" { 1 } else { self.info.num_tx_queues + 1 };
                 self.root = node;
+                self.index.clear();
+                self.index_subtree(&[]);
             }
             Some(pp) => {
                 if node.q.kind() == "noqueue" {
@@ -444,9 +522,11 @@ impl Device {
                     return Err(TcError::errno(Errno::E2BIG));
                 }
                 self.graft(&pp, tc_h_min(clid), Some(node), now)?;
+                let mut leaf = pp.clone();
+                leaf.push(tc_h_min(clid));
+                self.index_subtree(&leaf);
             }
         }
-        self.hash_new();
         Ok(())
     }
 
@@ -515,7 +595,7 @@ impl Device {
                 let (pp, leaf) = self.leaf_path(clid)?;
                 debug_assert_eq!(p, pp);
                 parent_path = Some(pp);
-                Some(leaf).filter(|l| self.node(l).q.kind() != "noop")
+                Some(leaf).filter(|l| self.try_node(l).is_some_and(|n| n.q.kind() != "noop"))
             } else {
                 Some(Vec::new())
             };
@@ -530,7 +610,7 @@ impl Device {
                 .ok_or_else(|| TcError::with_errno("Failed to find qdisc with specified handle", Errno::ENOENT))?
         };
         if kind.is_some_and(|k| k != self.node(&q).q.kind()) {
-            return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
+            return Err(self.kernel.invalid_qdisc_name());
         }
         if clid == TC_H_UNSPEC {
             return Err(TcError::kernel("Classid cannot be zero"));
@@ -543,18 +623,78 @@ impl Device {
             // Root deleted: the device is reactivated with its default qdisc.
             None => {
                 self.root = self.default_root();
-                self.hash_new();
+                self.index.clear();
             }
             Some(pp) => {
                 let minor = *q.last().expect("leaf path");
                 self.graft(&pp, minor, None, now)?;
-                self.hash_new();
+                self.index_subtree(&q);
             }
         }
         Ok(())
     }
 
-    // ---- datapath ----------------------------------------------------------------
+    // ---- tc_ctl_tclass --------------------------------------------------------
+
+    /// `cops->change` on the classful qdisc at `q`, then what the kernel does around
+    /// it: purged leaves reported to the ancestors, new leaves hashed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn change_class(
+        &mut self,
+        q: &[u32],
+        classid: u32,
+        parent: u32,
+        exists: bool,
+        opts: Option<&sched::ClassOpts>,
+        now: Instant,
+    ) -> Result<Option<String>, TcError> {
+        let info = self.info.clone();
+        let n = self.node_mut(q);
+        let c = n.q.as_classful_mut().ok_or_else(|| TcError::errno(Errno::EINVAL))?;
+        let r = c.change_class(classid, parent, exists, opts, &info, now);
+        let red = n.q.take_reduce();
+        self.reduce_ancestors(q, red);
+        r
+    }
+
+    /// `cops->delete` on the classful qdisc at `q`.
+    pub fn delete_class(&mut self, q: &[u32], minor: u32, now: Instant) -> Result<(), TcError> {
+        let n = self.node_mut(q);
+        let c = n.q.as_classful_mut().ok_or_else(|| TcError::errno(Errno::EINVAL))?;
+        let r = c.delete_class(minor, now);
+        let red = n.q.take_reduce();
+        self.reduce_ancestors(q, red);
+        r
+    }
+
+    // ---- datapath ----
+
+    /// `__dev_xmit_skb` (§2.3): what the stack does with a packet for this device.
+    /// noqueue hands it to the driver; an idle, empty qdisc with TCQ_F_CAN_BYPASS
+    /// counts it as sent and hands it to the driver too (its xstats never see it);
+    /// otherwise it is enqueued. `driver_idle`: the tx queue could take a packet now
+    /// (the caller's wire or ring is free). With mq, the tx queue is picked as
+    /// `skb_tx_hash` does and its own qdisc decides.
+    pub fn xmit(&mut self, pkt: Packet, now: Instant, driver_idle: bool) -> Xmit {
+        if self.root.q.kind() == "noqueue" {
+            return Xmit::Direct(pkt);
+        }
+        let n = self.info.num_tx_queues.max(1);
+        let txq = if self.root.q.kind() == "mq" {
+            let minor = ((pkt.hash as u64 * n as u64) >> 32) as u32 + 1;
+            self.root.q.as_classful_mut().and_then(|c| c.leaf_mut(minor))
+        } else {
+            Some(&mut self.root)
+        };
+        if let Some(q) = txq {
+            if driver_idle && q.q.can_bypass() && q.q.stats().qlen == 0 {
+                q.q.stats_mut().sent(&pkt);
+                self.root.q.sync_stats();
+                return Xmit::Direct(pkt);
+            }
+        }
+        Xmit::Queued(self.enqueue(pkt, now))
+    }
 
     /// Hand a packet to the device's root qdisc.
     pub fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {

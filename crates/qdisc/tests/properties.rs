@@ -36,6 +36,18 @@ const TREES: &[(&str, &str, &[&str])] = &[
         // tests/tree.rs pins that behaviour down.
         &["qdisc change dev eth0 parent 1:2 pfifo limit 1", "qdisc change dev eth0 parent 1:2 pfifo limit 4"],
     ),
+    (
+        "eth0,txqueuelen=6",
+        "qdisc add dev eth0 root handle 1: htb default 20 direct_qlen 5\nclass add dev eth0 parent 1: classid 1:1 htb rate 2mbit ceil 4mbit\nclass add dev eth0 parent 1:1 classid 1:10 htb rate 1mbit ceil 4mbit\nclass add dev eth0 parent 1:1 classid 1:20 htb rate 500kbit ceil 3mbit burst 3k\nqdisc add dev eth0 parent 1:10 handle 10: pfifo limit 4",
+        // Leaf → inner (purges the default class, whose traffic then goes direct),
+        // inner → leaf, a rate change with packets queued, and a graft.
+        &[
+            "class change dev eth0 parent 1:1 classid 1:20 htb rate 2mbit ceil 2mbit prio 2",
+            "class add dev eth0 parent 1:20 classid 1:200 htb rate 1mbit",
+            "class del dev eth0 classid 1:200",
+            "qdisc replace dev eth0 parent 1:20 handle 20: pfifo limit 3",
+        ],
+    ),
 ];
 
 #[derive(Clone, Debug)]

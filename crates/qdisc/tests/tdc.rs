@@ -6,7 +6,9 @@
 //! comes from the `echo "ID PORTS QUEUES" > /sys/bus/netdevsim/new_device` setup line.
 //! Each case runs setup, then cmdUnderTest (exit status checked against expExitCode),
 //! then verifyCmd, whose stdout must match matchPattern exactly matchCount times.
-//! Anything the interpreter cannot play is a skip with its reason.
+//! Anything the interpreter cannot play is a skip with its reason. scapyPlugin packets
+//! are sent on $DEV0 and arrive at $DEV1's ingress, which no case puts a qdisc on, so
+//! they touch nothing modelled here.
 
 use std::path::PathBuf;
 
@@ -17,6 +19,9 @@ use serde_json::Value;
 
 const DUMMY: &str = "dummy1";
 const ETH: &str = "eth0";
+/// nsPlugin's veth pair: $DEV0 in the host namespace, $DEV1 in the test's.
+const DEV0: &str = "v0p0";
+const DEV1: &str = "v0p1";
 
 enum Outcome {
     Pass,
@@ -31,7 +36,7 @@ struct Bed {
 impl Bed {
     /// Run one tdc command line; returns (exit, stdout) or a skip reason.
     fn sh(&mut self, cmd: &str) -> Result<(i32, String), String> {
-        let cmd = cmd.replace("$DUMMY", DUMMY).replace("$ETH", ETH);
+        let cmd = cmd.replace("$DUMMY", DUMMY).replace("$ETH", ETH).replace("$DEV0", DEV0).replace("$DEV1", DEV1);
         let words = makeargs(&cmd);
         match words.first().map(String::as_str) {
             Some("$TC") => {
@@ -57,7 +62,11 @@ impl Bed {
 
 /// The devices a case needs: $DUMMY always; $ETH with the queue count netdevsim is given.
 fn devices(case: &Value) -> Vec<DevSpec> {
-    let mut specs = vec![DevSpec::parse(&format!("{DUMMY},kind=veth")).unwrap()];
+    let mut specs = vec![
+        DevSpec::parse(&format!("{DUMMY},kind=veth")).unwrap(),
+        DevSpec::parse(&format!("{DEV0},kind=veth")).unwrap(),
+        DevSpec::parse(&format!("{DEV1},kind=veth")).unwrap(),
+    ];
     for s in case["setup"].as_array().into_iter().flatten() {
         let s = s.as_str().unwrap_or_default();
         if s.contains("/sys/bus/netdevsim/new_device") {
@@ -116,8 +125,11 @@ fn upstream_tc_testing_cases() {
     let (mut pass, mut fail, mut skip) = (0, 0, 0);
     let mut failures = Vec::new();
     // Every tdc file whose qdisc this engine implements ("fifo" covers pfifo/bfifo).
-    let mut kinds: Vec<&str> =
-        qdisc::sched::KINDS.iter().map(|k| if *k == "pfifo" { "fifo" } else { k }).filter(|k| dir.join(format!("{k}.json")).exists()).collect();
+    let mut kinds: Vec<&str> = qdisc::sched::KINDS
+        .iter()
+        .map(|k| if *k == "pfifo" { "fifo" } else { k })
+        .filter(|k| dir.join(format!("{k}.json")).exists())
+        .collect();
     kinds.sort();
     kinds.dedup();
     eprintln!("tdc files: {kinds:?}");

@@ -1,12 +1,17 @@
 //! The qdiscs, one file each, and the registry that maps a tc kind name to its
 //! option parser (iproute2 side) and its constructor (kernel side).
 
+pub mod codel;
 pub mod fifo;
+pub mod fq;
+pub mod fq_codel;
+pub mod htb;
 pub mod ingress;
 pub mod mq;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod prio;
+pub mod sfq;
 pub mod tbf;
 
 use crate::qdisc::{DevInfo, Qdisc};
@@ -21,19 +26,38 @@ pub enum Opts {
     Fifo(fifo::FifoOpt),
     Prio(prio::PrioOpt),
     Tbf(tbf::TbfOpt),
+    Codel(codel::CodelOpt),
+    FqCodel(fq_codel::FqCodelOpt),
+    Sfq(sfq::SfqOpt),
+    Fq(fq::FqOpt),
+    Htb(htb::HtbOpt),
     /// Kinds that take no options (mq, pfifo_fast, noqueue).
     Empty,
 }
 
 /// Kinds this engine implements, as the kernel knows them.
-pub const KINDS: &[&str] =
-    &["bfifo", "ingress", "mq", "noqueue", "pfifo", "pfifo_fast", "pfifo_head_drop", "prio", "tbf"];
+pub const KINDS: &[&str] = &[
+    "bfifo",
+    "codel",
+    "fq",
+    "fq_codel",
+    "htb",
+    "ingress",
+    "mq",
+    "noqueue",
+    "pfifo",
+    "pfifo_fast",
+    "pfifo_head_drop",
+    "prio",
+    "sfq",
+    "tbf",
+];
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
 const TC_ONLY_KINDS: &[&str] = &[
-    "cake", "cbs", "choke", "clsact", "codel", "drr", "etf", "ets", "fq", "fq_codel", "fq_pie", "gred", "hfsc", "hhf",
-    "htb", "mqprio", "multiq", "netem", "pie", "plug", "qfq", "red", "sfb", "sfq", "skbprio", "taprio",
+    "cake", "cbs", "choke", "clsact", "drr", "etf", "ets", "fq_pie", "gred", "hfsc", "hhf", "mqprio", "multiq",
+    "netem", "pie", "plug", "qfq", "red", "sfb", "skbprio", "taprio",
 ];
 
 /// iproute2 side: parse a kind's options (`q->parse_qopt`). `Ok(None)` means the
@@ -49,6 +73,15 @@ pub fn parse(kind: &str, args: &mut Args) -> Result<Option<Opts>, TcError> {
             Some(Opts::Empty)
         }
         "tbf" => Some(Opts::Tbf(tbf::parse(args)?)),
+        // q_htb.c always sends TCA_OPTIONS.
+        "htb" => Some(Opts::Htb(htb::parse(args)?)),
+        // q_codel.c / q_fq_codel.c always send TCA_OPTIONS (possibly empty).
+        "codel" => Some(Opts::Codel(codel::parse(args)?)),
+        "fq_codel" => Some(Opts::FqCodel(fq_codel::parse(args)?)),
+        // q_sfq.c sends TCA_OPTIONS only when at least one option was given.
+        "sfq" => sfq::parse(args)?.map(Opts::Sfq),
+        // q_fq.c always sends TCA_OPTIONS (possibly empty).
+        "fq" => Some(Opts::Fq(fq::parse(args)?)),
         // q_prio.c registers pfifo_fast for printing only, without a parser.
         "pfifo_fast" => {
             if !args.is_empty() {
@@ -68,6 +101,14 @@ pub fn parse(kind: &str, args: &mut Args) -> Result<Option<Opts>, TcError> {
             None
         }
     })
+}
+
+/// What a kind's parser wrote to stderr without failing (tc prints it and goes on).
+pub fn parse_warning(opts: &Opts) -> &str {
+    match opts {
+        Opts::Sfq(o) => &o.warning,
+        _ => "",
+    }
 }
 
 /// Kernel side: `qdisc_create` → `ops->init`. `handle` is the new qdisc's handle
@@ -99,11 +140,51 @@ pub fn create(
             Some(Opts::Prio(o)) => Ok(Box::new(prio::Prio::new(o, dev, handle)?)),
             _ => Err(TcError::invalid()),
         },
+        "sfq" => match opts {
+            None => Ok(Box::new(sfq::Sfq::new(None, dev, handle, now)?)),
+            Some(Opts::Sfq(o)) => Ok(Box::new(sfq::Sfq::new(Some(o), dev, handle, now)?)),
+            _ => Err(TcError::invalid()),
+        },
+        "codel" => match opts {
+            None => Ok(Box::new(codel::Codel::new(&codel::CodelOpt::default(), dev, now)?)),
+            Some(Opts::Codel(o)) => Ok(Box::new(codel::Codel::new(o, dev, now)?)),
+            _ => Err(TcError::invalid()),
+        },
+        "fq_codel" => match opts {
+            None => Ok(Box::new(fq_codel::FqCodel::new(&fq_codel::FqCodelOpt::default(), dev, handle, now)?)),
+            Some(Opts::FqCodel(o)) => Ok(Box::new(fq_codel::FqCodel::new(o, dev, handle, now)?)),
+            _ => Err(TcError::invalid()),
+        },
         "tbf" => match opts {
             Some(Opts::Tbf(o)) => Ok(Box::new(tbf::Tbf::new(o, dev, handle, now)?)),
             _ => Err(TcError::invalid()),
         },
+        "htb" => match opts {
+            Some(Opts::Htb(o)) => Ok(Box::new(htb::Htb::new(o, dev, handle, parent, now)?)),
+            _ => Err(TcError::invalid()),
+        },
+        // fq_init: without options only the defaults (tc always sends some).
+        "fq" => match opts {
+            None => Ok(Box::new(fq::Fq::new(&fq::FqOpt::default(), dev, handle, now)?)),
+            Some(Opts::Fq(o)) => Ok(Box::new(fq::Fq::new(o, dev, handle, now)?)),
+            _ => Err(TcError::invalid()),
+        },
         "mq" => Ok(Box::new(mq::Mq::new(dev, handle, parent)?)),
         _ => Err(TcError::kernel("Specified qdisc kind is unknown")),
+    }
+}
+
+/// The class options tc sends (`tc class add|change … KIND OPTIONS`), parsed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClassOpts {
+    Htb(htb::HtbClassOpt),
+}
+
+/// iproute2 side of `tc class … KIND OPTIONS` (`q->parse_copt`): only kinds whose
+/// q_*.c has a class parser accept options; for every other kind tc refuses.
+pub fn parse_class(kind: &str, args: &mut Args) -> Result<ClassOpts, TcError> {
+    match kind {
+        "htb" => Ok(ClassOpts::Htb(htb::parse_class(args)?)),
+        _ => Err(TcError::tc(format!("Error: Qdisc \"{kind}\" is classless.\n"))),
     }
 }

@@ -93,6 +93,11 @@ pub fn parse(args: &mut Args) -> Result<PrioOpt, TcError> {
     while let Some(a) = args.next() {
         match a {
             "bands" => {
+                // tc explains itself (usage on stderr) when bands follows the priomap,
+                // then carries on.
+                if pmap_mode {
+                    args.notes.push_str(USAGE);
+                }
                 let v = args.value()?;
                 opt.bands = get_integer10(v).ok_or_else(|| TcError::tc("Illegal \"bands\"\n"))?;
             }
@@ -149,14 +154,22 @@ pub struct Prio {
     stats: Stats,
     /// What the kernel would push up with `qdisc_tree_reduce_backlog`.
     reduce: Reduce,
+    /// `q->block`: the qdisc's filters (prio bands have no blocks of their own).
+    block: crate::classify::Block,
 }
 
 impl Prio {
     /// `prio_init`: options are mandatory (the caller refuses `None` with EINVAL),
     /// then `prio_tune` from zero bands.
     pub fn new(o: &PrioOpt, dev: &DevInfo, handle: u32) -> Result<Prio, TcError> {
-        let mut p =
-            Prio { handle, prio2band: [0; 16], queues: Vec::new(), stats: Stats::default(), reduce: Reduce::default() };
+        let mut p = Prio {
+            handle,
+            prio2band: [0; 16],
+            queues: Vec::new(),
+            stats: Stats::default(),
+            reduce: Reduce::default(),
+            block: crate::classify::Block::new(handle),
+        };
         p.tune(o, dev)?;
         Ok(p)
     }
@@ -219,20 +232,24 @@ impl Prio {
 
     /// Mirrors `prio_classify`: the band (0-based) for `pkt`.
     ///
-    /// Filters are not implemented yet. When they are, they run where marked below
-    /// (only when the priority does not name one of our classes): STOLEN/QUEUED/TRAP
-    /// consume the packet without a drop, SHOT drops it (drops+1), a match yields a
-    /// classid whose minor − 1 is the band (out of range → `priomap[0]`), and no
-    /// filter or no match falls through to the priomap.
+    /// When the priority does not name one of our classes the filters run
+    /// (`tcf_classify`); a match yields a classid whose minor − 1 is the band (its
+    /// major is not checked; out of range → `priomap[0]`), and no filter or no match
+    /// falls through to the priomap. (Actions, which could steal or drop the packet,
+    /// are not modelled: see [`crate::classify`].)
     pub fn classify(&self, pkt: &Packet) -> usize {
         let bands = self.queues.len() as u32;
         let mut band = pkt.priority;
         if tc_h_maj(pkt.priority) != self.handle {
-            // <- filter hook: `tcf_classify` over the filter list goes here.
-            if tc_h_maj(band) != 0 {
-                band = 0;
+            match self.block.classify(pkt) {
+                Some(res) => band = res.classid,
+                None => {
+                    if tc_h_maj(band) != 0 {
+                        band = 0;
+                    }
+                    return self.prio2band[(band & TC_PRIO_MAX) as usize] as usize;
+                }
             }
-            return self.prio2band[(band & TC_PRIO_MAX) as usize] as usize;
         }
         let b = tc_h_min(band).wrapping_sub(1);
         if b >= bands {
@@ -360,6 +377,14 @@ impl Classful for Prio {
 
     fn class_kind(&self) -> &'static str {
         "prio"
+    }
+
+    /// `prio_tcf_block`: the qdisc's block; bands have none (NULL → EINVAL).
+    fn block(&self, minor: u32) -> Option<&crate::classify::Block> {
+        (minor == 0).then_some(&self.block)
+    }
+    fn block_mut(&mut self, minor: u32) -> Option<&mut crate::classify::Block> {
+        (minor == 0).then_some(&mut self.block)
     }
 }
 

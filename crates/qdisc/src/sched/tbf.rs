@@ -190,13 +190,13 @@ pub fn parse(args: &mut Args) -> Result<TbfOpt, TcError> {
             if rate64 != 0 {
                 return Err(dup("rate"));
             }
-            rate64 = units::get_rate64(v).ok_or_else(|| illegal("rate", v))?;
+            rate64 = args.rate64(v).ok_or_else(|| illegal("rate", v))?;
         } else if matches(a, "peakrate") {
             let v = args.value()?;
             if prate64 != 0 {
                 return Err(dup("peakrate"));
             }
-            prate64 = units::get_rate64(v).ok_or_else(|| illegal("peakrate", v))?;
+            prate64 = args.rate64(v).ok_or_else(|| illegal("peakrate", v))?;
         } else if matches(a, "overhead") {
             let v = args.value()?;
             if overhead != 0 {
@@ -1021,7 +1021,7 @@ mod tests {
         assert_eq!(q.child().q.stats().qlen, 5);
         let r = q.take_reduce();
         assert_eq!(r.bytes, 0);
-        assert_eq!(r.pkts, (1i64 - 4) as _);
+        assert_eq!(r.pkts, -3);
         // Uneven split: 3001 B in 3 → 1001, 1000, 1000.
         let gso = Packet { gso_segs: 3, ..Packet::new(4, 3001) };
         q.enqueue(gso, t(0));

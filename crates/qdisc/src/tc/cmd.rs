@@ -7,7 +7,7 @@ use crate::sched::ingress::{INGRESS_HANDLE, TC_H_INGRESS};
 use crate::tc::show::{self, QdiscFilter};
 use crate::tc::{matches, Args, Errno, Out, TcError};
 use crate::time::Instant;
-use crate::tree::{DevSpec, Device, NlFlags};
+use crate::tree::{DevSpec, Device, KernelVersion, NlFlags};
 
 /// tc's global options.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub struct Tc {
     /// Virtual time at which commands take effect.
     pub now: Instant,
     /// What the current command wrote to stderr without failing (usage texts, warnings).
-    warn: String,
+    pub(crate) warn: String,
 }
 
 const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show ] dev STRING
@@ -247,7 +247,21 @@ pub fn parse_global(argv: &[String]) -> Result<Global, TcError> {
 }
 
 impl Tc {
+    /// Devices following the default kernel (6.12).
     pub fn new(specs: &[DevSpec]) -> Self {
+        Self::with_kernel(specs, KernelVersion::default())
+    }
+
+    /// Devices following kernel `k` where versions differ.
+    pub fn with_kernel(specs: &[DevSpec], k: KernelVersion) -> Self {
+        let mut tc = Self::new_inner(specs);
+        for d in &mut tc.devices {
+            d.kernel = k;
+        }
+        tc
+    }
+
+    fn new_inner(specs: &[DevSpec]) -> Self {
         Tc {
             devices: specs.iter().map(Device::new).collect(),
             autohandle: 0x8000_0000,
@@ -274,7 +288,7 @@ impl Tc {
     pub fn device_mut(&mut self, name: &str) -> Option<&mut Device> {
         self.devices.iter_mut().find(|d| d.info.name == name)
     }
-    fn dev_index(&self, name: &str) -> Result<usize, TcError> {
+    pub(crate) fn dev_index(&self, name: &str) -> Result<usize, TcError> {
         self.devices
             .iter()
             .position(|d| d.info.name == name)
@@ -352,9 +366,11 @@ impl Tc {
             self.do_qdisc(rest, o)
         } else if matches(obj, "class") {
             self.do_class(rest, o)
-        } else if matches(obj, "filter") || matches(obj, "chain") || matches(obj, "actions") {
+        } else if matches(obj, "filter") {
+            super::filter::do_filter(self, rest, o)
+        } else if matches(obj, "chain") || matches(obj, "actions") {
             Err(TcError::tc(format!(
-                "qdisc-lab: \"tc {obj}\" is not supported yet (classifiers arrive with htb); only qdisc and class commands are.\n"
+                "qdisc-lab: \"tc {obj}\" is not supported (filters live in chain 0; no actions).\n"
             )))
         } else if matches(obj, "help") {
             Err(TcError::usage(TC_USAGE))
@@ -449,10 +465,19 @@ impl Tc {
                 }
             }
         }
+        if let Some(d) = dev {
+            a.set_dev(d, self.device(d).and_then(|x| x.speed));
+        }
         let opts = match kind {
-            Some(k) => sched::parse(k, &mut a)?,
-            None => None,
+            Some(k) => sched::parse(k, &mut a),
+            None => Ok(None),
         };
+        // What tc printed while parsing comes first, error or not.
+        self.warn.push_str(&a.notes);
+        let opts = opts?;
+        if let Some(o) = &opts {
+            self.warn.push_str(sched::parse_warning(o));
+        }
         let name = dev.ok_or_else(|| TcError::errno(Errno::ENODEV))?;
         let di = self.dev_index(name)?;
         let now = self.now;
@@ -549,14 +574,13 @@ impl Tc {
         }
     }
 
-    /// `tc_class_modify` (tc side) and `tc_ctl_tclass` (kernel side). None of the
-    /// kinds here has class options in iproute2 (tc calls them classless), and their
-    /// kernel class ops can neither create nor delete classes.
+    /// `tc_class_modify` (tc side) and `tc_ctl_tclass` (kernel side).
     fn class_modify(&mut self, cmd: &str, argv: &[String]) -> Result<(), TcError> {
         let mut a = Args::new(argv);
         let mut dev: Option<&str> = None;
         let mut clid = 0u32;
         let mut portid = 0u32;
+        let mut opts = None;
         while let Some(w) = a.next() {
             match w {
                 "dev" => {
@@ -588,13 +612,23 @@ impl Tc {
                     portid = get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
                 }
                 w if matches(w, "help") => self.warn.push_str(CLASS_USAGE),
-                k => return Err(TcError::tc(format!("Error: Qdisc \"{k}\" is classless.\n"))),
+                k => {
+                    if let Some(d) = dev {
+                        a.set_dev(d, self.device(d).and_then(|x| x.speed));
+                    }
+                    let o = sched::parse_class(k, &mut a);
+                    self.warn.push_str(&a.notes);
+                    opts = Some(o?);
+                    break;
+                }
             }
         }
         let name = dev.ok_or_else(|| TcError::errno(Errno::ENODEV))?;
-        let d = &self.devices[self.dev_index(name)?];
+        let di = self.dev_index(name)?;
+        let d = &self.devices[di];
         // Step 1: the qdisc handle from the class id and/or the parent.
         let mut qid = tc_h_maj(clid);
+        let mut portid = portid;
         if portid != TC_H_ROOT {
             let qid1 = tc_h_maj(portid);
             if qid != 0 && qid1 != 0 {
@@ -605,6 +639,9 @@ impl Tc {
                 qid = qid1;
             } else if qid == 0 {
                 qid = d.root.handle;
+            }
+            if portid != 0 {
+                portid = tc_h_maj(qid) | (portid & 0xFFFF);
             }
         } else if qid == 0 {
             qid = d.root.handle;
@@ -621,16 +658,26 @@ impl Tc {
             tc_h_maj(qid) | (clid & 0xFFFF)
         };
         let found = clid != 0 && c.find(clid & 0xFFFF);
-        let create = matches(cmd, "add") || matches(cmd, "replace");
-        if !found {
-            if matches(cmd, "delete") || !create {
+        let (create, excl) = (matches(cmd, "add") || matches(cmd, "replace"), matches(cmd, "add"));
+        let now = self.now;
+        if matches(cmd, "delete") {
+            if !found {
                 return Err(TcError::errno(Errno::ENOENT));
             }
-        } else if matches(cmd, "add") {
+            return self.devices[di].delete_class(&q, clid & 0xFFFF, now);
+        }
+        if !found && !create {
+            return Err(TcError::errno(Errno::ENOENT));
+        }
+        if found && excl {
             return Err(TcError::errno(Errno::EEXIST));
         }
-        // Neither `cops->change` nor `cops->delete` exists for these kinds.
-        Err(TcError::errno(Errno::EOPNOTSUPP))
+        let warning = self.devices[di].change_class(&q, clid, portid, found, opts.as_ref(), now)?;
+        if let Some(w) = warning {
+            let dot = if w.ends_with('.') { "" } else { "." };
+            self.warn.push_str(&format!("Warning: {w}{dot}\n"));
+        }
+        Ok(())
     }
 
     fn class_list(&mut self, argv: &[String], o: TcOpts) -> Result<String, TcError> {
@@ -668,7 +715,9 @@ impl Tc {
         for p in d.dump_order(false) {
             let n = d.node(&p);
             let Some(c) = n.q.as_classful() else { continue };
-            if parent.is_some_and(|pp| pp != TC_H_ROOT && tc_h_maj(pp) != n.handle) {
+            // tc_dump_tclass_qdisc: only the qdisc whose handle is the parent's major
+            // (`root` = ffff: matches none but a qdisc ffff:).
+            if parent.is_some_and(|pp| tc_h_maj(pp) != n.handle) {
                 continue;
             }
             for m in c.class_minors() {

@@ -6,12 +6,15 @@
 //! `print_qdisc`/`print_class`/`print_tcstats2_attr` over what the kernel dumps.
 
 mod cmd;
+mod filter;
 pub mod out;
 mod show;
 pub mod units;
 
+pub use cmd::get_tc_classid;
 pub use cmd::{makeargs, parse_global, Global, Output, Tc, TcOpts};
 pub use out::Out;
+pub use show::classid as show_classid;
 
 use std::fmt;
 
@@ -93,11 +96,47 @@ impl Errno {
 pub struct Args<'a> {
     argv: &'a [String],
     pos: usize,
+    /// The `dev` of the command and its link speed in Mbit/s (sysfs `speed`), which
+    /// tc reads for rates given as a percentage.
+    dev: Option<(&'a str, Option<u32>)>,
+    /// What tc printed to stderr while parsing, ahead of any error of its own.
+    pub notes: String,
 }
 
 impl<'a> Args<'a> {
     pub fn new(argv: &'a [String]) -> Self {
-        Args { argv, pos: 0 }
+        Args { argv, pos: 0, dev: None, notes: String::new() }
+    }
+    /// Set the device the options are for (tc passes it to each kind's parser).
+    pub fn set_dev(&mut self, name: &'a str, speed_mbit: Option<u32>) {
+        self.dev = Some((name, speed_mbit));
+    }
+    /// `get_rate64` as tc calls it for a device: `N%` is a share of the link speed
+    /// (`get_percent_rate64`), anything else a rate in tc's units. None = invalid.
+    pub fn rate64(&mut self, v: &str) -> Option<u64> {
+        if !v.contains('%') {
+            return units::get_rate64(v);
+        }
+        let Some((dev, speed)) = self.dev else {
+            self.notes.push_str("No device specified; specify device to rate limit by percentage\n");
+            return None;
+        };
+        let Some(mbit) = speed else {
+            let path = format!("/sys/class/net/{dev}/speed");
+            self.notes
+                .push_str(&format!("property \"speed\" in file {path} is currently unknown\nFailed to parse {path}\n"));
+            return None;
+        };
+        let perc = units::get_percent(v)?;
+        if !(0.0..=1.0).contains(&perc) {
+            self.notes.push_str(&format!("Invalid rate specified; should be between [0,100]% but is {v}\n"));
+            return None;
+        }
+        Some((perc * mbit as f64 * 1e6 / 8.0) as u64)
+    }
+    /// `get_rate` (32-bit) for a device.
+    pub fn rate(&mut self, v: &str) -> Option<u32> {
+        self.rate64(v).and_then(|r| u32::try_from(r).ok())
     }
     /// The next word, if any.
     #[allow(clippy::should_implement_trait)]

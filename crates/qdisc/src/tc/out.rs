@@ -171,6 +171,16 @@ impl Out {
             let _ = self.buf.write_fmt(text);
         }
     }
+    /// A string value without a key (iproute2's `print_string(PRINT_ANY, NULL, …)`):
+    /// in JSON a bare `"v"` element even inside an object, as jsonw writes it.
+    pub fn bare_string(&mut self, text: fmt::Arguments, v: &str) {
+        if self.json {
+            self.eor();
+            self.put_str(v);
+        } else {
+            let _ = self.buf.write_fmt(text);
+        }
+    }
     /// A JSON-only unsigned value inside an array (no key).
     pub fn array_uint(&mut self, text: fmt::Arguments, v: u64) {
         if self.json {

@@ -24,9 +24,17 @@ pub fn classid(h: u32) -> String {
 
 /// The two common statistics lines (`print_tcstats2_attr` with prefix " ").
 pub fn stats(out: &mut Out, s: &Stats) {
-    out.fp(format_args!(" "));
-    out.uint("bytes", format_args!("Sent {} bytes", s.bytes), s.bytes);
-    out.uint("packets", format_args!(" {} pkt", s.packets), s.packets);
+    stats_attrs(out, s, true);
+}
+
+/// `print_tcstats2_attr` with or without TCA_STATS_BASIC (without it, no prefix and
+/// no `Sent` part: the line starts at ` (dropped`).
+pub fn stats_attrs(out: &mut Out, s: &Stats, basic: bool) {
+    if basic {
+        out.fp(format_args!(" "));
+        out.uint("bytes", format_args!("Sent {} bytes", s.bytes), s.bytes);
+        out.uint("packets", format_args!(" {} pkt", s.packets), s.packets);
+    }
     out.uint("drops", format_args!(" (dropped {}", s.drops), s.drops as u64);
     out.uint("overlimits", format_args!(", overlimits {}", s.overlimits), s.overlimits as u64);
     out.uint("requeues", format_args!(" requeues {}) ", s.requeues), s.requeues as u64);
@@ -102,7 +110,7 @@ pub fn class(out: &mut Out, dev: &Device, n: &Node, minor: u32, dev_given: bool,
     if !dev_given {
         out.string("dev", format_args!("dev {} ", dev.info.name), &dev.info.name);
     }
-    let parent = if c.class_parent_is_root() { TC_H_ROOT } else { n.handle };
+    let parent = c.class_parent(minor).unwrap_or(if c.class_parent_is_root() { TC_H_ROOT } else { n.handle });
     if parent == TC_H_ROOT {
         out.boolean("root", format_args!("root "), true);
     } else {
@@ -121,15 +129,16 @@ pub fn class(out: &mut Out, dev: &Device, n: &Node, minor: u32, dev_given: bool,
     if show_stats {
         out.open_object(Some("stats"));
         if let Some(s) = c.class_stats(minor) {
-            stats(out, &s);
+            stats_attrs(out, &s, c.class_has_basic_stats());
         }
-        out.close_object();
         out.nl();
+        // print_class: the xstats land inside the "stats" JSON object.
         let before = out.as_str().len();
         c.dump_class_xstats(minor, out);
         if out.as_str().len() != before && !out.is_json() {
             out.nl();
         }
+        out.close_object();
     }
     out.close_object();
 }

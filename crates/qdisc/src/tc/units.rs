@@ -118,6 +118,16 @@ pub fn get_rate(s: &str) -> Option<u32> {
     get_rate64(s).and_then(|r| u32::try_from(r).ok())
 }
 
+/// `parse_percent` on the `[0-9.%]` prefix tc scans: `N%` as a fraction (N/100).
+pub fn get_percent(s: &str) -> Option<f64> {
+    let scanned: String = s.chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '%').collect();
+    let (v, rest) = strtod(&scanned)?;
+    if !rest.is_empty() && rest != "%" {
+        return None;
+    }
+    Some(v / 100.0)
+}
+
 /// `get_size`: bytes. Suffixes k/kb, m/mb, g/gb (binary), kbit/mbit/gbit (÷8), b.
 pub fn get_size(s: &str) -> Option<u32> {
     let (mut v, rest) = strtod(s)?;
@@ -165,14 +175,12 @@ pub fn get_time(s: &str) -> Option<u32> {
             _ => return None,
         };
     }
-    if t.is_nan() {
+    if t.is_nan() || t.is_infinite() {
         return None;
     }
-    // C converts the double to unsigned int; out-of-range values are rejected here.
-    if !(0.0..4294967296.0).contains(&t) {
-        return None;
-    }
-    Some(t as u32)
+    // iproute2 stores the double into an unsigned int unchecked; on x86-64 that
+    // conversion goes through a 64-bit integer and keeps the low 32 bits.
+    Some((t as i64) as u32)
 }
 
 /// `get_time64`: nanoseconds; also ns/nsec/nsecs; none = ns.
@@ -398,6 +406,11 @@ mod tests {
         assert_eq!(get_time64("10us"), Some(10_000));
         assert_eq!(get_time64("10"), Some(10));
         assert_eq!(get_time("5 ms"), None);
+        assert_eq!(get_time("4294967296"), Some(0));
+        assert_eq!(get_time("4294967297us"), Some(1));
+        assert_eq!(get_percent("10%"), Some(0.1));
+        assert_eq!(get_percent("10%x"), Some(0.1));
+        assert_eq!(get_percent("x"), None);
     }
 
     #[test]

@@ -1,0 +1,240 @@
+//! fw — classify by `skb->mark`: net/sched/cls_fw.c and tc/f_fw.c.
+//!
+//! A proto holds filters keyed by mark (`handle MARK[/MASK]`); the packet's mark,
+//! ANDed with the proto's one mask, selects the filter with that handle. A proto
+//! created without any filter uses the "old method": a non-zero mark that is a
+//! classid of this qdisc (or has no major) is itself the result.
+//! (This machine's kernel has no cls_fw, so the printer follows tc/f_fw.c only.)
+
+use super::{FilterError, TcfResult};
+use crate::packet::Packet;
+use crate::qdisc::tc_h_maj;
+use crate::tc::{matches, Args, Out, TcError};
+
+const HTSIZE: usize = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FwFilter {
+    pub id: u32,
+    pub classid: u32,
+}
+
+/// One fw proto: `None` head until the first filter (`struct fw_head`).
+#[derive(Default)]
+pub struct Fw {
+    head: Option<(u32, Vec<Vec<FwFilter>>)>,
+}
+
+/// What tc's `fw_parse_opt` sends.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FwOpts {
+    pub present: bool,
+    pub mask: Option<u32>,
+    pub classid: Option<u32>,
+    pub action: bool,
+}
+
+/// `fw_hash`.
+fn fw_hash(h: u32) -> usize {
+    let h = h ^ (h >> 16);
+    let h = h ^ (h >> 8);
+    h as usize % HTSIZE
+}
+
+impl Fw {
+    /// The classids the filters name.
+    pub fn classids(&self) -> Vec<u32> {
+        self.head.iter().flat_map(|(_, ht)| ht.iter().flatten()).map(|f| f.classid).filter(|&c| c != 0).collect()
+    }
+    /// `fw_get`.
+    pub fn get(&self, handle: u32) -> Option<u32> {
+        let (_, ht) = self.head.as_ref()?;
+        ht[fw_hash(handle)].iter().find(|f| f.id == handle).map(|f| f.id)
+    }
+
+    /// `fw_change`.
+    pub fn change(&mut self, handle: u32, o: &FwOpts, fh: Option<u32>) -> Result<(), FilterError> {
+        if !o.present {
+            return if handle != 0 { Err(FilterError::Errno("Invalid argument")) } else { Ok(()) };
+        }
+        if let Some(id) = fh {
+            if id != handle && handle != 0 {
+                return Err(FilterError::Errno("Invalid argument"));
+            }
+            let mask = self.head.as_ref().map(|h| h.0).unwrap_or(u32::MAX);
+            Self::check(o, mask)?;
+            let (_, ht) = self.head.as_mut().expect("existing filter");
+            let f = ht[fw_hash(id)].iter_mut().find(|f| f.id == id).expect("existing filter");
+            if let Some(c) = o.classid {
+                f.classid = c;
+            }
+            return Ok(());
+        }
+        if handle == 0 {
+            return Err(FilterError::Errno("Invalid argument"));
+        }
+        let mask = match &self.head {
+            Some((m, _)) => *m,
+            None => o.mask.unwrap_or(u32::MAX),
+        };
+        Self::check(o, mask)?;
+        let head = self.head.get_or_insert_with(|| (mask, vec![Vec::new(); HTSIZE]));
+        head.1[fw_hash(handle)].insert(0, FwFilter { id: handle, classid: o.classid.unwrap_or(0) });
+        Ok(())
+    }
+
+    /// `fw_set_parms`: actions, then the mask must be the proto's.
+    fn check(o: &FwOpts, mask: u32) -> Result<(), FilterError> {
+        if o.action {
+            return Err(FilterError::action());
+        }
+        match o.mask {
+            Some(m) if m != mask => Err(FilterError::Errno("Invalid argument")),
+            None if mask != u32::MAX => Err(FilterError::Errno("Invalid argument")),
+            _ => Ok(()),
+        }
+    }
+
+    /// `fw_delete`; returns `last` (no filter left).
+    pub fn delete(&mut self, id: u32) -> bool {
+        if let Some((_, ht)) = self.head.as_mut() {
+            ht[fw_hash(id)].retain(|f| f.id != id);
+            return ht.iter().all(|b| b.is_empty());
+        }
+        true
+    }
+
+    /// `fw_classify`.
+    pub fn classify(&self, pkt: &Packet, q_handle: u32) -> Option<TcfResult> {
+        match &self.head {
+            Some((mask, ht)) => {
+                let id = pkt.mark & mask;
+                ht[fw_hash(id)].iter().find(|f| f.id == id).map(|f| TcfResult { classid: f.classid })
+            }
+            None => {
+                let id = pkt.mark;
+                (id != 0 && (tc_h_maj(id) == 0 || tc_h_maj(id ^ q_handle) == 0)).then_some(TcfResult { classid: id })
+            }
+        }
+    }
+
+    /// `fw_walk` + `fw_dump` + tc's `fw_print_opt`.
+    pub fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
+        let Some((mask, ht)) = &self.head else { return };
+        for f in ht.iter().flatten() {
+            if f.classid == 0 {
+                ctx.bare(out);
+                continue;
+            }
+            ctx.entry(out, |out| {
+                out.open_object(Some("fw"));
+                let m = format!("{:#x}", f.id);
+                if *mask != u32::MAX {
+                    out.string("mark", format_args!("handle {m}"), &m);
+                    let mm = format!("{mask:#x}");
+                    out.string("mask", format_args!("/{mm} "), &mm);
+                } else {
+                    out.string("mark", format_args!("handle {m} "), &m);
+                    if out.is_json() {
+                        out.string("mask", format_args!(""), "0xffffffff");
+                    }
+                }
+                out.close_object();
+                let c = crate::tc::show_classid(f.classid);
+                out.string("classid", format_args!("classid {c} "), &c);
+            });
+        }
+    }
+}
+
+const USAGE: &str = "Usage: ... fw [ classid CLASSID ] [ indev DEV ] [ action ACTION_SPEC ]
+\tCLASSID := Push matching packets to the class identified by CLASSID with format X:Y
+\t\tCLASSID is parsed as hexadecimal input.
+\tDEV := specify device for incoming device classification.
+\tACTION_SPEC := Apply an action on matching packets.
+\tNOTE: handle is represented as HANDLE[/FWMASK].
+\t\tFWMASK is 0xffffffff by default.
+";
+
+/// tc side: `fw_parse_opt`.
+pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, FwOpts), TcError> {
+    let mut h = 0u32;
+    let mut o = FwOpts::default();
+    let mut mask = None;
+    if let Some(s) = handle {
+        let (m, k) = match s.split_once('/') {
+            Some((m, k)) => (m, Some(k)),
+            None => (s, None),
+        };
+        h = crate::tc::units::get_u32(m).ok_or_else(|| TcError::tc("Illegal \"handle\"\n"))?;
+        if let Some(k) = k {
+            mask = Some(crate::tc::units::get_u32(k).ok_or_else(|| TcError::tc("Illegal \"handle\" mask\n"))?);
+        }
+    }
+    if a.is_empty() {
+        return Ok((h, o));
+    }
+    o.present = true;
+    o.mask = mask;
+    while let Some(w) = a.next() {
+        if matches(w, "classid") || matches(w, "flowid") {
+            let v = a.value()?;
+            o.classid = Some(crate::tc::get_tc_classid(v).ok_or_else(|| TcError::tc("Illegal \"classid\"\n"))?);
+        } else if matches(w, "police") || matches(w, "action") {
+            o.action = true;
+            while a.peek().is_some_and(|x| !matches(x, "classid") && !matches(x, "flowid")) {
+                a.next();
+            }
+        } else if w == "indev" {
+            return Err(TcError::tc(
+                "qdisc-lab: fw \"indev\" is not supported (egress packets have no input device)\n",
+            ));
+        } else if w == "help" {
+            return Err(TcError::tc(USAGE));
+        } else {
+            return Err(TcError::tc(format!("What is \"{w}\"?\n{USAGE}")));
+        }
+    }
+    Ok((h, o))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(h: &str, s: &str) -> (u32, FwOpts) {
+        let v: Vec<String> = s.split_whitespace().map(String::from).collect();
+        parse(Some(h), &mut Args::new(&v)).unwrap()
+    }
+    fn marked(m: u32) -> Packet {
+        let mut p = Packet::new(1, 100);
+        p.mark = m;
+        p
+    }
+
+    #[test]
+    fn mark_selects_filter_with_mask() {
+        let mut fw = Fw::default();
+        let (h, o) = opts("5/0xff", "classid 1:5");
+        fw.change(h, &o, None).unwrap();
+        let (h, o) = opts("6/0xff", "classid 1:6");
+        fw.change(h, &o, None).unwrap();
+        assert_eq!(fw.classify(&marked(5), 0x10000), Some(TcfResult { classid: 0x10005 }));
+        assert_eq!(fw.classify(&marked(0x1206), 0x10000), Some(TcfResult { classid: 0x10006 }));
+        assert_eq!(fw.classify(&marked(7), 0x10000), None);
+        // Every filter of a proto must use the proto's mask.
+        let (h, o) = opts("7", "classid 1:7");
+        assert_eq!(fw.change(h, &o, None), Err(FilterError::Errno("Invalid argument")));
+        assert!(!fw.delete(5));
+        assert!(fw.delete(6));
+    }
+
+    #[test]
+    fn old_method_uses_the_mark_as_classid() {
+        let fw = Fw::default();
+        assert_eq!(fw.classify(&marked(0x10020), 0x10000), Some(TcfResult { classid: 0x10020 }));
+        assert_eq!(fw.classify(&marked(0x20), 0x10000), Some(TcfResult { classid: 0x20 }));
+        assert_eq!(fw.classify(&marked(0x20020), 0x10000), None);
+        assert_eq!(fw.classify(&marked(0), 0x10000), None);
+    }
+}

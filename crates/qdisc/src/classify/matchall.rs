@@ -1,0 +1,152 @@
+//! matchall — one filter that matches every packet: net/sched/cls_matchall.c and
+//! tc/f_matchall.c. (This machine's kernel has no cls_matchall, so the printer
+//! follows tc/f_matchall.c only.)
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{FilterError, TcfResult};
+use crate::tc::{matches, Args, Out, TcError};
+
+/// The proto's single filter (`struct cls_mall_head`).
+#[derive(Debug)]
+pub struct Head {
+    pub handle: u32,
+    pub classid: u32,
+    pub flags: u32,
+    /// `pf->rhit`: packets this filter matched.
+    pub hits: AtomicU64,
+}
+
+#[derive(Default, Debug)]
+pub struct Matchall {
+    pub head: Option<Head>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MatchallOpts {
+    pub present: bool,
+    pub classid: Option<u32>,
+    pub flags: u32,
+    pub action: bool,
+}
+
+impl Matchall {
+    /// `mall_get`.
+    pub fn get(&self, handle: u32) -> Option<u32> {
+        self.head.as_ref().filter(|h| h.handle == handle).map(|h| h.handle)
+    }
+    /// `mall_change`: only one filter per proto, never changed in place.
+    pub fn change(&mut self, handle: u32, o: &MatchallOpts) -> Result<(), FilterError> {
+        if !o.present {
+            return Err(FilterError::Errno("Invalid argument"));
+        }
+        if self.head.is_some() {
+            return Err(FilterError::Errno("File exists"));
+        }
+        if o.action {
+            return Err(FilterError::action());
+        }
+        self.head = Some(Head {
+            handle: if handle == 0 { 1 } else { handle },
+            classid: o.classid.unwrap_or(0),
+            flags: o.flags | super::u32::NOT_IN_HW,
+            hits: AtomicU64::new(0),
+        });
+        Ok(())
+    }
+    /// `mall_classify`.
+    pub fn classify(&self) -> Option<TcfResult> {
+        let h = self.head.as_ref()?;
+        if h.flags & super::u32::SKIP_SW != 0 {
+            return None;
+        }
+        h.hits.fetch_add(1, Ordering::Relaxed);
+        Some(TcfResult { classid: h.classid })
+    }
+    /// `mall_dump` + tc's `matchall_print_opt`.
+    pub fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
+        let Some(h) = &self.head else { return };
+        ctx.entry(out, |out| {
+            out.uint("handle", format_args!("handle {:#x} ", h.handle), h.handle as u64);
+            if h.classid != 0 {
+                let c = crate::tc::show_classid(h.classid);
+                out.string("flowid", format_args!("flowid {c} "), &c);
+            }
+            if h.flags & super::u32::SKIP_HW != 0 {
+                out.boolean("skip_hw", format_args!("\n  skip_hw"), true);
+            }
+            if h.flags & super::u32::SKIP_SW != 0 {
+                out.boolean("skip_sw", format_args!("\n  skip_sw"), true);
+            }
+            out.boolean("not_in_hw", format_args!("\n  not_in_hw"), true);
+            if ctx.stats {
+                let n = h.hits.load(Ordering::Relaxed);
+                out.uint("rule_hit", format_args!(" (rule hit {n})"), n);
+            }
+        });
+    }
+}
+
+const USAGE: &str = "Usage: ... matchall [skip_sw | skip_hw]
+                 [ action ACTION_SPEC ] [ classid CLASSID ]
+
+Where: SELECTOR := SAMPLE SAMPLE ...
+       FILTERID := X:Y:Z
+       ACTION_SPEC := ... look at individual actions
+
+NOTE: CLASSID is parsed as hexadecimal input.
+";
+
+/// tc side: `matchall_parse_opt`.
+pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, MatchallOpts), TcError> {
+    let h = match handle {
+        Some(s) => crate::tc::units::parse_c_integer(s).unwrap_or(0) as u32,
+        None => 0,
+    };
+    let mut o = MatchallOpts::default();
+    if a.is_empty() {
+        return Ok((h, o));
+    }
+    o.present = true;
+    while let Some(w) = a.next() {
+        if matches(w, "classid") || w == "flowid" {
+            let v = a.value()?;
+            o.classid = Some(crate::tc::get_tc_classid(v).ok_or_else(|| TcError::tc("Illegal \"classid\"\n"))?);
+        } else if matches(w, "action") {
+            o.action = true;
+            while a.peek().is_some_and(|x| !matches(x, "classid") && x != "flowid") {
+                a.next();
+            }
+        } else if w == "skip_hw" {
+            o.flags |= super::u32::SKIP_HW;
+        } else if w == "skip_sw" {
+            o.flags |= super::u32::SKIP_SW;
+        } else if w == "help" {
+            return Err(TcError::tc(USAGE));
+        } else {
+            return Err(TcError::tc(format!("What is \"{w}\"?\n{USAGE}")));
+        }
+    }
+    if o.flags == super::u32::SKIP_HW | super::u32::SKIP_SW {
+        return Err(TcError::tc("skip_hw and skip_sw are mutually exclusive\n"));
+    }
+    Ok((h, o))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_filter_matching_everything() {
+        let mut m = Matchall::default();
+        let o = MatchallOpts { present: true, classid: Some(0x10010), ..Default::default() };
+        m.change(0, &o).unwrap();
+        assert_eq!(m.get(1), Some(1));
+        assert_eq!(m.classify(), Some(TcfResult { classid: 0x10010 }));
+        assert_eq!(m.change(0, &o), Err(FilterError::Errno("File exists")));
+        let mut s = Matchall::default();
+        s.change(5, &MatchallOpts { present: true, flags: super::super::u32::SKIP_SW, ..Default::default() }).unwrap();
+        assert_eq!(s.classify(), None);
+    }
+}

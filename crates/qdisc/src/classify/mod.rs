@@ -1,0 +1,445 @@
+//! Classifiers: the filter blocks of classful qdiscs and the filter kinds
+//! (net/sched/cls_api.c, cls_u32.c, cls_fw.c, cls_flower.c, cls_matchall.c).
+//!
+//! # Model
+//!
+//! A classful qdisc owns one [`Block`] for itself and (if the kind allows filters on
+//! classes, like htb) one per class — the kernel's `tcf_block`. Only **chain 0** is
+//! modelled (`tc filter … chain N` with N ≠ 0 is refused with a qdisc-lab message).
+//! A block holds *protos* (`struct tcf_proto`), kept sorted by `pref` (the kernel's
+//! `prio`), each with an ethertype (`protocol`) and one classifier kind holding that
+//! kind's filters (u32 knodes, fw handles, flower handles, one matchall).
+//!
+//! # Using a block from a qdisc (what prio and htb do)
+//!
+//! * Create the qdisc's own block with [`Block::new`]`(handle)` at init, and (htb)
+//!   one per class at class creation; drop a class's block with the class.
+//! * Expose them through [`crate::qdisc::Classful::block`] / `block_mut` (minor 0 is
+//!   the qdisc's own block). Returning `None` for minor 0 means "this qdisc has no
+//!   `tcf_block` op" (tc gets "Class doesn't support blocks"); `None` for a class
+//!   means `cops->tcf_block` returned NULL (EINVAL), as prio does for its bands.
+//! * At enqueue call [`Block::classify`]`(&pkt)`: it mirrors `tcf_classify` — the
+//!   protos are tried in pref order, a proto whose protocol is neither the packet's
+//!   nor `all` is skipped, and the first kind that matches gives the
+//!   [`TcfResult`] (the `classid` the filter names; the qdisc decides what it means,
+//!   and must check that the class exists). `None` means no filter matched
+//!   (`TC_ACT_UNSPEC`; `tcf_classify` < 0). An empty block answers `None` quickly
+//!   ([`Block::is_empty`]), which is the kernel's `!fl` case.
+//! * htb's `htb_classify` loop: start with the qdisc block (or, when
+//!   `skb->priority` names an inner class, that class's block), classify, and if the
+//!   result is an inner class continue with *its* block — at most 8 hops.
+//!
+//! Actions (`action`, `police`) are not modelled: this machine's kernel has neither
+//! gact nor police, so a filter with one fails exactly as it does there
+//! ("Failed to load TC action module"), after the kind's earlier checks.
+//!
+//! # Packet bytes (u32)
+//!
+//! u32 matches raw bytes at offsets from the network header. The engine's packets
+//! carry no bytes, so a header is synthesized from [`Packet`] (see [`Headers`]):
+//! IPv4 (flow addresses in IPv4-mapped form) or IPv6 with TCP/UDP/SCTP ports. A
+//! packet without a [`crate::FlowKey`] counts as IPv4 (`protocol ip`) with no
+//! readable header: every u32 key read fails (which ends the u32 lookup, as a failed
+//! `skb_header_pointer` does), while fw and matchall filters still match it.
+
+pub mod flower;
+pub mod fw;
+pub mod matchall;
+pub mod u32;
+
+use std::sync::{Arc, RwLock};
+
+use crate::packet::Packet;
+
+/// ETH_P_ALL.
+pub const ETH_P_ALL: u16 = 0x0003;
+/// ETH_P_IP.
+pub const ETH_P_IP: u16 = 0x0800;
+/// ETH_P_IPV6.
+pub const ETH_P_IPV6: u16 = 0x86DD;
+
+/// What a matching filter returns (`struct tcf_result`): the class it names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcfResult {
+    pub classid: u32,
+}
+
+/// One classifier instance of a block (`struct tcf_proto`).
+pub struct Proto {
+    /// The 16-bit preference (`tp->prio >> 16`).
+    pub pref: u16,
+    /// Ethertype, host order (`ntohs(tp->protocol)`); ETH_P_ALL matches every packet.
+    pub protocol: u16,
+    pub kind: Kind,
+}
+
+/// The classifier kinds.
+pub enum Kind {
+    U32(u32::Tp),
+    Fw(fw::Fw),
+    Flower(flower::Flower),
+    Matchall(matchall::Matchall),
+}
+
+impl Kind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kind::U32(_) => "u32",
+            Kind::Fw(_) => "fw",
+            Kind::Flower(_) => "flower",
+            Kind::Matchall(_) => "matchall",
+        }
+    }
+}
+
+/// The kinds this engine implements (`tcf_proto_lookup_ops`).
+pub const KINDS: &[&str] = &["flower", "fw", "matchall", "u32"];
+
+/// A filter block's chain 0 (`struct tcf_block` + `struct tcf_chain`).
+pub struct Block {
+    /// `sch->handle` of the owning qdisc (fw's "old method" compares marks with it).
+    pub(crate) q_handle: u32,
+    /// `block->classid`: the parent named by the last filter request that reached
+    /// this block; dumps print it as the filters' `parent`.
+    pub(crate) classid: u32,
+    /// Chain 0's protos in ascending pref order.
+    pub(crate) protos: Vec<Proto>,
+    /// On a qdisc's own block: the qdisc's shared u32 state (`tc_u_common`, which the
+    /// kernel keys by qdisc, so the qdisc's and its classes' u32 filters share it).
+    pub(crate) u32_common: Option<Arc<RwLock<u32::Common>>>,
+}
+
+impl Block {
+    /// An empty block of the qdisc with handle `q_handle`.
+    pub fn new(q_handle: u32) -> Self {
+        Block { q_handle, classid: q_handle, protos: Vec::new(), u32_common: None }
+    }
+
+    /// No filters at all (the kernel's NULL filter list).
+    pub fn is_empty(&self) -> bool {
+        self.protos.is_empty()
+    }
+
+    /// Mirrors `tcf_classify` / `__tcf_classify` for chain 0 without actions: the
+    /// first proto (in pref order) whose protocol matches and whose kind matches.
+    pub fn classify(&self, pkt: &Packet) -> Option<TcfResult> {
+        if self.protos.is_empty() {
+            return None;
+        }
+        let hdr = Headers::of(pkt);
+        for tp in &self.protos {
+            if tp.protocol != hdr.protocol && tp.protocol != ETH_P_ALL {
+                continue;
+            }
+            let r = match &tp.kind {
+                Kind::U32(t) => t.classify(&hdr),
+                Kind::Fw(f) => f.classify(pkt, self.q_handle),
+                Kind::Flower(f) => f.classify(pkt, &hdr),
+                Kind::Matchall(m) => m.classify(),
+            };
+            if r.is_some() {
+                return r;
+            }
+        }
+        None
+    }
+
+    /// `tcf_chain_tp_find`: the index of the proto with `pref`, or where it would go.
+    pub(crate) fn find(&self, pref: u16) -> Result<usize, usize> {
+        self.protos.binary_search_by_key(&pref, |p| p.pref)
+    }
+
+    /// `tcf_auto_prio(tcf_chain_tp_prev(…))` for a request without `pref`: one below
+    /// the first proto whose pref is ≥ 0x8000, or 0xC000 (49152) if there is none.
+    /// `Err` if that first proto has pref 0x8000 exactly (ENOSPC).
+    pub(crate) fn auto_pref(&self) -> Result<u16, ()> {
+        match self.protos.iter().find(|p| p.pref >= 0x8000) {
+            None => Ok(0xC000),
+            Some(p) if p.pref == 0x8000 => Err(()),
+            Some(p) => Ok(p.pref - 1),
+        }
+    }
+}
+
+/// The packet as a classifier reads it (`skb_protocol` + the bytes from the
+/// Ethernet header on). Synthesized fields:
+///
+/// * Ethernet: zero MACs, the ethertype.
+/// * IPv4 (flow addresses `::ffff:a.b.c.d`): version 4, IHL 5, TOS = `Packet::tos`,
+///   total length = `len − 14`, id 0, DF set, fragment offset 0, TTL 64, protocol
+///   from the flow, checksum 0, the addresses. Options: none.
+/// * IPv6: version 6, traffic class = `tos`, flow label 0, payload length
+///   `len − 54`, next header from the flow, hop limit 64, the addresses.
+/// * Transport: TCP (6) — ports, seq 0, ack 0, data offset 5, flags ACK, window 0,
+///   checksum 0; UDP (17) — ports, length, checksum 0; SCTP (132) — ports. Other
+///   protocols: no transport header.
+/// * Beyond the synthesized headers, up to `len`, the payload reads as zeros; reads
+///   past `len` fail.
+pub struct Headers {
+    /// Ethertype (host order).
+    pub protocol: u16,
+    /// Ethernet header + network header + transport header.
+    bytes: [u8; 14 + 40 + 20],
+    /// Bytes of `bytes` that were synthesized (from the Ethernet header on).
+    filled: usize,
+    /// `skb->len` from the Ethernet header on (0 = no readable network header).
+    len: usize,
+    /// The flow's L4 protocol and ports (flower reads them parsed), if any.
+    pub ip_proto: Option<u8>,
+}
+
+impl Headers {
+    pub fn of(pkt: &Packet) -> Self {
+        let mut h = Headers { protocol: ETH_P_IP, bytes: [0; 74], filled: 0, len: 0, ip_proto: None };
+        let Some(f) = pkt.flow.as_deref() else { return h };
+        let v4 = f.src[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+        h.protocol = if v4 { ETH_P_IP } else { ETH_P_IPV6 };
+        h.ip_proto = Some(f.proto);
+        h.len = pkt.len as usize;
+        let b = &mut h.bytes;
+        b[12..14].copy_from_slice(&h.protocol.to_be_bytes());
+        let l3 = 14;
+        let nl = (pkt.len as usize).saturating_sub(14);
+        let l4 = if v4 {
+            b[l3] = 0x45;
+            b[l3 + 1] = pkt.tos;
+            b[l3 + 2..l3 + 4].copy_from_slice(&(nl.min(0xFFFF) as u16).to_be_bytes());
+            b[l3 + 6] = 0x40;
+            b[l3 + 8] = 64;
+            b[l3 + 9] = f.proto;
+            b[l3 + 12..l3 + 16].copy_from_slice(&f.src[12..]);
+            b[l3 + 16..l3 + 20].copy_from_slice(&f.dst[12..]);
+            l3 + 20
+        } else {
+            b[l3] = 0x60 | (pkt.tos >> 4);
+            b[l3 + 1] = pkt.tos << 4;
+            b[l3 + 4..l3 + 6].copy_from_slice(&(nl.saturating_sub(40).min(0xFFFF) as u16).to_be_bytes());
+            b[l3 + 6] = f.proto;
+            b[l3 + 7] = 64;
+            b[l3 + 8..l3 + 24].copy_from_slice(&f.src);
+            b[l3 + 24..l3 + 40].copy_from_slice(&f.dst);
+            l3 + 40
+        };
+        h.filled = l4;
+        match f.proto {
+            6 | 17 | 132 => {
+                b[l4..l4 + 2].copy_from_slice(&f.sport.to_be_bytes());
+                b[l4 + 2..l4 + 4].copy_from_slice(&f.dport.to_be_bytes());
+                if f.proto == 6 {
+                    b[l4 + 12] = 0x50;
+                    b[l4 + 13] = 0x10;
+                    h.filled = l4 + 20;
+                } else if f.proto == 17 {
+                    let ul = (pkt.len as usize).saturating_sub(l4).min(0xFFFF) as u16;
+                    b[l4 + 4..l4 + 6].copy_from_slice(&ul.to_be_bytes());
+                    h.filled = l4 + 8;
+                } else {
+                    h.filled = l4 + 12;
+                }
+            }
+            _ => {}
+        }
+        h
+    }
+
+    /// `skb_header_pointer(skb, skb_network_offset + off, 4)` as a host-order u32
+    /// of the big-endian bytes; `None` when the read leaves the packet.
+    pub fn read_u32(&self, off: i64) -> Option<u32> {
+        let at = 14 + off;
+        if at < 0 || at + 4 > self.len as i64 {
+            return None;
+        }
+        let at = at as usize;
+        let mut w = [0u8; 4];
+        for (i, x) in w.iter_mut().enumerate() {
+            if at + i < self.filled {
+                *x = self.bytes[at + i];
+            }
+        }
+        Some(u32::from_be_bytes(w))
+    }
+
+    /// `skb->len` counted from the network header.
+    pub fn net_len(&self) -> i64 {
+        (self.len as i64 - 14).max(0)
+    }
+
+    /// 2 bytes at `off` from the network header.
+    pub fn read_u16(&self, off: i64) -> Option<u16> {
+        let at = 14 + off;
+        if at < 0 || at + 2 > self.len as i64 {
+            return None;
+        }
+        let at = at as usize;
+        let g = |i: usize| if i < self.filled { self.bytes[i] } else { 0 };
+        Some(u16::from_be_bytes([g(at), g(at + 1)]))
+    }
+}
+
+/// A kernel-side refusal of a filter request: an extack message or a bare errno
+/// (its strerror text).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FilterError {
+    Ext(String),
+    Errno(&'static str),
+}
+
+impl FilterError {
+    pub fn ext(m: &str) -> Self {
+        FilterError::Ext(m.to_string())
+    }
+    /// What this kernel (no act_gact, no act_police) answers to any action.
+    pub fn action() -> Self {
+        FilterError::ext("Failed to load TC action module")
+    }
+    /// As tc prints it: the message, then "We have an error talking to the kernel".
+    pub fn into_tc(self) -> crate::tc::TcError {
+        let m = match self {
+            FilterError::Ext(m) => format!("Error: {m}.\n"),
+            FilterError::Errno(e) => format!("RTNETLINK answers: {e}\n"),
+        };
+        crate::tc::TcError { msg: format!("{m}We have an error talking to the kernel\n"), code: 2 }
+    }
+}
+
+/// How one `tc filter show` line starts and what the kinds' printers need to know.
+pub struct DumpCtx<'a> {
+    /// Opens the line's JSON object and prints `filter parent … pref … KIND chain 0 `.
+    pub head: &'a dyn Fn(&mut crate::tc::Out),
+    /// tc's `-p` (u32 prints its keys decoded).
+    pub pretty: bool,
+    /// tc's `-s`.
+    pub stats: bool,
+    /// The proto's ethertype (tc's `f_proto`).
+    pub protocol: u16,
+}
+
+impl DumpCtx<'_> {
+    /// One dumped filter: the head, its options, the line end.
+    pub fn entry(&self, out: &mut crate::tc::Out, f: impl FnOnce(&mut crate::tc::Out)) {
+        (self.head)(out);
+        out.open_object(Some("options"));
+        f(out);
+        out.close_object();
+        out.nl();
+        out.close_object();
+    }
+    /// A dumped filter without TCA_OPTIONS (the proto's own line, or an empty fw filter).
+    pub fn bare(&self, out: &mut crate::tc::Out) {
+        (self.head)(out);
+        out.nl();
+        out.close_object();
+    }
+}
+
+/// iproute2's `ll_proto_n2a` for the names tc prints.
+pub fn proto_name(p: u16) -> String {
+    match p {
+        ETH_P_ALL => "all".into(),
+        ETH_P_IP => "ip".into(),
+        ETH_P_IPV6 => "ipv6".into(),
+        0x0806 => "arp".into(),
+        0x8035 => "rarp".into(),
+        0x8100 => "802.1Q".into(),
+        0x88A8 => "802.1ad".into(),
+        0x8847 => "mpls_uc".into(),
+        0x8848 => "mpls_mc".into(),
+        0x0004 => "802.2".into(),
+        0x0001 => "802.3".into(),
+        0x0060 => "loop".into(),
+        _ => format!("[{p}]"),
+    }
+}
+
+/// iproute2's `ll_proto_a2n`: a name (any case) or a number (`get_be16`, base 0).
+pub fn proto_parse(s: &str) -> Option<u16> {
+    let names: &[(&str, u16)] = &[
+        ("all", ETH_P_ALL),
+        ("ip", ETH_P_IP),
+        ("ipv6", ETH_P_IPV6),
+        ("arp", 0x0806),
+        ("rarp", 0x8035),
+        ("802.1q", 0x8100),
+        ("802.1ad", 0x88A8),
+        ("mpls_uc", 0x8847),
+        ("mpls_mc", 0x8848),
+        ("802.2", 0x0004),
+        ("802.3", 0x0001),
+        ("loop", 0x0060),
+    ];
+    if let Some((_, v)) = names.iter().find(|(n, _)| n.eq_ignore_ascii_case(s)) {
+        return Some(*v);
+    }
+    crate::tc::units::parse_c_integer(s).and_then(|v| u16::try_from(v).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::FlowKey;
+
+    fn mapped(a: [u8; 4]) -> [u8; 16] {
+        let mut m = [0u8; 16];
+        m[10] = 0xff;
+        m[11] = 0xff;
+        m[12..].copy_from_slice(&a);
+        m
+    }
+
+    #[test]
+    fn ipv4_header_at_kernel_offsets() {
+        let f = FlowKey { src: mapped([10, 0, 0, 1]), dst: mapped([10, 1, 2, 3]), sport: 1024, dport: 80, proto: 6 };
+        let mut p = Packet::new(1, 1514).with_flow(f);
+        p.tos = 0x10;
+        let h = Headers::of(&p);
+        assert_eq!(h.protocol, ETH_P_IP);
+        assert_eq!(h.read_u32(0), Some(0x4510_05dc));
+        assert_eq!(h.read_u32(8), Some(0x4006_0000));
+        assert_eq!(h.read_u32(12), Some(0x0a00_0001));
+        assert_eq!(h.read_u32(16), Some(0x0a01_0203));
+        assert_eq!(h.read_u32(20), Some((1024 << 16) | 80));
+        // Ethertype just before the network header, payload zeros, end of packet.
+        assert_eq!(h.read_u32(-4), Some(0x0800));
+        assert_eq!(h.read_u32(100), Some(0));
+        assert_eq!(h.read_u32(1496), Some(0));
+        assert_eq!(h.read_u32(1497), None);
+    }
+
+    #[test]
+    fn ipv6_and_flowless() {
+        let mut s = [0u8; 16];
+        s[0] = 0x20;
+        s[1] = 0x01;
+        let f = FlowKey { src: s, dst: s, sport: 5, dport: 53, proto: 17 };
+        let h = Headers::of(&Packet::new(1, 200).with_flow(f));
+        assert_eq!(h.protocol, ETH_P_IPV6);
+        assert_eq!(h.read_u32(8), Some(0x2001_0000));
+        assert_eq!(h.read_u32(40), Some((5 << 16) | 53));
+        assert_eq!(h.read_u32(4).map(|w| w & 0xFF00), Some(17 << 8));
+        let h = Headers::of(&Packet::new(1, 200));
+        assert_eq!(h.protocol, ETH_P_IP);
+        assert_eq!(h.read_u32(0), None);
+    }
+
+    #[test]
+    fn auto_pref_like_tcf_auto_prio() {
+        let mut b = Block::new(0x10000);
+        assert_eq!(b.auto_pref(), Ok(0xC000));
+        let mk = |pref| Proto { pref, protocol: ETH_P_ALL, kind: Kind::Matchall(matchall::Matchall::default()) };
+        b.protos.push(mk(1));
+        assert_eq!(b.auto_pref(), Ok(0xC000));
+        b.protos.push(mk(0xC000));
+        assert_eq!(b.auto_pref(), Ok(0xBFFF));
+        b.protos.insert(1, mk(0x8000));
+        assert_eq!(b.auto_pref(), Err(()));
+    }
+
+    #[test]
+    fn protocol_names() {
+        assert_eq!(proto_parse("802.1q"), Some(0x8100));
+        assert_eq!(proto_name(0x8100), "802.1Q");
+        assert_eq!(proto_parse("IP"), Some(ETH_P_IP));
+        assert_eq!(proto_parse("0x800"), Some(ETH_P_IP));
+        assert_eq!(proto_parse("foo"), None);
+    }
+}

@@ -1,0 +1,1295 @@
+//! u32 — the "universal 32-bit key" classifier: net/sched/cls_u32.c (kernel side)
+//! and tc/f_u32.c (tc's parser and printer).
+//!
+//! Theory: filters ("key nodes") live in hash tables; a key node holds 32-bit
+//! value/mask pairs read at offsets from the network header, and either names a
+//! class (`flowid`, which makes it terminal) or links to another hash table, into
+//! which lookup descends (choosing the bucket by hashing a masked header word and
+//! optionally moving the header offset forward). Every proto (pref) gets a root
+//! table `800:`-style handle; all hash tables of one qdisc — its own block's and its
+//! classes' — share one handle space and list (`tc_u_common`), which is also why a
+//! dump of one pref shows every table created with that pref in the qdisc.
+//!
+//! Not modelled: `indev` (refused: egress packets have no input device), `mark`
+//! (accepted and ignored, as this kernel is built without CONFIG_CLS_U32_MARK),
+//! performance counters (CONFIG_CLS_U32_PERF is off here too), actions.
+
+use std::sync::{Arc, RwLock};
+
+use super::{Headers, TcfResult, ETH_P_IP, ETH_P_IPV6};
+use crate::tc::{matches, Args, Out, TcError};
+
+use super::FilterError;
+
+pub const TC_U32_TERMINAL: u8 = 1;
+pub const TC_U32_OFFSET: u8 = 2;
+pub const TC_U32_VAROFFSET: u8 = 4;
+pub const TC_U32_EAT: u8 = 8;
+const TC_U32_ROOT: u32 = 0xFFF0_0000;
+const TC_U32_MAXDEPTH: usize = 8;
+/// TCA_CLS_FLAGS_SKIP_HW / SKIP_SW / NOT_IN_HW.
+pub const SKIP_HW: u32 = 1;
+pub const SKIP_SW: u32 = 2;
+pub const NOT_IN_HW: u32 = 8;
+
+fn htid_of(h: u32) -> u32 {
+    h & 0xFFF0_0000
+}
+fn hash_of(h: u32) -> u32 {
+    (h >> 12) & 0xFF
+}
+fn node_of(h: u32) -> u32 {
+    h & 0xFFF
+}
+fn key_of(h: u32) -> u32 {
+    h & 0xFFFFF
+}
+
+/// `struct tc_u32_key`, values in host order of the big-endian header words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Key {
+    pub val: u32,
+    pub mask: u32,
+    pub off: i32,
+    pub offmask: i32,
+}
+
+/// `struct tc_u32_sel`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sel {
+    pub flags: u8,
+    pub offshift: u8,
+    /// Host order (`ntohs` of the kernel's field).
+    pub offmask: u16,
+    pub off: u16,
+    pub offoff: i16,
+    pub hoff: i16,
+    /// Host order.
+    pub hmask: u32,
+    pub keys: Vec<Key>,
+}
+
+/// What tc's `u32_parse_opt` sends.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct U32Opts {
+    /// TCA_OPTIONS present at all (tc sends none when no option follows `u32`).
+    pub present: bool,
+    pub sel: Option<Sel>,
+    pub classid: Option<u32>,
+    pub divisor: Option<u32>,
+    pub link: Option<u32>,
+    pub hash: Option<u32>,
+    pub flags: Option<u32>,
+    /// `action`/`police` were given (this kernel cannot load them).
+    pub action: bool,
+}
+
+/// A key node (`struct tc_u_knode`).
+#[derive(Clone, Debug)]
+pub struct Knode {
+    pub handle: u32,
+    pub sel: Sel,
+    pub classid: u32,
+    /// Handle of the hash table linked below, 0 = none.
+    pub link: u32,
+    pub fshift: u32,
+    pub flags: u32,
+}
+
+/// A hash table (`struct tc_u_hnode`). `divisor` is stored minus one, as the kernel does.
+#[derive(Clone, Debug)]
+pub struct Ht {
+    pub handle: u32,
+    pub prio: u16,
+    pub divisor: u32,
+    pub is_root: bool,
+    pub refcnt: u32,
+    pub buckets: Vec<Vec<Knode>>,
+}
+
+impl Ht {
+    fn new(handle: u32, prio: u16, divisor: u32, is_root: bool) -> Ht {
+        Ht { handle, prio, divisor, is_root, refcnt: 1, buckets: vec![Vec::new(); divisor as usize + 1] }
+    }
+    fn key(&self, handle: u32) -> Option<&Knode> {
+        let b = hash_of(handle);
+        if b > self.divisor {
+            return None;
+        }
+        self.buckets[b as usize].iter().find(|n| n.handle == handle)
+    }
+    fn used(&self, handle: u32) -> bool {
+        self.buckets.iter().any(|b| b.iter().any(|n| n.handle == handle))
+    }
+    /// `gen_new_kid`: the lowest free node id from 0x800, else from 1, else 0xFFF.
+    fn new_kid(&self, htid: u32) -> u32 {
+        let free = |lo: u32| (lo..=(htid | 0xFFF)).find(|&h| !self.used(h));
+        free(htid | 0x800).or_else(|| free(htid + 1)).unwrap_or(htid | 0xFFF)
+    }
+}
+
+/// A qdisc's shared u32 state (`struct tc_u_common`).
+#[derive(Debug, Default)]
+pub struct Common {
+    /// `hlist`: newest first.
+    pub hts: Vec<Ht>,
+    /// `idr_alloc_cyclic`'s next id for table handles.
+    idr_next: u32,
+    /// Protos using this common.
+    pub refcnt: u32,
+    /// Key nodes in all tables.
+    pub knodes: usize,
+}
+
+impl Common {
+    /// The classids all key nodes name (for `tcf_bind_filter` bookkeeping).
+    pub fn classids(&self) -> Vec<u32> {
+        self.hts.iter().flat_map(|t| t.buckets.iter().flatten()).map(|n| n.classid).filter(|&c| c != 0).collect()
+    }
+    fn ht(&self, handle: u32) -> Option<&Ht> {
+        self.hts.iter().find(|h| h.handle == handle)
+    }
+    fn ht_mut(&mut self, handle: u32) -> Option<&mut Ht> {
+        self.hts.iter_mut().find(|h| h.handle == handle)
+    }
+    /// `gen_new_htid`: cyclic ids 1..0x7FE, as `(id | 0x800) << 20`.
+    fn new_htid(&mut self) -> Option<u32> {
+        let used = |c: &Common, id: u32| c.hts.iter().any(|h| h.handle == (id | 0x800) << 20);
+        let start = self.idr_next.clamp(1, 0x7FE);
+        let id = (start..0x7FF).chain(1..start).find(|&id| !used(self, id))?;
+        self.idr_next = id + 1;
+        Some((id | 0x800) << 20)
+    }
+}
+
+/// One u32 proto: its root table in the qdisc's common.
+pub struct Tp {
+    pub(crate) common: Arc<RwLock<Common>>,
+    pub(crate) root: u32,
+    pub(crate) pref: u16,
+}
+
+/// A filter handle inside a u32 proto (`u32_get`'s answer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fh {
+    Ht(u32),
+    Key(u32),
+}
+
+fn read_common(c: &Arc<RwLock<Common>>) -> std::sync::RwLockReadGuard<'_, Common> {
+    c.read().unwrap_or_else(|e| e.into_inner())
+}
+fn write_common(c: &Arc<RwLock<Common>>) -> std::sync::RwLockWriteGuard<'_, Common> {
+    c.write().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Tp {
+    /// `u32_init`: a root table, `800:` when the qdisc has no u32 common yet,
+    /// otherwise the next cyclic id; `common` is the qdisc's existing one, if any.
+    pub fn init(common: Option<Arc<RwLock<Common>>>, pref: u16) -> Result<Tp, FilterError> {
+        let (common, handle) = match common {
+            Some(c) => {
+                let h = write_common(&c).new_htid().ok_or(FilterError::Errno("Cannot allocate memory"))?;
+                (c, h)
+            }
+            None => (Arc::new(RwLock::new(Common::default())), 0x8000_0000),
+        };
+        {
+            let mut c = write_common(&common);
+            c.refcnt += 1;
+            c.hts.insert(0, Ht::new(handle, pref, 0, true));
+        }
+        Ok(Tp { common, root: handle, pref })
+    }
+
+    /// `u32_destroy`: drop the root table (if nothing links to it) and, with the
+    /// last proto, every table of the common. Returns true when the common is gone.
+    pub fn destroy(self) -> bool {
+        let mut c = write_common(&self.common);
+        if let Some(i) = c.hts.iter().position(|h| h.handle == self.root) {
+            c.hts[i].refcnt -= 1;
+            if c.hts[i].refcnt == 0 {
+                let ht = c.hts.remove(i);
+                clear(&mut c, &ht);
+            }
+        }
+        c.refcnt -= 1;
+        if c.refcnt == 0 {
+            c.hts.clear();
+            c.knodes = 0;
+            return true;
+        }
+        false
+    }
+
+    /// `u32_get`.
+    pub fn get(&self, handle: u32) -> Option<Fh> {
+        let c = read_common(&self.common);
+        let ht = if htid_of(handle) == TC_U32_ROOT { c.ht(self.root)? } else { c.ht(htid_of(handle))? };
+        if key_of(handle) == 0 {
+            return Some(Fh::Ht(ht.handle));
+        }
+        ht.key(handle).map(|n| Fh::Key(n.handle))
+    }
+
+    /// Is the proto empty (no key nodes anywhere in the common, and it is the only
+    /// user)? — `u32_delete`'s `*last`.
+    fn last(c: &Common) -> bool {
+        c.refcnt == 1 && c.knodes == 0
+    }
+
+    /// `u32_delete`. Returns `last`.
+    pub fn delete(&mut self, fh: Fh) -> Result<bool, FilterError> {
+        let mut c = write_common(&self.common);
+        match fh {
+            Fh::Key(h) => {
+                for ht in c.hts.iter_mut() {
+                    for b in ht.buckets.iter_mut() {
+                        if let Some(i) = b.iter().position(|n| n.handle == h) {
+                            let n = b.remove(i);
+                            if n.link != 0 {
+                                unlink(&mut c, n.link);
+                            }
+                            c.knodes -= 1;
+                            return Ok(Self::last(&c));
+                        }
+                    }
+                }
+                Ok(Self::last(&c))
+            }
+            Fh::Ht(h) => {
+                let i = c.hts.iter().position(|x| x.handle == h).expect("table exists");
+                if c.hts[i].is_root {
+                    return Err(FilterError::ext("cls_u32: Not allowed to delete root node"));
+                }
+                if c.hts[i].refcnt != 1 {
+                    return Err(FilterError::ext("cls_u32: Can not delete in-use filter"));
+                }
+                let ht = c.hts.remove(i);
+                clear(&mut c, &ht);
+                Ok(Self::last(&c))
+            }
+        }
+    }
+
+    /// `u32_change`: create a table, create a key node, or (for an existing key
+    /// node `fh`) change its classid/link — the selector of an existing node is kept.
+    pub fn change(&mut self, handle: u32, o: &U32Opts, fh: Option<Fh>) -> Result<(), FilterError> {
+        if !o.present {
+            return if handle != 0 { Err(FilterError::ext("cls_u32: Filter handle requires options")) } else { Ok(()) };
+        }
+        let userflags = o.flags.unwrap_or(0);
+        if userflags & !(SKIP_HW | SKIP_SW) != 0 || userflags & (SKIP_HW | SKIP_SW) == SKIP_HW | SKIP_SW {
+            return Err(FilterError::ext("cls_u32: Invalid filter flags"));
+        }
+        let mut c = write_common(&self.common);
+        if let Some(fh) = fh {
+            let Fh::Key(kh) = fh else { return Err(FilterError::ext("cls_u32: Key node id cannot be zero")) };
+            let old = find_key(&c, kh).expect("key exists").clone();
+            if (old.flags ^ userflags) & !NOT_IN_HW != 0 {
+                return Err(FilterError::ext("cls_u32: Key node flags do not match passed flags"));
+            }
+            if o.action {
+                return Err(FilterError::action());
+            }
+            let mut n = old.clone();
+            if let Some(l) = o.link {
+                n.link = check_link(&c, l)?;
+            }
+            if let Some(cl) = o.classid {
+                n.classid = cl;
+            }
+            if n.link != old.link {
+                if n.link != 0 {
+                    c.ht_mut(n.link).expect("linked").refcnt += 1;
+                }
+                if old.link != 0 {
+                    unlink(&mut c, old.link);
+                }
+            }
+            *find_key_mut(&mut c, kh).expect("key exists") = n;
+            return Ok(());
+        }
+        if let Some(d) = o.divisor {
+            if !d.is_power_of_two() {
+                return Err(FilterError::ext("cls_u32: Divisor is not a power of 2"));
+            }
+            if d > 0x100 {
+                return Err(FilterError::ext("cls_u32: Exceeded maximum 256 hash buckets"));
+            }
+            if key_of(handle) != 0 {
+                return Err(FilterError::ext("cls_u32: Divisor can only be used on a hash table"));
+            }
+            let h = if handle == 0 {
+                c.new_htid().ok_or(FilterError::Errno("Cannot allocate memory"))?
+            } else {
+                if c.ht(handle).is_some() {
+                    return Err(FilterError::Errno("No space left on device"));
+                }
+                handle
+            };
+            c.hts.insert(0, Ht::new(h, self.pref, d - 1, false));
+            return Ok(());
+        }
+        let (ht, htid) = match o.hash {
+            Some(hs) if htid_of(hs) != TC_U32_ROOT => {
+                let ht =
+                    c.ht(htid_of(hs)).ok_or_else(|| FilterError::ext("cls_u32: Specified hash table not found"))?;
+                (ht.handle, hs)
+            }
+            _ => (self.root, self.root),
+        };
+        let divisor = c.ht(ht).expect("table").divisor;
+        if divisor < hash_of(htid) {
+            return Err(FilterError::ext("cls_u32: Specified hash table buckets exceed configured value"));
+        }
+        let htid = htid & 0xFFFF_F000;
+        let handle = if handle != 0 {
+            if htid_of(handle) != 0 && htid_of(handle ^ htid) != 0 {
+                return Err(FilterError::ext("cls_u32: Handle specified hash table address mismatch"));
+            }
+            if node_of(handle) == 0 {
+                c.ht(ht).expect("table").new_kid(htid)
+            } else {
+                let h = htid | node_of(handle);
+                if c.ht(ht).expect("table").used(h) {
+                    return Err(FilterError::Errno("No space left on device"));
+                }
+                h
+            }
+        } else {
+            c.ht(ht).expect("table").new_kid(htid)
+        };
+        let Some(sel) = &o.sel else { return Err(FilterError::ext("cls_u32: Selector not specified")) };
+        if o.action {
+            return Err(FilterError::action());
+        }
+        let link = match o.link {
+            Some(l) => check_link(&c, l)?,
+            None => 0,
+        };
+        if link != 0 {
+            c.ht_mut(link).expect("linked").refcnt += 1;
+        }
+        let n = Knode {
+            handle,
+            sel: sel.clone(),
+            classid: o.classid.unwrap_or(0),
+            link,
+            fshift: if sel.hmask != 0 { sel.hmask.trailing_zeros() } else { 0 },
+            flags: userflags | NOT_IN_HW,
+        };
+        let t = c.ht_mut(ht).expect("table");
+        let b = &mut t.buckets[hash_of(handle) as usize];
+        let at = b.iter().position(|x| node_of(handle) < node_of(x.handle)).unwrap_or(b.len());
+        b.insert(at, n);
+        c.knodes += 1;
+        Ok(())
+    }
+
+    /// Mirrors `u32_classify` (without the mark, indev and perf parts).
+    pub fn classify(&self, hdr: &Headers) -> Option<TcfResult> {
+        let c = read_common(&self.common);
+        let mut stack: Vec<(u32, usize, usize, i64)> = Vec::with_capacity(TC_U32_MAXDEPTH);
+        let mut ht = c.ht(self.root)?;
+        let mut off: i64 = 0;
+        let mut off2: i64 = 0;
+        let mut sel: usize = 0;
+        let mut i: usize = 0;
+        'next_ht: loop {
+            // next_knode loop over ht.buckets[sel] from index i.
+            loop {
+                let bucket = &ht.buckets[sel];
+                if let Some(n) = bucket.get(i) {
+                    let mut ok = true;
+                    for k in &n.sel.keys {
+                        let toff = off + k.off as i64 + (off2 & k.offmask as i64);
+                        let data = hdr.read_u32(toff)?;
+                        if (data ^ k.val) & k.mask != 0 {
+                            ok = false;
+                            break;
+                        }
+                    }
+                    if !ok {
+                        i += 1;
+                        continue;
+                    }
+                    if n.link == 0 {
+                        if n.sel.flags & TC_U32_TERMINAL != 0 {
+                            return Some(TcfResult { classid: n.classid });
+                        }
+                        i += 1;
+                        continue;
+                    }
+                    // PUSH
+                    if stack.len() >= TC_U32_MAXDEPTH {
+                        return None;
+                    }
+                    stack.push((ht.handle, sel, i, off));
+                    let down = c.ht(n.link)?;
+                    let mut s = 0usize;
+                    if down.divisor != 0 {
+                        let data = hdr.read_u32(off + n.sel.hoff as i64)?;
+                        s = (down.divisor & ((data & n.sel.hmask) >> n.fshift)) as usize;
+                    }
+                    let f = n.sel.flags;
+                    if f & (TC_U32_VAROFFSET | TC_U32_OFFSET | TC_U32_EAT) != 0 {
+                        if f & (TC_U32_OFFSET | TC_U32_VAROFFSET) != 0 {
+                            off2 = n.sel.off as i64 + 3;
+                            if f & TC_U32_VAROFFSET != 0 {
+                                let d = hdr.read_u16(off + n.sel.offoff as i64)?;
+                                off2 += ((n.sel.offmask & d) >> n.sel.offshift) as i64;
+                            }
+                            off2 &= !3;
+                        }
+                        if f & TC_U32_EAT != 0 {
+                            off += off2;
+                            off2 = 0;
+                        }
+                        if off >= hdr.net_len() {
+                            // Falls through to POP.
+                            break;
+                        }
+                    }
+                    ht = down;
+                    sel = s;
+                    i = 0;
+                    continue 'next_ht;
+                }
+                break;
+            }
+            // POP: back to the node that linked here; it matched, so check terminal.
+            let (h, s, idx, o) = stack.pop()?;
+            ht = c.ht(h)?;
+            sel = s;
+            off = o;
+            let n = &ht.buckets[sel][idx];
+            if n.sel.flags & TC_U32_TERMINAL != 0 {
+                return Some(TcfResult { classid: n.classid });
+            }
+            i = idx + 1;
+        }
+    }
+
+    /// `u32_walk` + `u32_dump` + tc's `u32_print_opt`: every table of the common
+    /// with this proto's pref, each followed by its key nodes.
+    pub fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
+        let c = read_common(&self.common);
+        for ht in c.hts.iter().filter(|h| h.prio == self.pref) {
+            ctx.entry(out, |out| {
+                print_handle(out, ht.handle);
+                out.int("ht_divisor", format_args!("ht divisor {} ", ht.divisor + 1), ht.divisor as i64 + 1);
+            });
+            for b in &ht.buckets {
+                for n in b {
+                    ctx.entry(out, |out| print_knode(out, n, ctx));
+                }
+            }
+        }
+    }
+}
+
+fn find_key(c: &Common, h: u32) -> Option<&Knode> {
+    c.hts.iter().find_map(|t| t.buckets.iter().flatten().find(|n| n.handle == h))
+}
+fn find_key_mut(c: &mut Common, h: u32) -> Option<&mut Knode> {
+    c.hts.iter_mut().find_map(|t| t.buckets.iter_mut().flatten().find(|n| n.handle == h))
+}
+fn unlink(c: &mut Common, h: u32) {
+    if let Some(t) = c.ht_mut(h) {
+        t.refcnt -= 1;
+    }
+}
+/// Drop a table's key nodes (`u32_clear_hnode`).
+fn clear(c: &mut Common, ht: &Ht) {
+    for n in ht.buckets.iter().flatten() {
+        c.knodes -= 1;
+        if n.link != 0 {
+            unlink(c, n.link);
+        }
+    }
+}
+/// The link checks of `u32_set_parms`.
+fn check_link(c: &Common, l: u32) -> Result<u32, FilterError> {
+    if key_of(l) != 0 {
+        return Err(FilterError::ext("cls_u32: u32 Link handle must be a hash table"));
+    }
+    if l == 0 {
+        return Ok(0);
+    }
+    let t = c.ht(l).ok_or_else(|| FilterError::ext("cls_u32: Link hash table not found"))?;
+    if t.is_root {
+        return Err(FilterError::ext("cls_u32: Not linking to root node"));
+    }
+    Ok(l)
+}
+
+// ---- tc side: f_u32.c ---------------------------------------------------------------
+
+const USAGE: &str = "Usage: ... u32 [ match SELECTOR ... ] [ link HTID ] [ classid CLASSID ]
+               [ action ACTION_SPEC ] [ offset OFFSET_SPEC ]
+               [ ht HTID ] [ hashkey HASHKEY_SPEC ]
+               [ sample SAMPLE ] [skip_hw | skip_sw]
+or         u32 divisor DIVISOR
+
+Where: SELECTOR := SAMPLE SAMPLE ...
+       SAMPLE := { ip | ip6 | udp | tcp | icmp | u{32|16|8} | mark }
+                 SAMPLE_ARGS [ divisor DIVISOR ]
+       FILTERID := X:Y:Z
+
+NOTE: CLASSID is parsed at hexadecimal input.
+";
+
+/// `get_u32_handle`: `htid:hash:node` in hex, or a `0x` number.
+pub fn get_u32_handle(s: &str) -> Option<u32> {
+    let Some(colon) = s.find(':') else {
+        return s.strip_prefix("0x").and_then(|h| u32::from_str_radix(h, 16).ok());
+    };
+    let _ = colon;
+    let mut parts = s.splitn(3, ':');
+    let p = |t: &str, max: u32| -> Option<u32> {
+        if t.is_empty() {
+            return Some(0);
+        }
+        let end = t.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(t.len());
+        if end != t.len() {
+            return None;
+        }
+        let v = u64::from_str_radix(t, 16).ok()?;
+        (v < max as u64).then_some(v as u32)
+    };
+    let htid = p(parts.next()?, 0x1000)?;
+    let hash = p(parts.next().unwrap_or(""), 0x100)?;
+    let node = p(parts.next().unwrap_or(""), 0x1000)?;
+    Some((htid << 20) | (hash << 12) | node)
+}
+
+/// `sprint_u32_handle`.
+pub fn fmt_u32_handle(h: u32, raw: bool) -> String {
+    if h == 0 {
+        return "none".into();
+    }
+    let mut s = String::new();
+    if htid_of(h) != 0 {
+        s.push_str(&format!("{:x}:", h >> 20));
+    }
+    if hash_of(h) != 0 {
+        s.push_str(&format!("{:x}", hash_of(h)));
+    }
+    if node_of(h) != 0 {
+        s.push_str(&format!(":{:x}", node_of(h)));
+    }
+    if raw {
+        s.push_str(&format!("[{h:08x}]"));
+    }
+    s
+}
+
+/// `pack_key`: merge with a key at the same offset or append.
+fn pack_key(sel: &mut Sel, key: u32, mask: u32, off: i32, offmask: i32) -> Option<()> {
+    let key = key & mask;
+    if let Some(k) = sel.keys.iter_mut().find(|k| k.off == off && k.offmask == offmask) {
+        if (key ^ k.val) & (mask & k.mask) != 0 {
+            return None;
+        }
+        k.val |= key;
+        k.mask |= mask;
+        return Some(());
+    }
+    if sel.keys.len() >= 128 || off % 4 != 0 {
+        return None;
+    }
+    sel.keys.push(Key { val: key, mask, off, offmask });
+    Some(())
+}
+fn pack_key16(sel: &mut Sel, mut key: u32, mut mask: u32, off: i32, offmask: i32) -> Option<()> {
+    if key > 0xFFFF || mask > 0xFFFF {
+        return None;
+    }
+    if off & 3 == 0 {
+        key <<= 16;
+        mask <<= 16;
+    }
+    pack_key(sel, key, mask, off & !3, offmask)
+}
+fn pack_key8(sel: &mut Sel, mut key: u32, mut mask: u32, off: i32, offmask: i32) -> Option<()> {
+    if key > 0xFF || mask > 0xFF {
+        return None;
+    }
+    let sh = 8 * (3 - (off & 3)) as u32;
+    key <<= sh;
+    mask <<= sh;
+    pack_key(sel, key, mask, off & !3, offmask)
+}
+
+/// `get_u32(…, 16)`.
+fn hex_u32(s: &str) -> Option<u32> {
+    let b = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    if b.is_empty() || !b.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(b, 16).ok()
+}
+
+fn num(s: &str) -> Option<u32> {
+    crate::tc::units::get_u32(s)
+}
+
+/// `parse_at`: an optional `at [nexthdr+]OFF`.
+fn parse_at(a: &mut Args, off: &mut i32, offmask: &mut i32) -> Option<()> {
+    if a.peek() != Some("at") {
+        return Some(());
+    }
+    a.next();
+    let mut p = a.next()?;
+    if p.len() > 8 && p.starts_with("nexthdr+") {
+        *offmask = -1;
+        p = &p[8..];
+    } else if matches(p, "nexthdr+") {
+        *offmask = -1;
+        p = a.next()?;
+    }
+    *off = crate::tc::units::get_integer(p)?;
+    Some(())
+}
+
+/// `parse_u32`/`parse_u16`/`parse_u8`: VAL MASK [at OFF].
+fn parse_un(a: &mut Args, sel: &mut Sel, bits: u32, mut off: i32, mut offmask: i32) -> Option<()> {
+    let key = num(a.next()?)?;
+    let mask = hex_u32(a.next()?)?;
+    if bits == 8 && (key > 0xFF || mask > 0xFF) {
+        return None;
+    }
+    parse_at(a, &mut off, &mut offmask)?;
+    match bits {
+        32 => pack_key(sel, key, mask, off, offmask),
+        16 => pack_key16(sel, key, mask, off, offmask),
+        _ => pack_key8(sel, key, mask, off, offmask),
+    }
+}
+
+/// `get_prefix_1` for one family: ADDR[/PLEN] (or `default`/`any`/`all`).
+fn get_prefix(s: &str, v6: bool) -> Option<(Vec<u8>, u32)> {
+    let max = if v6 { 128 } else { 32 };
+    if matches!(s, "default" | "any" | "all") {
+        return Some((vec![0; if v6 { 16 } else { 4 }], 0));
+    }
+    let (addr, plen) = match s.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (s, None),
+    };
+    let bytes = if v6 {
+        addr.parse::<std::net::Ipv6Addr>().ok()?.octets().to_vec()
+    } else {
+        addr.parse::<std::net::Ipv4Addr>().ok()?.octets().to_vec()
+    };
+    let bits = match plen {
+        Some(p) => {
+            let v = num(p)?;
+            if v > max {
+                return None;
+            }
+            v
+        }
+        None => max,
+    };
+    Some((bytes, bits))
+}
+
+fn parse_ip_addr(a: &mut Args, sel: &mut Sel, mut off: i32, v6: bool) -> Option<()> {
+    let (addr, bits) = get_prefix(a.next()?, v6)?;
+    let mut offmask = 0;
+    parse_at(a, &mut off, &mut offmask)?;
+    if !v6 {
+        let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+        let v = u32::from_be_bytes([addr[0], addr[1], addr[2], addr[3]]);
+        return pack_key(sel, v, mask, off, offmask);
+    }
+    let mut i = 0;
+    while i < bits {
+        let w = (i / 32) as usize;
+        let v = u32::from_be_bytes([addr[4 * w], addr[4 * w + 1], addr[4 * w + 2], addr[4 * w + 3]]);
+        let mask = if i + 31 < bits { u32::MAX } else { u32::MAX << (32 - (bits - i)) };
+        pack_key(sel, v, mask, off + 4 * w as i32, offmask)?;
+        i += 32;
+    }
+    Some(())
+}
+
+fn parse_ip(a: &mut Args, sel: &mut Sel) -> Option<()> {
+    if a.rest().len() < 2 {
+        return None;
+    }
+    let w = a.next()?;
+    match w {
+        "src" => parse_ip_addr(a, sel, 12, false),
+        "dst" => parse_ip_addr(a, sel, 16, false),
+        "tos" => parse_un(a, sel, 8, 1, 0),
+        w if matches(w, "dsfield") || matches(w, "precedence") => parse_un(a, sel, 8, 1, 0),
+        "ihl" => parse_un(a, sel, 8, 0, 0),
+        "protocol" => parse_un(a, sel, 8, 9, 0),
+        "nofrag" => pack_key16(sel, 0, 0x3FFF, 6, 0),
+        "firstfrag" => pack_key16(sel, 0x2000, 0x3FFF, 6, 0),
+        "df" => pack_key16(sel, 0x4000, 0x4000, 6, 0),
+        "mf" => pack_key16(sel, 0x2000, 0x2000, 6, 0),
+        "dport" => parse_un(a, sel, 16, 22, 0),
+        "sport" => parse_un(a, sel, 16, 20, 0),
+        "icmp_type" => parse_un(a, sel, 8, 20, 0),
+        "icmp_code" => parse_un(a, sel, 8, 21, 0),
+        _ => None,
+    }
+}
+
+fn parse_ip6(a: &mut Args, sel: &mut Sel) -> Option<()> {
+    if a.rest().len() < 2 {
+        return None;
+    }
+    match a.next()? {
+        "src" => parse_ip_addr(a, sel, 8, true),
+        "dst" => parse_ip_addr(a, sel, 24, true),
+        "priority" => {
+            let key = num(a.next()?)?;
+            let mask = hex_u32(a.next()?)?;
+            if key > 0xFF || mask > 0xFF {
+                return None;
+            }
+            pack_key(sel, key << 20, mask << 20, 0, 0)
+        }
+        "protocol" => parse_un(a, sel, 8, 6, 0),
+        "flowlabel" => parse_un(a, sel, 32, 0, 0),
+        "dport" => parse_un(a, sel, 16, 42, 0),
+        "sport" => parse_un(a, sel, 16, 40, 0),
+        "icmp_type" => parse_un(a, sel, 8, 40, 0),
+        "icmp_code" => parse_un(a, sel, 8, 41, 1),
+        _ => None,
+    }
+}
+
+/// `parse_selector`. `mark` is accepted and dropped (see the module docs).
+fn parse_selector(a: &mut Args, sel: &mut Sel) -> Result<Option<()>, TcError> {
+    let Some(w) = a.next() else { return Ok(None) };
+    Ok(if matches(w, "u32") {
+        parse_un(a, sel, 32, 0, 0)
+    } else if matches(w, "u16") {
+        parse_un(a, sel, 16, 0, 0)
+    } else if matches(w, "u8") {
+        parse_un(a, sel, 8, 0, 0)
+    } else if matches(w, "ip") {
+        parse_ip(a, sel)
+    } else if matches(w, "ip6") {
+        parse_ip6(a, sel)
+    } else if matches(w, "udp") || matches(w, "tcp") {
+        if a.rest().len() < 2 {
+            return Ok(None);
+        }
+        match a.next() {
+            Some("src") => parse_un(a, sel, 16, 0, -1),
+            Some("dst") => parse_un(a, sel, 16, 2, -1),
+            _ => None,
+        }
+    } else if matches(w, "icmp") {
+        if a.rest().len() < 2 {
+            return Ok(None);
+        }
+        match a.next() {
+            Some("type") => parse_un(a, sel, 8, 0, -1),
+            Some("code") => parse_un(a, sel, 8, 1, -1),
+            _ => None,
+        }
+    } else if matches(w, "mark") {
+        if a.rest().len() <= 1 {
+            return Err(TcError::usage("Error: argument \"mark\" is required\n"));
+        }
+        let v = num(a.next().unwrap_or("")).ok_or_else(|| TcError::tc("Illegal \"mark\" value\n"))?;
+        let m = num(a.next().unwrap_or("")).ok_or_else(|| TcError::tc("Illegal \"mark\" mask\n"))?;
+        if v & m != v {
+            return Err(TcError::tc("Illegal \"mark\" (impossible combination)\n"));
+        }
+        Some(())
+    } else {
+        None
+    })
+}
+
+/// tc side: `u32_parse_opt`. `handle` is the `handle` word of the command line;
+/// `keywords` ends an `action`/`police` spec.
+pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, U32Opts), TcError> {
+    let mut tcm_handle = 0u32;
+    if let Some(h) = handle {
+        tcm_handle = get_u32_handle(h).ok_or_else(|| TcError::tc("Illegal filter ID\n"))?;
+    }
+    let mut o = U32Opts::default();
+    if a.is_empty() {
+        return Ok((tcm_handle, o));
+    }
+    o.present = true;
+    let mut sel = Sel::default();
+    let mut sel_ok = false;
+    let mut sample_ok = false;
+    let mut htid = 0u32;
+    let mut order = 0u32;
+    let mut flags = 0u32;
+    let mut terminal = false;
+    while let Some(w) = a.peek() {
+        if matches(w, "match") {
+            a.next();
+            if parse_selector(a, &mut sel)?.is_none() {
+                return Err(TcError::tc("Illegal \"match\"\n"));
+            }
+            sel_ok = true;
+            continue;
+        } else if matches(w, "offset") {
+            a.next();
+            while let Some(x) = a.peek() {
+                if matches(x, "plus") {
+                    a.next();
+                    let v = a.value()?;
+                    sel.off =
+                        crate::tc::units::get_integer(v).ok_or_else(|| TcError::tc("Illegal \"offset\"\n"))? as u16;
+                    sel.flags |= TC_U32_OFFSET;
+                } else if matches(x, "at") {
+                    a.next();
+                    let v = a.value()?;
+                    let n = crate::tc::units::get_integer(v).ok_or_else(|| TcError::tc("Illegal \"offset\"\n"))?;
+                    sel.offoff = n as i16;
+                    if n % 2 != 0 {
+                        return Err(TcError::tc("offset \"at\" must be even\nIllegal \"offset\"\n"));
+                    }
+                    sel.flags |= TC_U32_VAROFFSET;
+                } else if matches(x, "mask") {
+                    a.next();
+                    let v = a.value()?;
+                    let m = hex_u32(v).filter(|m| *m <= 0xFFFF).ok_or_else(|| TcError::tc("Illegal \"offset\"\n"))?;
+                    sel.offmask = m as u16;
+                    sel.flags |= TC_U32_VAROFFSET;
+                } else if matches(x, "shift") {
+                    a.next();
+                    let v = a.value()?;
+                    sel.offshift =
+                        crate::tc::units::get_integer(v).ok_or_else(|| TcError::tc("Illegal \"offset\"\n"))? as u8;
+                    sel.flags |= TC_U32_VAROFFSET;
+                } else if matches(x, "eat") {
+                    a.next();
+                    sel.flags |= TC_U32_EAT;
+                } else {
+                    break;
+                }
+            }
+            continue;
+        } else if matches(w, "hashkey") {
+            a.next();
+            while let Some(x) = a.peek() {
+                if matches(x, "mask") {
+                    a.next();
+                    let v = a.value()?;
+                    sel.hmask = hex_u32(v).ok_or_else(|| TcError::tc("Illegal \"hashkey\"\n"))?;
+                } else if matches(x, "at") {
+                    a.next();
+                    let v = a.value()?;
+                    let n = crate::tc::units::get_integer(v)
+                        .filter(|n| n % 4 == 0)
+                        .ok_or_else(|| TcError::tc("Illegal \"hashkey\"\n"))?;
+                    sel.hoff = n as i16;
+                } else {
+                    break;
+                }
+            }
+            continue;
+        }
+        a.next();
+        if matches(w, "classid") || w == "flowid" {
+            let v = a.value()?;
+            let c = crate::tc::get_tc_classid(v).ok_or_else(|| TcError::tc("Illegal \"classid\"\n"))?;
+            o.classid = Some(c);
+            sel.flags |= TC_U32_TERMINAL;
+        } else if matches(w, "divisor") {
+            let v = a.value()?;
+            let d = num(v)
+                .filter(|&d| d != 0 && d <= 0x100 && (d - 1) & d == 0)
+                .ok_or_else(|| TcError::tc("Illegal \"divisor\"\n"))?;
+            o.divisor = Some(d);
+        } else if matches(w, "order") {
+            let v = a.value()?;
+            order = num(v).ok_or_else(|| TcError::tc("Illegal \"order\"\n"))?;
+        } else if w == "link" {
+            let v = a.value()?;
+            let l = get_u32_handle(v).ok_or_else(|| TcError::tc("Illegal \"link\"\n"))?;
+            if l != 0 && node_of(l) != 0 {
+                return Err(TcError::tc("\"link\" must be a hash table.\n"));
+            }
+            o.link = Some(l);
+        } else if w == "ht" {
+            let v = a.value()?;
+            let h = get_u32_handle(v).ok_or_else(|| TcError::tc("Illegal \"ht\"\n"))?;
+            if handle.is_some() && node_of(h) != 0 {
+                return Err(TcError::tc("\"ht\" must be a hash table.\n"));
+            }
+            htid = if sample_ok { (htid & 0xFF000) | (h & 0xFFF0_0000) } else { h & 0xFFFF_F000 };
+        } else if w == "sample" {
+            let mut s2 = Sel::default();
+            if parse_selector(a, &mut s2)?.is_none() {
+                return Err(TcError::tc("Illegal \"sample\"\n"));
+            }
+            if s2.keys.len() != 1 {
+                return Err(TcError::tc("\"sample\" must contain exactly ONE key.\n"));
+            }
+            let mut divisor = 0x100u32;
+            if a.peek() == Some("divisor") {
+                a.next();
+                let v = a.value()?;
+                divisor = num(v)
+                    .filter(|&d| d != 0 && d <= 0x100 && (d - 1) & d == 0)
+                    .ok_or_else(|| TcError::tc("Illegal sample \"divisor\"\n"))?;
+                a.value()?;
+            }
+            let k = s2.keys[0];
+            let fshift = if k.mask != 0 { k.mask.trailing_zeros() } else { 0 };
+            let hash = (k.val & k.mask) >> fshift;
+            htid = ((hash % divisor) << 12) | (htid & 0xFFF0_0000);
+            sample_ok = true;
+        } else if w == "indev" {
+            return Err(TcError::tc(
+                "qdisc-lab: u32 \"indev\" is not supported (egress packets have no input device)\n",
+            ));
+        } else if matches(w, "action") || matches(w, "police") {
+            skip_action(a);
+            terminal = true;
+            o.action = true;
+        } else if w == "skip_hw" {
+            flags |= SKIP_HW;
+        } else if w == "skip_sw" {
+            flags |= SKIP_SW;
+        } else if w == "help" {
+            return Err(TcError::tc(USAGE));
+        } else {
+            return Err(TcError::tc(format!("What is \"{w}\"?\n{USAGE}")));
+        }
+    }
+    if terminal {
+        sel.flags |= TC_U32_TERMINAL;
+    }
+    if order != 0 {
+        if node_of(tcm_handle) != 0 && order != node_of(tcm_handle) {
+            return Err(TcError::tc("\"order\" contradicts \"handle\"\n"));
+        }
+        tcm_handle |= order;
+    }
+    if htid != 0 {
+        o.hash = Some(htid);
+    }
+    if sel_ok {
+        o.sel = Some(sel);
+    }
+    if flags != 0 {
+        if flags == SKIP_HW | SKIP_SW {
+            return Err(TcError::tc("skip_hw and skip_sw are mutually exclusive\n"));
+        }
+        o.flags = Some(flags);
+    }
+    Ok((tcm_handle, o))
+}
+
+/// Skip an action/police spec: everything up to the next u32 keyword.
+fn skip_action(a: &mut Args) {
+    const KW: &[&str] =
+        &["match", "offset", "hashkey", "classid", "flowid", "divisor", "order", "link", "ht", "sample"];
+    while let Some(w) = a.peek() {
+        if KW.contains(&w) || w == "skip_hw" || w == "skip_sw" {
+            break;
+        }
+        a.next();
+    }
+}
+
+// ---- printing: u32_print_opt ---------------------------------------------------------
+
+fn print_handle(out: &mut Out, h: u32) {
+    let s = fmt_u32_handle(h, out.raw());
+    out.string("fh", format_args!("fh {s} "), &s);
+    if node_of(h) != 0 {
+        out.int("order", format_args!("order {} ", node_of(h)), node_of(h) as i64);
+    }
+}
+
+fn print_knode(out: &mut Out, n: &Knode, ctx: &super::DumpCtx) {
+    print_handle(out, n.handle);
+    let htid = n.handle & 0xFFFF_F000;
+    let kh = format!("{:x}", (htid >> 20) & 0xFFF);
+    out.string("key_ht", format_args!("key ht {kh} "), &kh);
+    let bkt = format!("{:x}", hash_of(htid));
+    out.string("bkt", format_args!("bkt {bkt} "), &bkt);
+    if n.classid != 0 {
+        if n.sel.flags & TC_U32_TERMINAL == 0 {
+            out.fp(format_args!("*"));
+        }
+        let c = crate::tc::show_classid(n.classid);
+        out.string("flowid", format_args!("flowid {c} "), &c);
+    } else if n.sel.flags & TC_U32_TERMINAL != 0 {
+        out.fp(format_args!("terminal flowid "));
+    }
+    if n.link != 0 {
+        let l = fmt_u32_handle(n.link, out.raw());
+        out.string("link", format_args!("link {l} "), &l);
+    }
+    if n.flags & SKIP_HW != 0 {
+        out.boolean("skip_hw", format_args!("skip_hw "), true);
+    }
+    if n.flags & SKIP_SW != 0 {
+        out.boolean("skip_sw", format_args!("skip_sw "), true);
+    }
+    if n.flags & NOT_IN_HW != 0 {
+        out.boolean("not_in_hw", format_args!("not_in_hw "), true);
+    }
+    for k in &n.sel.keys {
+        show_key(out, k, ctx);
+    }
+    let s = &n.sel;
+    if s.flags & (TC_U32_VAROFFSET | TC_U32_OFFSET) != 0 {
+        out.nl();
+        out.fp(format_args!("    offset "));
+        if s.flags & TC_U32_VAROFFSET != 0 {
+            let m = format!("{:04x}", s.offmask);
+            out.string("offset_mask", format_args!("{m}"), &format!("{:x}", s.offmask));
+            out.int("offset_shift", format_args!(">>{} ", s.offshift), s.offshift as i64);
+            out.int("offset_off", format_args!("at {} ", s.offoff), s.offoff as i64);
+        }
+        if s.off != 0 {
+            out.int("plus", format_args!("plus {} ", s.off as i16), s.off as i16 as i64);
+        }
+    }
+    if s.flags & TC_U32_EAT != 0 {
+        out.bare_string(format_args!(" eat "), " eat ");
+    }
+    if s.hmask != 0 {
+        out.nl();
+        out.string("hash_mask", format_args!("    hash mask {:08x} ", s.hmask), &format!("{:x}", s.hmask));
+        out.int("hash_off", format_args!("at {} ", s.hoff), s.hoff as i64);
+    }
+}
+
+/// `show_keys`: the raw form, or with `-p` the protocol's pretty printer.
+fn show_key(out: &mut Out, k: &Key, ctx: &super::DumpCtx) {
+    out.open_object(Some("match"));
+    if ctx.pretty && (ctx.protocol == ETH_P_IP || ctx.protocol == ETH_P_IPV6) {
+        print_ip_key(out, k, ctx.protocol == ETH_P_IPV6);
+    } else {
+        out.nl();
+        out.string("value", format_args!("  match {:08x}", k.val), &format!("{:x}", k.val));
+        out.string("mask", format_args!("/{:08x} ", k.mask), &format!("{:x}", k.mask));
+        let nh = if k.offmask != 0 { "nexthdr+" } else { "" };
+        out.string("offmask", format_args!("at {nh}"), nh);
+        out.int("off", format_args!("{}", k.off), k.off as i64);
+    }
+    out.close_object();
+}
+
+/// `mask2bits`: the prefix length of a contiguous mask, or None.
+fn mask2bits(m: u32) -> Option<u32> {
+    let bits = m.leading_ones();
+    (m.checked_shl(bits).unwrap_or(0) == 0).then_some(bits)
+}
+
+/// `print_ipv4` / `print_ipv6` (the latter, like tc, prints IPv4-style and swaps
+/// the port names).
+fn print_ip_key(out: &mut Out, k: &Key, v6: bool) {
+    match k.off {
+        0 => match k.mask {
+            0x0f00_0000 => {
+                out.nl();
+                out.uint("ip_ihl", format_args!("  match IP ihl {}", k.val >> 24), (k.val >> 24) as u64);
+            }
+            0x00ff_0000 => {
+                out.nl();
+                let v = k.val >> 16;
+                let s = if v == 0 { "0".to_string() } else { format!("{v:#x}") };
+                out.string("ip_dsfield", format_args!("  match IP dsfield {s}"), &format!("{v:#x}"));
+            }
+            _ => {}
+        },
+        8 if k.mask == 0x00ff_0000 => {
+            out.nl();
+            let v = (k.val >> 16) as i64;
+            out.int("ip_protocol", format_args!("  match IP protocol {v}"), v);
+        }
+        12 | 16 => {
+            if let Some(bits) = mask2bits(k.mask) {
+                out.nl();
+                if k.off == 12 {
+                    out.fp(format_args!("  match IP src "));
+                    out.open_object(Some("src"));
+                } else {
+                    out.fp(format_args!("  match IP dst "));
+                    out.open_object(Some("dst"));
+                }
+                let a = std::net::Ipv4Addr::from(k.val).to_string();
+                out.string("address", format_args!("{a}"), &a);
+                out.int("prefixlen", format_args!("/{bits}"), bits as i64);
+                out.close_object();
+            }
+        }
+        20 => {
+            let (lo, hi) = (k.val & 0xffff, k.val >> 16);
+            match (k.mask, v6) {
+                (0x0000_ffff, false) => out.uint("dport", format_args!("match dport {lo}"), lo as u64),
+                (0xffff_0000, false) => {
+                    out.nl();
+                    out.uint("sport", format_args!("  match sport {hi}"), hi as u64);
+                }
+                (0xffff_ffff, false) => {
+                    out.nl();
+                    out.uint("dport", format_args!("  match dport {lo}, "), lo as u64);
+                    out.uint("sport", format_args!("match sport {hi}"), hi as u64);
+                }
+                (0x0000_ffff, true) => {
+                    out.nl();
+                    out.uint("sport", format_args!("  match sport {lo}"), lo as u64);
+                }
+                (0xffff_0000, true) => out.uint("dport", format_args!("match dport {hi}"), hi as u64),
+                (0xffff_ffff, true) => {
+                    out.nl();
+                    out.uint("sport", format_args!("  match sport {lo}, "), lo as u64);
+                    out.uint("dport", format_args!("match dport {hi}"), hi as u64);
+                }
+                _ => {}
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::{Headers, ETH_P_IP};
+    use crate::packet::{FlowKey, Packet};
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+    fn opts(s: &str) -> (u32, U32Opts) {
+        let v = argv(s);
+        parse(None, &mut Args::new(&v)).unwrap()
+    }
+    fn mapped(a: [u8; 4]) -> [u8; 16] {
+        let mut m = [0u8; 16];
+        m[10] = 0xff;
+        m[11] = 0xff;
+        m[12..].copy_from_slice(&a);
+        m
+    }
+    fn pkt(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, proto: u8, tos: u8) -> Packet {
+        let mut p = Packet::new(1, 1000).with_flow(FlowKey { src: mapped(src), dst: mapped(dst), sport, dport, proto });
+        p.tos = tos;
+        p
+    }
+    fn tp_with(rules: &[&str]) -> Tp {
+        let mut tp = Tp::init(None, 1).unwrap();
+        for r in rules {
+            let (h, o) = opts(r);
+            tp.change(h, &o, None).unwrap();
+        }
+        tp
+    }
+    fn cls(tp: &Tp, p: &Packet) -> Option<u32> {
+        tp.classify(&Headers::of(p)).map(|r| r.classid)
+    }
+
+    #[test]
+    fn parse_packs_keys_like_f_u32() {
+        let (_, o) = opts("match ip src 10.0.0.0/8 match ip sport 1024 0xffff match ip dport 80 0xffff flowid 1:10");
+        let s = o.sel.unwrap();
+        assert_eq!(s.keys[0], Key { val: 0x0a00_0000, mask: 0xff00_0000, off: 12, offmask: 0 });
+        // sport and dport share the word at 20.
+        assert_eq!(s.keys[1], Key { val: (1024 << 16) | 80, mask: 0xffff_ffff, off: 20, offmask: 0 });
+        assert_eq!(s.flags, TC_U32_TERMINAL);
+        assert_eq!(o.classid, Some(0x10010));
+        let (_, o) = opts("match ip tos 0x10 0xff match ip protocol 6 0xff match u8 5 0xff at 3");
+        let k = o.sel.unwrap().keys;
+        assert_eq!(k[0], Key { val: 0x0010_0005, mask: 0x00ff_00ff, off: 0, offmask: 0 });
+        assert_eq!(k[1], Key { val: 0x0006_0000, mask: 0x00ff_0000, off: 8, offmask: 0 });
+        let v = argv("match u32 1 2 at 3 flowid 1:1");
+        assert_eq!(parse(None, &mut Args::new(&v)).unwrap_err(), TcError::tc("Illegal \"match\"\n"));
+        let v = argv("match ip src 10.0.0.0/33");
+        assert!(parse(None, &mut Args::new(&v)).is_err());
+        assert_eq!(get_u32_handle("800::800"), Some(0x8000_0800));
+        assert_eq!(get_u32_handle("2:5:"), Some(0x0020_5000));
+        assert_eq!(fmt_u32_handle(0x0020_5800, false), "2:5:800");
+        assert_eq!(fmt_u32_handle(0x8000_0000, false), "800:");
+    }
+
+    #[test]
+    fn classify_prefixes_ports_protocol_tos() {
+        let tp = tp_with(&[
+            "match ip dst 10.1.0.0/16 match ip dport 80 0xffff flowid 1:10",
+            "match ip src 192.168.1.7/32 flowid 1:20",
+            "match ip protocol 17 0xff match ip tos 0xb8 0xfc flowid 1:30",
+        ]);
+        assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 1, 9, 9], 5, 80, 6, 0)), Some(0x10010));
+        assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 2, 9, 9], 5, 80, 6, 0)), None);
+        assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 1, 9, 9], 5, 81, 6, 0)), None);
+        assert_eq!(cls(&tp, &pkt([192, 168, 1, 7], [8, 8, 8, 8], 5, 81, 6, 0)), Some(0x10020));
+        assert_eq!(cls(&tp, &pkt([192, 168, 1, 8], [8, 8, 8, 8], 5, 81, 6, 0)), None);
+        // ECN bits are masked off.
+        assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [8, 8, 8, 8], 5, 53, 17, 0xb9)), Some(0x10030));
+        assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [8, 8, 8, 8], 5, 53, 6, 0xb8)), None);
+        // No header: the first key read fails and u32 gives up.
+        assert_eq!(cls(&tp, &Packet::new(1, 100)), None);
+    }
+
+    #[test]
+    fn handles_follow_the_kernel() {
+        let mut tp = Tp::init(None, 1).unwrap();
+        assert_eq!(tp.root, 0x8000_0000);
+        let (h, o) = opts("match u32 0 0 flowid 1:1");
+        tp.change(h, &o, None).unwrap();
+        tp.change(h, &o, None).unwrap();
+        assert_eq!(tp.get(0x8000_0800), Some(Fh::Key(0x8000_0800)));
+        assert_eq!(tp.get(0x8000_0801), Some(Fh::Key(0x8000_0801)));
+        assert_eq!(tp.get(0x8000_0000), Some(Fh::Ht(0x8000_0000)));
+        // Deleting the first frees its id for the next filter.
+        assert!(!tp.delete(Fh::Key(0x8000_0800)).unwrap());
+        tp.change(h, &o, None).unwrap();
+        assert_eq!(tp.get(0x8000_0800), Some(Fh::Key(0x8000_0800)));
+        // A second proto of the qdisc gets 801:, a table 802:.
+        let tp2 = Tp::init(Some(tp.common.clone()), 2).unwrap();
+        assert_eq!(tp2.root, 0x8010_0000);
+        let mut tp2 = tp2;
+        let (h, o) = opts("divisor 256");
+        tp2.change(h, &o, None).unwrap();
+        assert!(read_common(&tp.common).ht(0x8020_0000).is_some());
+        assert_eq!(tp.delete(Fh::Ht(0x8000_0000)), Err(FilterError::ext("cls_u32: Not allowed to delete root node")));
+    }
+
+    #[test]
+    fn hash_tables_and_links() {
+        let mut tp = Tp::init(None, 1).unwrap();
+        let v = argv("divisor 256");
+        let (_, o) = parse(Some("2:"), &mut Args::new(&v)).unwrap();
+        tp.change(0x0020_0000, &o, None).unwrap();
+        // Bucket = last octet of the destination.
+        let (h, o) = opts("ht 800:: match ip protocol 6 0xff hashkey mask 0x000000ff at 16 link 2:");
+        tp.change(h, &o, None).unwrap();
+        let (h, o) = opts("ht 2:7 match ip dst 10.0.0.7 flowid 1:7");
+        tp.change(h, &o, None).unwrap();
+        assert_eq!(tp.get(0x0020_7800), Some(Fh::Key(0x0020_7800)));
+        assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 0, 0, 7], 1, 2, 6, 0)), Some(0x10007));
+        assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 0, 0, 8], 1, 2, 6, 0)), None);
+        assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 0, 0, 7], 1, 2, 17, 0)), None);
+        // The linked table is in use.
+        assert_eq!(tp.delete(Fh::Ht(0x0020_0000)), Err(FilterError::ext("cls_u32: Can not delete in-use filter")));
+        let (h, o) = opts("ht 3: match ip dst 10.0.0.7 flowid 1:7");
+        assert_eq!(tp.change(h, &o, None), Err(FilterError::ext("cls_u32: Specified hash table not found")));
+        let (h, o) = opts("link 9: match ip dst 10.0.0.7");
+        assert_eq!(tp.change(h, &o, None), Err(FilterError::ext("cls_u32: Link hash table not found")));
+        let _ = ETH_P_IP;
+    }
+
+    #[test]
+    fn replace_keeps_the_selector() {
+        let mut tp = tp_with(&["match ip dst 10.0.0.1 flowid 1:10"]);
+        let (h, o) = opts("match ip dst 10.0.0.2 flowid 1:20");
+        tp.change(h, &o, tp.get(0x8000_0800)).unwrap();
+        assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 0, 0, 1], 1, 2, 6, 0)), Some(0x10020));
+        assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 0, 0, 2], 1, 2, 6, 0)), None);
+    }
+}

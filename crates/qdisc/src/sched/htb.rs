@@ -1,0 +1,2149 @@
+//! htb — Hierarchical Token Bucket. Mirrors net/sched/sch_htb.c (kernel side) and
+//! tc/q_htb.c (iproute2 side); §14 of the reference.
+//!
+//! Theory: a tree of classes, each with two token buckets kept as *time* (ns of
+//! transmission credit, see [`crate::rate`]): the rate bucket (`tokens`, at most
+//! `buffer`) and the ceil bucket (`ctokens`, at most `cbuffer`). Credit grows with
+//! elapsed time; sending `len` bytes costs `l2t(len)`. A class is in one of three
+//! modes: CAN_SEND (rate credit ≥ 0), MAY_BORROW (rate exhausted, ceil credit ≥ 0:
+//! it may use credit of an ancestor), CANT_SEND (ceil exhausted). Buckets never fall
+//! below −`mbuffer` (60 s).
+//!
+//! Leaves (level 0) hold packets in a child qdisc; inner classes have a level one
+//! below their parent (a class without a parent is at level 7). Scheduling state:
+//!
+//! * per level and priority, a **row**: the CAN_SEND classes of that level that have
+//!   active leaves below (or are active leaves) at that priority;
+//! * per inner class and priority, a **feed**: its MAY_BORROW children that are
+//!   active at that priority — an active leaf that may borrow hangs in its parent's
+//!   feed, and so on up to the first ancestor that can send, which sits in a row;
+//! * per level, a **wait queue** of the classes that are not CAN_SEND, keyed by the
+//!   time their mode will next change (`pq_key`).
+//!
+//! Dequeue serves the direct queue first, then levels 0..7, and within a level the
+//! priorities lowest first; rows and feeds are served round robin in classid order
+//! with a per-leaf deficit (`quantum` bytes per turn). The level a packet is found
+//! at is the level it borrows from: classes at or above it are charged their rate
+//! bucket ("lended" at exactly that level), classes below only their ceil bucket
+//! ("borrowed"). When nothing can send, the answer is the nearest wait-queue event
+//! (`Throttled { until }`), as the kernel arms its watchdog.
+//!
+//! Data structures for scale: classes live in a `Vec` indexed by minor; rows and
+//! feeds are `BTreeSet`s of minors with a saved DRR position; wait queues are
+//! `BTreeSet<(pq_key, insertion, minor)>`; the kernel's class hash (which fixes the
+//! order `tc class show` lists classes in) is simulated bucket by bucket. Nothing on
+//! the datapath scans all classes.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::ops::Bound::{Excluded, Unbounded};
+
+use crate::packet::Packet;
+use crate::qdisc::{tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Node, Parked, Qdisc, TC_H_ROOT};
+use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
+use crate::sched::fifo::{Fifo, FifoKind};
+use crate::sched::{ClassOpts, Opts};
+use crate::stats::{Reduce, Stats};
+use crate::tc::{matches, units, Args, Errno, Out, TcError};
+use crate::time::Instant;
+
+/// TC_HTB_MAXDEPTH: levels 0..=7.
+pub const TC_HTB_MAXDEPTH: usize = 8;
+/// TC_HTB_NUMPRIO: priorities 0..=7.
+pub const TC_HTB_NUMPRIO: usize = 8;
+/// TC_HTB_PROTOVER: the version tc must send.
+pub const TC_HTB_PROTOVER: u32 = 3;
+/// HTB_VER (0x30011) as the kernel dumps it: `ver 3.17`.
+const HTB_VER: u32 = 0x30011;
+/// `cl->mbuffer`: the deepest a bucket may go into debt, ns (60 s).
+const MBUFFER_NS: i64 = 60_000_000_000;
+const NSEC_PER_SEC: i64 = 1_000_000_000;
+
+// ---------------------------------------------------------------------------------
+// tc side (q_htb.c)
+
+/// What tc sends for `qdisc add … htb`: `struct tc_htb_glob` (TCA_HTB_INIT) plus the
+/// optional TCA_HTB_DIRECT_QLEN and TCA_HTB_OFFLOAD attributes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HtbOpt {
+    /// Always 3 from tc.
+    pub version: u32,
+    pub rate2quantum: u32,
+    /// Minor of the default class (`default`, parsed as hex).
+    pub defcls: u32,
+    /// `debug`: accepted and ignored by the kernel.
+    pub debug: u32,
+    /// TCA_HTB_DIRECT_QLEN, sent only when given.
+    pub direct_qlen: Option<u32>,
+    /// TCA_HTB_OFFLOAD.
+    pub offload: bool,
+}
+
+impl Default for HtbOpt {
+    fn default() -> Self {
+        HtbOpt { version: TC_HTB_PROTOVER, rate2quantum: 10, defcls: 0, debug: 0, direct_qlen: None, offload: false }
+    }
+}
+
+/// What tc sends for `class add|change … htb`: `struct tc_htb_opt` (TCA_HTB_PARMS)
+/// plus TCA_HTB_RATE64/CEIL64 for rates that do not fit 32 bits. (The rate tables
+/// only matter to the kernel for link-layer detection when the ratespec says
+/// "unaware", which tc never sends.)
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HtbClassOpt {
+    pub rate: RateSpec,
+    pub ceil: RateSpec,
+    /// Rate bucket size in ticks (`tc_calc_xmittime(rate, burst)`).
+    pub buffer: u32,
+    /// Ceil bucket size in ticks.
+    pub cbuffer: u32,
+    /// 0 = computed by the kernel from rate / r2q.
+    pub quantum: u32,
+    pub prio: u32,
+    pub rate64: Option<u64>,
+    pub ceil64: Option<u64>,
+}
+
+/// q_htb.c `explain`.
+const USAGE: &str = "Usage: ... qdisc add ... htb [default N] [r2q N]
+                      [direct_qlen P] [offload]
+ default  minor id of class to which unclassified packets are sent {0}
+ r2q      DRR quantums are computed as rate in Bps/r2q {10}
+ debug    string of 16 numbers each 0-3 {0}
+
+ direct_qlen  Limit of the direct queue {in packets}
+ offload  enable hardware offload
+... class add ... htb rate R1 [burst B1] [mpu B] [overhead O]
+                      [prio P] [slot S] [pslot PS]
+                      [ceil R2] [cburst B2] [mtu MTU] [quantum Q]
+ rate     rate allocated to this class (class can still borrow)
+ burst    max bytes burst which can be accumulated during idle period {computed}
+ mpu      minimum packet size used in rate computations
+ overhead per-packet size overhead used in rate computations
+ linklay  adapting to a linklayer e.g. atm
+ ceil     definite upper class rate (no borrows) {rate}
+ cburst   burst but for ceil {computed}
+ mtu      max packet size we create rate map for {1600}
+ prio     priority of leaf; lower are served first {0}
+ quantum  how much bytes to serve from leaf at once {use r2q}
+
+TC HTB version 3.3
+";
+
+/// q_htb.c `explain1`.
+fn explain1(what: &str) -> TcError {
+    TcError::tc(format!("Illegal \"{what}\"\n{USAGE}"))
+}
+
+/// C `strtoul(s, &end, base)` for base 10 or 16 with iproute2's `get_u32`/`get_u16`
+/// checks: the whole string must be consumed and the value fit `max`.
+fn get_unsigned(s: &str, base: u32, max: u64) -> Option<u64> {
+    let t = s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (neg, mut body) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    if base == 16 {
+        if let Some(b) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+            if b.starts_with(|c: char| c.is_ascii_hexdigit()) {
+                body = b;
+            }
+        }
+    }
+    if body.is_empty() || !body.chars().all(|c| c.is_digit(base)) {
+        return None;
+    }
+    // strtoul saturates at ULONG_MAX (ERANGE → get_u32 fails) and negates after a '-'.
+    let v = u64::from_str_radix(body, base).ok()?;
+    let v = if neg { v.wrapping_neg() } else { v };
+    (v <= max).then_some(v)
+}
+
+fn get_u32(s: &str, base: u32) -> Option<u32> {
+    get_unsigned(s, base, u32::MAX as u64).map(|v| v as u32)
+}
+fn get_u16(s: &str) -> Option<u16> {
+    get_unsigned(s, 10, u16::MAX as u64).map(|v| v as u16)
+}
+
+/// tc side: mirrors `htb_parse_opt` in tc/q_htb.c.
+pub fn parse(args: &mut Args) -> Result<HtbOpt, TcError> {
+    let mut opt = HtbOpt::default();
+    while let Some(a) = args.next() {
+        if matches(a, "r2q") {
+            let v = args.value()?;
+            opt.rate2quantum = get_u32(v, 10).ok_or_else(|| explain1("r2q"))?;
+        } else if matches(a, "default") {
+            let v = args.value()?;
+            opt.defcls = get_u32(v, 16).ok_or_else(|| explain1("default"))?;
+        } else if matches(a, "debug") {
+            let v = args.value()?;
+            for (i, c) in v.bytes().take(16).enumerate() {
+                if !(b'0'..=b'3').contains(&c) {
+                    break;
+                }
+                opt.debug |= ((c - b'0') as u32) << (2 * i);
+            }
+        } else if matches(a, "direct_qlen") {
+            let v = args.value()?;
+            opt.direct_qlen = Some(get_u32(v, 10).ok_or_else(|| explain1("direct_qlen"))?);
+        } else if matches(a, "offload") {
+            opt.offload = true;
+        } else {
+            return Err(TcError::tc(format!("What is \"{a}\"?\n{USAGE}")));
+        }
+    }
+    // ~0U means "not given" in q_htb.c: `direct_qlen 4294967295` is not sent.
+    if opt.direct_qlen == Some(u32::MAX) {
+        opt.direct_qlen = None;
+    }
+    Ok(opt)
+}
+
+/// `tc_calc_rtable`'s side effects on a ratespec (the table itself is not kept).
+fn calc_rtable(r: &mut RateSpec, cell_log: Option<u8>, mtu: u32, linklayer: LinkLayer) {
+    let mtu = if mtu == 0 { 2047 } else { mtu };
+    let cell_log = cell_log.unwrap_or_else(|| {
+        let mut c = 0u8;
+        while (mtu >> c) > 255 {
+            c += 1;
+        }
+        c
+    });
+    r.cell_align = -1;
+    r.cell_log = cell_log;
+    r.linklayer = linklayer;
+}
+
+/// `get_hz()` on a kernel with high-resolution timers (/proc/net/psched word 4).
+const TC_HZ: u64 = 1_000_000_000;
+
+/// tc side: mirrors `htb_parse_class_opt` in tc/q_htb.c.
+pub fn parse_class(args: &mut Args) -> Result<HtbClassOpt, TcError> {
+    let mut opt = HtbClassOpt::default();
+    let (mut buffer, mut cbuffer) = (0u32, 0u32);
+    let (mut cell_log, mut ccell_log): (Option<u8>, Option<u8>) = (None, None);
+    let mut mtu: u32 = 1600;
+    let mut mpu: u16 = 0;
+    let mut overhead: u16 = 0;
+    let mut linklayer = LinkLayer::Ethernet;
+    let (mut rate64, mut ceil64) = (0u64, 0u64);
+    let rate_arg = |v: &str, what: &str| -> Result<u64, TcError> {
+        // `N%` needs the device speed from sysfs, which these devices do not report.
+        if v.contains('%') {
+            return Err(explain1(what));
+        }
+        units::get_rate64(v).ok_or_else(|| explain1(what))
+    };
+    while let Some(a) = args.next() {
+        if matches(a, "prio") {
+            let v = args.value()?;
+            opt.prio = get_u32(v, 10).ok_or_else(|| explain1("prio"))?;
+        } else if matches(a, "mtu") {
+            let v = args.value()?;
+            mtu = get_u32(v, 10).ok_or_else(|| explain1("mtu"))?;
+        } else if matches(a, "mpu") {
+            let v = args.value()?;
+            mpu = get_u16(v).ok_or_else(|| explain1("mpu"))?;
+        } else if matches(a, "overhead") {
+            let v = args.value()?;
+            overhead = get_u16(v).ok_or_else(|| explain1("overhead"))?;
+        } else if matches(a, "linklayer") {
+            let v = args.value()?;
+            linklayer = LinkLayer::parse(v).ok_or_else(|| explain1("linklayer"))?;
+        } else if matches(a, "quantum") {
+            let v = args.value()?;
+            opt.quantum = get_u32(v, 10).ok_or_else(|| explain1("quantum"))?;
+        } else if matches(a, "burst") || a == "buffer" || a == "maxburst" {
+            let v = args.value()?;
+            let (b, c) = units::get_size_and_cell(v).ok_or_else(|| explain1(a))?;
+            buffer = b;
+            if c.is_some() {
+                cell_log = c;
+            }
+        } else if matches(a, "cburst") || a == "cbuffer" || a == "cmaxburst" {
+            let v = args.value()?;
+            let (b, c) = units::get_size_and_cell(v).ok_or_else(|| explain1(a))?;
+            cbuffer = b;
+            if c.is_some() {
+                ccell_log = c;
+            }
+        } else if a == "ceil" {
+            let v = args.value()?;
+            if ceil64 != 0 {
+                return Err(TcError::tc("Double \"ceil\" spec\n"));
+            }
+            ceil64 = rate_arg(v, "ceil")?;
+        } else if a == "rate" {
+            let v = args.value()?;
+            if rate64 != 0 {
+                return Err(TcError::tc("Double \"rate\" spec\n"));
+            }
+            rate64 = rate_arg(v, "rate")?;
+        } else if a == "help" {
+            return Err(TcError::tc(USAGE));
+        } else {
+            return Err(TcError::tc(format!("What is \"{a}\"?\n{USAGE}")));
+        }
+    }
+    if rate64 == 0 {
+        return Err(TcError::tc("\"rate\" is required.\n"));
+    }
+    if ceil64 == 0 {
+        ceil64 = rate64;
+    }
+    opt.rate.rate = if rate64 >= 1 << 32 { u32::MAX } else { rate64 as u32 };
+    opt.ceil.rate = if ceil64 >= 1 << 32 { u32::MAX } else { ceil64 as u32 };
+    // The smallest sensible burst: what the rate sends in one timer tick, plus an MTU.
+    if buffer == 0 {
+        buffer = (rate64 / TC_HZ).wrapping_add(mtu as u64) as u32;
+    }
+    if cbuffer == 0 {
+        cbuffer = (ceil64 / TC_HZ).wrapping_add(mtu as u64) as u32;
+    }
+    opt.rate.overhead = overhead;
+    opt.ceil.overhead = overhead;
+    opt.rate.mpu = mpu;
+    opt.ceil.mpu = mpu;
+    calc_rtable(&mut opt.rate, cell_log, mtu, linklayer);
+    opt.buffer = calc_xmittime(rate64, buffer);
+    calc_rtable(&mut opt.ceil, ccell_log, mtu, linklayer);
+    opt.cbuffer = calc_xmittime(ceil64, cbuffer);
+    if rate64 >= 1 << 32 {
+        opt.rate64 = Some(rate64);
+    }
+    if ceil64 >= 1 << 32 {
+        opt.ceil64 = Some(ceil64);
+    }
+    Ok(opt)
+}
+
+/// C's conversion of a double to `unsigned int` as gcc emits it on x86-64: truncate
+/// to a 64-bit integer and keep the low 32 bits (out-of-range values wrap).
+fn c_double_to_u32(x: f64) -> u32 {
+    if x.is_finite() && x.abs() < 9.223_372_036_854_776e18 {
+        (x as i64) as u32
+    } else {
+        0
+    }
+}
+
+/// `tc_calc_xmittime`: ticks for `size` bytes at `rate`, its `unsigned int` result
+/// wrapping for huge values (`rate 8bit` with the default burst).
+fn calc_xmittime(rate: u64, size: u32) -> u32 {
+    c_double_to_u32(units::time2tick(1_000_000.0 * (size as f64 / rate as f64)).ceil())
+}
+
+/// `tc_calc_xmitsize`: bytes sent in `ticks` at `rate`, wrapping like C for huge rates.
+fn calc_xmitsize(rate: u64, ticks: u32) -> u32 {
+    c_double_to_u32(rate as f64 * units::tick2time(ticks as f64) / 1_000_000.0)
+}
+
+/// PSCHED_TICKS2NS.
+fn ticks2ns(ticks: u32) -> i64 {
+    (ticks as i64) << 6
+}
+/// PSCHED_NS2TICKS.
+fn ns2ticks(ns: i64) -> i64 {
+    ns >> 6
+}
+
+// ---------------------------------------------------------------------------------
+// Kernel side
+
+/// `enum htb_cmode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// HTB_CANT_SEND: neither its own rate nor borrowing (ceil exhausted).
+    CantSend,
+    /// HTB_MAY_BORROW: own rate exhausted, may borrow from an ancestor.
+    MayBorrow,
+    /// HTB_CAN_SEND: within its own rate.
+    CanSend,
+}
+
+/// `struct htb_prio`: a row (per level) or a feed (per inner class) for one
+/// priority: the member classes ordered by classid, the DRR position, and the
+/// classid to resume from when the position was invalidated.
+#[derive(Clone, Debug, Default)]
+struct HPrio {
+    set: BTreeSet<u32>,
+    ptr: Option<u32>,
+    last_ptr_id: Option<u32>,
+}
+
+/// `struct htb_level`.
+#[derive(Clone, Debug, Default)]
+struct Level {
+    /// The wait queue: (pq_key, insertion number, minor). Equal keys keep insertion
+    /// order, as the kernel's rb-tree insert sends equal keys right.
+    wait_pq: BTreeSet<(i64, u64, u32)>,
+    hprio: [HPrio; TC_HTB_NUMPRIO],
+}
+
+/// `struct htb_class`.
+struct Class {
+    classid: u32,
+    /// The parent's minor (None = a root class).
+    parent: Option<u32>,
+    children: u32,
+    level: usize,
+    rate: PschedRatecfg,
+    ceil: PschedRatecfg,
+    buffer: i64,
+    cbuffer: i64,
+    mbuffer: i64,
+    prio: u32,
+    quantum: i32,
+    tokens: i64,
+    ctokens: i64,
+    t_c: i64,
+    cmode: Mode,
+    /// Bit per priority at which this class is active.
+    prio_activity: u32,
+    /// Wait-queue entry: (level queued at, pq_key, insertion number).
+    pq: Option<(usize, i64, u64)>,
+    /// bstats (bytes/packets only).
+    bstats: Stats,
+    lends: u32,
+    borrows: u32,
+    giants: u32,
+    drops: u32,
+    overlimits: u32,
+    /// Filters bound to this class (`filter_cnt`, `qdisc_class_in_use`).
+    filter_cnt: u32,
+    /// Level 0: the leaf qdisc and the per-level deficits.
+    leaf: Option<Node>,
+    deficit: [i32; TC_HTB_MAXDEPTH],
+    /// Level > 0: the feeds, one per priority.
+    inner: Option<Box<[HPrio; TC_HTB_NUMPRIO]>>,
+}
+
+/// The kernel's `Qdisc_class_hash` as far as its iteration order goes: buckets of
+/// classids, newest first within a bucket, doubling when the load passes 3/4.
+#[derive(Clone, Debug)]
+struct ClassHash {
+    buckets: Vec<Vec<u32>>,
+    elems: usize,
+}
+
+impl ClassHash {
+    /// `qdisc_class_hash_init`: four buckets.
+    fn new() -> Self {
+        ClassHash { buckets: vec![Vec::new(); 4], elems: 0 }
+    }
+    /// `qdisc_class_hash`.
+    fn hash(id: u32, mask: u32) -> usize {
+        let mut id = id;
+        id ^= id >> 8;
+        id ^= id >> 4;
+        (id & mask) as usize
+    }
+    fn mask(&self) -> u32 {
+        self.buckets.len() as u32 - 1
+    }
+    /// `qdisc_class_hash_insert`: at the head of its bucket.
+    fn insert(&mut self, id: u32) {
+        let b = Self::hash(id, self.mask());
+        self.buckets[b].insert(0, id);
+        self.elems += 1;
+    }
+    fn remove(&mut self, id: u32) {
+        let b = Self::hash(id, self.mask());
+        if let Some(i) = self.buckets[b].iter().position(|&x| x == id) {
+            self.buckets[b].remove(i);
+            self.elems -= 1;
+        }
+    }
+    /// `qdisc_class_hash_grow`: old buckets in order, each chain head first, every
+    /// entry pushed onto the head of its new bucket.
+    fn grow(&mut self) {
+        if self.elems * 4 <= self.buckets.len() * 3 {
+            return;
+        }
+        let nsize = self.buckets.len() * 2;
+        let nmask = nsize as u32 - 1;
+        let mut nb: Vec<Vec<u32>> = vec![Vec::new(); nsize];
+        for b in &self.buckets {
+            for &id in b {
+                nb[Self::hash(id, nmask)].push(id);
+            }
+        }
+        for b in nb.iter_mut() {
+            b.reverse();
+        }
+        self.buckets = nb;
+    }
+    fn walk(&self) -> impl Iterator<Item = u32> + '_ {
+        self.buckets.iter().flatten().copied()
+    }
+}
+
+/// Where a packet goes (`htb_classify`'s answer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// HTB_DIRECT: the unshaped direct queue.
+    Direct,
+    /// A leaf class, by minor.
+    Class(u32),
+}
+
+/// Which row or feed a DRR walk is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PRef {
+    Row(usize),
+    Feed(u32),
+}
+
+/// One htb qdisc: `struct htb_sched` plus the qdisc's own counters.
+pub struct Htb {
+    handle: u32,
+    defcls: u32,
+    rate2quantum: u32,
+    direct_qlen: u32,
+    direct: VecDeque<Packet>,
+    direct_pkts: u32,
+    /// Classes by minor.
+    classes: Vec<Option<Box<Class>>>,
+    hash: ClassHash,
+    levels: [Level; TC_HTB_MAXDEPTH],
+    near_ev_cache: [i64; TC_HTB_MAXDEPTH],
+    row_mask: [u32; TC_HTB_MAXDEPTH],
+    /// `q->now`: the time of the current (or last) dequeue.
+    now: i64,
+    pq_seq: u64,
+    /// The device as last seen (for default leaf qdiscs created by a delete).
+    dev: DevInfo,
+    parked: Parked,
+    watchdog: Option<Instant>,
+    /// Earliest wake-up of a throttled leaf seen during the current dequeue.
+    child_wake: Option<Instant>,
+    stats: Stats,
+    reduce: Reduce,
+}
+
+impl Htb {
+    /// Mirrors `htb_init`. Offload needs hardware (`ndo_setup_tc`), which no device
+    /// here has, so it is refused as the kernel refuses it on such a device.
+    pub fn new(o: &HtbOpt, dev: &DevInfo, handle: u32, parent: u32, now: Instant) -> Result<Htb, TcError> {
+        if o.version != TC_HTB_PROTOVER {
+            return Err(TcError::invalid());
+        }
+        if o.offload {
+            if parent != TC_H_ROOT {
+                return Err(TcError::with_errno("HTB must be the root qdisc to use offload", Errno::EOPNOTSUPP));
+            }
+            return Err(TcError::with_errno("hw-tc-offload ethtool feature flag must be on", Errno::EOPNOTSUPP));
+        }
+        // `rate2quantum` is an int in the kernel: anything below 1 (including values
+        // that wrap negative) becomes 1.
+        let r2q = if (o.rate2quantum as i32) < 1 { 1 } else { o.rate2quantum };
+        Ok(Htb {
+            handle,
+            defcls: o.defcls,
+            rate2quantum: r2q,
+            direct_qlen: o.direct_qlen.unwrap_or(dev.tx_queue_len),
+            direct: VecDeque::new(),
+            direct_pkts: 0,
+            classes: Vec::new(),
+            hash: ClassHash::new(),
+            levels: Default::default(),
+            near_ev_cache: [0; TC_HTB_MAXDEPTH],
+            row_mask: [0; TC_HTB_MAXDEPTH],
+            now: now.as_nanos() as i64,
+            pq_seq: 0,
+            dev: dev.clone(),
+            parked: Parked::default(),
+            watchdog: None,
+            child_wake: None,
+            stats: Stats::default(),
+            reduce: Reduce::default(),
+        })
+    }
+
+    // ---- lookups -------------------------------------------------------------------
+
+    fn has(&self, minor: u32) -> bool {
+        self.classes.get(minor as usize).is_some_and(|c| c.is_some())
+    }
+    fn cl(&self, minor: u32) -> &Class {
+        self.classes[minor as usize].as_ref().expect("class exists")
+    }
+    fn cl_mut(&mut self, minor: u32) -> &mut Class {
+        self.classes[minor as usize].as_mut().expect("class exists")
+    }
+    /// `htb_find`: the class with this full classid, by minor.
+    fn find_classid(&self, classid: u32) -> Option<u32> {
+        (classid != 0 && tc_h_maj(classid) == self.handle && self.has(tc_h_min(classid))).then(|| tc_h_min(classid))
+    }
+    fn hp(&mut self, r: PRef, prio: usize) -> &mut HPrio {
+        match r {
+            PRef::Row(l) => &mut self.levels[l].hprio[prio],
+            PRef::Feed(m) => &mut self.cl_mut(m).inner.as_mut().expect("inner class")[prio],
+        }
+    }
+
+    /// The qdisc's handle.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+    /// Number of classes.
+    pub fn class_count(&self) -> usize {
+        self.hash.elems
+    }
+    /// (tokens, ctokens) of class `minor` in ns, for tests and tracing.
+    pub fn tokens(&self, minor: u32) -> Option<(i64, i64)> {
+        self.has(minor).then(|| (self.cl(minor).tokens, self.cl(minor).ctokens))
+    }
+    /// The mode of class `minor`.
+    pub fn mode(&self, minor: u32) -> Option<Mode> {
+        self.has(minor).then(|| self.cl(minor).cmode)
+    }
+    /// The level of class `minor`.
+    pub fn level(&self, minor: u32) -> Option<usize> {
+        self.has(minor).then(|| self.cl(minor).level)
+    }
+    /// (lends, borrows) of class `minor`.
+    pub fn lends_borrows(&self, minor: u32) -> Option<(u32, u32)> {
+        self.has(minor).then(|| (self.cl(minor).lends, self.cl(minor).borrows))
+    }
+    /// The quantum of class `minor`.
+    pub fn quantum(&self, minor: u32) -> Option<i32> {
+        self.has(minor).then(|| self.cl(minor).quantum)
+    }
+    /// `direct_packets_stat`.
+    pub fn direct_packets(&self) -> u32 {
+        self.direct_pkts
+    }
+
+    /// The filter hook's half of `bind_tcf`: a filter whose result is class
+    /// `classid` holds it (`qdisc_class_get`), so the class cannot be deleted
+    /// ("HTB class in use"). Returns false when no such class exists (the kernel's
+    /// bind then yields no class).
+    pub fn bind_filter(&mut self, classid: u32) -> bool {
+        match self.find_classid(classid) {
+            Some(m) => {
+                self.cl_mut(m).filter_cnt += 1;
+                true
+            }
+            None => false,
+        }
+    }
+    /// `unbind_tcf`: the filter no longer points at class `classid`.
+    pub fn unbind_filter(&mut self, classid: u32) {
+        if let Some(m) = self.find_classid(classid) {
+            let c = self.cl_mut(m);
+            c.filter_cnt = c.filter_cnt.saturating_sub(1);
+        }
+    }
+
+    /// Mirrors `htb_classify` with no filters attached. The order of the kernel's
+    /// decisions is kept so that the filter chain slots in where it runs:
+    /// 1. `skb->priority` equal to the qdisc handle (`X:0`) → the direct queue;
+    /// 2. `skb->priority` naming a leaf → that leaf; naming an inner class → that
+    ///    class's filter chain, otherwise the qdisc's own filter chain — both empty
+    ///    here, and an empty chain classifies nothing;
+    /// 3. nothing classified → the class `X:default` if it exists and is a leaf,
+    ///    else the direct queue.
+    pub fn classify(&self, pkt: &Packet) -> Target {
+        if pkt.priority == self.handle {
+            return Target::Direct;
+        }
+        if let Some(m) = self.find_classid(pkt.priority) {
+            if self.cl(m).level == 0 {
+                return Target::Class(m);
+            }
+        }
+        match self.find_classid(self.handle | tc_h_min(self.defcls)) {
+            Some(m) if self.cl(m).level == 0 => Target::Class(m),
+            _ => Target::Direct,
+        }
+    }
+
+    // ---- rows, feeds and the wait queue ------------------------------------------------
+
+    /// `htb_add_class_to_row`.
+    fn add_class_to_row(&mut self, m: u32, mask: u32) {
+        let level = self.cl(m).level;
+        self.row_mask[level] |= mask;
+        for prio in bits(mask) {
+            self.levels[level].hprio[prio].set.insert(m);
+        }
+    }
+
+    /// `htb_remove_class_from_row`: a DRR position on the class moves to the next one.
+    fn remove_class_from_row(&mut self, m: u32, mask: u32) {
+        let level = self.cl(m).level;
+        let mut emptied = 0;
+        for prio in bits(mask) {
+            let hp = &mut self.levels[level].hprio[prio];
+            if hp.ptr == Some(m) {
+                hp.ptr = next_after(&hp.set, m);
+            }
+            hp.set.remove(&m);
+            if hp.set.is_empty() {
+                emptied |= 1 << prio;
+            }
+        }
+        self.row_mask[level] &= !emptied;
+    }
+
+    /// `htb_activate_prios`: link the class into its parent's feeds while it may
+    /// borrow, walking up; the first ancestor that can send goes into its row.
+    fn activate_prios(&mut self, m: u32) {
+        let mut cl = m;
+        let mut mask = self.cl(m).prio_activity;
+        while self.cl(cl).cmode == Mode::MayBorrow && mask != 0 {
+            let Some(p) = self.cl(cl).parent else { break };
+            for prio in bits(mask) {
+                let feed = self.hp(PRef::Feed(p), prio);
+                if !feed.set.is_empty() {
+                    // The parent is already active at this priority.
+                    mask &= !(1 << prio);
+                }
+                feed.set.insert(cl);
+            }
+            self.cl_mut(p).prio_activity |= mask;
+            cl = p;
+        }
+        if self.cl(cl).cmode == Mode::CanSend && mask != 0 {
+            self.add_class_to_row(cl, mask);
+        }
+    }
+
+    /// `htb_deactivate_prios`: the reverse walk; a feed position on the class is
+    /// forgotten (its classid kept to resume from).
+    fn deactivate_prios(&mut self, m: u32) {
+        let mut cl = m;
+        let mut mask = self.cl(m).prio_activity;
+        while self.cl(cl).cmode == Mode::MayBorrow && mask != 0 {
+            let Some(p) = self.cl(cl).parent else { break };
+            let mm = mask;
+            mask = 0;
+            for prio in bits(mm) {
+                let feed = self.hp(PRef::Feed(p), prio);
+                if feed.ptr == Some(cl) {
+                    feed.last_ptr_id = Some(cl);
+                    feed.ptr = None;
+                }
+                feed.set.remove(&cl);
+                if feed.set.is_empty() {
+                    mask |= 1 << prio;
+                }
+            }
+            self.cl_mut(p).prio_activity &= !mask;
+            cl = p;
+        }
+        if self.cl(cl).cmode == Mode::CanSend && mask != 0 {
+            self.remove_class_from_row(cl, mask);
+        }
+    }
+
+    /// `htb_class_mode` (no hysteresis): the mode `diff` ns after the checkpoint, and
+    /// for a mode other than CAN_SEND the time until it changes.
+    fn class_mode(c: &Class, diff: i64) -> (Mode, i64) {
+        let toks = c.ctokens + diff;
+        if toks < 0 {
+            return (Mode::CantSend, -toks);
+        }
+        let toks = c.tokens + diff;
+        if toks >= 0 {
+            return (Mode::CanSend, diff);
+        }
+        (Mode::MayBorrow, -toks)
+    }
+
+    /// `htb_change_class_mode`: returns the delay until the next change.
+    fn change_class_mode(&mut self, m: u32, diff: i64) -> i64 {
+        let (new, delay) = Self::class_mode(self.cl(m), diff);
+        let c = self.cl_mut(m);
+        if new == c.cmode {
+            return delay;
+        }
+        if new == Mode::CantSend {
+            c.overlimits = c.overlimits.wrapping_add(1);
+            self.stats.overlimit();
+        }
+        if self.cl(m).prio_activity != 0 {
+            if self.cl(m).cmode != Mode::CantSend {
+                self.deactivate_prios(m);
+            }
+            self.cl_mut(m).cmode = new;
+            if new != Mode::CantSend {
+                self.activate_prios(m);
+            }
+        } else {
+            self.cl_mut(m).cmode = new;
+        }
+        delay
+    }
+
+    /// `htb_add_to_wait_tree`.
+    fn add_to_wait_tree(&mut self, m: u32, delay: i64) {
+        let now = self.now;
+        let level = self.cl(m).level;
+        let mut key = now + delay;
+        if key == now {
+            key += 1;
+        }
+        if self.near_ev_cache[level] > key {
+            self.near_ev_cache[level] = key;
+        }
+        self.pq_seq += 1;
+        let seq = self.pq_seq;
+        self.levels[level].wait_pq.insert((key, seq, m));
+        self.cl_mut(m).pq = Some((level, key, seq));
+    }
+
+    fn erase_from_wait_tree(&mut self, m: u32) {
+        if let Some((level, key, seq)) = self.cl_mut(m).pq.take() {
+            self.levels[level].wait_pq.remove(&(key, seq, m));
+        }
+    }
+
+    /// `htb_activate`: a leaf with packets joins the schedule at its priority.
+    fn activate(&mut self, m: u32) {
+        if self.cl(m).prio_activity == 0 {
+            let c = self.cl_mut(m);
+            c.prio_activity = 1 << c.prio;
+            self.activate_prios(m);
+        }
+    }
+
+    /// `htb_deactivate`.
+    fn deactivate(&mut self, m: u32) {
+        if self.cl(m).prio_activity == 0 {
+            return;
+        }
+        self.deactivate_prios(m);
+        self.cl_mut(m).prio_activity = 0;
+    }
+
+    // ---- accounting ---------------------------------------------------------------------
+
+    /// `htb_charge_class`: charge `len` bytes found at `level` to leaf `m` and its
+    /// ancestors.
+    fn charge_class(&mut self, m: u32, level: usize, pkt: &Packet) {
+        let now = self.now;
+        let len = pkt.len;
+        let mut cur = Some(m);
+        while let Some(x) = cur {
+            let c = self.cl_mut(x);
+            let diff = (now - c.t_c).min(c.mbuffer);
+            if c.level >= level {
+                if c.level == level {
+                    c.lends = c.lends.wrapping_add(1);
+                }
+                // htb_accnt_tokens
+                let mut toks = (diff + c.tokens).min(c.buffer);
+                toks -= c.rate.l2t_ns(len) as i64;
+                if toks <= -c.mbuffer {
+                    toks = 1 - c.mbuffer;
+                }
+                c.tokens = toks;
+            } else {
+                c.borrows = c.borrows.wrapping_add(1);
+                c.tokens += diff;
+            }
+            // htb_accnt_ctokens
+            let mut toks = (diff + c.ctokens).min(c.cbuffer);
+            toks -= c.ceil.l2t_ns(len) as i64;
+            if toks <= -c.mbuffer {
+                toks = 1 - c.mbuffer;
+            }
+            c.ctokens = toks;
+            c.t_c = now;
+
+            let old = c.cmode;
+            let delay = self.change_class_mode(x, 0);
+            let new = self.cl(x).cmode;
+            if old != new {
+                if old != Mode::CanSend {
+                    self.erase_from_wait_tree(x);
+                }
+                if new != Mode::CanSend {
+                    self.add_to_wait_tree(x, delay);
+                }
+            }
+            let c = self.cl_mut(x);
+            if c.level != 0 {
+                c.bstats.sent(pkt);
+            }
+            cur = c.parent;
+        }
+    }
+
+    /// `htb_do_events`: apply the mode changes due at this level; the next pending
+    /// event time, or 0 when the queue is empty. (The kernel also stops after two
+    /// jiffies of work; virtual time never runs out.)
+    fn do_events(&mut self, level: usize) -> i64 {
+        loop {
+            let Some(&(key, seq, m)) = self.levels[level].wait_pq.first() else { return 0 };
+            if key > self.now {
+                return key;
+            }
+            self.levels[level].wait_pq.remove(&(key, seq, m));
+            self.cl_mut(m).pq = None;
+            let c = self.cl(m);
+            let diff = (self.now - c.t_c).min(c.mbuffer);
+            let delay = self.change_class_mode(m, diff);
+            if self.cl(m).cmode != Mode::CanSend {
+                self.add_to_wait_tree(m, delay);
+            }
+        }
+    }
+
+    // ---- dequeue ----------------------------------------------------------------------
+
+    /// `htb_lookup_leaf`: follow the saved DRR positions from the row down through
+    /// the feeds to a leaf.
+    fn lookup_leaf(&mut self, level: usize, prio: usize) -> Option<u32> {
+        if self.levels[level].hprio[prio].set.is_empty() {
+            return None;
+        }
+        let mut stk = [PRef::Row(level); TC_HTB_MAXDEPTH + 1];
+        let mut sp = 0usize;
+        for _ in 0..65535 {
+            let hp = self.hp(stk[sp], prio);
+            if hp.ptr.is_none() {
+                if let Some(id) = hp.last_ptr_id {
+                    // Resume at the remembered class or the next one after it.
+                    hp.ptr = hp.set.range(id..).next().copied();
+                }
+            }
+            hp.last_ptr_id = None;
+            match hp.ptr {
+                None => {
+                    // Past the end: rewind, and move the level above one step on.
+                    hp.ptr = hp.set.first().copied();
+                    if sp > 0 {
+                        sp -= 1;
+                        let up = self.hp(stk[sp], prio);
+                        let p = up.ptr?;
+                        up.ptr = next_after(&up.set, p);
+                    }
+                }
+                Some(c) => {
+                    if self.cl(c).level == 0 {
+                        return Some(c);
+                    }
+                    sp += 1;
+                    if sp >= stk.len() {
+                        return None;
+                    }
+                    stk[sp] = PRef::Feed(c);
+                }
+            }
+        }
+        None
+    }
+
+    /// `htb_next_rb_node` on the DRR position that led to leaf `c` at `level`.
+    fn advance(&mut self, level: usize, prio: usize, c: u32) {
+        let hp = if level > 0 {
+            let Some(p) = self.cl(c).parent else { return };
+            self.hp(PRef::Feed(p), prio)
+        } else {
+            &mut self.levels[0].hprio[prio]
+        };
+        if let Some(x) = hp.ptr {
+            hp.ptr = next_after(&hp.set, x);
+        }
+    }
+
+    /// Take leaf `m`'s pending backlog reduction (`qdisc_tree_reduce_backlog` from
+    /// the leaf): our qlen/backlog/drops, the report upwards, and `htb_qlen_notify`
+    /// (deactivate) when the leaf became empty.
+    fn collect_leaf(&mut self, m: u32) {
+        let leaf = self.cl_mut(m).leaf.as_mut().expect("leaf");
+        let r = leaf.q.take_reduce();
+        let empty = leaf.q.stats().qlen == 0;
+        if !r.is_zero() {
+            r.apply(&mut self.stats);
+            self.reduce.add(r.pkts, r.bytes);
+            if empty {
+                self.deactivate(m);
+            }
+        }
+    }
+
+    fn leaf_qlen(&self, m: u32) -> u32 {
+        self.cl(m).leaf.as_ref().map_or(0, |n| n.q.stats().qlen)
+    }
+
+    /// `htb_dequeue_tree`: one packet at (prio, level), round robin over the leaves.
+    fn dequeue_tree(&mut self, prio: usize, level: usize, now: Instant) -> Option<Packet> {
+        let mut cl = self.lookup_leaf(level, prio);
+        let mut start = cl;
+        let (c, pkt) = loop {
+            let c = cl?;
+            if self.leaf_qlen(c) == 0 {
+                // An empty active leaf (its qdisc dropped, or was replaced): skip it.
+                self.deactivate(c);
+                if self.row_mask[level] & (1 << prio) == 0 {
+                    return None;
+                }
+                let next = self.lookup_leaf(level, prio);
+                if cl == start {
+                    start = next;
+                }
+                cl = next;
+                continue;
+            }
+            let d = self.cl_mut(c).leaf.as_mut().expect("leaf").q.dequeue(now);
+            self.collect_leaf(c);
+            match d {
+                Dequeued::Packet(p) => break (c, p),
+                Dequeued::Throttled { until } => {
+                    // A non-work-conserving leaf: its own watchdog wakes the device.
+                    self.child_wake = Some(self.child_wake.map_or(until, |w| w.min(until)));
+                }
+                Dequeued::Empty => {}
+            }
+            self.advance(level, prio, c);
+            cl = self.lookup_leaf(level, prio);
+            if cl == start {
+                return None;
+            }
+        };
+        let len = pkt.len;
+        let cls = self.cl_mut(c);
+        cls.bstats.sent(&pkt);
+        cls.deficit[level] = cls.deficit[level].wrapping_sub(len as i32);
+        if cls.deficit[level] < 0 {
+            cls.deficit[level] = cls.deficit[level].wrapping_add(cls.quantum);
+            self.advance(level, prio, c);
+        }
+        if self.leaf_qlen(c) == 0 {
+            self.deactivate(c);
+        }
+        self.charge_class(c, level, &pkt);
+        Some(pkt)
+    }
+
+    /// `htb_dequeue` without the peek slot.
+    fn dequeue_inner(&mut self, now: Instant) -> Dequeued {
+        if let Some(p) = self.direct.pop_front() {
+            self.stats.sent(&p);
+            self.stats.unqueued(p.len);
+            self.watchdog = None;
+            return Dequeued::Packet(p);
+        }
+        if self.stats.qlen == 0 {
+            self.watchdog = None;
+            return Dequeued::Empty;
+        }
+        self.now = now.as_nanos() as i64;
+        self.child_wake = None;
+        let mut next_event = self.now + 5 * NSEC_PER_SEC;
+        for level in 0..TC_HTB_MAXDEPTH {
+            let mut event = self.near_ev_cache[level];
+            if self.now >= event {
+                event = self.do_events(level);
+                if event == 0 {
+                    event = self.now + NSEC_PER_SEC;
+                }
+                self.near_ev_cache[level] = event;
+            }
+            next_event = next_event.min(event);
+            let mask = self.row_mask[level];
+            for prio in bits(mask) {
+                if let Some(p) = self.dequeue_tree(prio, level, now) {
+                    self.stats.sent(&p);
+                    self.stats.unqueued(p.len);
+                    self.watchdog = None;
+                    return Dequeued::Packet(p);
+                }
+            }
+        }
+        let mut until = Instant::from_nanos(next_event.max(0) as u64);
+        if let Some(w) = self.child_wake {
+            until = until.min(w);
+        }
+        self.watchdog = Some(until);
+        Dequeued::Throttled { until }
+    }
+
+    // ---- class management ---------------------------------------------------------------
+
+    /// A fresh default leaf qdisc for class `classid`: `qdisc_create_dflt(pfifo)`,
+    /// handle 0, hashed invisible.
+    fn default_leaf(classid: u32, dev: &DevInfo) -> Node {
+        Node::new(0, classid, Box::new(Fifo::new(FifoKind::Pfifo, None, dev))).invisible()
+    }
+
+    /// `qdisc_purge_queue` of leaf `m`'s qdisc: reset it and report what it held
+    /// (`qdisc_tree_reduce_backlog`: our qlen/backlog fall, drops rise).
+    fn purge_leaf(&mut self, m: u32, now: Instant) {
+        let Some(leaf) = self.cl_mut(m).leaf.as_mut() else { return };
+        let (qlen, backlog) = (leaf.q.stats().qlen, leaf.q.stats().backlog);
+        leaf.q.reset(now);
+        let _ = leaf.q.take_reduce();
+        let r = Reduce { pkts: qlen as i32, bytes: backlog as i64 };
+        if !r.is_zero() {
+            r.apply(&mut self.stats);
+            self.reduce.add(r.pkts, r.bytes);
+        }
+    }
+
+    /// Mirrors `htb_change_class`.
+    fn change_class_impl(
+        &mut self,
+        classid: u32,
+        parentid: u32,
+        exists: bool,
+        o: &HtbClassOpt,
+        dev: &DevInfo,
+        now: Instant,
+    ) -> Result<Option<String>, TcError> {
+        self.dev = dev.clone();
+        let parent = if parentid == TC_H_ROOT { None } else { self.find_classid(parentid) };
+        if o.rate.rate == 0 || o.ceil.rate == 0 {
+            return Err(TcError::invalid());
+        }
+        let m = tc_h_min(classid);
+        if !exists {
+            if classid == 0 || tc_h_maj(classid ^ self.handle) != 0 || self.has(m) {
+                return Err(TcError::invalid());
+            }
+            if let Some(p) = parent {
+                if let Some(gp) = self.cl(p).parent {
+                    if self.cl(gp).level < 2 {
+                        return Err(TcError::kernel("sch_htb: tree is too deep"));
+                    }
+                }
+            }
+            let leaf = Self::default_leaf(classid, dev);
+            if let Some(p) = parent.filter(|&p| self.cl(p).level == 0) {
+                // The parent stops being a leaf: its queue is purged and its qdisc goes.
+                self.purge_leaf(p, now);
+                self.deactivate(p);
+                if self.cl(p).cmode != Mode::CanSend {
+                    self.erase_from_wait_tree(p);
+                    self.cl_mut(p).cmode = Mode::CanSend;
+                }
+                let plevel = self.cl(p).parent.map_or(TC_HTB_MAXDEPTH, |gp| self.cl(gp).level) - 1;
+                let pc = self.cl_mut(p);
+                pc.level = plevel;
+                pc.leaf = None;
+                pc.deficit = [0; TC_HTB_MAXDEPTH];
+                pc.inner = Some(Box::default());
+            }
+            let c = Class {
+                classid,
+                parent,
+                children: 0,
+                level: 0,
+                rate: PschedRatecfg::default(),
+                ceil: PschedRatecfg::default(),
+                buffer: 0,
+                cbuffer: 0,
+                mbuffer: MBUFFER_NS,
+                prio: 0,
+                quantum: 0,
+                tokens: ticks2ns(o.buffer),
+                ctokens: ticks2ns(o.cbuffer),
+                t_c: now.as_nanos() as i64,
+                cmode: Mode::CanSend,
+                prio_activity: 0,
+                pq: None,
+                bstats: Stats::default(),
+                lends: 0,
+                borrows: 0,
+                giants: 0,
+                drops: 0,
+                overlimits: 0,
+                filter_cnt: 0,
+                leaf: Some(leaf),
+                deficit: [0; TC_HTB_MAXDEPTH],
+                inner: None,
+            };
+            if self.classes.len() <= m as usize {
+                self.classes.resize_with(m as usize + 1, || None);
+            }
+            self.classes[m as usize] = Some(Box::new(c));
+            self.hash.insert(classid);
+            if let Some(p) = parent {
+                self.cl_mut(p).children += 1;
+            }
+        }
+        let r2q = self.rate2quantum as u64;
+        let c = self.cl_mut(m);
+        c.rate = PschedRatecfg::from_spec(&o.rate, o.rate64.unwrap_or(0));
+        c.ceil = PschedRatecfg::from_spec(&o.ceil, o.ceil64.unwrap_or(0));
+        let mut warn = 0;
+        if c.level == 0 {
+            c.quantum = (c.rate.rate_bytes_ps / r2q).min(i32::MAX as u64) as i32;
+            if o.quantum == 0 && c.quantum < 1000 {
+                warn = -1;
+                c.quantum = 1000;
+            }
+            if o.quantum == 0 && c.quantum > 200_000 {
+                warn = 1;
+                c.quantum = 200_000;
+            }
+            if o.quantum != 0 {
+                c.quantum = o.quantum as i32;
+            }
+            c.prio = o.prio.min(TC_HTB_NUMPRIO as u32 - 1);
+        }
+        c.buffer = ticks2ns(o.buffer);
+        c.cbuffer = ticks2ns(o.cbuffer);
+        self.hash.grow();
+        Ok((warn != 0).then(|| {
+            format!(
+                "sch_htb: quantum of class {:X} is {}. Consider r2q change.",
+                classid,
+                if warn == -1 { "small" } else { "big" }
+            )
+        }))
+    }
+
+    /// Mirrors `htb_delete`.
+    fn delete_impl(&mut self, m: u32, now: Instant) -> Result<(), TcError> {
+        if !self.has(m) {
+            return Err(TcError::errno(Errno::ENOENT));
+        }
+        let (children, filters, level, parent) = {
+            let c = self.cl(m);
+            (c.children, c.filter_cnt, c.level, c.parent)
+        };
+        if children > 0 || filters > 0 {
+            return Err(TcError::with_errno("HTB class in use", Errno::EBUSY));
+        }
+        let last_child = level == 0 && parent.is_some_and(|p| self.cl(p).children <= 1);
+        let new_q = last_child.then(|| {
+            let p = parent.expect("last child has a parent");
+            // htb_parent_to_leaf's qdisc is never qdisc_hash_add()ed: dumps skip it.
+            Self::default_leaf(self.cl(p).classid, &self.dev).unhashed()
+        });
+        if level == 0 {
+            self.purge_leaf(m, now);
+        }
+        let classid = self.cl(m).classid;
+        self.hash.remove(classid);
+        if let Some(p) = parent {
+            self.cl_mut(p).children -= 1;
+        }
+        self.deactivate(m);
+        if self.cl(m).cmode != Mode::CanSend {
+            self.erase_from_wait_tree(m);
+        }
+        if let (Some(p), Some(q)) = (parent, new_q) {
+            // htb_parent_to_leaf: back to a leaf with full buckets.
+            if self.cl(p).cmode != Mode::CanSend {
+                self.erase_from_wait_tree(p);
+            }
+            let pc = self.cl_mut(p);
+            pc.level = 0;
+            pc.inner = None;
+            pc.deficit = [0; TC_HTB_MAXDEPTH];
+            pc.leaf = Some(q);
+            pc.tokens = pc.buffer;
+            pc.ctokens = pc.cbuffer;
+            pc.t_c = now.as_nanos() as i64;
+            pc.cmode = Mode::CanSend;
+        }
+        self.classes[m as usize] = None;
+        Ok(())
+    }
+}
+
+/// The set bits of a priority mask, lowest first (`ffz(~mask)` loops).
+fn bits(mask: u32) -> impl Iterator<Item = usize> {
+    let mut m = mask;
+    std::iter::from_fn(move || {
+        (m != 0).then(|| {
+            let b = m.trailing_zeros() as usize;
+            m &= m - 1;
+            b
+        })
+    })
+}
+
+/// `rb_next`: the member after `x`.
+fn next_after(set: &BTreeSet<u32>, x: u32) -> Option<u32> {
+    set.range((Excluded(x), Unbounded)).next().copied()
+}
+
+impl Qdisc for Htb {
+    fn kind(&self) -> &'static str {
+        "htb"
+    }
+
+    /// Mirrors `htb_enqueue`.
+    fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
+        let len = pkt.len;
+        match self.classify(&pkt) {
+            Target::Direct => {
+                if (self.direct.len() as u64) < self.direct_qlen as u64 {
+                    self.direct.push_back(pkt);
+                    self.direct_pkts = self.direct_pkts.wrapping_add(1);
+                } else {
+                    self.stats.dropped();
+                    return Enqueued::Dropped;
+                }
+            }
+            Target::Class(m) => {
+                let r = self.cl_mut(m).leaf.as_mut().expect("leaf").q.enqueue(pkt, now);
+                self.collect_leaf(m);
+                if r != Enqueued::Success {
+                    if r.counts_as_drop() {
+                        self.stats.dropped();
+                        let c = self.cl_mut(m);
+                        c.drops = c.drops.wrapping_add(1);
+                    }
+                    return r;
+                }
+                self.activate(m);
+            }
+        }
+        self.stats.queued(len);
+        Enqueued::Success
+    }
+
+    /// `qdisc_dequeue_peeked` on htb: the parked packet first, else `htb_dequeue`.
+    fn dequeue(&mut self, now: Instant) -> Dequeued {
+        if let Some(p) = self.parked.0.take() {
+            self.stats.unqueued(p.len);
+            return Dequeued::Packet(p);
+        }
+        self.dequeue_inner(now)
+    }
+
+    /// `qdisc_peek_dequeued`.
+    fn peek(&mut self, now: Instant) -> Option<&Packet> {
+        if self.parked.0.is_none() {
+            if let Dequeued::Packet(p) = self.dequeue_inner(now) {
+                self.stats.queued(p.len);
+                self.parked.0 = Some(p);
+            }
+        }
+        self.parked.0.as_ref()
+    }
+
+    /// Mirrors `htb_reset`: leaves reset, every class CAN_SEND and inactive, rows,
+    /// feeds and wait queues emptied; buckets and the event cache are kept.
+    fn reset(&mut self, now: Instant) {
+        for c in self.classes.iter_mut().flatten() {
+            if c.level > 0 {
+                c.inner = Some(Box::default());
+            } else if let Some(l) = c.leaf.as_mut() {
+                l.q.reset(now);
+                let _ = l.q.take_reduce();
+            }
+            c.prio_activity = 0;
+            c.cmode = Mode::CanSend;
+            c.pq = None;
+        }
+        self.direct.clear();
+        self.levels = Default::default();
+        self.row_mask = [0; TC_HTB_MAXDEPTH];
+        self.parked.0 = None;
+        self.watchdog = None;
+        self.stats.qlen = 0;
+        self.stats.backlog = 0;
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    fn stats_mut(&mut self) -> &mut Stats {
+        &mut self.stats
+    }
+    fn take_reduce(&mut self) -> Reduce {
+        std::mem::take(&mut self.reduce)
+    }
+
+    /// htb has no `change` op.
+    fn change(&mut self, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
+        Err(TcError::kernel("Change operation not supported by specified qdisc"))
+    }
+
+    /// What `htb_dump` sends, printed by q_htb.c `htb_print_opt`.
+    fn dump(&self, out: &mut Out, _dev: &DevInfo) {
+        out.int("r2q", format_args!("r2q {}", self.rate2quantum as i32), self.rate2quantum as i32 as i64);
+        let def = if self.defcls == 0 { "0".to_string() } else { format!("{:#x}", self.defcls) };
+        out.string("default", format_args!(" default {def}"), &def);
+        out.uint(
+            "direct_packets_stat",
+            format_args!(" direct_packets_stat {}", self.direct_pkts),
+            self.direct_pkts as u64,
+        );
+        if out.details() {
+            let v = format!("{}.{}", HTB_VER >> 16, HTB_VER & 0xffff);
+            out.string("ver", format_args!(" ver {v}"), &v);
+        }
+        out.uint("direct_qlen", format_args!(" direct_qlen {}", self.direct_qlen), self.direct_qlen as u64);
+    }
+
+    fn as_classful(&self) -> Option<&dyn Classful> {
+        Some(self)
+    }
+    fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
+        Some(self)
+    }
+
+    /// When the kernel's watchdog would fire after the last dequeue that found
+    /// nothing sendable (None once a packet was sent, or when empty).
+    fn watchdog(&self) -> Option<Instant> {
+        self.watchdog
+    }
+}
+
+impl Classful for Htb {
+    /// `htb_walk`: the class hash, bucket by bucket.
+    fn class_minors(&self) -> Vec<u32> {
+        self.hash.walk().map(tc_h_min).collect()
+    }
+    fn find(&self, minor: u32) -> bool {
+        self.has(minor)
+    }
+    /// `htb_leaf`: inner classes have none.
+    fn leaf(&self, minor: u32) -> Option<&Node> {
+        self.classes.get(minor as usize)?.as_ref()?.leaf.as_ref()
+    }
+    fn leaf_mut(&mut self, minor: u32) -> Option<&mut Node> {
+        self.classes.get_mut(minor as usize)?.as_mut()?.leaf.as_mut()
+    }
+
+    /// Mirrors `htb_graft`: only leaves take a qdisc (EINVAL otherwise); None means a
+    /// fresh default pfifo. The old qdisc is returned for the caller to purge; the
+    /// class, whose new qdisc is empty, leaves the schedule (`htb_qlen_notify`).
+    fn graft(&mut self, minor: u32, new: Option<Node>, dev: &DevInfo) -> Result<Option<Node>, TcError> {
+        if !self.has(minor) {
+            return Err(TcError::kernel("Specified class not found"));
+        }
+        if self.cl(minor).level > 0 {
+            return Err(TcError::invalid());
+        }
+        self.dev = dev.clone();
+        let classid = self.cl(minor).classid;
+        let new = new.unwrap_or_else(|| Self::default_leaf(classid, dev));
+        let old = self.cl_mut(minor).leaf.replace(new);
+        self.deactivate(minor);
+        Ok(old)
+    }
+
+    fn change_class(
+        &mut self,
+        classid: u32,
+        parent: u32,
+        exists: bool,
+        opts: Option<&ClassOpts>,
+        dev: &DevInfo,
+        now: Instant,
+    ) -> Result<Option<String>, TcError> {
+        #[allow(unreachable_patterns)]
+        let o = match opts {
+            Some(ClassOpts::Htb(o)) => o,
+            _ => return Err(TcError::invalid()),
+        };
+        self.change_class_impl(classid, parent, exists, o, dev, now)
+    }
+
+    fn delete_class(&mut self, minor: u32, now: Instant) -> Result<(), TcError> {
+        self.delete_impl(minor, now)
+    }
+
+    /// Mirrors `htb_dump_class_stats`: the class's own bstats, drops and
+    /// overlimits; qlen/backlog from the leaf qdisc.
+    fn class_stats(&self, minor: u32) -> Option<Stats> {
+        if !self.has(minor) {
+            return Some(Stats::default());
+        }
+        let c = self.cl(minor);
+        let (qlen, backlog) = c.leaf.as_ref().map_or((0, 0), |n| (n.q.stats().qlen, n.q.stats().backlog));
+        Some(Stats {
+            bytes: c.bstats.bytes,
+            packets: c.bstats.packets,
+            qlen,
+            backlog,
+            drops: c.drops,
+            requeues: 0,
+            overlimits: c.overlimits,
+        })
+    }
+
+    /// What `htb_dump_class` sends, printed by q_htb.c `htb_print_opt`.
+    fn dump_class(&self, minor: u32, out: &mut Out) {
+        if !self.has(minor) {
+            return;
+        }
+        let c = self.cl(minor);
+        let (details, raw) = (out.details(), out.raw());
+        let rspec = c.rate.getrate();
+        let cspec = c.ceil.getrate();
+        let (rate64, ceil64) = (c.rate.rate_bytes_ps, c.ceil.rate_bytes_ps);
+        let (bticks, cticks) = (ns2ticks(c.buffer) as u32, ns2ticks(c.cbuffer) as u32);
+        if c.level == 0 {
+            out.int("prio", format_args!("prio {} ", c.prio as i32), c.prio as i32 as i64);
+            if details {
+                out.int("quantum", format_args!("quantum {} ", c.quantum), c.quantum as i64);
+            }
+        }
+        out.rate("rate", "rate ", rate64, " ");
+        if rspec.overhead != 0 {
+            out.uint("overhead", format_args!("overhead {} ", rspec.overhead), rspec.overhead as u64);
+        }
+        let buffer = calc_xmitsize(rate64, bticks);
+        out.rate("ceil", "ceil ", ceil64, " ");
+        let cbuffer = calc_xmitsize(ceil64, cticks);
+        if rspec.linklayer != LinkLayer::Ethernet || details {
+            out.string("linklayer", format_args!("linklayer {} ", rspec.linklayer.name()), rspec.linklayer.name());
+        }
+        if details {
+            out.size("burst", "burst ", buffer, "/");
+            let cell = 1u32 << rspec.cell_log;
+            out.uint("burst_cell", format_args!("{cell}"), cell as u64);
+            out.size("mpu_rate", "mpu ", rspec.mpu as u32, " ");
+            out.size("cburst", "cburst ", cbuffer, "/");
+            let ccell = 1u32 << cspec.cell_log;
+            out.uint("cburst_cell", format_args!("{ccell}"), ccell as u64);
+            out.size("mpu_ceil", "mpu ", cspec.mpu as u32, " ");
+            out.int("level", format_args!("level {} ", c.level), c.level as i64);
+        } else {
+            out.size("burst", "burst ", buffer, " ");
+            out.size("cburst", "cburst ", cbuffer, "");
+        }
+        if raw {
+            out.fp(format_args!("buffer [{bticks:08x}] cbuffer [{cticks:08x}] "));
+        }
+    }
+
+    /// `struct tc_htb_xstats` as q_htb.c `htb_print_xstats` prints it; tokens in
+    /// ticks, clamped to int.
+    fn dump_class_xstats(&self, minor: u32, out: &mut Out) {
+        if !self.has(minor) {
+            return;
+        }
+        let c = self.cl(minor);
+        let clamp = |ns: i64| ns2ticks(ns).clamp(i32::MIN as i64, i32::MAX as i64);
+        out.uint("lended", format_args!(" lended: {} ", c.lends), c.lends as u64);
+        out.uint("borrowed", format_args!("borrowed: {} ", c.borrows), c.borrows as u64);
+        out.uint("giants", format_args!("giants: {}", c.giants), c.giants as u64);
+        out.nl();
+        let (t, ct) = (clamp(c.tokens), clamp(c.ctokens));
+        out.int("tokens", format_args!(" tokens: {t} "), t);
+        out.int("ctokens", format_args!("ctokens: {ct}"), ct);
+        out.nl();
+    }
+
+    fn class_kind(&self) -> &'static str {
+        "htb"
+    }
+
+    /// `tcm_parent` of `htb_dump_class`: the parent class, or TC_H_ROOT.
+    fn class_parent(&self, minor: u32) -> Option<u32> {
+        let c = self.classes.get(minor as usize)?.as_ref()?;
+        Some(c.parent.map_or(TC_H_ROOT, |p| self.cl(p).classid))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: u32 = 0x1_0000;
+    const MS: u64 = 1_000_000;
+    const SEC: u64 = 1_000_000_000;
+
+    fn dev() -> DevInfo {
+        DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: 1000, num_tx_queues: 1 }
+    }
+    fn t(ns: u64) -> Instant {
+        Instant::from_nanos(ns)
+    }
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+    fn qopt(s: &str) -> Result<HtbOpt, TcError> {
+        let v = argv(s);
+        parse(&mut Args::new(&v))
+    }
+    fn copt(s: &str) -> Result<HtbClassOpt, TcError> {
+        let v = argv(s);
+        parse_class(&mut Args::new(&v))
+    }
+    fn htb(s: &str) -> Htb {
+        Htb::new(&qopt(s).unwrap(), &dev(), H, TC_H_ROOT, t(0)).unwrap()
+    }
+    /// `class add … parent H:parent classid H:minor htb OPTS` (parent 0 = the qdisc).
+    fn add(q: &mut Htb, parent: u32, minor: u32, opts: &str, now: u64) -> Result<Option<String>, TcError> {
+        let o = ClassOpts::Htb(copt(opts).unwrap());
+        q.change_class(H | minor, H | parent, false, Some(&o), &dev(), t(now))
+    }
+    fn change(q: &mut Htb, minor: u32, opts: &str, now: u64) -> Result<Option<String>, TcError> {
+        let o = ClassOpts::Htb(copt(opts).unwrap());
+        q.change_class(H | minor, 0, true, Some(&o), &dev(), t(now))
+    }
+    fn pkt(id: u64, len: u32, classid: u32) -> Packet {
+        Packet::new(id, len).with_priority(classid)
+    }
+    fn leaf_qlen(q: &Htb, minor: u32) -> u32 {
+        q.leaf(minor).unwrap().q.stats().qlen
+    }
+
+    // ---- parsing and printing -------------------------------------------------------------
+
+    #[test]
+    fn qdisc_options_parse_like_tc() {
+        assert_eq!(qopt("").unwrap(), HtbOpt::default());
+        let o = qopt("default 1ff r2q 5 direct_qlen 7 debug 0123").unwrap();
+        assert_eq!((o.defcls, o.rate2quantum, o.direct_qlen, o.debug), (0x1ff, 5, Some(7), 0b11_10_01_00));
+        assert_eq!(qopt("default 0x10").unwrap().defcls, 0x10);
+        assert_eq!(
+            qopt("def 10 r 2 dir 3 off").unwrap(),
+            HtbOpt { defcls: 0x10, rate2quantum: 2, direct_qlen: Some(3), offload: true, ..HtbOpt::default() }
+        );
+        assert_eq!(qopt("r2q abc").unwrap_err(), TcError::tc(format!("Illegal \"r2q\"\n{USAGE}")));
+        assert_eq!(qopt("direct_qlen -1").unwrap_err(), TcError::tc(format!("Illegal \"direct_qlen\"\n{USAGE}")));
+        assert_eq!(qopt("foo").unwrap_err(), TcError::tc(format!("What is \"foo\"?\n{USAGE}")));
+        assert_eq!(qopt("r2q").unwrap_err(), TcError::incomplete());
+    }
+
+    #[test]
+    fn class_options_parse_like_tc() {
+        let o = copt("rate 1mbit").unwrap();
+        assert_eq!((o.rate.rate, o.ceil.rate), (125_000, 125_000));
+        // burst = rate/1e9 + mtu = 1600 bytes = 12.8 ms = 200000 ticks.
+        assert_eq!((o.buffer, o.cbuffer), (200_000, 200_000));
+        assert_eq!((o.rate.cell_log, o.rate.cell_align, o.quantum, o.prio), (3, -1, 0, 0));
+        let o =
+            copt("rate 10gbit ceil 100gbit prio 3 quantum 1500 mpu 64 overhead 4 linklayer atm burst 10k/16").unwrap();
+        assert_eq!((o.rate.rate, o.rate64, o.ceil64), (1_250_000_000, None, Some(12_500_000_000)));
+        assert_eq!(o.ceil.rate, u32::MAX);
+        assert_eq!((o.prio, o.quantum, o.rate.mpu, o.ceil.overhead, o.rate.cell_log), (3, 1500, 64, 4, 4));
+        assert_eq!(o.rate.linklayer, LinkLayer::Atm);
+        // `rate 8bit`: the default burst's tick count wraps in tc's unsigned int.
+        assert_eq!(copt("rate 8bit").unwrap().buffer, 3_525_163_520);
+        let e = |s: &str| copt(s).unwrap_err().msg;
+        assert_eq!(e("ceil 1mbit"), "\"rate\" is required.\n");
+        assert_eq!(e("rate 1mbit rate 2mbit"), "Double \"rate\" spec\n");
+        assert_eq!(e("rate 1mbit prio -1"), format!("Illegal \"prio\"\n{USAGE}"));
+        assert_eq!(e("rate 1mbit mpu 70000"), format!("Illegal \"mpu\"\n{USAGE}"));
+        assert_eq!(e("rate 1mbit burst 10k/7"), format!("Illegal \"burst\"\n{USAGE}"));
+        assert_eq!(e("help"), USAGE);
+    }
+
+    #[test]
+    fn qdisc_and_class_lines_print_like_tc() {
+        let mut q = htb("default 10");
+        add(&mut q, 0, 1, "rate 10mbit", 0).unwrap();
+        add(&mut q, 1, 0x10, "rate 1mbit ceil 2mbit", 0).unwrap();
+        let mut o = Out::text();
+        q.dump(&mut o, &dev());
+        assert_eq!(o.into_string(), "r2q 10 default 0x10 direct_packets_stat 0 direct_qlen 1000");
+        let mut o = Out::text();
+        q.dump_class(0x10, &mut o);
+        assert_eq!(o.into_string(), "prio 0 rate 1Mbit ceil 2Mbit burst 1600b cburst 1600b");
+        let mut o = Out::text();
+        q.dump_class(1, &mut o);
+        assert_eq!(o.into_string(), "rate 10Mbit ceil 10Mbit burst 1600b cburst 1600b");
+        let mut o = Out::text();
+        q.dump_class_xstats(0x10, &mut o);
+        // 1600 B at 1 Mbit/s = 12.8 ms = 200000 ticks; at 2 Mbit/s 100000.
+        assert_eq!(o.into_string(), " lended: 0 borrowed: 0 giants: 0\n tokens: 200000 ctokens: 100000\n");
+        assert_eq!(q.class_parent(0x10), Some(H | 1));
+        assert_eq!(q.class_parent(1), Some(TC_H_ROOT));
+    }
+
+    // ---- tokens, modes and the watchdog -------------------------------------------------
+
+    #[test]
+    fn exact_tokens_after_each_dequeue() {
+        let mut q = htb("");
+        add(&mut q, 0, 1, "rate 1mbit", 0).unwrap();
+        let full = 12_800_000; // 1600 B at 125000 B/s
+        assert_eq!(q.tokens(1), Some((full, full)));
+        for id in 0..3 {
+            assert_eq!(q.enqueue(pkt(id, 1000, H | 1), t(0)), Enqueued::Success);
+        }
+        // 1000 B cost 8 ms.
+        assert_eq!(q.dequeue(t(0)).packet().unwrap().id, 0);
+        assert_eq!(q.tokens(1), Some((4_800_000, 4_800_000)));
+        assert_eq!(q.mode(1), Some(Mode::CanSend));
+        assert_eq!(q.dequeue(t(0)).packet().unwrap().id, 1);
+        assert_eq!(q.tokens(1), Some((-3_200_000, -3_200_000)));
+        assert_eq!(q.mode(1), Some(Mode::CantSend));
+        assert_eq!((q.stats().overlimits, q.class_stats(1).unwrap().overlimits), (1, 1));
+        // Nothing may leave before the ceil bucket is back at zero.
+        assert_eq!(q.dequeue(t(MS)), Dequeued::Throttled { until: t(3_200_000) });
+        assert_eq!(q.watchdog(), Some(t(3_200_000)));
+        assert_eq!(q.dequeue(t(3_200_000)).packet().unwrap().id, 2);
+        assert_eq!(q.tokens(1), Some((-8_000_000, -8_000_000)));
+        assert_eq!(q.lends_borrows(1), Some((3, 0)));
+        assert_eq!(q.dequeue(t(3_200_000)), Dequeued::Empty);
+        assert_eq!(q.watchdog(), None);
+        let mut o = Out::text();
+        q.dump_class_xstats(1, &mut o);
+        assert_eq!(o.into_string(), " lended: 3 borrowed: 0 giants: 0\n tokens: -125000 ctokens: -125000\n");
+        // Idle for a long time: the buckets fill up to their size, no further.
+        q.enqueue(pkt(9, 1000, H | 1), t(10 * SEC));
+        q.dequeue(t(10 * SEC)).packet().unwrap();
+        assert_eq!(q.tokens(1), Some((full - 8_000_000, full - 8_000_000)));
+    }
+
+    #[test]
+    fn debt_is_floored_at_mbuffer() {
+        let mut q = htb("");
+        add(&mut q, 0, 1, "rate 8bit burst 100 cburst 100", 0).unwrap();
+        q.enqueue(pkt(1, 1000, H | 1), t(0));
+        q.dequeue(t(5)).packet().unwrap();
+        // 100 s of credit minus 1000 s of cost, floored at 1 − 60 s.
+        assert_eq!(q.tokens(1), Some((1 - MBUFFER_NS, 1 - MBUFFER_NS)));
+        let mut o = Out::text();
+        q.dump_class_xstats(1, &mut o);
+        assert_eq!(o.into_string(), " lended: 1 borrowed: 0 giants: 0\n tokens: -937500000 ctokens: -937500000\n");
+    }
+
+    /// Keep every listed leaf backlogged and dequeue as fast as htb allows for
+    /// `secs` of virtual time; bytes sent per leaf.
+    fn saturate(q: &mut Htb, leaves: &[u32], len: u32, secs: u64) -> Vec<u64> {
+        let mut bytes = vec![0u64; leaves.len()];
+        let mut now = 0u64;
+        let mut id = 0;
+        while now < secs * SEC {
+            for &m in leaves {
+                while leaf_qlen(q, m) < 8 {
+                    q.enqueue(pkt(id, len, H | m), t(now));
+                    id += 1;
+                }
+            }
+            match q.dequeue(t(now)) {
+                Dequeued::Packet(p) => {
+                    let i = leaves.iter().position(|&m| H | m == p.priority).unwrap();
+                    bytes[i] += p.len as u64;
+                }
+                Dequeued::Throttled { until } => {
+                    assert!(until > t(now), "throttled into the past");
+                    now = until.as_nanos();
+                }
+                Dequeued::Empty => panic!("backlogged htb reported empty"),
+            }
+        }
+        bytes
+    }
+
+    #[test]
+    fn a_class_sends_its_rate_over_ten_seconds() {
+        for (rate, bps) in [("10mbit", 1_250_000u64), ("1mbit", 125_000), ("100mbit", 12_500_000)] {
+            let mut q = htb("");
+            add(&mut q, 0, 1, &format!("rate {rate}"), 0).unwrap();
+            let got = saturate(&mut q, &[1], 1500, 10)[0] as f64;
+            let want = (bps * 10) as f64;
+            assert!((got - want).abs() / want < 0.005, "{rate}: sent {got} B, want {want} B");
+        }
+    }
+
+    #[test]
+    fn children_share_by_rate_and_borrow_the_rest() {
+        let mut q = htb("");
+        add(&mut q, 0, 1, "rate 100mbit ceil 100mbit", 0).unwrap();
+        // Explicit quanta in the ratio of the rates, so the spare 10 Mbit/s is lent 1:2.
+        add(&mut q, 1, 0x10, "rate 30mbit ceil 100mbit quantum 3000", 0).unwrap();
+        add(&mut q, 1, 0x20, "rate 60mbit ceil 100mbit quantum 6000", 0).unwrap();
+        let b = saturate(&mut q, &[0x10, 0x20], 1500, 10);
+        let (a, c) = (b[0] as f64 * 8.0 / 10.0 / 1e6, b[1] as f64 * 8.0 / 10.0 / 1e6);
+        assert!((a + c - 100.0).abs() < 0.5, "total {} Mbit/s", a + c);
+        assert!(a > 30.0 && c > 60.0, "each gets at least its rate: {a} {c}");
+        assert!((a - 33.3).abs() < 1.0 && (c - 66.7).abs() < 1.0, "split {a} / {c}");
+        let (l10, b10) = q.lends_borrows(0x10).unwrap();
+        let (l20, b20) = q.lends_borrows(0x20).unwrap();
+        assert!(l10 > 0 && b10 > 0 && l20 > 0 && b20 > 0);
+        // The parent lent to both (charged at its own level for borrowed packets).
+        assert_eq!(q.lends_borrows(1).unwrap().0, b10 + b20);
+        // With the quanta from r2q (both capped at 200000) the spare is split evenly.
+        let mut q = htb("");
+        add(&mut q, 0, 1, "rate 100mbit ceil 100mbit", 0).unwrap();
+        add(&mut q, 1, 0x10, "rate 30mbit ceil 100mbit", 0).unwrap();
+        add(&mut q, 1, 0x20, "rate 60mbit ceil 100mbit", 0).unwrap();
+        let b = saturate(&mut q, &[0x10, 0x20], 1500, 10);
+        let (a, c) = (b[0] as f64 * 8.0 / 1e7, b[1] as f64 * 8.0 / 1e7);
+        assert!((a - 35.0).abs() < 1.0 && (c - 65.0).abs() < 1.0, "split {a} / {c}");
+    }
+
+    #[test]
+    fn ceil_caps_a_lone_borrower() {
+        let mut q = htb("");
+        add(&mut q, 0, 1, "rate 100mbit", 0).unwrap();
+        add(&mut q, 1, 0x10, "rate 10mbit ceil 40mbit", 0).unwrap();
+        let got = saturate(&mut q, &[0x10], 1500, 10)[0] as f64 * 8.0 / 1e7;
+        assert!((got - 40.0).abs() < 0.2, "{got} Mbit/s");
+    }
+
+    #[test]
+    fn lower_prio_value_is_served_first() {
+        let mut q = htb("");
+        add(&mut q, 0, 1, "rate 1gbit", 0).unwrap();
+        add(&mut q, 1, 0x10, "rate 100mbit ceil 1gbit prio 1", 0).unwrap();
+        add(&mut q, 1, 0x20, "rate 100mbit ceil 1gbit prio 0", 0).unwrap();
+        for id in 0..4 {
+            q.enqueue(pkt(id, 100, H | 0x10), t(0));
+        }
+        for id in 10..14 {
+            q.enqueue(pkt(id, 100, H | 0x20), t(0));
+        }
+        let order: Vec<u64> = (0..8).map(|_| q.dequeue(t(0)).packet().unwrap().id).collect();
+        assert_eq!(order, vec![10, 11, 12, 13, 0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn equal_prio_leaves_round_robin_by_quantum() {
+        let mut q = htb("");
+        add(&mut q, 0, 0x10, "rate 1gbit burst 100k cburst 100k quantum 1000", 0).unwrap();
+        add(&mut q, 0, 0x20, "rate 1gbit burst 100k cburst 100k quantum 2000", 0).unwrap();
+        for id in 0..6 {
+            q.enqueue(pkt(id, 1000, H | 0x10), t(0));
+            q.enqueue(pkt(100 + id, 1000, H | 0x20), t(0));
+        }
+        let order: Vec<u64> = (0..9).map(|_| q.dequeue(t(0)).packet().unwrap().id).collect();
+        // The deficit is charged after sending and the turn passes once it goes
+        // negative: 1:10 sends one 1000-byte packet per turn, 1:20 (after its first
+        // turn) two.
+        assert_eq!(order, vec![0, 100, 1, 101, 102, 2, 103, 104, 3]);
+    }
+
+    // ---- classification ---------------------------------------------------------------------
+
+    #[test]
+    fn default_class_and_direct_queue() {
+        let mut q = htb("default 20");
+        add(&mut q, 0, 1, "rate 1mbit", 0).unwrap();
+        add(&mut q, 1, 0x20, "rate 1mbit", 0).unwrap();
+        add(&mut q, 1, 0x30, "rate 1mbit", 0).unwrap();
+        assert_eq!(q.classify(&pkt(0, 100, 0)), Target::Class(0x20));
+        assert_eq!(q.classify(&pkt(0, 100, 7)), Target::Class(0x20));
+        assert_eq!(q.classify(&pkt(0, 100, H)), Target::Direct);
+        assert_eq!(q.classify(&pkt(0, 100, H | 0x30)), Target::Class(0x30));
+        // An inner class or a foreign major falls back to the default class.
+        assert_eq!(q.classify(&pkt(0, 100, H | 1)), Target::Class(0x20));
+        assert_eq!(q.classify(&pkt(0, 100, 0x2_0030)), Target::Class(0x20));
+        // No default (or an inner one): the direct queue.
+        let mut q2 = htb("default 1");
+        add(&mut q2, 0, 1, "rate 1mbit", 0).unwrap();
+        add(&mut q2, 1, 2, "rate 1mbit", 0).unwrap();
+        assert_eq!(q2.classify(&pkt(0, 100, 0)), Target::Direct);
+        let q3 = htb("");
+        assert_eq!(q3.classify(&pkt(0, 100, 0)), Target::Direct);
+    }
+
+    #[test]
+    fn direct_queue_is_unshaped_and_bounded() {
+        let mut q = htb("direct_qlen 3");
+        add(&mut q, 0, 1, "rate 8bit", 0).unwrap();
+        for id in 0..5 {
+            let r = q.enqueue(pkt(id, 1000, 0), t(0));
+            assert_eq!(r, if id < 3 { Enqueued::Success } else { Enqueued::Dropped });
+        }
+        q.enqueue(pkt(9, 1000, H | 1), t(0));
+        assert_eq!((q.stats().qlen, q.stats().drops, q.direct_packets()), (4, 2, 3));
+        // Direct packets first, whatever the shaping says.
+        let ids: Vec<u64> = (0..4).map(|_| q.dequeue(t(0)).packet().unwrap().id).collect();
+        assert_eq!(ids, vec![0, 1, 2, 9]);
+        assert!(matches!(q.dequeue(t(0)), Dequeued::Empty));
+    }
+
+    #[test]
+    fn atm_linklayer_rounds_to_cells() {
+        let mut q = htb("");
+        add(&mut q, 0, 1, "rate 1mbit linklayer atm burst 10k cburst 10k", 0).unwrap();
+        let full = 81_920_000;
+        q.enqueue(pkt(1, 49, H | 1), t(0));
+        q.dequeue(t(0)).packet().unwrap();
+        // 49 bytes are two cells: 106 wire bytes at 8000 ns each.
+        assert_eq!(q.tokens(1), Some((full - 106 * 8000, full - 106 * 8000)));
+        let mut q = htb("");
+        add(&mut q, 0, 1, "rate 1mbit linklayer atm overhead 10 mpu 96 burst 10k cburst 10k", 0).unwrap();
+        q.enqueue(pkt(1, 20, H | 1), t(0));
+        q.dequeue(t(0)).packet().unwrap();
+        // 20 + 10 → mpu 96 → 2 cells.
+        assert_eq!(q.tokens(1), Some((full - 106 * 8000, full - 106 * 8000)));
+    }
+
+    // ---- class management ---------------------------------------------------------------------
+
+    #[test]
+    fn quantum_warnings_and_clamps() {
+        let mut q = htb("");
+        assert_eq!(
+            add(&mut q, 0, 1, "rate 100mbit", 0).unwrap().as_deref(),
+            Some("sch_htb: quantum of class 10001 is big. Consider r2q change.")
+        );
+        assert_eq!(q.quantum(1), Some(200_000));
+        assert_eq!(
+            add(&mut q, 0, 0xab, "rate 10kbit", 0).unwrap().as_deref(),
+            Some("sch_htb: quantum of class 100AB is small. Consider r2q change.")
+        );
+        assert_eq!(q.quantum(0xab), Some(1000));
+        assert_eq!(add(&mut q, 0, 2, "rate 10kbit quantum 100", 0).unwrap(), None);
+        assert_eq!(q.quantum(2), Some(100));
+        assert_eq!(add(&mut q, 0, 3, "rate 10mbit", 0).unwrap(), None);
+        assert_eq!(q.quantum(3), Some(125_000));
+        // Inner classes keep their quantum and print no warning on change.
+        add(&mut q, 3, 0x30, "rate 1mbit", 0).unwrap();
+        assert_eq!(change(&mut q, 3, "rate 1gbit", 0).unwrap(), None);
+        assert_eq!(q.quantum(3), Some(125_000));
+    }
+
+    #[test]
+    fn class_change_keeps_queued_packets() {
+        let mut q = htb("");
+        add(&mut q, 0, 1, "rate 1mbit", 0).unwrap();
+        for id in 0..5 {
+            q.enqueue(pkt(id, 1000, H | 1), t(0));
+        }
+        q.dequeue(t(0)).packet().unwrap();
+        let before = q.tokens(1);
+        change(&mut q, 1, "rate 100mbit burst 20k prio 3", 0).unwrap();
+        assert_eq!((leaf_qlen(&q, 1), q.stats().qlen, q.stats().drops), (4, 4, 0));
+        // Buckets are kept; their sizes and the rate change.
+        assert_eq!(q.tokens(1), before);
+        let mut now = SEC;
+        let mut ids = Vec::new();
+        loop {
+            match q.dequeue(t(now)) {
+                Dequeued::Packet(p) => ids.push(p.id),
+                Dequeued::Throttled { until } => now = until.as_nanos(),
+                Dequeued::Empty => break,
+            }
+        }
+        assert_eq!(ids, vec![1, 2, 3, 4]);
+        assert_eq!(q.class_stats(1).unwrap().packets, 5);
+    }
+
+    #[test]
+    fn leaf_to_inner_purges_and_back() {
+        let mut q = htb("default 10");
+        add(&mut q, 0, 1, "rate 1mbit", 0).unwrap();
+        add(&mut q, 1, 0x10, "rate 8bit burst 100 cburst 100", 0).unwrap();
+        for id in 0..3 {
+            q.enqueue(pkt(id, 1000, 0), t(0));
+        }
+        q.dequeue(t(1)).packet().unwrap();
+        assert_eq!(q.mode(0x10), Some(Mode::CantSend));
+        add(&mut q, 0x10, 0x100, "rate 1mbit", 10).unwrap();
+        assert_eq!(q.level(0x10), Some(6));
+        assert_eq!(q.mode(0x10), Some(Mode::CanSend));
+        assert!(q.leaf(0x10).is_none() && q.find(0x10));
+        assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().drops), (0, 0, 2));
+        assert_eq!(q.take_reduce(), Reduce { pkts: 2, bytes: 2000 });
+        // The default class is inner now: traffic goes direct.
+        assert_eq!(q.classify(&pkt(0, 1, 0)), Target::Direct);
+        // Busy while it has a child; deleting the child makes it a leaf with full buckets.
+        assert_eq!(q.delete_class(0x10, t(20)).unwrap_err(), TcError::kernel("HTB class in use"));
+        q.delete_class(0x100, t(20)).unwrap();
+        assert_eq!(q.level(0x10), Some(0));
+        assert_eq!(q.tokens(0x10), Some((100 * SEC as i64, 100 * SEC as i64)));
+        let n = q.leaf(0x10).unwrap();
+        assert_eq!((n.handle, n.parent, n.q.kind(), n.hashed()), (0, H | 0x10, "pfifo", false));
+        assert_eq!(q.classify(&pkt(0, 1, 0)), Target::Class(0x10));
+        // Bound filters keep a class busy too.
+        assert!(q.bind_filter(H | 0x10));
+        assert_eq!(q.delete_class(0x10, t(30)).unwrap_err(), TcError::kernel("HTB class in use"));
+        q.unbind_filter(H | 0x10);
+        q.delete_class(0x10, t(30)).unwrap();
+        assert_eq!(q.class_minors(), vec![1]);
+        assert_eq!(q.level(1), Some(0));
+    }
+
+    #[test]
+    fn tree_depth_is_limited_to_eight_levels() {
+        let mut q = htb("");
+        add(&mut q, 0, 1, "rate 100mbit", 0).unwrap();
+        for m in 2..=8 {
+            add(&mut q, m - 1, m, "rate 10mbit ceil 100mbit", 0).unwrap();
+        }
+        assert_eq!(add(&mut q, 8, 9, "rate 1mbit", 0).unwrap_err(), TcError::kernel("sch_htb: tree is too deep"));
+        let levels: Vec<usize> = (1..=8).map(|m| q.level(m).unwrap()).collect();
+        assert_eq!(levels, vec![7, 6, 5, 4, 3, 2, 1, 0]);
+        // The bottom leaf borrows its ceil through seven ancestors.
+        let got = saturate(&mut q, &[8], 1500, 2)[0] as f64 * 8.0 / 2e6;
+        assert!((got - 100.0).abs() < 1.0, "{got} Mbit/s");
+        let (l, b) = q.lends_borrows(8).unwrap();
+        assert!(l > 0 && b > 0);
+        assert_eq!(q.lends_borrows(1).unwrap().1, 0);
+    }
+
+    #[test]
+    fn class_errors() {
+        let mut q = htb("");
+        add(&mut q, 0, 1, "rate 1mbit", 0).unwrap();
+        assert_eq!(add(&mut q, 0, 1, "rate 1mbit", 0).unwrap_err(), TcError::invalid());
+        assert_eq!(
+            q.change_class(0, H, false, Some(&ClassOpts::Htb(copt("rate 1mbit").unwrap())), &dev(), t(0)),
+            Err(TcError::invalid())
+        );
+        assert_eq!(q.change_class(H | 1, H, true, None, &dev(), t(0)), Err(TcError::invalid()));
+        // An unknown parent makes a root class, as in the kernel.
+        add(&mut q, 0x99, 0x20, "rate 1mbit", 0).unwrap();
+        assert_eq!(q.class_parent(0x20), Some(TC_H_ROOT));
+        assert_eq!(q.graft(1, None, &dev()).unwrap().unwrap().q.kind(), "pfifo");
+        add(&mut q, 1, 2, "rate 1mbit", 0).unwrap();
+        assert_eq!(q.graft(1, None, &dev()).err(), Some(TcError::invalid()));
+        assert_eq!(
+            q.change(&Opts::Empty, &dev(), t(0)).unwrap_err().msg,
+            "Error: Change operation not supported by specified qdisc.\n"
+        );
+        assert!(Htb::new(&qopt("offload").unwrap(), &dev(), H, TC_H_ROOT, t(0)).is_err());
+    }
+
+    #[test]
+    fn walk_follows_the_kernel_class_hash() {
+        let mut q = htb("");
+        for m in [1, 2, 3] {
+            add(&mut q, 0, m, "rate 1mbit", 0).unwrap();
+        }
+        // Four buckets: 1:1 → 1, 1:2 → 2, 1:3 → 3 (bucket = (id ^ id>>8 ^ …) & 3).
+        assert_eq!(q.class_minors(), vec![1, 2, 3]);
+        add(&mut q, 0, 5, "rate 1mbit", 0).unwrap();
+        // 4 classes > 3/4 of 4 buckets: grown to 8.
+        assert_eq!(q.hash.buckets.len(), 8);
+        add(&mut q, 0, 0x11, "rate 1mbit", 0).unwrap();
+        let m = q.class_minors();
+        assert_eq!(m.len(), 5);
+        let mut sorted = m.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec![1, 2, 3, 5, 0x11]);
+    }
+
+    #[test]
+    fn reset_empties_without_drops() {
+        let mut q = htb("default 1");
+        add(&mut q, 0, 1, "rate 8bit", 0).unwrap();
+        for id in 0..4 {
+            q.enqueue(pkt(id, 500, 0), t(0));
+            q.enqueue(pkt(id, 500, H), t(0));
+        }
+        q.dequeue(t(0)).packet().unwrap();
+        q.reset(t(1));
+        assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().drops), (0, 0, 0));
+        assert_eq!(q.dequeue(t(2)), Dequeued::Empty);
+        q.enqueue(pkt(1, 500, 0), t(3));
+        assert_eq!(q.stats().qlen, 1);
+    }
+
+    #[test]
+    fn peek_parks_the_next_packet() {
+        let mut q = htb("");
+        add(&mut q, 0, 1, "rate 1mbit", 0).unwrap();
+        q.enqueue(pkt(1, 1000, H | 1), t(0));
+        q.enqueue(pkt(2, 1000, H | 1), t(0));
+        assert_eq!(q.peek(t(0)).unwrap().id, 1);
+        assert_eq!(q.stats().qlen, 2);
+        assert_eq!(q.dequeue(t(0)).packet().unwrap().id, 1);
+        assert_eq!(q.stats().qlen, 1);
+    }
+
+    /// A `tc -batch` of `n` leaf classes under one root class (plus a grafted leaf
+    /// qdisc each when `leaf` is given).
+    pub(crate) fn batch(n: u32, leaf: Option<&str>) -> String {
+        let mut b = String::from(
+            "qdisc add dev eth0 root handle 1: htb default 2\nclass add dev eth0 parent 1: classid 1:1 htb rate 100gbit\n",
+        );
+        for i in 0..n {
+            let m = i + 2;
+            b.push_str(&format!("class add dev eth0 parent 1:1 classid 1:{m:x} htb rate 1mbit ceil 10gbit\n"));
+            if let Some(l) = leaf {
+                b.push_str(&format!("qdisc add dev eth0 parent 1:{m:x} handle {m:x}: {l}\n"));
+            }
+        }
+        b
+    }
+
+    /// Scale: build a 10,000-class tree from a batch, list it, and push traffic
+    /// through every leaf. `cargo test -p qdisc --release --lib htb_scale -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn htb_scale_10k_classes() {
+        use crate::tc::{Tc, TcOpts};
+        use crate::tree::DevSpec;
+        for leaf in [None, Some("pfifo limit 100")] {
+            let text = batch(10_000, leaf);
+            let mut tc = Tc::new(&[DevSpec::new("eth0")]);
+            let t0 = std::time::Instant::now();
+            let out = tc.batch(&text, "scale", TcOpts::default(), false);
+            let build = t0.elapsed();
+            assert_eq!(out.code, 0, "{}", out.stderr);
+            let t1 = std::time::Instant::now();
+            let shown = tc.run(&argv("-s class show dev eth0"));
+            let show = t1.elapsed();
+            assert_eq!(shown.stdout.matches("class htb").count(), 10_001);
+            let d = &mut tc.devices[0];
+            let t2 = std::time::Instant::now();
+            let n = 1_000_000u64;
+            let mut now = 0u64;
+            for i in 0..n {
+                let m = (i % 10_000) as u32 + 2;
+                d.enqueue(pkt(i, 1000, H | m), t(now));
+                now += 100;
+                let _ = d.dequeue(t(now));
+            }
+            let per_pkt = t2.elapsed().as_nanos() as f64 / n as f64;
+            eprintln!(
+                "10k classes (leaf: {}): batch build {:?} ({} lines), -s class show {:?}, enqueue+dequeue {:.0} ns/packet",
+                leaf.unwrap_or("default pfifo"),
+                build,
+                text.lines().count(),
+                show,
+                per_pkt
+            );
+        }
+    }
+
+    #[test]
+    fn conservation_with_random_traffic_and_tree_changes() {
+        let mut d = dev();
+        d.tx_queue_len = 4;
+        let mut q = Htb::new(&qopt("default 20 direct_qlen 3").unwrap(), &d, H, TC_H_ROOT, t(0)).unwrap();
+        let o = |s: &str| ClassOpts::Htb(copt(s).unwrap());
+        q.change_class(H | 1, H, false, Some(&o("rate 2mbit ceil 4mbit")), &d, t(0)).unwrap();
+        q.change_class(H | 0x10, H | 1, false, Some(&o("rate 1mbit ceil 4mbit prio 1")), &d, t(0)).unwrap();
+        q.change_class(H | 0x20, H | 1, false, Some(&o("rate 500kbit ceil 3mbit")), &d, t(0)).unwrap();
+        let (mut in_p, mut out_p, mut reduced) = (0u64, 0u64, 0i64);
+        let mut x: u64 = 99;
+        let mut now = 0u64;
+        for i in 0..20_000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let len = 60 + (x >> 33) as u32 % 1400;
+            let target = [0, H, H | 0x10, H | 0x20, H | 1][(x >> 20) as usize % 5];
+            in_p += 1;
+            q.enqueue(pkt(i, len, target), t(now));
+            now += (x >> 40) % 2_000_000;
+            for _ in 0..(x >> 50) % 3 {
+                if let Dequeued::Packet(_) = q.dequeue(t(now)) {
+                    out_p += 1;
+                }
+            }
+            match (x >> 12) % 997 {
+                0 => {
+                    let _ = q.change_class(H | 0x200, H | 0x20, false, Some(&o("rate 1mbit")), &d, t(now));
+                }
+                1 => {
+                    let _ = q.delete_class(0x200, t(now));
+                }
+                2 => {
+                    let _ = q.change_class(H | 0x10, 0, true, Some(&o("rate 3mbit prio 0")), &d, t(now));
+                }
+                _ => {}
+            }
+            reduced += q.take_reduce().pkts as i64;
+            let s = q.stats();
+            assert_eq!(in_p, out_p + s.drops as u64 + s.qlen as u64, "step {i}");
+            // Class backlogs plus the direct queue add up to the qdisc's.
+            let leaves: u32 = q.class_minors().iter().filter_map(|&m| q.leaf(m)).map(|n| n.q.stats().qlen).sum();
+            assert_eq!(leaves + q.direct.len() as u32, s.qlen, "step {i}");
+        }
+        assert!(reduced > 0 && q.stats().drops > 0 && out_p > 1000);
+        // Drain.
+        for _ in 0..1_000_000 {
+            match q.dequeue(t(now)) {
+                Dequeued::Packet(_) => out_p += 1,
+                Dequeued::Throttled { until } => now = until.as_nanos(),
+                Dequeued::Empty => break,
+            }
+        }
+        assert_eq!(q.stats().qlen, 0);
+        assert_eq!(in_p, out_p + q.stats().drops as u64);
+    }
+}
