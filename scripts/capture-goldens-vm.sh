@@ -42,9 +42,6 @@ CASES_DIR="$REPO_ROOT/goldens/cases"
 OUT_DIR="${QDL_VM_OUT:-$REPO_ROOT/goldens/kernel-6.12}"
 CACHE="${QDL_CACHE:-$HOME/.cache/qdisc-lab}"
 VM="$CACHE/vm"
-WANT_VERSION="6.15"
-IPROUTE_DIR="$CACHE/iproute2-$WANT_VERSION"
-APT_DIR="$CACHE/apt"
 ACCEL="${QDL_VM_ACCEL:-tcg}"
 TIMEOUT="${QDL_VM_TIMEOUT:-1800}"
 
@@ -58,46 +55,8 @@ BUSYBOX=/bin/busybox
 [[ -x $BUSYBOX ]] && ! ldd "$BUSYBOX" >/dev/null 2>&1 || die "need a static $BUSYBOX (apt-get install busybox-static)"
 
 # ------------------------------------------------------------ 1. iproute2 6.15
-# Copied from scripts/capture-goldens.sh (install_iproute2), which other
-# people rely on and which must not be changed for this script's sake.
-tc_is_wanted() { "$1" -V 2>/dev/null | grep -q "iproute2-$WANT_VERSION"; }
-install_iproute2() {
-    local tc_bin="$IPROUTE_DIR/sbin/tc"
-    if [[ -x $tc_bin ]] && tc_is_wanted "$tc_bin"; then
-        return 0
-    fi
-    log "fetching iproute2 $WANT_VERSION from bookworm-backports"
-    mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/archives/partial"
-    cat >"$APT_DIR/sources.list" <<'APT'
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main
-APT
-    local apt_opts=(
-        -o "Dir::Etc::SourceList=$APT_DIR/sources.list"
-        -o "Dir::Etc::SourceParts=/dev/null"
-        -o "Dir::State::Lists=$APT_DIR/lists"
-        -o "Dir::Cache::Archives=$APT_DIR/archives"
-        -o "APT::Sandbox::User=root"
-    )
-    apt-get "${apt_opts[@]}" -q update >&2
-    local ver
-    ver=$(apt-cache "${apt_opts[@]}" madison iproute2 |
-          awk -F'|' -v w="$WANT_VERSION" '$2 ~ "^ *"w {gsub(/ /,"",$2); print $2; exit}')
-    [[ -n $ver ]] || die "iproute2 $WANT_VERSION not found in bookworm-backports"
-    (cd "$APT_DIR/archives" && apt-get "${apt_opts[@]}" -q download "iproute2=$ver" >&2)
-    local deb
-    deb=$(ls -1 "$APT_DIR/archives"/iproute2_"${ver//:/%3a}"_*.deb | head -n1)
-    rm -rf "$IPROUTE_DIR.tmp"
-    mkdir -p "$IPROUTE_DIR.tmp"
-    dpkg-deb -x "$deb" "$IPROUTE_DIR.tmp"
-    rm -rf "$IPROUTE_DIR"
-    mv "$IPROUTE_DIR.tmp" "$IPROUTE_DIR"
-    if ldd "$tc_bin" | grep -q 'not found'; then
-        ldd "$tc_bin" >&2
-        die "extracted tc has unresolved shared libraries"
-    fi
-    tc_is_wanted "$tc_bin" || die "extracted tc is not $WANT_VERSION: $("$tc_bin" -V)"
-}
-install_iproute2
+# iproute2 6.15, private copy (see scripts/install-iproute2.sh for why).
+IPROUTE_DIR="$("$REPO_ROOT/scripts/install-iproute2.sh")"
 TC="$IPROUTE_DIR/sbin/tc"
 IP="$IPROUTE_DIR/bin/ip"
 
@@ -310,8 +269,9 @@ python3 "$LIB/vm_capture.py" assemble "$RUN/manifest.json" "$RUN/results" "$OUT_
     echo "  so the peer (noop qdisc) is not listed by a dev-less 'qdisc show'."
     echo "- lo exists in every netns but is left DOWN; IPv6 is disabled in each netns."
     echo "- '# send DEV LEN COUNT' steps inject COUNT exact LEN-byte AF_PACKET frames with"
-    echo "  a static C sender (scripts/lib/qdl-sendraw.c; skb->priority 0), pinned to"
-    echo "  CPU 0: AF_PACKET picks tx queue (sending CPU % #txqueues) on a multiqueue dev."
+    echo "  a static C sender (scripts/lib/qdl-sendraw.c; skb->priority 0)."
+    echo "  On a multiqueue dev the tx queue comes from the skb flow hash, whose seed is"
+    echo "  random per boot: which mq class gets the frames (traffic-mq) varies per boot."
     echo "- All cases run in ONE boot, each in a fresh netns. Auto handles come from one"
     echo "  kernel-global counter: before every case it is walked round so the case's"
     echo "  first auto handle is 8001:, as after boot (failing pfifo creates batched by"

@@ -24,9 +24,6 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CASES_DIR="$REPO_ROOT/goldens/cases"
 OUT_DIR="$REPO_ROOT/goldens/kernel"
 CACHE="${QDL_CACHE:-$HOME/.cache/qdisc-lab}"
-WANT_VERSION="6.15"
-IPROUTE_DIR="$CACHE/iproute2-$WANT_VERSION"
-APT_DIR="$CACHE/apt"
 
 die() { echo "capture-goldens: $*" >&2; exit 1; }
 
@@ -34,54 +31,12 @@ die() { echo "capture-goldens: $*" >&2; exit 1; }
 command -v ip >/dev/null || die "need iproute2's ip (any version) to build devices"
 command -v python3 >/dev/null || die "need python3"
 
-tc_is_wanted() { "$1" -V 2>/dev/null | grep -q "iproute2-$WANT_VERSION"; }
-
-install_iproute2() {
-    local tc_bin="$IPROUTE_DIR/sbin/tc"
-    if [[ -x $tc_bin ]] && tc_is_wanted "$tc_bin"; then
-        return 0
-    fi
-    echo "capture-goldens: fetching iproute2 $WANT_VERSION from bookworm-backports" >&2
-    mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/archives/partial"
-    # Only backports in this list, so the candidate is unambiguous; the
-    # archive keyring is the stock Debian one the host already trusts.
-    cat >"$APT_DIR/sources.list" <<'EOF'
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main
-EOF
-    local apt_opts=(
-        -o "Dir::Etc::SourceList=$APT_DIR/sources.list"
-        -o "Dir::Etc::SourceParts=/dev/null"
-        -o "Dir::State::Lists=$APT_DIR/lists"
-        -o "Dir::Cache::Archives=$APT_DIR/archives"
-        -o "APT::Sandbox::User=root"
-    )
-    apt-get "${apt_opts[@]}" -q update >&2
-    local ver
-    ver=$(apt-cache "${apt_opts[@]}" madison iproute2 |
-          awk -F'|' -v w="$WANT_VERSION" '$2 ~ "^ *"w {gsub(/ /,"",$2); print $2; exit}')
-    [[ -n $ver ]] || die "iproute2 $WANT_VERSION not found in bookworm-backports"
-    # apt-get download writes into the cwd; use a subshell to keep ours.
-    (cd "$APT_DIR/archives" && apt-get "${apt_opts[@]}" -q download "iproute2=$ver" >&2)
-    local deb
-    deb=$(ls -1 "$APT_DIR/archives"/iproute2_"${ver//:/%3a}"_*.deb | head -n1)
-    rm -rf "$IPROUTE_DIR.tmp"
-    mkdir -p "$IPROUTE_DIR.tmp"
-    dpkg-deb -x "$deb" "$IPROUTE_DIR.tmp"
-    rm -rf "$IPROUTE_DIR"
-    mv "$IPROUTE_DIR.tmp" "$IPROUTE_DIR"
-    # The bpo build links against bookworm's libbpf/libelf/libmnl/libcap;
-    # fail loudly here rather than with a confusing per-case error later.
-    if ldd "$tc_bin" | grep -q 'not found'; then
-        ldd "$tc_bin" >&2
-        die "extracted tc has unresolved shared libraries"
-    fi
-    tc_is_wanted "$tc_bin" || die "extracted tc is not $WANT_VERSION: $("$tc_bin" -V)"
-}
+# iproute2 6.15, private copy (see scripts/install-iproute2.sh for why).
 
 if [[ -n ${QDL_TC:-} ]]; then
     TC="$QDL_TC"
 else
-    install_iproute2
+    IPROUTE_DIR="$("$REPO_ROOT/scripts/install-iproute2.sh")"
     TC="$IPROUTE_DIR/sbin/tc"
 fi
 

@@ -19,11 +19,10 @@ step() {
 }
 send() {
     s=$1; shift
-    # Pinned to CPU 0: af_packet records the sending CPU as the skb's rx
-    # queue, so on a multiqueue dev the tx queue is (sending cpu % #queues)
-    # (packet_pick_tx_queue -> skb_tx_hash). Unpinned, traffic-mq's frames
-    # land on :1 or :2 depending on scheduling; CPU 0 gives :1.
-    $BB taskset 1 /lab/qdl-sendraw "$@" >$CASE_DIR/$s.out 2>$CASE_DIR/$s.err </dev/null
+    # NB: on a multiqueue dev the tx queue is reciprocal_scale(skb flow hash,
+    # #queues) (netdev_pick_tx -> skb_tx_hash), and the flow hash is seeded
+    # per boot (hashrnd): which mq class counts the frames differs per boot.
+    /lab/qdl-sendraw "$@" >$CASE_DIR/$s.out 2>$CASE_DIR/$s.err </dev/null
     rc=$?; echo $rc >$CASE_DIR/$s.rc
     [ $rc -eq 0 ] || echo "send $s rc=$rc" >>$CASE_DIR/failed
 }

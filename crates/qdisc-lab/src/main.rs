@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use qdisc::tc::{parse_global, Tc};
-use qdisc::tree::DevSpec;
+use qdisc::tree::{DevSpec, KernelVersion};
 
 #[derive(Parser)]
 #[command(name = "qdisc-lab", version, about = "The Linux packet scheduler (tc and its qdiscs) in userspace")]
@@ -28,10 +28,13 @@ enum Cmd {
     /// or `-batch FILE [-force]`. In a batch, a line may start with its own -s/-d/-j/-p.
     #[command(allow_hyphen_values = true, disable_help_flag = true)]
     Tc {
-        /// A device: NAME[,kind=veth|eth][,txqueues=N][,mtu=N][,txqueuelen=N]
+        /// A device: NAME[,kind=veth|eth][,txqueues=N][,mtu=N][,txqueuelen=N][,speed=MBIT]
         /// (default: one eth0, kind eth, 1 tx queue, mtu 1500, txqueuelen 1000).
         #[arg(long = "dev", value_name = "SPEC")]
         dev: Vec<String>,
+        /// Follow this kernel where versions differ (checked: 6.12, 6.18).
+        #[arg(long = "kernel", value_name = "VERSION", default_value = "6.12")]
+        kernel: String,
         /// tc's own arguments, exactly as for tc.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
@@ -56,7 +59,7 @@ pub fn devices(specs: &[String]) -> Result<Vec<DevSpec>, String> {
     Ok(out)
 }
 
-fn run_tc(dev: &[String], args: &[String]) -> ExitCode {
+fn run_tc(dev: &[String], kernel: &str, args: &[String]) -> ExitCode {
     let specs = match devices(dev) {
         Ok(s) => s,
         Err(e) => {
@@ -64,7 +67,11 @@ fn run_tc(dev: &[String], args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut tc = Tc::new(&specs);
+    let Some(kernel) = KernelVersion::parse(kernel) else {
+        eprintln!("qdisc-lab: --kernel {kernel}: not a kernel version like 6.12");
+        return ExitCode::from(2);
+    };
+    let mut tc = Tc::with_kernel(&specs, kernel);
     let g = match parse_global(args) {
         Ok(g) => g,
         Err(e) => {
@@ -100,7 +107,7 @@ fn run_tc(dev: &[String], args: &[String]) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Tc { dev, args } => run_tc(&dev, &args),
+        Cmd::Tc { dev, kernel, args } => run_tc(&dev, &kernel, &args),
         Cmd::Replay(a) => match replay::run(&a) {
             Ok(report) => {
                 print!("{report}");

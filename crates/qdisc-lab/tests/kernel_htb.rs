@@ -11,6 +11,13 @@
 //!
 //! Needs root and network namespaces (this machine and its CI have both). Set
 //! QDISC_LAB_NO_KERNEL=1 to skip it elsewhere; it then says so.
+//!
+//! The kernel side runs iproute2 6.15's tc — the tc the engine mirrors and the goldens
+//! were captured with (`QDL_TC`, else the copy scripts/capture-goldens.sh installs in
+//! `${QDL_CACHE:-~/.cache/qdisc-lab}/iproute2-6.15`). The distribution's older tc is
+//! not a substitute: iproute2 6.1 ignores `-j` for `-s class show` (plain text comes
+//! back), and it derives a different default burst (1593 b instead of 1597 b at
+//! 30 Mbit/s), so the kernel would be shaping a slightly different tree.
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
@@ -40,6 +47,20 @@ const OVERHEAD: u32 = 8 + 20 + 14;
 /// Run length and the steady-state window (seconds).
 const RUN: f64 = 6.0;
 const WINDOW: (f64, f64) = (2.0, 5.0);
+
+/// iproute2 6.15's tc (see the module comment).
+fn tc_bin() -> String {
+    if let Some(t) = std::env::var_os("QDL_TC") {
+        return t.to_string_lossy().into_owned();
+    }
+    let cache = std::env::var("QDL_CACHE")
+        .unwrap_or_else(|_| format!("{}/.cache/qdisc-lab", std::env::var("HOME").unwrap_or_else(|_| "/root".into())));
+    let tc = format!("{cache}/iproute2-6.15/sbin/tc");
+    let v = Command::new(&tc).arg("-V").output();
+    let ok = v.as_ref().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("iproute2-6.15"));
+    assert!(ok, "iproute2 6.15's tc not found at {tc}: run scripts/capture-goldens.sh once, or set QDL_TC");
+    tc
+}
 
 struct Netns(Vec<String>);
 
@@ -80,8 +101,9 @@ fn kernel_rates() -> BTreeMap<String, f64> {
     for (ns, dev) in [(&a, "a0"), (&b, "b0"), (&a, "lo"), (&b, "lo")] {
         sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
     }
+    let tc = tc_bin();
     for line in SCRIPT.lines() {
-        let mut args = vec!["ip", "netns", "exec", &a, "tc"];
+        let mut args = vec!["ip", "netns", "exec", &a, &tc];
         args.extend(line.split_whitespace());
         sh(&args);
     }
@@ -92,7 +114,7 @@ fn kernel_rates() -> BTreeMap<String, f64> {
     let mut child = cmd.stdout(Stdio::null()).spawn().expect("python3 sender starts");
     let snap = || {
         let out = Command::new("ip")
-            .args(["netns", "exec", &a, "tc", "-s", "-j", "class", "show", "dev", "a0"])
+            .args(["netns", "exec", &a, &tc, "-s", "-j", "class", "show", "dev", "a0"])
             .output()
             .unwrap();
         (std::time::Instant::now(), class_bytes(&String::from_utf8_lossy(&out.stdout)))
@@ -185,7 +207,6 @@ fn ipv4_mapped(a: [u8; 4]) -> [u8; 16] {
 }
 
 #[test]
-#[ignore = "checkpoint: filters on htb are being wired"]
 fn htb_with_u32_filters_matches_the_kernel() {
     if std::env::var_os("QDISC_LAB_NO_KERNEL").is_some() {
         eprintln!("skipped: QDISC_LAB_NO_KERNEL is set (needs root and network namespaces)");

@@ -313,6 +313,22 @@ impl Child {
 #[derive(Default)]
 pub struct Parked(pub Option<Packet>);
 
+impl Parked {
+    /// `qdisc_dequeue_peeked`'s first step: the parked packet leaves the queue (it was
+    /// counted as sent when it was parked).
+    pub fn take(&mut self, stats: &mut Stats) -> Option<Packet> {
+        let p = self.0.take()?;
+        stats.unqueued(p.len);
+        Some(p)
+    }
+    /// `qdisc_peek_dequeued`: park a packet the qdisc just dequeued; it stays counted
+    /// in qlen/backlog until taken.
+    pub fn park(&mut self, p: Packet, stats: &mut Stats) {
+        stats.queued(p.len);
+        self.0 = Some(p);
+    }
+}
+
 /// TC_H_ROOT.
 pub const TC_H_ROOT: u32 = 0xFFFF_FFFF;
 /// TC_H_UNSPEC.

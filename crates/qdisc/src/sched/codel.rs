@@ -521,8 +521,7 @@ impl Qdisc for Codel {
     /// `qdisc_dequeue_peeked` over `codel_qdisc_dequeue` (+ `codel_dequeue_drop`).
     fn dequeue(&mut self, now: Instant) -> Dequeued {
         self.last_now = now;
-        if let Some(p) = self.parked.0.take() {
-            self.stats.unqueued(p.len);
+        if let Some(p) = self.parked.take(&mut self.stats) {
             return Dequeued::Packet(p);
         }
         let p = self.dequeue_inner(now);
@@ -535,8 +534,7 @@ impl Qdisc for Codel {
         self.last_now = now;
         if self.parked.0.is_none() {
             if let Some(p) = self.dequeue_inner(now) {
-                self.stats.queued(p.len);
-                self.parked.0 = Some(p);
+                self.parked.park(p, &mut self.stats);
             }
             self.cstats.flush_drops(&mut self.reduce);
         }

@@ -1133,8 +1133,7 @@ impl Qdisc for Fq {
 
     /// `qdisc_dequeue_peeked`: the parked packet first, else `fq_dequeue`.
     fn dequeue(&mut self, now: Instant) -> Dequeued {
-        if let Some(p) = self.parked.0.take() {
-            self.stats.unqueued(p.len);
+        if let Some(p) = self.parked.take(&mut self.stats) {
             return Dequeued::Packet(p);
         }
         self.dequeue_inner(now)
@@ -1144,8 +1143,7 @@ impl Qdisc for Fq {
     fn peek(&mut self, now: Instant) -> Option<&Packet> {
         if self.parked.0.is_none() {
             if let Dequeued::Packet(p) = self.dequeue_inner(now) {
-                self.stats.queued(p.len);
-                self.parked.0 = Some(p);
+                self.parked.park(p, &mut self.stats);
             }
         }
         self.parked.0.as_ref()

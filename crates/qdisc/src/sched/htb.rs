@@ -29,14 +29,17 @@
 //! (`Throttled { until }`), as the kernel arms its watchdog.
 //!
 //! Data structures for scale: classes live in a `Vec` indexed by minor; rows and
-//! feeds are `BTreeSet`s of minors with a saved DRR position; wait queues are
-//! `BTreeSet<(pq_key, insertion, minor)>`; the kernel's class hash (which fixes the
-//! order `tc class show` lists classes in) is simulated bucket by bucket. Nothing on
-//! the datapath scans all classes.
+//! feeds are [`MinorSet`]s (ordered sets of minors as a three-level bitmap: insert,
+//! remove and successor in a few word operations, no allocation once warm) with a
+//! saved DRR position; wait queues are indexed binary heaps ordered by
+//! `(pq_key, insertion)` — the order the kernel's rb-tree gives equal keys — with
+//! each class's heap slot kept so a class leaves the queue in O(log n). The kernel's
+//! class hash (which fixes the order `tc class show` lists classes in) is simulated
+//! bucket by bucket. Nothing on the datapath scans all classes.
 
-use std::collections::{BTreeSet, VecDeque};
-use std::ops::Bound::{Excluded, Unbounded};
+use std::collections::VecDeque;
 
+use crate::classify::{Block, Kind};
 use crate::packet::Packet;
 use crate::qdisc::{tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Node, Parked, Qdisc, TC_H_ROOT};
 use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
@@ -367,7 +370,7 @@ pub enum Mode {
 /// classid to resume from when the position was invalidated.
 #[derive(Clone, Debug, Default)]
 struct HPrio {
-    set: BTreeSet<u32>,
+    set: MinorSet,
     ptr: Option<u32>,
     last_ptr_id: Option<u32>,
 }
@@ -375,9 +378,9 @@ struct HPrio {
 /// `struct htb_level`.
 #[derive(Clone, Debug, Default)]
 struct Level {
-    /// The wait queue: (pq_key, insertion number, minor). Equal keys keep insertion
-    /// order, as the kernel's rb-tree insert sends equal keys right.
-    wait_pq: BTreeSet<(i64, u64, u32)>,
+    /// The wait queue: (pq_key, insertion number, minor), smallest first. Equal keys
+    /// keep insertion order, as the kernel's rb-tree insert sends equal keys right.
+    wait_pq: WaitQueue,
     hprio: [HPrio; TC_HTB_NUMPRIO],
 }
 
@@ -401,8 +404,9 @@ struct Class {
     cmode: Mode,
     /// Bit per priority at which this class is active.
     prio_activity: u32,
-    /// Wait-queue entry: (level queued at, pq_key, insertion number).
-    pq: Option<(usize, i64, u64)>,
+    /// Queued in the wait queue of this level (`pq_node` linked); the entry's heap
+    /// slot is `Htb::pq_pos[minor]`.
+    pq: Option<usize>,
     /// bstats (bytes/packets only).
     bstats: Stats,
     lends: u32,
@@ -417,6 +421,9 @@ struct Class {
     deficit: [i32; TC_HTB_MAXDEPTH],
     /// Level > 0: the feeds, one per priority.
     inner: Option<Box<[HPrio; TC_HTB_NUMPRIO]>>,
+    /// `cl->block`: the class's own filters (`tcf_block_get` at creation), consulted
+    /// when a filter (or `skb->priority`) selects this class while it is inner.
+    block: Block,
 }
 
 /// The kernel's `Qdisc_class_hash` as far as its iteration order goes: buckets of
@@ -486,6 +493,10 @@ pub enum Target {
     Direct,
     /// A leaf class, by minor.
     Class(u32),
+    /// Classification gave up: the filters chain inner classes in a cycle, where the
+    /// kernel's `htb_classify` would loop forever (see [`Htb::classify`]). Dropped
+    /// and counted as a qdisc drop (`__NET_XMIT_BYPASS`).
+    Drop,
 }
 
 /// Which row or feed a DRR walk is in.
@@ -498,6 +509,8 @@ enum PRef {
 /// One htb qdisc: `struct htb_sched` plus the qdisc's own counters.
 pub struct Htb {
     handle: u32,
+    /// `q->block`: the qdisc's own filters.
+    block: Block,
     defcls: u32,
     rate2quantum: u32,
     direct_qlen: u32,
@@ -505,6 +518,8 @@ pub struct Htb {
     direct_pkts: u32,
     /// Classes by minor.
     classes: Vec<Option<Box<Class>>>,
+    /// Wait-queue heap slot of each queued class, by minor (see [`WaitQueue`]).
+    pq_pos: Vec<u32>,
     hash: ClassHash,
     levels: [Level; TC_HTB_MAXDEPTH],
     near_ev_cache: [i64; TC_HTB_MAXDEPTH],
@@ -540,12 +555,14 @@ impl Htb {
         let r2q = if (o.rate2quantum as i32) < 1 { 1 } else { o.rate2quantum };
         Ok(Htb {
             handle,
+            block: Block::new(handle),
             defcls: o.defcls,
             rate2quantum: r2q,
             direct_qlen: o.direct_qlen.unwrap_or(dev.tx_queue_len),
             direct: VecDeque::new(),
             direct_pkts: 0,
             classes: Vec::new(),
+            pq_pos: Vec::new(),
             hash: ClassHash::new(),
             levels: Default::default(),
             near_ev_cache: [0; TC_HTB_MAXDEPTH],
@@ -637,26 +654,120 @@ impl Htb {
         }
     }
 
-    /// Mirrors `htb_classify` with no filters attached. The order of the kernel's
-    /// decisions is kept so that the filter chain slots in where it runs:
+    /// Mirrors `htb_classify`:
     /// 1. `skb->priority` equal to the qdisc handle (`X:0`) → the direct queue;
-    /// 2. `skb->priority` naming a leaf → that leaf; naming an inner class → that
-    ///    class's filter chain, otherwise the qdisc's own filter chain — both empty
-    ///    here, and an empty chain classifies nothing;
-    /// 3. nothing classified → the class `X:default` if it exists and is a leaf,
-    ///    else the direct queue.
+    /// 2. `skb->priority` naming a leaf → that leaf; naming an inner class → start
+    ///    with that class's filters, otherwise with the qdisc's own;
+    /// 3. run the block (`tcf_classify`); its classid `X:0` → the direct queue; a
+    ///    class of this qdisc that is a leaf → done; an inner class → continue with
+    ///    that class's block; no match, an empty block or a classid that names no
+    ///    class of this qdisc → step 4;
+    /// 4. the class `X:default` if it exists and is a leaf, else the direct queue.
+    ///
+    /// Filter actions (drop/steal verdicts) are not modelled (see [`crate::classify`]).
+    /// The kernel's loop has no bound: filters that lead from inner class to inner
+    /// class in a cycle make it spin forever in softirq. Here a walk longer than the
+    /// number of classes (which only a cycle can produce) answers [`Target::Drop`].
     pub fn classify(&self, pkt: &Packet) -> Target {
         if pkt.priority == self.handle {
             return Target::Direct;
         }
+        let mut block = &self.block;
         if let Some(m) = self.find_classid(pkt.priority) {
-            if self.cl(m).level == 0 {
+            let c = self.cl(m);
+            if c.level == 0 {
                 return Target::Class(m);
             }
+            block = &c.block;
+        }
+        let mut hops = 0usize;
+        while let Some(res) = block.classify(pkt) {
+            if res.classid == self.handle {
+                return Target::Direct;
+            }
+            let Some(m) = self.find_classid(res.classid) else { break };
+            let c = self.cl(m);
+            if c.level == 0 {
+                return Target::Class(m);
+            }
+            hops += 1;
+            if hops > self.hash.elems {
+                return Target::Drop;
+            }
+            block = &c.block;
         }
         match self.find_classid(self.handle | tc_h_min(self.defcls)) {
             Some(m) if self.cl(m).level == 0 => Target::Class(m),
             _ => Target::Direct,
+        }
+    }
+
+    /// `tc_bind_tclass(q, …, classid, new_cl)` after a class was created: the filters
+    /// of the qdisc's own block (u32: every key node of the tables with that proto's
+    /// pref, as `u32_walk` visits them) that name `classid` now bind it.
+    fn reverse_bind(&mut self, m: u32) {
+        let classid = self.cl(m).classid;
+        let mut n = 0u32;
+        for tp in &self.block.protos {
+            n += match &tp.kind {
+                Kind::U32(t) => {
+                    let c = t.common.read().unwrap_or_else(|e| e.into_inner());
+                    c.hts
+                        .iter()
+                        .filter(|h| h.prio == tp.pref)
+                        .flat_map(|h| h.buckets.iter().flatten())
+                        .filter(|k| k.classid == classid)
+                        .count() as u32
+                }
+                Kind::Fw(f) => f.classids().iter().filter(|&&c| c == classid).count() as u32,
+                Kind::Flower(f) => f.filters.iter().filter(|x| x.o.classid == Some(classid)).count() as u32,
+                Kind::Matchall(a) => a.head.iter().filter(|h| h.classid == classid).count() as u32,
+            };
+        }
+        let c = self.cl_mut(m);
+        c.filter_cnt = c.filter_cnt.wrapping_add(n);
+    }
+
+    /// `tcf_block_put(cl->block)` of a deleted class: its protos are destroyed, and
+    /// every filter result they held is unbound (`tcf_unbind_filter`). A u32 proto
+    /// takes its root table's key nodes with it (all tables of the qdisc's u32 state
+    /// when it was the last u32 proto).
+    fn put_block(&mut self, mut block: Block) {
+        let mut unbind = Vec::new();
+        let mut common_gone = false;
+        while !block.protos.is_empty() {
+            let tp = block.protos.remove(0);
+            match tp.kind {
+                Kind::U32(t) => {
+                    let common = t.common.clone();
+                    let ids = |c: &std::sync::Arc<std::sync::RwLock<crate::classify::u32::Common>>| {
+                        let mut v = c.read().unwrap_or_else(|e| e.into_inner()).classids();
+                        v.sort_unstable();
+                        v
+                    };
+                    let before = ids(&common);
+                    common_gone |= t.destroy();
+                    let after = ids(&common);
+                    // The multiset difference: what the destroyed key nodes named.
+                    let mut j = 0;
+                    for x in before {
+                        if after.get(j) == Some(&x) {
+                            j += 1;
+                        } else {
+                            unbind.push(x);
+                        }
+                    }
+                }
+                Kind::Fw(f) => unbind.extend(f.classids()),
+                Kind::Flower(f) => unbind.extend(f.filters.iter().filter_map(|x| x.o.classid)),
+                Kind::Matchall(a) => unbind.extend(a.head.iter().map(|h| h.classid).filter(|&c| c != 0)),
+            }
+        }
+        if common_gone {
+            self.block.u32_common = None;
+        }
+        for c in unbind {
+            self.unbind_filter(c);
         }
     }
 
@@ -678,9 +789,9 @@ impl Htb {
         for prio in bits(mask) {
             let hp = &mut self.levels[level].hprio[prio];
             if hp.ptr == Some(m) {
-                hp.ptr = next_after(&hp.set, m);
+                hp.ptr = hp.set.next_after(m);
             }
-            hp.set.remove(&m);
+            hp.set.remove(m);
             if hp.set.is_empty() {
                 emptied |= 1 << prio;
             }
@@ -726,7 +837,7 @@ impl Htb {
                     feed.last_ptr_id = Some(cl);
                     feed.ptr = None;
                 }
-                feed.set.remove(&cl);
+                feed.set.remove(cl);
                 if feed.set.is_empty() {
                     mask |= 1 << prio;
                 }
@@ -791,13 +902,16 @@ impl Htb {
         }
         self.pq_seq += 1;
         let seq = self.pq_seq;
-        self.levels[level].wait_pq.insert((key, seq, m));
-        self.cl_mut(m).pq = Some((level, key, seq));
+        self.cl_mut(m).pq = Some(level);
+        let Htb { levels, pq_pos, .. } = self;
+        levels[level].wait_pq.push(WaitEntry { key, seq, minor: m }, pq_pos);
     }
 
     fn erase_from_wait_tree(&mut self, m: u32) {
-        if let Some((level, key, seq)) = self.cl_mut(m).pq.take() {
-            self.levels[level].wait_pq.remove(&(key, seq, m));
+        if let Some(level) = self.cl_mut(m).pq.take() {
+            let Htb { levels, pq_pos, .. } = self;
+            let pos = pq_pos[m as usize] as usize;
+            levels[level].wait_pq.remove(pos, pq_pos);
         }
     }
 
@@ -878,11 +992,13 @@ impl Htb {
     /// jiffies of work; virtual time never runs out.)
     fn do_events(&mut self, level: usize) -> i64 {
         loop {
-            let Some(&(key, seq, m)) = self.levels[level].wait_pq.first() else { return 0 };
-            if key > self.now {
-                return key;
+            let Some(e) = self.levels[level].wait_pq.first() else { return 0 };
+            if e.key > self.now {
+                return e.key;
             }
-            self.levels[level].wait_pq.remove(&(key, seq, m));
+            let m = e.minor;
+            let Htb { levels, pq_pos, .. } = self;
+            levels[level].wait_pq.remove(0, pq_pos);
             self.cl_mut(m).pq = None;
             let c = self.cl(m);
             let diff = (self.now - c.t_c).min(c.mbuffer);
@@ -908,19 +1024,19 @@ impl Htb {
             if hp.ptr.is_none() {
                 if let Some(id) = hp.last_ptr_id {
                     // Resume at the remembered class or the next one after it.
-                    hp.ptr = hp.set.range(id..).next().copied();
+                    hp.ptr = hp.set.ceil(id);
                 }
             }
             hp.last_ptr_id = None;
             match hp.ptr {
                 None => {
                     // Past the end: rewind, and move the level above one step on.
-                    hp.ptr = hp.set.first().copied();
+                    hp.ptr = hp.set.first();
                     if sp > 0 {
                         sp -= 1;
                         let up = self.hp(stk[sp], prio);
                         let p = up.ptr?;
-                        up.ptr = next_after(&up.set, p);
+                        up.ptr = up.set.next_after(p);
                     }
                 }
                 Some(c) => {
@@ -947,7 +1063,7 @@ impl Htb {
             &mut self.levels[0].hprio[prio]
         };
         if let Some(x) = hp.ptr {
-            hp.ptr = next_after(&hp.set, x);
+            hp.ptr = hp.set.next_after(x);
         }
     }
 
@@ -1157,15 +1273,19 @@ impl Htb {
                 leaf: Some(leaf),
                 deficit: [0; TC_HTB_MAXDEPTH],
                 inner: None,
+                block: Block::new(self.handle),
             };
             if self.classes.len() <= m as usize {
                 self.classes.resize_with(m as usize + 1, || None);
+                self.pq_pos.resize(m as usize + 1, 0);
             }
             self.classes[m as usize] = Some(Box::new(c));
             self.hash.insert(classid);
             if let Some(p) = parent {
                 self.cl_mut(p).children += 1;
             }
+            // tc_ctl_tclass: a new class is reverse-bound to the filters naming it.
+            self.reverse_bind(m);
         }
         let r2q = self.rate2quantum as u64;
         let c = self.cl_mut(m);
@@ -1244,7 +1364,9 @@ impl Htb {
             pc.t_c = now.as_nanos() as i64;
             pc.cmode = Mode::CanSend;
         }
-        self.classes[m as usize] = None;
+        // htb_destroy_class: the class's filters go with it.
+        let gone = self.classes[m as usize].take().expect("class exists");
+        self.put_block(gone.block);
         Ok(())
     }
 }
@@ -1261,9 +1383,184 @@ fn bits(mask: u32) -> impl Iterator<Item = usize> {
     })
 }
 
-/// `rb_next`: the member after `x`.
-fn next_after(set: &BTreeSet<u32>, x: u32) -> Option<u32> {
-    set.range((Excluded(x), Unbounded)).next().copied()
+/// An ordered set of class minors (0..=0xFFFF) — the kernel's per-row/per-feed
+/// rb-trees keyed by classid (one qdisc's classes share the major, so minor order is
+/// classid order). Three levels of bitmaps: `top` marks the non-empty pages, each
+/// page's `mid` its non-empty words, and the words hold one bit per minor. Pages
+/// (4096 minors, 520 bytes) are allocated on first use and kept, so a warm set never
+/// allocates; successor queries are a few `trailing_zeros`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MinorSet {
+    top: u16,
+    len: u32,
+    pages: [Option<Box<MinorPage>>; 16],
+}
+
+#[derive(Clone, Debug)]
+struct MinorPage {
+    mid: u64,
+    words: [u64; 64],
+}
+
+/// Bits of `w` at positions ≥ `from` (`from` may be 64: none).
+fn bits_from(w: u64, from: u32) -> u64 {
+    if from >= 64 {
+        0
+    } else {
+        w & (!0u64 << from)
+    }
+}
+
+impl MinorSet {
+    fn split(x: u32) -> (usize, usize, u32) {
+        debug_assert!(x <= 0xFFFF);
+        ((x >> 12) as usize, ((x >> 6) & 63) as usize, x & 63)
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+    #[cfg(test)]
+    fn contains(&self, x: u32) -> bool {
+        let (p, w, b) = Self::split(x);
+        self.pages[p].as_ref().is_some_and(|pg| pg.words[w] >> b & 1 != 0)
+    }
+    pub(crate) fn insert(&mut self, x: u32) {
+        let (p, w, b) = Self::split(x);
+        let pg = self.pages[p].get_or_insert_with(|| Box::new(MinorPage { mid: 0, words: [0; 64] }));
+        if pg.words[w] >> b & 1 == 0 {
+            self.len += 1;
+            pg.words[w] |= 1 << b;
+            pg.mid |= 1 << w;
+            self.top |= 1 << p;
+        }
+    }
+    pub(crate) fn remove(&mut self, x: u32) {
+        let (p, w, b) = Self::split(x);
+        let Some(pg) = self.pages[p].as_mut() else { return };
+        if pg.words[w] >> b & 1 == 0 {
+            return;
+        }
+        self.len -= 1;
+        pg.words[w] &= !(1 << b);
+        if pg.words[w] == 0 {
+            pg.mid &= !(1 << w);
+            if pg.mid == 0 {
+                self.top &= !(1 << p);
+            }
+        }
+    }
+    /// The smallest member of page `p` (which must be non-empty).
+    fn page_first(&self, p: usize) -> u32 {
+        let pg = self.pages[p].as_ref().expect("marked page");
+        let w = pg.mid.trailing_zeros();
+        ((p as u32) << 12) | (w << 6) | pg.words[w as usize].trailing_zeros()
+    }
+    /// `rb_first`.
+    pub(crate) fn first(&self) -> Option<u32> {
+        (self.top != 0).then(|| self.page_first(self.top.trailing_zeros() as usize))
+    }
+    /// The smallest member ≥ `x` (`htb_id_find_next_upper`).
+    pub(crate) fn ceil(&self, x: u32) -> Option<u32> {
+        if x > 0xFFFF {
+            return None;
+        }
+        let (p, w, b) = Self::split(x);
+        if let Some(pg) = self.pages[p].as_ref() {
+            let in_word = bits_from(pg.words[w], b);
+            if in_word != 0 {
+                return Some((x & !63) | in_word.trailing_zeros());
+            }
+            let words = bits_from(pg.mid, w as u32 + 1);
+            if words != 0 {
+                let w2 = words.trailing_zeros();
+                return Some(((p as u32) << 12) | (w2 << 6) | pg.words[w2 as usize].trailing_zeros());
+            }
+        }
+        let pages = bits_from(self.top as u64, p as u32 + 1);
+        (pages != 0).then(|| self.page_first(pages.trailing_zeros() as usize))
+    }
+    /// `rb_next`: the member after `x`.
+    pub(crate) fn next_after(&self, x: u32) -> Option<u32> {
+        self.ceil(x + 1)
+    }
+}
+
+/// One wait-queue entry: the class `minor` changes mode at `key`; `seq` orders
+/// equal keys by insertion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct WaitEntry {
+    key: i64,
+    seq: u64,
+    minor: u32,
+}
+
+/// A level's wait queue (`q->hlevel[level].wait_pq`): a binary min-heap on
+/// (key, seq), each queued class's slot kept so it can be erased. (key, seq) pairs
+/// are unique, so the minimum — the only entry ever consumed in order — is exactly
+/// the rb-tree's `rb_first`. The slots live in one dense array indexed by minor
+/// (`pos`, [`Htb::pq_pos`]) rather than in the classes, so sifting touches no class.
+#[derive(Clone, Debug, Default)]
+struct WaitQueue {
+    heap: Vec<WaitEntry>,
+}
+
+impl WaitQueue {
+    fn first(&self) -> Option<WaitEntry> {
+        self.heap.first().copied()
+    }
+    fn set(&mut self, i: usize, e: WaitEntry, pos: &mut [u32]) {
+        self.heap[i] = e;
+        pos[e.minor as usize] = i as u32;
+    }
+    fn sift_up(&mut self, mut i: usize, pos: &mut [u32]) {
+        let e = self.heap[i];
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.heap[parent] <= e {
+                break;
+            }
+            let pe = self.heap[parent];
+            self.set(i, pe, pos);
+            i = parent;
+        }
+        self.set(i, e, pos);
+    }
+    fn sift_down(&mut self, mut i: usize, pos: &mut [u32]) {
+        let e = self.heap[i];
+        let n = self.heap.len();
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let r = l + 1;
+            let c = if r < n && self.heap[r] < self.heap[l] { r } else { l };
+            if e <= self.heap[c] {
+                break;
+            }
+            let ce = self.heap[c];
+            self.set(i, ce, pos);
+            i = c;
+        }
+        self.set(i, e, pos);
+    }
+    fn push(&mut self, e: WaitEntry, pos: &mut [u32]) {
+        self.heap.push(e);
+        self.sift_up(self.heap.len() - 1, pos);
+    }
+    fn remove(&mut self, i: usize, pos: &mut [u32]) {
+        let last = self.heap.pop().expect("queued entry");
+        if i < self.heap.len() {
+            self.heap[i] = last;
+            self.sift_down(i, pos);
+            let j = pos[last.minor as usize] as usize;
+            self.sift_up(j, pos);
+        }
+    }
 }
 
 impl Qdisc for Htb {
@@ -1283,6 +1580,10 @@ impl Qdisc for Htb {
                     self.stats.dropped();
                     return Enqueued::Dropped;
                 }
+            }
+            Target::Drop => {
+                self.stats.dropped();
+                return Enqueued::Dropped;
             }
             Target::Class(m) => {
                 let r = self.cl_mut(m).leaf.as_mut().expect("leaf").q.enqueue(pkt, now);
@@ -1531,6 +1832,28 @@ impl Classful for Htb {
 
     fn class_kind(&self) -> &'static str {
         "htb"
+    }
+
+    /// `htb_tcf_block`: the qdisc's block for minor 0, else the class's.
+    fn block(&self, minor: u32) -> Option<&Block> {
+        if minor == 0 {
+            return Some(&self.block);
+        }
+        self.classes.get(minor as usize)?.as_ref().map(|c| &c.block)
+    }
+    fn block_mut(&mut self, minor: u32) -> Option<&mut Block> {
+        if minor == 0 {
+            return Some(&mut self.block);
+        }
+        self.classes.get_mut(minor as usize)?.as_mut().map(|c| &mut c.block)
+    }
+    /// `htb_bind_filter`.
+    fn bind_filter(&mut self, classid: u32) {
+        Htb::bind_filter(self, classid);
+    }
+    /// `htb_unbind_filter`.
+    fn unbind_filter(&mut self, classid: u32) {
+        Htb::unbind_filter(self, classid);
     }
 
     /// `tcm_parent` of `htb_dump_class`: the parent class, or TC_H_ROOT.
@@ -2145,5 +2468,208 @@ mod tests {
         }
         assert_eq!(q.stats().qlen, 0);
         assert_eq!(in_p, out_p + q.stats().drops as u64);
+    }
+
+    #[test]
+    fn minor_set_and_wait_queue_agree_with_ordered_collections() {
+        use std::collections::BTreeSet;
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % m
+        };
+        let (mut s, mut b) = (MinorSet::default(), BTreeSet::new());
+        for i in 0..200_000u64 {
+            // Clustered and spread minors, the edges included.
+            let x = match i % 3 {
+                0 => next(0x10000) as u32,
+                1 => 0x100 + next(300) as u32,
+                _ => [0, 63, 64, 4095, 4096, 0xFFFF][next(6) as usize],
+            };
+            if next(2) == 0 {
+                s.insert(x);
+                b.insert(x);
+            } else {
+                s.remove(x);
+                b.remove(&x);
+            }
+            let q = next(0x10001) as u32;
+            assert_eq!(s.ceil(q), b.range(q..).next().copied());
+            assert_eq!(s.next_after(x), b.range(x + 1..).next().copied());
+            assert_eq!((s.first(), s.len(), s.contains(x)), (b.first().copied(), b.len(), b.contains(&x)));
+        }
+        // The wait queue pops in (key, seq) order whatever is erased in between.
+        let mut pos = vec![0u32; 301];
+        let (mut w, mut set) = (WaitQueue::default(), BTreeSet::new());
+        let mut queued = vec![false; 301];
+        for seq in 0..20_000u64 {
+            let m = 1 + next(300) as u32;
+            if queued[m as usize] {
+                let slot = pos[m as usize] as usize;
+                let e = w.heap[slot];
+                assert_eq!(e.minor, m);
+                w.remove(slot, &mut pos);
+                set.remove(&e);
+                queued[m as usize] = false;
+            } else {
+                let e = WaitEntry { key: next(50) as i64, seq, minor: m };
+                w.push(e, &mut pos);
+                set.insert(e);
+                queued[m as usize] = true;
+            }
+            assert_eq!(w.first(), set.first().copied());
+        }
+    }
+
+    // ---- filters (htb_classify with blocks, bind counting, block teardown) ---------
+
+    fn tc_htb(script: &str) -> crate::tc::Tc {
+        let mut tc = crate::tc::Tc::new(&[crate::tree::DevSpec::new("eth0")]);
+        for line in script.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let r = tc.run(&crate::tc::makeargs(line));
+            assert_eq!(r.code, 0, "{line}: {}", r.stderr);
+        }
+        tc
+    }
+    fn flow(dport: u16) -> crate::FlowKey {
+        let mut a = [0u8; 16];
+        a[10] = 0xff;
+        a[11] = 0xff;
+        a[12..].copy_from_slice(&[10, 0, 0, 1]);
+        crate::FlowKey { src: a, dst: a, sport: 1000, dport, proto: 17 }
+    }
+    /// Enqueue one packet; the per-class qlens of `minors` and the qdisc's direct count.
+    fn send_one(tc: &mut crate::tc::Tc, p: Packet) -> Enqueued {
+        let now = tc.now;
+        tc.device_mut("eth0").unwrap().enqueue(p, now)
+    }
+    fn qlens(tc: &mut crate::tc::Tc, minors: &[u32]) -> Vec<u32> {
+        let c = tc.device_mut("eth0").unwrap().root.q.as_classful().unwrap();
+        minors.iter().map(|&m| c.class_stats(m).unwrap().qlen).collect()
+    }
+    fn tc_err(tc: &mut crate::tc::Tc, line: &str) -> String {
+        let r = tc.run(&crate::tc::makeargs(line));
+        assert_ne!(r.code, 0, "{line} succeeded");
+        r.stderr
+    }
+
+    const TREE: &str = "
+        qdisc add dev eth0 root handle 1: htb default 30
+        class add dev eth0 parent 1: classid 1:1 htb rate 100mbit
+        class add dev eth0 parent 1:1 classid 1:10 htb rate 10mbit ceil 100mbit
+        class add dev eth0 parent 1:1 classid 1:20 htb rate 20mbit ceil 100mbit
+        class add dev eth0 parent 1: classid 1:30 htb rate 1mbit
+    ";
+
+    #[test]
+    fn filters_walk_from_the_qdisc_block_through_inner_classes() {
+        let mut tc = tc_htb(&format!(
+            "{TREE}
+            filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 1 0xffff flowid 1:0
+            filter add dev eth0 parent 1: protocol ip prio 2 u32 match ip dport 2 0xffff flowid 1:99
+            filter add dev eth0 parent 1: protocol ip prio 3 u32 match ip dport 3 0xffff flowid 2:10
+            filter add dev eth0 parent 1: protocol ip prio 4 u32 match ip dport 4 0xffff flowid 1:20
+            filter add dev eth0 parent 1: protocol ip prio 9 u32 match u32 0 0 flowid 1:1
+            filter add dev eth0 parent 1:1 protocol ip prio 1 u32 match ip dport 80 0xffff flowid 1:10
+            filter add dev eth0 parent 1:1 protocol ip prio 2 u32 match ip dport 443 0xffff flowid 1:20"
+        ));
+        let m = [1, 0x10, 0x20, 0x30];
+        let direct = |tc: &mut crate::tc::Tc| {
+            let mut o = crate::tc::Out::text();
+            tc.device_mut("eth0").unwrap().root.q.dump(&mut o, &dev());
+            o.into_string()
+        };
+        // Root filter → inner 1:1 → 1:1's filters → leaf.
+        send_one(&mut tc, Packet::new(1, 100).with_flow(flow(80)));
+        send_one(&mut tc, Packet::new(2, 100).with_flow(flow(443)));
+        assert_eq!(qlens(&mut tc, &m), vec![0, 1, 1, 0]);
+        // 1:1's filters match nothing → the default class.
+        send_one(&mut tc, Packet::new(3, 100).with_flow(flow(22)));
+        // X:0 → the direct queue; 1:99 and 2:10 name no class → the default class.
+        send_one(&mut tc, Packet::new(4, 100).with_flow(flow(1)));
+        assert!(direct(&mut tc).contains("direct_packets_stat 1 "), "{}", direct(&mut tc));
+        send_one(&mut tc, Packet::new(5, 100).with_flow(flow(2)));
+        send_one(&mut tc, Packet::new(6, 100).with_flow(flow(3)));
+        assert_eq!(qlens(&mut tc, &m), vec![0, 1, 1, 3]);
+        // A root filter straight to a leaf.
+        send_one(&mut tc, Packet::new(7, 100).with_flow(flow(4)));
+        assert_eq!(qlens(&mut tc, &m), vec![0, 1, 2, 3]);
+        // skb->priority naming a leaf wins over every filter; naming the inner 1:1
+        // starts at 1:1's filters (the qdisc's dport-4 filter is not consulted).
+        send_one(&mut tc, Packet::new(8, 100).with_flow(flow(80)).with_priority(H | 0x30));
+        send_one(&mut tc, Packet::new(9, 100).with_flow(flow(4)).with_priority(H | 1));
+        send_one(&mut tc, Packet::new(10, 100).with_flow(flow(80)).with_priority(H | 1));
+        assert_eq!(qlens(&mut tc, &m), vec![0, 2, 2, 5]);
+        // skb->priority X:0 → direct, before any filter.
+        send_one(&mut tc, Packet::new(11, 100).with_flow(flow(80)).with_priority(H));
+        assert!(direct(&mut tc).contains("direct_packets_stat 2 "));
+    }
+
+    #[test]
+    fn an_inner_class_without_filters_falls_back_to_the_default() {
+        let mut tc = tc_htb(&format!(
+            "{TREE}
+            filter add dev eth0 parent 1: protocol all prio 1 matchall classid 1:1"
+        ));
+        send_one(&mut tc, Packet::new(1, 100).with_flow(flow(80)));
+        send_one(&mut tc, Packet::new(2, 100));
+        assert_eq!(qlens(&mut tc, &[0x10, 0x20, 0x30]), vec![0, 0, 2]);
+    }
+
+    #[test]
+    fn a_filter_cycle_drops_instead_of_spinning() {
+        let mut tc = tc_htb(&format!(
+            "{TREE}
+            class add dev eth0 parent 1: classid 1:2 htb rate 1mbit
+            class add dev eth0 parent 1:2 classid 1:40 htb rate 1mbit
+            filter add dev eth0 parent 1: protocol all prio 1 matchall classid 1:1
+            filter add dev eth0 parent 1:1 protocol all prio 1 matchall classid 1:2
+            filter add dev eth0 parent 1:2 protocol all prio 1 matchall classid 1:1"
+        ));
+        assert_eq!(send_one(&mut tc, Packet::new(1, 100)), Enqueued::Dropped);
+        let q = &tc.device_mut("eth0").unwrap().root.q;
+        assert_eq!((q.stats().drops, q.stats().qlen), (1, 0));
+    }
+
+    #[test]
+    fn bound_filters_hold_classes_and_die_with_their_class() {
+        let in_use = "Error: HTB class in use.\n";
+        let mut tc = tc_htb(&format!(
+            "{TREE}
+            filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 5 0xffff flowid 1:40
+            filter add dev eth0 parent 1: protocol ip prio 2 handle 7 fw classid 1:40
+            class add dev eth0 parent 1: classid 1:40 htb rate 1mbit"
+        ));
+        // tc_bind_tclass: the class created after its filters is bound by both.
+        assert_eq!(tc_err(&mut tc, "class del dev eth0 classid 1:40"), in_use);
+        tc_htb_run(&mut tc, "filter del dev eth0 parent 1: prio 1");
+        assert_eq!(tc_err(&mut tc, "class del dev eth0 classid 1:40"), in_use);
+        tc_htb_run(&mut tc, "filter del dev eth0 parent 1: prio 2");
+        tc_htb_run(&mut tc, "class del dev eth0 classid 1:40");
+
+        // A leaf's own filters bind 1:30; deleting the leaf destroys them, which frees
+        // 1:30 and, with the last u32 proto, the qdisc's u32 tables.
+        tc_htb_run(&mut tc, "filter add dev eth0 parent 1:20 protocol ip prio 3 u32 match u32 0 0 flowid 1:30");
+        tc_htb_run(&mut tc, "filter add dev eth0 parent 1:20 protocol all prio 4 matchall classid 1:30");
+        assert_eq!(tc_err(&mut tc, "class del dev eth0 classid 1:30"), in_use);
+        tc_htb_run(&mut tc, "class del dev eth0 classid 1:20");
+        tc_htb_run(&mut tc, "class del dev eth0 classid 1:30");
+        tc_htb_run(&mut tc, "filter add dev eth0 parent 1: protocol ip prio 1 u32 match u32 0 0 flowid 1:10");
+        let r = tc.run(&crate::tc::makeargs("filter show dev eth0"));
+        assert!(r.stdout.contains("fh 800: ht divisor 1"), "{}", r.stdout);
+        // A deleted class's block is gone with it.
+        let r = tc.run(&crate::tc::makeargs("filter show dev eth0 parent 1:20"));
+        assert_eq!(r.stdout, "");
+        assert_eq!(
+            tc_err(&mut tc, "filter add dev eth0 parent 1:20 protocol all matchall classid 1:10"),
+            "Error: Specified class doesn't exist.\nWe have an error talking to the kernel\n"
+        );
+    }
+
+    fn tc_htb_run(tc: &mut crate::tc::Tc, line: &str) {
+        let r = tc.run(&crate::tc::makeargs(line));
+        assert_eq!(r.code, 0, "{line}: {}", r.stderr);
     }
 }

@@ -1116,8 +1116,7 @@ impl Qdisc for Sfq {
     /// `qdisc_dequeue_peeked` over `sfq_dequeue`.
     fn dequeue(&mut self, now: Instant) -> Dequeued {
         self.maybe_perturb(now);
-        if let Some(p) = self.parked.0.take() {
-            self.stats.unqueued(p.len);
+        if let Some(p) = self.parked.take(&mut self.stats) {
             return Dequeued::Packet(p);
         }
         match self.dequeue_inner() {
@@ -1132,8 +1131,7 @@ impl Qdisc for Sfq {
         self.maybe_perturb(now);
         if self.parked.0.is_none() {
             let p = self.dequeue_inner()?;
-            self.stats.queued(p.len);
-            self.parked.0 = Some(p);
+            self.parked.park(p, &mut self.stats);
         }
         self.parked.0.as_ref()
     }

@@ -555,8 +555,7 @@ impl Qdisc for Tbf {
 
     /// `qdisc_dequeue_peeked` on tbf: the parked packet first, else `tbf_dequeue`.
     fn dequeue(&mut self, now: Instant) -> Dequeued {
-        if let Some(p) = self.parked.0.take() {
-            self.stats.unqueued(p.len);
+        if let Some(p) = self.parked.take(&mut self.stats) {
             return Dequeued::Packet(p);
         }
         self.dequeue_inner(now)
@@ -567,8 +566,7 @@ impl Qdisc for Tbf {
     fn peek(&mut self, now: Instant) -> Option<&Packet> {
         if self.parked.0.is_none() {
             if let Dequeued::Packet(p) = self.dequeue_inner(now) {
-                self.stats.queued(p.len);
-                self.parked.0 = Some(p);
+                self.parked.park(p, &mut self.stats);
             }
         }
         self.parked.0.as_ref()
