@@ -48,6 +48,29 @@ const TREES: &[(&str, &str, &[&str])] = &[
             "qdisc replace dev eth0 parent 1:20 handle 20: pfifo limit 3",
         ],
     ),
+    // The flow schedulers under a shaper, so queues build and changes that shrink
+    // them are seen by a parent (their own counters follow the kernel's accounting,
+    // where a trimmed packet may count as sent).
+    (
+        "eth0",
+        "qdisc add dev eth0 root handle 1: tbf rate 2mbit burst 4k limit 200k\nqdisc add dev eth0 parent 1:1 handle 10: fq limit 20 flow_limit 4 quantum 1000 initial_quantum 2000",
+        &["qdisc change dev eth0 parent 1:1 handle 10: fq limit 3", "qdisc change dev eth0 parent 1:1 handle 10: fq flow_limit 2 maxrate 1mbit"],
+    ),
+    (
+        "eth0",
+        "qdisc add dev eth0 root handle 1: tbf rate 2mbit burst 4k limit 200k\nqdisc add dev eth0 parent 1:1 handle 10: fq_codel limit 16 flows 4 drop_batch 3 target 1ms interval 5ms",
+        &["qdisc change dev eth0 parent 1:1 handle 10: fq_codel limit 4", "qdisc change dev eth0 parent 1:1 handle 10: fq_codel quantum 300 noecn"],
+    ),
+    (
+        "eth0",
+        "qdisc add dev eth0 root handle 1: tbf rate 2mbit burst 4k limit 200k\nqdisc add dev eth0 parent 1:1 handle 10: codel limit 12 target 1ms interval 5ms",
+        &["qdisc change dev eth0 parent 1:1 handle 10: codel limit 3", "qdisc change dev eth0 parent 1:1 handle 10: codel target 500us"],
+    ),
+    (
+        "eth0",
+        "qdisc add dev eth0 root handle 1: tbf rate 2mbit burst 4k limit 200k\nqdisc add dev eth0 parent 1:1 handle 10: sfq limit 10 depth 4 flows 4 divisor 16 headdrop",
+        &["qdisc replace dev eth0 parent 1:1 handle 20: sfq limit 5 perturb 1", "qdisc replace dev eth0 parent 1:1 handle 10: sfq limit 8 redflowlimit 20000 min 3000 max 9000 probability 0.2 ecn"],
+    ),
 ];
 
 #[derive(Clone, Debug)]
