@@ -213,18 +213,46 @@ fn htb_with_u32_filters_matches_the_kernel() {
         return;
     }
     let engine = engine_rates();
-    let kernel = kernel_rates();
-    eprintln!("class   kernel bit/s   engine bit/s");
-    for (k, v) in &kernel {
-        eprintln!("{k:6} {v:14.0} {:14.0}", engine.get(k).copied().unwrap_or(f64::NAN));
+    // The kernel's figures are measured in real time: a busy machine delays htb's
+    // watchdog timer and the sender, and the kernel then falls short of the parent's
+    // 30 Mbit/s (by more than 1 %), which virtual time never does. Such a measurement says nothing about
+    // the engine and is taken again (up to three times); the engine's figures are
+    // deterministic and never re-run.
+    let mut last = String::new();
+    for attempt in 1..=3 {
+        let kernel = kernel_rates();
+        eprintln!("attempt {attempt}\nclass   kernel bit/s   engine bit/s");
+        for (k, v) in &kernel {
+            eprintln!("{k:6} {v:14.0} {:14.0}", engine.get(k).copied().unwrap_or(f64::NAN));
+        }
+        assert_eq!(kernel.keys().collect::<Vec<_>>(), engine.keys().collect::<Vec<_>>(), "same classes");
+        if kernel["1:1"] < 0.99 * 30e6 {
+            last = format!("the machine was too busy to measure the kernel: 1:1 reached {:.0} bit/s of 30 Mbit/s", kernel["1:1"]);
+            continue;
+        }
+        match compare(&kernel, &engine) {
+            Ok(()) => return,
+            Err(e) => last = e,
+        }
     }
-    assert_eq!(kernel.keys().collect::<Vec<_>>(), engine.keys().collect::<Vec<_>>(), "same classes");
-    // Leaves: within 2 % of the class's rate of the kernel's figure. Same classes used.
+    panic!("{last}");
+}
+
+/// Leaves within 2 % (of the larger of the kernel's figure and the class rate) of the
+/// kernel's figure, the parent within 2 %, and the filters picked the same classes.
+fn compare(kernel: &BTreeMap<String, f64>, engine: &BTreeMap<String, f64>) -> Result<(), String> {
     for (class, rate) in [("1:10", 9e6), ("1:20", 18e6), ("1:30", 1e6)] {
         let (k, e) = (kernel[class], engine[class]);
-        assert!(k > 0.5 * rate, "kernel class {class} got {k} bit/s: the filters did not pick it");
-        assert!((k - e).abs() <= 0.02 * k.max(rate), "class {class}: kernel {k:.0} bit/s, engine {e:.0} bit/s");
+        if k <= 0.5 * rate {
+            return Err(format!("kernel class {class} got {k} bit/s: the filters did not pick it"));
+        }
+        if (k - e).abs() > 0.02 * k.max(rate) {
+            return Err(format!("class {class}: kernel {k:.0} bit/s, engine {e:.0} bit/s"));
+        }
     }
     let (k, e) = (kernel["1:1"], engine["1:1"]);
-    assert!((k - e).abs() <= 0.02 * k, "parent 1:1: kernel {k:.0} bit/s, engine {e:.0} bit/s");
+    if (k - e).abs() > 0.02 * k {
+        return Err(format!("parent 1:1: kernel {k:.0} bit/s, engine {e:.0} bit/s"));
+    }
+    Ok(())
 }

@@ -128,8 +128,10 @@ pub struct Device {
     pub speed: Option<u32>,
 }
 
-/// The kernel whose behaviour a device follows where versions differ (error texts so
-/// far). Checked against 6.12 (Debian 13, the default) and 6.18 (this project's CI host).
+/// The kernel whose behaviour a device follows where versions differ: error texts,
+/// and (see [`KernelVersion::u32_perf`], [`KernelVersion::has_actions`]) the build
+/// profile of the two kernels the goldens come from. Checked against 6.12 (Debian 13,
+/// the default) and 6.18 (this project's CI host).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct KernelVersion(pub u32, pub u32);
 
@@ -143,6 +145,30 @@ impl KernelVersion {
         let major = it.next()?.parse().ok()?;
         let minor = it.next()?.parse().ok()?;
         Some(KernelVersion(major, minor))
+    }
+
+    /// CONFIG_CLS_U32_PERF: u32 key nodes keep hit counters (`u32_classify`'s
+    /// `pf->rcnt/rhit/kcnts`) and dump them as TCA_U32_PCNT, which `tc -s filter show`
+    /// prints as `(rule hit N success N)`. Set in Debian 13's 6.12 build (`=y`);
+    /// not set in this CI host's 6.18 build.
+    pub fn u32_perf(self) -> bool {
+        self < Self::V6_18
+    }
+
+    /// The tc action modules this engine models (act_gact, act_police) can be
+    /// loaded. Debian 13's 6.12 build ships them; this CI host's 6.18 build has no
+    /// action modules at all, so every `action`/`police` on a filter fails with
+    /// "Failed to load TC action module".
+    pub fn has_actions(self) -> bool {
+        self < Self::V6_18
+    }
+
+    /// `tcf_chain_tp_find` reports its own extack messages ("Protocol mismatch for
+    /// filter with specified priority", "Lowest ID from auto-alloc range already in
+    /// use"); before that change (so in 6.12) both cases read "Filter with specified
+    /// priority/protocol not found". Upstream code, so by version: 6.18 has it.
+    pub fn tp_find_extack(self) -> bool {
+        self >= Self::V6_18
     }
 
     /// "Invalid qdisc name" gained its explanation in the 6.18 series.

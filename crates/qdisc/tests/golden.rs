@@ -28,9 +28,6 @@ fn kernel_of(dir: &std::path::Path) -> KernelVersion {
 /// (capture, case, step or "" for the whole case, why). A skipped step still runs;
 /// only its output is not compared.
 const KNOWN_GAPS: &[(&str, &str, &str, &str)] = &[
-    ("kernel-6.12", "filter-errors", "", "checkpoint: tc actions and u32 perf counters are being added"),
-    ("kernel-6.12", "filter-u32-basic", "", "checkpoint: tc actions and u32 perf counters are being added"),
-    ("kernel-6.12", "filter-u32-lifecycle", "", "checkpoint: tc actions and u32 perf counters are being added"),
     (
         "kernel",
         "nokernel-prio",

@@ -10,9 +10,11 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use super::action::{ActCtx, Exts, ExtsSpec};
 use super::{FilterError, Headers, TcfResult, ETH_P_ALL, ETH_P_IP, ETH_P_IPV6};
 use crate::packet::Packet;
 use crate::tc::{matches, Args, Out, TcError};
+use crate::time::Instant;
 
 /// A prefix match on an address (16 bytes; IPv4 in the last 4 of IPv4-mapped form).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,13 +62,14 @@ pub struct FlowerOpts {
     pub ip_tos: Option<(u8, u8)>,
     pub classid: Option<u32>,
     pub flags: u32,
-    pub action: bool,
+    pub exts: ExtsSpec,
 }
 
 #[derive(Clone, Debug)]
 pub struct FlowerFilter {
     pub handle: u32,
     pub o: FlowerOpts,
+    pub exts: Exts,
 }
 
 #[derive(Default)]
@@ -81,19 +84,24 @@ impl Flower {
     }
 
     /// `fl_change`.
-    pub fn change(&mut self, handle: u32, o: &FlowerOpts, fh: Option<u32>) -> Result<(), FilterError> {
+    pub fn change(
+        &mut self,
+        handle: u32,
+        o: &FlowerOpts,
+        fh: Option<u32>,
+        acts: &mut ActCtx,
+    ) -> Result<(), FilterError> {
         if o.flags & (super::u32::SKIP_HW | super::u32::SKIP_SW) == super::u32::SKIP_HW | super::u32::SKIP_SW {
             return Err(FilterError::Errno("Invalid argument"));
         }
-        if o.action {
-            return Err(FilterError::action());
-        }
+        let exts = acts.init(&o.exts)?;
         if let Some(h) = fh {
             if handle != 0 && handle != h {
                 return Err(FilterError::ext("Handle specified does not match"));
             }
             let f = self.filters.iter_mut().find(|f| f.handle == h).expect("existing filter");
             f.o = o.clone();
+            f.exts = exts;
             return Ok(());
         }
         let h = if handle == 0 {
@@ -108,7 +116,7 @@ impl Flower {
             return Err(FilterError::ext("Filter already exists"));
         }
         let at = self.filters.iter().position(|f| f.handle > h).unwrap_or(self.filters.len());
-        self.filters.insert(at, FlowerFilter { handle: h, o: o.clone() });
+        self.filters.insert(at, FlowerFilter { handle: h, o: o.clone(), exts });
         Ok(())
     }
 
@@ -119,7 +127,9 @@ impl Flower {
     }
 
     /// `fl_classify` over the keys modelled here.
-    pub fn classify(&self, pkt: &Packet, hdr: &Headers) -> Option<TcfResult> {
+    /// The first matching filter answers with its actions' verdict (TC_ACT_OK
+    /// without; "continue" ends this proto's lookup).
+    pub fn classify(&self, pkt: &Packet, hdr: &Headers, now: Instant) -> Option<(i32, TcfResult)> {
         let flow = pkt.flow.as_deref();
         for f in &self.filters {
             let o = &f.o;
@@ -155,7 +165,9 @@ impl Flower {
                 Some(())
             })();
             if ok.is_some() {
-                return Some(TcfResult { classid: o.classid.unwrap_or(0) });
+                let mut res = TcfResult { classid: o.classid.unwrap_or(0) };
+                let r = f.exts.exec(pkt.len, now, &mut res);
+                return (r >= 0).then_some((r, res));
             }
         }
         None
@@ -231,6 +243,7 @@ impl Flower {
                 }
                 out.nl();
                 out.boolean("not_in_hw", format_args!("  not_in_hw"), true);
+                f.exts.print(out, ctx.now);
             });
         }
     }
@@ -330,10 +343,7 @@ pub fn parse(handle: Option<&str>, proto: u16, a: &mut Args) -> Result<(u32, Flo
                 _ => return Err(TcError::tc("Illegal \"ip_tos\"\n")),
             }
         } else if matches(w, "action") {
-            o.action = true;
-            while a.peek().is_some_and(|x| !matches(x, "classid")) {
-                a.next();
-            }
+            super::action::parse_action(a, &mut o.exts)?;
         } else if w == "help" {
             return Err(TcError::tc("Usage: ... flower [ MATCH-LIST ] [ classid CLASSID ] [ skip_hw | skip_sw ] (qdisc-lab subset: ip_proto, src_ip, dst_ip, src_port, dst_port, ip_tos)\n"));
         } else {
@@ -363,17 +373,19 @@ mod tests {
     #[test]
     fn keys_match() {
         let mut f = Flower::default();
-        f.change(0, &opts("ip_proto tcp dst_ip 10.0.0.0/8 dst_port 80 classid 1:10"), None).unwrap();
-        f.change(0, &opts("ip_proto udp classid 1:20"), None).unwrap();
+        let mut tb = crate::classify::action::ActionTable::default();
+        let mut ctx = ActCtx { table: &mut tb, available: true, now: Instant::ZERO };
+        f.change(0, &opts("ip_proto tcp dst_ip 10.0.0.0/8 dst_port 80 classid 1:10"), None, &mut ctx).unwrap();
+        f.change(0, &opts("ip_proto udp classid 1:20"), None, &mut ctx).unwrap();
         assert_eq!(f.get(2), Some(2));
-        let c = |p: &Packet| f.classify(p, &Headers::of(p)).map(|r| r.classid);
+        let c = |p: &Packet| f.classify(p, &Headers::of(p), Instant::ZERO).map(|r| r.1.classid);
         assert_eq!(c(&pkt([10, 9, 9, 9], 80, 6)), Some(0x10010));
         assert_eq!(c(&pkt([11, 9, 9, 9], 80, 6)), None);
         assert_eq!(c(&pkt([10, 9, 9, 9], 81, 6)), None);
         assert_eq!(c(&pkt([11, 9, 9, 9], 53, 17)), Some(0x10020));
         assert_eq!(c(&Packet::new(1, 100)), None);
         assert_eq!(
-            f.change(0, &opts("ip_proto udp classid 1:30"), None),
+            f.change(0, &opts("ip_proto udp classid 1:30"), None, &mut ctx),
             Err(FilterError::ext("Filter already exists"))
         );
     }

@@ -6,17 +6,20 @@
 //! classid of this qdisc (or has no major) is itself the result.
 //! (This machine's kernel has no cls_fw, so the printer follows tc/f_fw.c only.)
 
+use super::action::{ActCtx, Exts, ExtsSpec};
 use super::{FilterError, TcfResult};
 use crate::packet::Packet;
 use crate::qdisc::tc_h_maj;
 use crate::tc::{matches, Args, Out, TcError};
+use crate::time::Instant;
 
 const HTSIZE: usize = 256;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct FwFilter {
     pub id: u32,
     pub classid: u32,
+    pub exts: Exts,
 }
 
 /// One fw proto: `None` head until the first filter (`struct fw_head`).
@@ -31,7 +34,7 @@ pub struct FwOpts {
     pub present: bool,
     pub mask: Option<u32>,
     pub classid: Option<u32>,
-    pub action: bool,
+    pub exts: ExtsSpec,
 }
 
 /// `fw_hash`.
@@ -53,7 +56,7 @@ impl Fw {
     }
 
     /// `fw_change`.
-    pub fn change(&mut self, handle: u32, o: &FwOpts, fh: Option<u32>) -> Result<(), FilterError> {
+    pub fn change(&mut self, handle: u32, o: &FwOpts, fh: Option<u32>, acts: &mut ActCtx) -> Result<(), FilterError> {
         if !o.present {
             return if handle != 0 { Err(FilterError::Errno("Invalid argument")) } else { Ok(()) };
         }
@@ -62,12 +65,14 @@ impl Fw {
                 return Err(FilterError::Errno("Invalid argument"));
             }
             let mask = self.head.as_ref().map(|h| h.0).unwrap_or(u32::MAX);
-            Self::check(o, mask)?;
+            let exts = Self::check(o, mask, acts)?;
             let (_, ht) = self.head.as_mut().expect("existing filter");
             let f = ht[fw_hash(id)].iter_mut().find(|f| f.id == id).expect("existing filter");
             if let Some(c) = o.classid {
                 f.classid = c;
             }
+            // The replacement filter carries only the actions of this request.
+            f.exts = exts;
             return Ok(());
         }
         if handle == 0 {
@@ -77,21 +82,19 @@ impl Fw {
             Some((m, _)) => *m,
             None => o.mask.unwrap_or(u32::MAX),
         };
-        Self::check(o, mask)?;
+        let exts = Self::check(o, mask, acts)?;
         let head = self.head.get_or_insert_with(|| (mask, vec![Vec::new(); HTSIZE]));
-        head.1[fw_hash(handle)].insert(0, FwFilter { id: handle, classid: o.classid.unwrap_or(0) });
+        head.1[fw_hash(handle)].insert(0, FwFilter { id: handle, classid: o.classid.unwrap_or(0), exts });
         Ok(())
     }
 
     /// `fw_set_parms`: actions, then the mask must be the proto's.
-    fn check(o: &FwOpts, mask: u32) -> Result<(), FilterError> {
-        if o.action {
-            return Err(FilterError::action());
-        }
+    fn check(o: &FwOpts, mask: u32, acts: &mut ActCtx) -> Result<Exts, FilterError> {
+        let exts = acts.init(&o.exts)?;
         match o.mask {
             Some(m) if m != mask => Err(FilterError::Errno("Invalid argument")),
             None if mask != u32::MAX => Err(FilterError::Errno("Invalid argument")),
-            _ => Ok(()),
+            _ => Ok(exts),
         }
     }
 
@@ -105,15 +108,25 @@ impl Fw {
     }
 
     /// `fw_classify`.
-    pub fn classify(&self, pkt: &Packet, q_handle: u32) -> Option<TcfResult> {
+    /// `fw_classify`: the verdict of the matching filter's actions (TC_ACT_OK
+    /// without); a filter whose actions answer "continue" lets the lookup go on.
+    pub fn classify(&self, pkt: &Packet, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)> {
         match &self.head {
             Some((mask, ht)) => {
                 let id = pkt.mark & mask;
-                ht[fw_hash(id)].iter().find(|f| f.id == id).map(|f| TcfResult { classid: f.classid })
+                for f in ht[fw_hash(id)].iter().filter(|f| f.id == id) {
+                    let mut res = TcfResult { classid: f.classid };
+                    let r = f.exts.exec(pkt.len, now, &mut res);
+                    if r >= 0 {
+                        return Some((r, res));
+                    }
+                }
+                None
             }
             None => {
                 let id = pkt.mark;
-                (id != 0 && (tc_h_maj(id) == 0 || tc_h_maj(id ^ q_handle) == 0)).then_some(TcfResult { classid: id })
+                (id != 0 && (tc_h_maj(id) == 0 || tc_h_maj(id ^ q_handle) == 0))
+                    .then_some((0, TcfResult { classid: id }))
             }
         }
     }
@@ -122,7 +135,7 @@ impl Fw {
     pub fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         let Some((mask, ht)) = &self.head else { return };
         for f in ht.iter().flatten() {
-            if f.classid == 0 {
+            if f.classid == 0 && f.exts.is_empty() {
                 ctx.bare(out);
                 continue;
             }
@@ -140,8 +153,11 @@ impl Fw {
                     }
                 }
                 out.close_object();
-                let c = crate::tc::show_classid(f.classid);
-                out.string("classid", format_args!("classid {c} "), &c);
+                if f.classid != 0 {
+                    let c = crate::tc::show_classid(f.classid);
+                    out.string("classid", format_args!("classid {c} "), &c);
+                }
+                f.exts.print(out, ctx.now);
             });
         }
     }
@@ -180,11 +196,10 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, FwOpts), TcErro
         if matches(w, "classid") || matches(w, "flowid") {
             let v = a.value()?;
             o.classid = Some(crate::tc::get_tc_classid(v).ok_or_else(|| TcError::tc("Illegal \"classid\"\n"))?);
-        } else if matches(w, "police") || matches(w, "action") {
-            o.action = true;
-            while a.peek().is_some_and(|x| !matches(x, "classid") && !matches(x, "flowid")) {
-                a.next();
-            }
+        } else if matches(w, "police") {
+            super::action::parse_legacy_police(a, &mut o.exts)?;
+        } else if matches(w, "action") {
+            super::action::parse_action(a, &mut o.exts)?;
         } else if w == "indev" {
             return Err(TcError::tc(
                 "qdisc-lab: fw \"indev\" is not supported (egress packets have no input device)\n",
@@ -206,6 +221,9 @@ mod tests {
         let v: Vec<String> = s.split_whitespace().map(String::from).collect();
         parse(Some(h), &mut Args::new(&v)).unwrap()
     }
+    fn cls(fw: &Fw, p: &Packet) -> Option<TcfResult> {
+        fw.classify(p, 0x10000, Instant::ZERO).map(|(_, r)| r)
+    }
     fn marked(m: u32) -> Packet {
         let mut p = Packet::new(1, 100);
         p.mark = m;
@@ -215,16 +233,18 @@ mod tests {
     #[test]
     fn mark_selects_filter_with_mask() {
         let mut fw = Fw::default();
+        let mut tb = crate::classify::action::ActionTable::default();
+        let mut ctx = ActCtx { table: &mut tb, available: true, now: Instant::ZERO };
         let (h, o) = opts("5/0xff", "classid 1:5");
-        fw.change(h, &o, None).unwrap();
+        fw.change(h, &o, None, &mut ctx).unwrap();
         let (h, o) = opts("6/0xff", "classid 1:6");
-        fw.change(h, &o, None).unwrap();
-        assert_eq!(fw.classify(&marked(5), 0x10000), Some(TcfResult { classid: 0x10005 }));
-        assert_eq!(fw.classify(&marked(0x1206), 0x10000), Some(TcfResult { classid: 0x10006 }));
-        assert_eq!(fw.classify(&marked(7), 0x10000), None);
+        fw.change(h, &o, None, &mut ctx).unwrap();
+        assert_eq!(cls(&fw, &marked(5)), Some(TcfResult { classid: 0x10005 }));
+        assert_eq!(cls(&fw, &marked(0x1206)), Some(TcfResult { classid: 0x10006 }));
+        assert_eq!(cls(&fw, &marked(7)), None);
         // Every filter of a proto must use the proto's mask.
         let (h, o) = opts("7", "classid 1:7");
-        assert_eq!(fw.change(h, &o, None), Err(FilterError::Errno("Invalid argument")));
+        assert_eq!(fw.change(h, &o, None, &mut ctx), Err(FilterError::Errno("Invalid argument")));
         assert!(!fw.delete(5));
         assert!(fw.delete(6));
     }
@@ -232,9 +252,9 @@ mod tests {
     #[test]
     fn old_method_uses_the_mark_as_classid() {
         let fw = Fw::default();
-        assert_eq!(fw.classify(&marked(0x10020), 0x10000), Some(TcfResult { classid: 0x10020 }));
-        assert_eq!(fw.classify(&marked(0x20), 0x10000), Some(TcfResult { classid: 0x20 }));
-        assert_eq!(fw.classify(&marked(0x20020), 0x10000), None);
-        assert_eq!(fw.classify(&marked(0), 0x10000), None);
+        assert_eq!(cls(&fw, &marked(0x10020)), Some(TcfResult { classid: 0x10020 }));
+        assert_eq!(cls(&fw, &marked(0x20)), Some(TcfResult { classid: 0x20 }));
+        assert_eq!(cls(&fw, &marked(0x20020)), None);
+        assert_eq!(cls(&fw, &marked(0)), None);
     }
 }

@@ -4,8 +4,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::action::{ActCtx, Exts, ExtsSpec};
 use super::{FilterError, TcfResult};
 use crate::tc::{matches, Args, Out, TcError};
+use crate::time::Instant;
 
 /// The proto's single filter (`struct cls_mall_head`).
 #[derive(Debug)]
@@ -15,6 +17,7 @@ pub struct Head {
     pub flags: u32,
     /// `pf->rhit`: packets this filter matched.
     pub hits: AtomicU64,
+    pub exts: Exts,
 }
 
 #[derive(Default, Debug)]
@@ -27,7 +30,7 @@ pub struct MatchallOpts {
     pub present: bool,
     pub classid: Option<u32>,
     pub flags: u32,
-    pub action: bool,
+    pub exts: ExtsSpec,
 }
 
 impl Matchall {
@@ -36,32 +39,33 @@ impl Matchall {
         self.head.as_ref().filter(|h| h.handle == handle).map(|h| h.handle)
     }
     /// `mall_change`: only one filter per proto, never changed in place.
-    pub fn change(&mut self, handle: u32, o: &MatchallOpts) -> Result<(), FilterError> {
+    pub fn change(&mut self, handle: u32, o: &MatchallOpts, acts: &mut ActCtx) -> Result<(), FilterError> {
         if !o.present {
             return Err(FilterError::Errno("Invalid argument"));
         }
         if self.head.is_some() {
             return Err(FilterError::Errno("File exists"));
         }
-        if o.action {
-            return Err(FilterError::action());
-        }
+        let exts = acts.init(&o.exts)?;
         self.head = Some(Head {
             handle: if handle == 0 { 1 } else { handle },
             classid: o.classid.unwrap_or(0),
             flags: o.flags | super::u32::NOT_IN_HW,
             hits: AtomicU64::new(0),
+            exts,
         });
         Ok(())
     }
-    /// `mall_classify`.
-    pub fn classify(&self) -> Option<TcfResult> {
+    /// `mall_classify`: the verdict of the filter's actions (TC_ACT_OK without).
+    pub fn classify(&self, len: u32, now: Instant) -> Option<(i32, TcfResult)> {
         let h = self.head.as_ref()?;
         if h.flags & super::u32::SKIP_SW != 0 {
             return None;
         }
         h.hits.fetch_add(1, Ordering::Relaxed);
-        Some(TcfResult { classid: h.classid })
+        let mut res = TcfResult { classid: h.classid };
+        let r = h.exts.exec(len, now, &mut res);
+        (r >= 0).then_some((r, res))
     }
     /// `mall_dump` + tc's `matchall_print_opt`.
     pub fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
@@ -83,6 +87,7 @@ impl Matchall {
                 let n = h.hits.load(Ordering::Relaxed);
                 out.uint("rule_hit", format_args!(" (rule hit {n})"), n);
             }
+            h.exts.print(out, ctx.now);
         });
     }
 }
@@ -113,10 +118,7 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, MatchallOpts), 
             let v = a.value()?;
             o.classid = Some(crate::tc::get_tc_classid(v).ok_or_else(|| TcError::tc("Illegal \"classid\"\n"))?);
         } else if matches(w, "action") {
-            o.action = true;
-            while a.peek().is_some_and(|x| !matches(x, "classid") && x != "flowid") {
-                a.next();
-            }
+            super::action::parse_action(a, &mut o.exts)?;
         } else if w == "skip_hw" {
             o.flags |= super::u32::SKIP_HW;
         } else if w == "skip_sw" {
@@ -141,12 +143,15 @@ mod tests {
     fn one_filter_matching_everything() {
         let mut m = Matchall::default();
         let o = MatchallOpts { present: true, classid: Some(0x10010), ..Default::default() };
-        m.change(0, &o).unwrap();
+        let mut t = super::super::action::ActionTable::default();
+        let mut ctx = ActCtx { table: &mut t, available: true, now: Instant::ZERO };
+        m.change(0, &o, &mut ctx).unwrap();
         assert_eq!(m.get(1), Some(1));
-        assert_eq!(m.classify(), Some(TcfResult { classid: 0x10010 }));
-        assert_eq!(m.change(0, &o), Err(FilterError::Errno("File exists")));
+        assert_eq!(m.classify(1, Instant::ZERO), Some((0, TcfResult { classid: 0x10010 })));
+        assert_eq!(m.change(0, &o, &mut ctx), Err(FilterError::Errno("File exists")));
         let mut s = Matchall::default();
-        s.change(5, &MatchallOpts { present: true, flags: super::super::u32::SKIP_SW, ..Default::default() }).unwrap();
-        assert_eq!(s.classify(), None);
+        let o = MatchallOpts { present: true, flags: super::super::u32::SKIP_SW, ..Default::default() };
+        s.change(5, &o, &mut ctx).unwrap();
+        assert_eq!(s.classify(1, Instant::ZERO), None);
     }
 }

@@ -29,9 +29,13 @@
 //!   `skb->priority` names an inner class, that class's block), classify, and if the
 //!   result is an inner class continue with *its* block — at most 8 hops.
 //!
-//! Actions (`action`, `police`) are not modelled: this machine's kernel has neither
-//! gact nor police, so a filter with one fails exactly as it does there
-//! ("Failed to load TC action module"), after the kind's earlier checks.
+//! Actions (`action gact …`, `action police …`, the legacy `police`): see
+//! [`action`]. Filters run them when they match; [`Block::classify`] answers with
+//! the verdict ([`Verdict`]) the qdisc acts on: a class, or drop (SHOT: the qdisc
+//! drops the packet and counts it, `__NET_XMIT_BYPASS`), or stolen (STOLEN, QUEUED,
+//! TRAP: gone without counting as a drop). On a kernel without action modules
+//! ([`crate::tree::KernelVersion::has_actions`]) a filter with one fails with
+//! "Failed to load TC action module", after the kind's earlier checks.
 //!
 //! # Packet bytes (u32)
 //!
@@ -42,6 +46,7 @@
 //! readable header: every u32 key read fails (which ends the u32 lookup, as a failed
 //! `skb_header_pointer` does), while fw and matchall filters still match it.
 
+pub mod action;
 pub mod flower;
 pub mod fw;
 pub mod matchall;
@@ -50,6 +55,7 @@ pub mod u32;
 use std::sync::{Arc, RwLock};
 
 use crate::packet::Packet;
+use crate::time::Instant;
 
 /// ETH_P_ALL.
 pub const ETH_P_ALL: u16 = 0x0003;
@@ -62,6 +68,18 @@ pub const ETH_P_IPV6: u16 = 0x86DD;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcfResult {
     pub classid: u32,
+}
+
+/// `tcf_classify`'s answer as prio and htb act on it (their `CONFIG_NET_CLS_ACT`
+/// switch on the verdict).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// TC_ACT_OK, PIPE and the other non-consuming verdicts: use the result.
+    Class(TcfResult),
+    /// TC_ACT_SHOT: the qdisc drops the packet and counts a drop.
+    Shot,
+    /// TC_ACT_STOLEN / QUEUED / TRAP: consumed; not a drop.
+    Stolen,
 }
 
 /// One classifier instance of a block (`struct tcf_proto`).
@@ -120,28 +138,44 @@ impl Block {
         self.protos.is_empty()
     }
 
-    /// Mirrors `tcf_classify` / `__tcf_classify` for chain 0 without actions: the
-    /// first proto (in pref order) whose protocol matches and whose kind matches.
-    pub fn classify(&self, pkt: &Packet) -> Option<TcfResult> {
+    /// Mirrors `tcf_classify` / `__tcf_classify` for chain 0 at time `now`: the
+    /// protos in pref order (skipping those for another protocol) until one answers
+    /// a verdict ≥ 0. RECLASSIFY and `goto chain 0` start over from the first proto,
+    /// at most 16 times; the 17th answers SHOT (`max_reclassify_loop`). `None` is
+    /// TC_ACT_UNSPEC: no filter took the packet.
+    pub fn classify(&self, pkt: &Packet, now: Instant) -> Option<Verdict> {
         if self.protos.is_empty() {
             return None;
         }
         let hdr = Headers::of(pkt);
-        for tp in &self.protos {
-            if tp.protocol != hdr.protocol && tp.protocol != ETH_P_ALL {
-                continue;
+        let mut limit = 0;
+        'reclassify: loop {
+            for tp in &self.protos {
+                if tp.protocol != hdr.protocol && tp.protocol != ETH_P_ALL {
+                    continue;
+                }
+                let r = match &tp.kind {
+                    Kind::U32(t) => t.classify(&hdr, pkt.len, now),
+                    Kind::Fw(f) => f.classify(pkt, self.q_handle, now),
+                    Kind::Flower(f) => f.classify(pkt, &hdr, now),
+                    Kind::Matchall(m) => m.classify(pkt.len, now),
+                };
+                let Some((err, res)) = r else { continue };
+                if err == action::TC_ACT_RECLASSIFY || action::ext_cmp(err, action::TC_ACT_GOTO_CHAIN) {
+                    if limit >= 16 {
+                        return Some(Verdict::Shot);
+                    }
+                    limit += 1;
+                    continue 'reclassify;
+                }
+                return Some(match err {
+                    action::TC_ACT_SHOT => Verdict::Shot,
+                    action::TC_ACT_STOLEN | action::TC_ACT_QUEUED | action::TC_ACT_TRAP => Verdict::Stolen,
+                    _ => Verdict::Class(res),
+                });
             }
-            let r = match &tp.kind {
-                Kind::U32(t) => t.classify(&hdr),
-                Kind::Fw(f) => f.classify(pkt, self.q_handle),
-                Kind::Flower(f) => f.classify(pkt, &hdr),
-                Kind::Matchall(m) => m.classify(),
-            };
-            if r.is_some() {
-                return r;
-            }
+            return None;
         }
-        None
     }
 
     /// `tcf_chain_tp_find`: the index of the proto with `pref`, or where it would go.
@@ -282,6 +316,8 @@ impl Headers {
 pub enum FilterError {
     Ext(String),
     Errno(&'static str),
+    /// Something this engine does not model, refused with tc's exit status 1.
+    Tc(String),
 }
 
 impl FilterError {
@@ -297,6 +333,7 @@ impl FilterError {
         let m = match self {
             FilterError::Ext(m) => format!("Error: {m}.\n"),
             FilterError::Errno(e) => format!("RTNETLINK answers: {e}\n"),
+            FilterError::Tc(m) => return crate::tc::TcError::tc(m),
         };
         crate::tc::TcError { msg: format!("{m}We have an error talking to the kernel\n"), code: 2 }
     }
@@ -312,6 +349,10 @@ pub struct DumpCtx<'a> {
     pub stats: bool,
     /// The proto's ethertype (tc's `f_proto`).
     pub protocol: u16,
+    /// The kernel dumps u32 hit counters (CONFIG_CLS_U32_PERF).
+    pub u32_perf: bool,
+    /// The dump's time (action ages).
+    pub now: Instant,
 }
 
 impl DumpCtx<'_> {

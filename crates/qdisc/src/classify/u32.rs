@@ -10,14 +10,21 @@
 //! classes' — share one handle space and list (`tc_u_common`), which is also why a
 //! dump of one pref shows every table created with that pref in the qdisc.
 //!
+//! Key nodes keep CONFIG_CLS_U32_PERF's counters (`tc_u32_pcnt`) always; they are
+//! dumped only for kernels built with it ([`crate::tree::KernelVersion::u32_perf`]).
+//! A terminal key node runs its actions ([`super::action`]); a "continue" verdict
+//! lets the lookup go on with the next node, as `u32_classify` does.
+//!
 //! Not modelled: `indev` (refused: egress packets have no input device), `mark`
-//! (accepted and ignored, as this kernel is built without CONFIG_CLS_U32_MARK),
-//! performance counters (CONFIG_CLS_U32_PERF is off here too), actions.
+//! (accepted and ignored, as both kernels are built without CONFIG_CLS_U32_MARK).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use super::action::{ActCtx, Exts, ExtsSpec};
 use super::{Headers, TcfResult, ETH_P_IP, ETH_P_IPV6};
 use crate::tc::{matches, Args, Out, TcError};
+use crate::time::Instant;
 
 use super::FilterError;
 
@@ -80,8 +87,30 @@ pub struct U32Opts {
     pub link: Option<u32>,
     pub hash: Option<u32>,
     pub flags: Option<u32>,
-    /// `action`/`police` were given (this kernel cannot load them).
-    pub action: bool,
+    /// `action …` / `police …`.
+    pub exts: ExtsSpec,
+}
+
+/// `struct tc_u32_pcnt`: a key node's hit counters (CONFIG_CLS_U32_PERF). Shared by
+/// the versions of a node that `change` makes, as the kernel moves the pointer.
+#[derive(Debug, Default)]
+pub struct Pcnt {
+    /// Times the node was looked at.
+    pub rcnt: AtomicU64,
+    /// Times it matched as a terminal node.
+    pub rhit: AtomicU64,
+    /// Per key: times that key matched.
+    pub kcnts: Vec<AtomicU64>,
+}
+
+impl Pcnt {
+    fn new(nkeys: usize) -> Arc<Pcnt> {
+        Arc::new(Pcnt { kcnts: (0..nkeys).map(|_| AtomicU64::new(0)).collect(), ..Default::default() })
+    }
+}
+
+fn inc(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
 }
 
 /// A key node (`struct tc_u_knode`).
@@ -94,6 +123,8 @@ pub struct Knode {
     pub link: u32,
     pub fshift: u32,
     pub flags: u32,
+    pub pf: Arc<Pcnt>,
+    pub exts: Exts,
 }
 
 /// A hash table (`struct tc_u_hnode`). `divisor` is stored minus one, as the kernel does.
@@ -274,7 +305,7 @@ impl Tp {
 
     /// `u32_change`: create a table, create a key node, or (for an existing key
     /// node `fh`) change its classid/link — the selector of an existing node is kept.
-    pub fn change(&mut self, handle: u32, o: &U32Opts, fh: Option<Fh>) -> Result<(), FilterError> {
+    pub fn change(&mut self, handle: u32, o: &U32Opts, fh: Option<Fh>, acts: &mut ActCtx) -> Result<(), FilterError> {
         if !o.present {
             return if handle != 0 { Err(FilterError::ext("cls_u32: Filter handle requires options")) } else { Ok(()) };
         }
@@ -289,10 +320,9 @@ impl Tp {
             if (old.flags ^ userflags) & !NOT_IN_HW != 0 {
                 return Err(FilterError::ext("cls_u32: Key node flags do not match passed flags"));
             }
-            if o.action {
-                return Err(FilterError::action());
-            }
+            let exts = acts.init(&o.exts)?;
             let mut n = old.clone();
+            n.exts = exts;
             if let Some(l) = o.link {
                 n.link = check_link(&c, l)?;
             }
@@ -361,9 +391,7 @@ impl Tp {
             c.ht(ht).expect("table").new_kid(htid)
         };
         let Some(sel) = &o.sel else { return Err(FilterError::ext("cls_u32: Selector not specified")) };
-        if o.action {
-            return Err(FilterError::action());
-        }
+        let exts = acts.init(&o.exts)?;
         let link = match o.link {
             Some(l) => check_link(&c, l)?,
             None => 0,
@@ -378,6 +406,8 @@ impl Tp {
             link,
             fshift: if sel.hmask != 0 { sel.hmask.trailing_zeros() } else { 0 },
             flags: userflags | NOT_IN_HW,
+            pf: Pcnt::new(sel.keys.len()),
+            exts,
         };
         let t = c.ht_mut(ht).expect("table");
         let b = &mut t.buckets[hash_of(handle) as usize];
@@ -387,8 +417,10 @@ impl Tp {
         Ok(())
     }
 
-    /// Mirrors `u32_classify` (without the mark, indev and perf parts).
-    pub fn classify(&self, hdr: &Headers) -> Option<TcfResult> {
+    /// Mirrors `u32_classify` (without the mark and indev parts): the verdict of
+    /// the first terminal node that matches and whose actions do not say
+    /// "continue" (TC_ACT_OK without actions), with its result.
+    pub fn classify(&self, hdr: &Headers, len: u32, now: Instant) -> Option<(i32, TcfResult)> {
         let c = read_common(&self.common);
         let mut stack: Vec<(u32, usize, usize, i64)> = Vec::with_capacity(TC_U32_MAXDEPTH);
         let mut ht = c.ht(self.root)?;
@@ -401,13 +433,17 @@ impl Tp {
             loop {
                 let bucket = &ht.buckets[sel];
                 if let Some(n) = bucket.get(i) {
+                    inc(&n.pf.rcnt);
                     let mut ok = true;
-                    for k in &n.sel.keys {
+                    for (j, k) in n.sel.keys.iter().enumerate() {
                         let toff = off + k.off as i64 + (off2 & k.offmask as i64);
                         let data = hdr.read_u32(toff)?;
                         if (data ^ k.val) & k.mask != 0 {
                             ok = false;
                             break;
+                        }
+                        if let Some(c) = n.pf.kcnts.get(j) {
+                            inc(c);
                         }
                     }
                     if !ok {
@@ -416,7 +452,9 @@ impl Tp {
                     }
                     if n.link == 0 {
                         if n.sel.flags & TC_U32_TERMINAL != 0 {
-                            return Some(TcfResult { classid: n.classid });
+                            if let Some(r) = Self::terminal(n, len, now) {
+                                return Some(r);
+                            }
                         }
                         i += 1;
                         continue;
@@ -465,10 +503,20 @@ impl Tp {
             off = o;
             let n = &ht.buckets[sel][idx];
             if n.sel.flags & TC_U32_TERMINAL != 0 {
-                return Some(TcfResult { classid: n.classid });
+                if let Some(r) = Self::terminal(n, len, now) {
+                    return Some(r);
+                }
             }
             i = idx + 1;
         }
+    }
+
+    /// `check_terminal`: count the hit, run the node's actions; `None` = continue.
+    fn terminal(n: &Knode, len: u32, now: Instant) -> Option<(i32, TcfResult)> {
+        let mut res = TcfResult { classid: n.classid };
+        inc(&n.pf.rhit);
+        let r = n.exts.exec(len, now, &mut res);
+        (r >= 0).then_some((r, res))
     }
 
     /// `u32_walk` + `u32_dump` + tc's `u32_print_opt`: every table of the common
@@ -951,10 +999,12 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, U32Opts), TcErr
             return Err(TcError::tc(
                 "qdisc-lab: u32 \"indev\" is not supported (egress packets have no input device)\n",
             ));
-        } else if matches(w, "action") || matches(w, "police") {
-            skip_action(a);
+        } else if matches(w, "action") {
+            super::action::parse_action(a, &mut o.exts)?;
             terminal = true;
-            o.action = true;
+        } else if matches(w, "police") {
+            super::action::parse_legacy_police(a, &mut o.exts)?;
+            terminal = true;
         } else if w == "skip_hw" {
             flags |= SKIP_HW;
         } else if w == "skip_sw" {
@@ -987,18 +1037,6 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, U32Opts), TcErr
         o.flags = Some(flags);
     }
     Ok((tcm_handle, o))
-}
-
-/// Skip an action/police spec: everything up to the next u32 keyword.
-fn skip_action(a: &mut Args) {
-    const KW: &[&str] =
-        &["match", "offset", "hashkey", "classid", "flowid", "divisor", "order", "link", "ht", "sample"];
-    while let Some(w) = a.peek() {
-        if KW.contains(&w) || w == "skip_hw" || w == "skip_sw" {
-            break;
-        }
-        a.next();
-    }
 }
 
 // ---- printing: u32_print_opt ---------------------------------------------------------
@@ -1040,8 +1078,18 @@ fn print_knode(out: &mut Out, n: &Knode, ctx: &super::DumpCtx) {
     if n.flags & NOT_IN_HW != 0 {
         out.boolean("not_in_hw", format_args!("not_in_hw "), true);
     }
-    for k in &n.sel.keys {
+    let perf = ctx.stats && ctx.u32_perf;
+    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    if perf {
+        out.uint("rule_hit", format_args!("(rule hit {} ", load(&n.pf.rcnt)), load(&n.pf.rcnt));
+        out.uint("success", format_args!("success {})", load(&n.pf.rhit)), load(&n.pf.rhit));
+    }
+    for (j, k) in n.sel.keys.iter().enumerate() {
         show_key(out, k, ctx);
+        if perf {
+            let c = n.pf.kcnts.get(j).map(load).unwrap_or(0);
+            out.uint("success", format_args!(" (success {c} ) "), c);
+        }
     }
     let s = &n.sel;
     if s.flags & (TC_U32_VAROFFSET | TC_U32_OFFSET) != 0 {
@@ -1065,6 +1113,7 @@ fn print_knode(out: &mut Out, n: &Knode, ctx: &super::DumpCtx) {
         out.string("hash_mask", format_args!("    hash mask {:08x} ", s.hmask), &format!("{:x}", s.hmask));
         out.int("hash_off", format_args!("at {} ", s.hoff), s.hoff as i64);
     }
+    n.exts.print(out, ctx.now);
 }
 
 /// `show_keys`: the raw form, or with `-p` the protocol's pretty printer.
@@ -1182,16 +1231,19 @@ mod tests {
         p.tos = tos;
         p
     }
+    fn actx() -> ActCtx<'static> {
+        ActCtx { table: Box::leak(Box::default()), available: true, now: Instant::ZERO }
+    }
     fn tp_with(rules: &[&str]) -> Tp {
         let mut tp = Tp::init(None, 1).unwrap();
         for r in rules {
             let (h, o) = opts(r);
-            tp.change(h, &o, None).unwrap();
+            tp.change(h, &o, None, &mut actx()).unwrap();
         }
         tp
     }
     fn cls(tp: &Tp, p: &Packet) -> Option<u32> {
-        tp.classify(&Headers::of(p)).map(|r| r.classid)
+        tp.classify(&Headers::of(p), p.len, Instant::ZERO).map(|r| r.1.classid)
     }
 
     #[test]
@@ -1241,21 +1293,21 @@ mod tests {
         let mut tp = Tp::init(None, 1).unwrap();
         assert_eq!(tp.root, 0x8000_0000);
         let (h, o) = opts("match u32 0 0 flowid 1:1");
-        tp.change(h, &o, None).unwrap();
-        tp.change(h, &o, None).unwrap();
+        tp.change(h, &o, None, &mut actx()).unwrap();
+        tp.change(h, &o, None, &mut actx()).unwrap();
         assert_eq!(tp.get(0x8000_0800), Some(Fh::Key(0x8000_0800)));
         assert_eq!(tp.get(0x8000_0801), Some(Fh::Key(0x8000_0801)));
         assert_eq!(tp.get(0x8000_0000), Some(Fh::Ht(0x8000_0000)));
         // Deleting the first frees its id for the next filter.
         assert!(!tp.delete(Fh::Key(0x8000_0800)).unwrap());
-        tp.change(h, &o, None).unwrap();
+        tp.change(h, &o, None, &mut actx()).unwrap();
         assert_eq!(tp.get(0x8000_0800), Some(Fh::Key(0x8000_0800)));
         // A second proto of the qdisc gets 801:, a table 802:.
         let tp2 = Tp::init(Some(tp.common.clone()), 2).unwrap();
         assert_eq!(tp2.root, 0x8010_0000);
         let mut tp2 = tp2;
         let (h, o) = opts("divisor 256");
-        tp2.change(h, &o, None).unwrap();
+        tp2.change(h, &o, None, &mut actx()).unwrap();
         assert!(read_common(&tp.common).ht(0x8020_0000).is_some());
         assert_eq!(tp.delete(Fh::Ht(0x8000_0000)), Err(FilterError::ext("cls_u32: Not allowed to delete root node")));
     }
@@ -1265,12 +1317,12 @@ mod tests {
         let mut tp = Tp::init(None, 1).unwrap();
         let v = argv("divisor 256");
         let (_, o) = parse(Some("2:"), &mut Args::new(&v)).unwrap();
-        tp.change(0x0020_0000, &o, None).unwrap();
+        tp.change(0x0020_0000, &o, None, &mut actx()).unwrap();
         // Bucket = last octet of the destination.
         let (h, o) = opts("ht 800:: match ip protocol 6 0xff hashkey mask 0x000000ff at 16 link 2:");
-        tp.change(h, &o, None).unwrap();
+        tp.change(h, &o, None, &mut actx()).unwrap();
         let (h, o) = opts("ht 2:7 match ip dst 10.0.0.7 flowid 1:7");
-        tp.change(h, &o, None).unwrap();
+        tp.change(h, &o, None, &mut actx()).unwrap();
         assert_eq!(tp.get(0x0020_7800), Some(Fh::Key(0x0020_7800)));
         assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 0, 0, 7], 1, 2, 6, 0)), Some(0x10007));
         assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 0, 0, 8], 1, 2, 6, 0)), None);
@@ -1278,9 +1330,12 @@ mod tests {
         // The linked table is in use.
         assert_eq!(tp.delete(Fh::Ht(0x0020_0000)), Err(FilterError::ext("cls_u32: Can not delete in-use filter")));
         let (h, o) = opts("ht 3: match ip dst 10.0.0.7 flowid 1:7");
-        assert_eq!(tp.change(h, &o, None), Err(FilterError::ext("cls_u32: Specified hash table not found")));
+        assert_eq!(
+            tp.change(h, &o, None, &mut actx()),
+            Err(FilterError::ext("cls_u32: Specified hash table not found"))
+        );
         let (h, o) = opts("link 9: match ip dst 10.0.0.7");
-        assert_eq!(tp.change(h, &o, None), Err(FilterError::ext("cls_u32: Link hash table not found")));
+        assert_eq!(tp.change(h, &o, None, &mut actx()), Err(FilterError::ext("cls_u32: Link hash table not found")));
         let _ = ETH_P_IP;
     }
 
@@ -1288,7 +1343,7 @@ mod tests {
     fn replace_keeps_the_selector() {
         let mut tp = tp_with(&["match ip dst 10.0.0.1 flowid 1:10"]);
         let (h, o) = opts("match ip dst 10.0.0.2 flowid 1:20");
-        tp.change(h, &o, tp.get(0x8000_0800)).unwrap();
+        tp.change(h, &o, tp.get(0x8000_0800), &mut actx()).unwrap();
         assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 0, 0, 1], 1, 2, 6, 0)), Some(0x10020));
         assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 0, 0, 2], 1, 2, 6, 0)), None);
     }

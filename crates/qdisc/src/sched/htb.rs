@@ -39,7 +39,7 @@
 
 use std::collections::VecDeque;
 
-use crate::classify::{Block, Kind};
+use crate::classify::{Block, Kind, Verdict};
 use crate::packet::Packet;
 use crate::qdisc::{tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Node, Parked, Qdisc, TC_H_ROOT};
 use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
@@ -494,9 +494,12 @@ pub enum Target {
     /// A leaf class, by minor.
     Class(u32),
     /// Classification gave up: the filters chain inner classes in a cycle, where the
-    /// kernel's `htb_classify` would loop forever (see [`Htb::classify`]). Dropped
-    /// and counted as a qdisc drop (`__NET_XMIT_BYPASS`).
+    /// kernel's `htb_classify` would loop forever (see [`Htb::classify`]), or a filter
+    /// action answered TC_ACT_SHOT. Dropped and counted as a qdisc drop
+    /// (`__NET_XMIT_BYPASS`).
     Drop,
+    /// A filter action took the packet (STOLEN/QUEUED/TRAP): gone, not a drop.
+    Stolen,
 }
 
 /// Which row or feed a DRR walk is in.
@@ -664,11 +667,12 @@ impl Htb {
     ///    class of this qdisc → step 4;
     /// 4. the class `X:default` if it exists and is a leaf, else the direct queue.
     ///
-    /// Filter actions (drop/steal verdicts) are not modelled (see [`crate::classify`]).
+    /// A filter verdict of SHOT answers [`Target::Drop`], STOLEN/QUEUED/TRAP
+    /// [`Target::Stolen`] (`htb_classify`'s CONFIG_NET_CLS_ACT switch).
     /// The kernel's loop has no bound: filters that lead from inner class to inner
     /// class in a cycle make it spin forever in softirq. Here a walk longer than the
     /// number of classes (which only a cycle can produce) answers [`Target::Drop`].
-    pub fn classify(&self, pkt: &Packet) -> Target {
+    pub fn classify(&self, pkt: &Packet, now: Instant) -> Target {
         if pkt.priority == self.handle {
             return Target::Direct;
         }
@@ -681,7 +685,12 @@ impl Htb {
             block = &c.block;
         }
         let mut hops = 0usize;
-        while let Some(res) = block.classify(pkt) {
+        while let Some(v) = block.classify(pkt, now) {
+            let res = match v {
+                Verdict::Class(r) => r,
+                Verdict::Shot => return Target::Drop,
+                Verdict::Stolen => return Target::Stolen,
+            };
             if res.classid == self.handle {
                 return Target::Direct;
             }
@@ -1571,7 +1580,7 @@ impl Qdisc for Htb {
     /// Mirrors `htb_enqueue`.
     fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
         let len = pkt.len;
-        match self.classify(&pkt) {
+        match self.classify(&pkt, now) {
             Target::Direct => {
                 if (self.direct.len() as u64) < self.direct_qlen as u64 {
                     self.direct.push_back(pkt);
@@ -1585,6 +1594,7 @@ impl Qdisc for Htb {
                 self.stats.dropped();
                 return Enqueued::Dropped;
             }
+            Target::Stolen => return Enqueued::Stolen,
             Target::Class(m) => {
                 let r = self.cl_mut(m).leaf.as_mut().expect("leaf").q.enqueue(pkt, now);
                 self.collect_leaf(m);
@@ -2135,20 +2145,20 @@ mod tests {
         add(&mut q, 0, 1, "rate 1mbit", 0).unwrap();
         add(&mut q, 1, 0x20, "rate 1mbit", 0).unwrap();
         add(&mut q, 1, 0x30, "rate 1mbit", 0).unwrap();
-        assert_eq!(q.classify(&pkt(0, 100, 0)), Target::Class(0x20));
-        assert_eq!(q.classify(&pkt(0, 100, 7)), Target::Class(0x20));
-        assert_eq!(q.classify(&pkt(0, 100, H)), Target::Direct);
-        assert_eq!(q.classify(&pkt(0, 100, H | 0x30)), Target::Class(0x30));
+        assert_eq!(q.classify(&pkt(0, 100, 0), Instant::ZERO), Target::Class(0x20));
+        assert_eq!(q.classify(&pkt(0, 100, 7), Instant::ZERO), Target::Class(0x20));
+        assert_eq!(q.classify(&pkt(0, 100, H), Instant::ZERO), Target::Direct);
+        assert_eq!(q.classify(&pkt(0, 100, H | 0x30), Instant::ZERO), Target::Class(0x30));
         // An inner class or a foreign major falls back to the default class.
-        assert_eq!(q.classify(&pkt(0, 100, H | 1)), Target::Class(0x20));
-        assert_eq!(q.classify(&pkt(0, 100, 0x2_0030)), Target::Class(0x20));
+        assert_eq!(q.classify(&pkt(0, 100, H | 1), Instant::ZERO), Target::Class(0x20));
+        assert_eq!(q.classify(&pkt(0, 100, 0x2_0030), Instant::ZERO), Target::Class(0x20));
         // No default (or an inner one): the direct queue.
         let mut q2 = htb("default 1");
         add(&mut q2, 0, 1, "rate 1mbit", 0).unwrap();
         add(&mut q2, 1, 2, "rate 1mbit", 0).unwrap();
-        assert_eq!(q2.classify(&pkt(0, 100, 0)), Target::Direct);
+        assert_eq!(q2.classify(&pkt(0, 100, 0), Instant::ZERO), Target::Direct);
         let q3 = htb("");
-        assert_eq!(q3.classify(&pkt(0, 100, 0)), Target::Direct);
+        assert_eq!(q3.classify(&pkt(0, 100, 0), Instant::ZERO), Target::Direct);
     }
 
     #[test]
@@ -2252,7 +2262,7 @@ mod tests {
         assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().drops), (0, 0, 2));
         assert_eq!(q.take_reduce(), Reduce { pkts: 2, bytes: 2000 });
         // The default class is inner now: traffic goes direct.
-        assert_eq!(q.classify(&pkt(0, 1, 0)), Target::Direct);
+        assert_eq!(q.classify(&pkt(0, 1, 0), Instant::ZERO), Target::Direct);
         // Busy while it has a child; deleting the child makes it a leaf with full buckets.
         assert_eq!(q.delete_class(0x10, t(20)).unwrap_err(), TcError::kernel("HTB class in use"));
         q.delete_class(0x100, t(20)).unwrap();
@@ -2260,7 +2270,7 @@ mod tests {
         assert_eq!(q.tokens(0x10), Some((100 * SEC as i64, 100 * SEC as i64)));
         let n = q.leaf(0x10).unwrap();
         assert_eq!((n.handle, n.parent, n.q.kind(), n.hashed()), (0, H | 0x10, "pfifo", false));
-        assert_eq!(q.classify(&pkt(0, 1, 0)), Target::Class(0x10));
+        assert_eq!(q.classify(&pkt(0, 1, 0), Instant::ZERO), Target::Class(0x10));
         // Bound filters keep a class busy too.
         assert!(q.bind_filter(H | 0x10));
         assert_eq!(q.delete_class(0x10, t(30)).unwrap_err(), TcError::kernel("HTB class in use"));

@@ -9,6 +9,7 @@
 //! packet, so a throttled (shaped) band lets the next one send.
 //! prio keeps only its own qlen/backlog/drops/bstats; the packets live in the children.
 
+use crate::classify::Verdict;
 use crate::packet::Packet;
 use crate::qdisc::{tc_h_maj, tc_h_make, tc_h_min, Child, Classful, Dequeued, DevInfo, Enqueued, Node, Qdisc};
 use crate::sched::fifo::{Fifo, FifoKind};
@@ -230,32 +231,35 @@ impl Prio {
         self.handle
     }
 
-    /// Mirrors `prio_classify`: the band (0-based) for `pkt`.
+    /// Mirrors `prio_classify`: the band (0-based) for `pkt` at `now`.
     ///
     /// When the priority does not name one of our classes the filters run
     /// (`tcf_classify`); a match yields a classid whose minor − 1 is the band (its
     /// major is not checked; out of range → `priomap[0]`), and no filter or no match
-    /// falls through to the priomap. (Actions, which could steal or drop the packet,
-    /// are not modelled: see [`crate::classify`].)
-    pub fn classify(&self, pkt: &Packet) -> usize {
+    /// falls through to the priomap. A filter action's SHOT answers
+    /// `Err(Dropped)` (the caller counts the drop, `__NET_XMIT_BYPASS`), its
+    /// STOLEN/QUEUED/TRAP `Err(Stolen)`.
+    pub fn classify(&self, pkt: &Packet, now: Instant) -> Result<usize, Enqueued> {
         let bands = self.queues.len() as u32;
         let mut band = pkt.priority;
         if tc_h_maj(pkt.priority) != self.handle {
-            match self.block.classify(pkt) {
-                Some(res) => band = res.classid,
+            match self.block.classify(pkt, now) {
+                Some(Verdict::Shot) => return Err(Enqueued::Dropped),
+                Some(Verdict::Stolen) => return Err(Enqueued::Stolen),
+                Some(Verdict::Class(res)) => band = res.classid,
                 None => {
                     if tc_h_maj(band) != 0 {
                         band = 0;
                     }
-                    return self.prio2band[(band & TC_PRIO_MAX) as usize] as usize;
+                    return Ok(self.prio2band[(band & TC_PRIO_MAX) as usize] as usize);
                 }
             }
         }
         let b = tc_h_min(band).wrapping_sub(1);
         if b >= bands {
-            return self.prio2band[0] as usize;
+            return Ok(self.prio2band[0] as usize);
         }
-        b as usize
+        Ok(b as usize)
     }
 }
 
@@ -267,7 +271,15 @@ impl Qdisc for Prio {
     /// Mirrors `prio_enqueue`: hand the packet to the band's child; on success our
     /// qlen/backlog grow, on a drop code (DROP or CN) our drops grow.
     fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
-        let band = self.classify(&pkt);
+        let band = match self.classify(&pkt, now) {
+            Ok(b) => b,
+            Err(e) => {
+                if e == Enqueued::Dropped {
+                    self.stats.dropped();
+                }
+                return e;
+            }
+        };
         Child::enqueue(&mut self.queues[band], pkt, now, &mut self.stats, &mut self.reduce)
     }
 
@@ -416,6 +428,11 @@ mod tests {
         o.into_string()
     }
 
+    /// The band for a packet (no filter here can drop it).
+    fn band(q: &Prio, p: Packet) -> usize {
+        q.classify(&p, Instant::ZERO).unwrap()
+    }
+
     #[test]
     fn parse_defaults_and_maps() {
         assert_eq!(p("").unwrap(), PrioOpt { bands: 3, priomap: DEFAULT_PRIOMAP });
@@ -512,33 +529,33 @@ mod tests {
     #[test]
     fn default_priomap_bands() {
         let q = prio(3, DEFAULT_PRIOMAP);
-        let got: Vec<usize> = (0..16).map(|pr| q.classify(&Packet::new(0, 1).with_priority(pr))).collect();
+        let got: Vec<usize> = (0..16).map(|pr| band(&q, Packet::new(0, 1).with_priority(pr))).collect();
         assert_eq!(got, vec![1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]);
         // Only the low four bits count.
-        assert_eq!(q.classify(&Packet::new(0, 1).with_priority(0x16)), 0); // 22 & 15 = 6
-                                                                           // A foreign major: priomap[0], whatever the minor.
-        assert_eq!(q.classify(&Packet::new(0, 1).with_priority(0x0001_0006)), 1);
-        assert_eq!(q.classify(&Packet::new(0, 1).with_priority(0x8002_0001)), 1);
+        assert_eq!(band(&q, Packet::new(0, 1).with_priority(0x16)), 0); // 22 & 15 = 6
+                                                                        // A foreign major: priomap[0], whatever the minor.
+        assert_eq!(band(&q, Packet::new(0, 1).with_priority(0x0001_0006)), 1);
+        assert_eq!(band(&q, Packet::new(0, 1).with_priority(0x8002_0001)), 1);
     }
 
     #[test]
     fn custom_priomap() {
         let q = prio(4, [3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0]);
-        let got: Vec<usize> = (0..16).map(|pr| q.classify(&Packet::new(0, 1).with_priority(pr))).collect();
+        let got: Vec<usize> = (0..16).map(|pr| band(&q, Packet::new(0, 1).with_priority(pr))).collect();
         assert_eq!(got, vec![3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0]);
-        assert_eq!(q.classify(&Packet::new(0, 1).with_priority(0x0009_0000)), 3);
+        assert_eq!(band(&q, Packet::new(0, 1).with_priority(0x0009_0000)), 3);
     }
 
     #[test]
     fn classid_priority_selects_band() {
         let q = prio(4, DEFAULT_PRIOMAP);
         for minor in 1..=4u32 {
-            assert_eq!(q.classify(&Packet::new(0, 1).with_priority(H | minor)), minor as usize - 1);
+            assert_eq!(band(&q, Packet::new(0, 1).with_priority(H | minor)), minor as usize - 1);
         }
         // Our major, but no such class (minor 0 or > bands): priomap[0].
-        assert_eq!(q.classify(&Packet::new(0, 1).with_priority(H)), 1);
-        assert_eq!(q.classify(&Packet::new(0, 1).with_priority(H | 5)), 1);
-        assert_eq!(q.classify(&Packet::new(0, 1).with_priority(H | 0xffff)), 1);
+        assert_eq!(band(&q, Packet::new(0, 1).with_priority(H)), 1);
+        assert_eq!(band(&q, Packet::new(0, 1).with_priority(H | 5)), 1);
+        assert_eq!(band(&q, Packet::new(0, 1).with_priority(H | 0xffff)), 1);
     }
 
     #[test]
@@ -617,7 +634,7 @@ mod tests {
         assert_eq!(q.bands(), 5);
         assert_eq!(q.leaf(3).unwrap().q.stats().qlen, 2);
         assert_eq!(q.leaf(5).unwrap().parent, H | 5);
-        assert_eq!(q.classify(&Packet::new(0, 1)), 4);
+        assert_eq!(band(&q, Packet::new(0, 1)), 4);
         // Shrink to 2: band 2 (two packets) is purged and reported.
         q.change(&Opts::Prio(PrioOpt { bands: 2, priomap: [1; 16] }), &d, t(0)).unwrap();
         assert_eq!(q.class_minors(), vec![1, 2]);

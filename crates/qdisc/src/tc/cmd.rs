@@ -41,6 +41,8 @@ pub struct Tc {
     pub now: Instant,
     /// What the current command wrote to stderr without failing (usage texts, warnings).
     pub(crate) warn: String,
+    /// The netns's tc actions (gact, police) by kind and index.
+    pub(crate) actions: crate::classify::action::ActionTable,
 }
 
 const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show ] dev STRING
@@ -267,6 +269,7 @@ impl Tc {
             autohandle: 0x8000_0000,
             now: Instant::ZERO,
             warn: String::new(),
+            actions: Default::default(),
         }
     }
 
@@ -370,7 +373,7 @@ impl Tc {
             super::filter::do_filter(self, rest, o)
         } else if matches(obj, "chain") || matches(obj, "actions") {
             Err(TcError::tc(format!(
-                "qdisc-lab: \"tc {obj}\" is not supported (filters live in chain 0; no actions).\n"
+                "qdisc-lab: \"tc {obj}\" is not supported (filters live in chain 0; actions exist only on filters).\n"
             )))
         } else if matches(obj, "help") {
             Err(TcError::usage(TC_USAGE))

@@ -1,0 +1,1247 @@
+//! tc actions attached to filters: gact and police.
+//!
+//! tc side: tc/m_action.c (`parse_action`, `tc_print_action`), tc/m_gact.c,
+//! tc/m_police.c and tc_util.c's action-control helpers. Kernel side:
+//! net/sched/act_api.c (`tcf_action_init_1`, `tcf_action_exec`, the per-netns index
+//! table), act_gact.c (`tcf_gact_init`, `tcf_gact`), act_police.c
+//! (`tcf_police_init`, `tcf_police_act`) and cls_api.c's `tcf_exts_*`.
+//!
+//! # Model
+//!
+//! * A filter's actions are an [`Exts`]: shared handles to action objects, in
+//!   order (`action order 1:`, `2:` …), or one police action given with the legacy
+//!   `police` keyword (TCA_OLD_COMPAT, dumped as the filter's own POLICE attribute).
+//! * Action objects live in a per-netns table ([`ActionTable`], one per [`crate::tc::Tc`]),
+//!   by kind and index: a new action takes the lowest free index from 1, and
+//!   `index N` binds to an existing action N of that kind (its parameters stay, as
+//!   for any bind in the kernel). An action goes away when the last filter holding it
+//!   does; its `ref`/`bind` counts are the number of filters holding it.
+//! * Execution ([`Exts::exec`]) mirrors `tcf_action_exec`: actions run in order while
+//!   they answer PIPE; `jump N` skips N actions (restart from the top); the result is
+//!   a `TC_ACT_*` verdict the classifier and the qdisc act on. Time is passed in: the
+//!   police token bucket runs on the caller's clock in nanoseconds, like tbf's.
+//!
+//! Not modelled (refused with a qdisc-lab message): other action kinds, `tc actions`,
+//! `goto chain N` for N ≠ 0 (only chain 0 exists), gact `random netrand` (needs a
+//! random source), police `avrate` (needs a rate estimator) and `pkts_rate`, action
+//! cookies, `hw_stats` and `no_percpu`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
+use crate::tc::{matches, units, Args, Out, TcError};
+use crate::time::Instant;
+
+use super::{FilterError, TcfResult};
+
+pub const TC_ACT_UNSPEC: i32 = -1;
+pub const TC_ACT_OK: i32 = 0;
+pub const TC_ACT_RECLASSIFY: i32 = 1;
+pub const TC_ACT_SHOT: i32 = 2;
+pub const TC_ACT_PIPE: i32 = 3;
+pub const TC_ACT_STOLEN: i32 = 4;
+pub const TC_ACT_QUEUED: i32 = 5;
+pub const TC_ACT_REPEAT: i32 = 6;
+pub const TC_ACT_REDIRECT: i32 = 7;
+pub const TC_ACT_TRAP: i32 = 8;
+/// TC_ACT_VALUE_MAX: the last plain opcode.
+const TC_ACT_VALUE_MAX: i32 = TC_ACT_TRAP;
+pub const TC_ACT_EXT_VAL_MASK: i32 = 0x0FFF_FFFF;
+pub const TC_ACT_JUMP: i32 = 0x1000_0000;
+pub const TC_ACT_GOTO_CHAIN: i32 = 0x2000_0000;
+/// TCA_ACT_MAX_PRIO: actions per filter.
+const TCA_ACT_MAX_PRIO: usize = 32;
+
+/// `TC_ACT_EXT_CMP(v, opcode)`.
+pub fn ext_cmp(v: i32, opcode: i32) -> bool {
+    (v & !TC_ACT_EXT_VAL_MASK) == opcode
+}
+
+const PGACT_NONE: u16 = 0;
+const PGACT_NETRAND: u16 = 1;
+const PGACT_DETERM: u16 = 2;
+
+// ---- tc side -------------------------------------------------------------------------
+
+const GACT_USAGE: &str = "Usage: ... gact <ACTION> [RAND] [INDEX]
+Where: \tACTION := reclassify | drop | continue | pass | pipe |
+       \t          goto chain <CHAIN_INDEX> | jump <JUMP_COUNT>
+\tRAND := random <RANDTYPE> <ACTION> <VAL>
+\tRANDTYPE := netrand | determ
+\tVAL : = value not exceeding 10000
+\tJUMP_COUNT := Absolute jump from start of action list
+\tINDEX := index value used
+
+";
+
+const POLICE_USAGE: &str = "Usage: ... police [ rate BPS burst BYTES[/BYTES] ] 
+\t\t[ pkts_rate RATE pkts_burst PACKETS ] [ mtu BYTES[/BYTES] ]
+\t\t[ peakrate BPS ] [ avrate BPS ] [ overhead BYTES ]
+\t\t[ linklayer TYPE ] [ CONTROL ]
+Where: CONTROL := conform-exceed <EXCEEDACT>[/NOTEXCEEDACT]
+\t\t  Define how to handle packets which exceed (<EXCEEDACT>)
+\t\t  or conform (<NOTEXCEEDACT>) the configured bandwidth limit.
+       EXCEEDACT/NOTEXCEEDACT := { pipe | ok | reclassify | drop | continue |
+\t\t\t\t   goto chain <CHAIN_INDEX> }
+";
+
+/// Action kinds iproute2 6.15 knows but this engine does not model.
+const OTHER_KINDS: &[&str] = &[
+    "bpf",
+    "connmark",
+    "csum",
+    "ct",
+    "ctinfo",
+    "gate",
+    "ife",
+    "ipt",
+    "mirred",
+    "mpls",
+    "nat",
+    "pedit",
+    "sample",
+    "simple",
+    "skbedit",
+    "skbmod",
+    "tunnel_key",
+    "vlan",
+    "xt",
+];
+
+/// tc's `struct tc_police` plus the attributes m_police.c sends.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoliceSpec {
+    pub index: u32,
+    /// Exceed action (`tc_police.action`).
+    pub action: i32,
+    /// Conform action (TCA_POLICE_RESULT; 0 = not sent).
+    pub result: i32,
+    /// `tc_police.rate` (rate 0 = no byte rate).
+    pub rate: RateSpec,
+    pub rate64: u64,
+    pub peakrate: RateSpec,
+    pub prate64: u64,
+    /// `tc_police.burst`: ticks.
+    pub burst: u32,
+    pub mtu: u32,
+}
+
+/// One action as tc sends it (TCA_ACT_KIND + TCA_ACT_OPTIONS).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ActSpec {
+    Gact {
+        index: u32,
+        action: i32,
+        /// TCA_GACT_PROB: (ptype, paction, pval).
+        prob: Option<(u16, i32, u16)>,
+    },
+    Police(PoliceSpec),
+}
+
+/// A filter's actions as tc sends them: the classifier's ACT attribute (a list) and
+/// its POLICE attribute (the legacy `police` keyword). A repeated keyword sends the
+/// attribute again, and the kernel's parser keeps the last one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExtsSpec {
+    pub acts: Vec<ActSpec>,
+    pub police: Option<PoliceSpec>,
+}
+
+impl ExtsSpec {
+    pub fn is_empty(&self) -> bool {
+        self.acts.is_empty() && self.police.is_none()
+    }
+}
+
+/// `action_a2n` (tc_util.c): a control word, matched as a prefix in tc's order.
+fn action_a2n(w: &str, allow_num: bool) -> Option<i32> {
+    const A2N: &[(&str, i32)] = &[
+        ("continue", TC_ACT_UNSPEC),
+        ("drop", TC_ACT_SHOT),
+        ("shot", TC_ACT_SHOT),
+        ("pass", TC_ACT_OK),
+        ("ok", TC_ACT_OK),
+        ("reclassify", TC_ACT_RECLASSIFY),
+        ("pipe", TC_ACT_PIPE),
+        ("trap", TC_ACT_TRAP),
+    ];
+    if let Some((_, n)) = A2N.iter().find(|(a, _)| matches(w, a)) {
+        return Some(*n);
+    }
+    if allow_num {
+        return w.parse::<i32>().ok();
+    }
+    None
+}
+
+/// `action_n2a`.
+fn action_n2a(a: i32) -> String {
+    if ext_cmp(a, TC_ACT_GOTO_CHAIN) {
+        return "goto".into();
+    }
+    if ext_cmp(a, TC_ACT_JUMP) {
+        return "jump".into();
+    }
+    match a {
+        TC_ACT_UNSPEC => "continue".into(),
+        TC_ACT_OK => "pass".into(),
+        TC_ACT_SHOT => "drop".into(),
+        TC_ACT_RECLASSIFY => "reclassify".into(),
+        TC_ACT_PIPE => "pipe".into(),
+        TC_ACT_STOLEN => "stolen".into(),
+        TC_ACT_TRAP => "trap".into(),
+        _ => a.to_string(),
+    }
+}
+
+/// `print_action_control(prefix, action, suffix)`.
+fn print_action_control(out: &mut Out, prefix: &str, a: i32, suffix: &str) {
+    out.fp(format_args!("{prefix}"));
+    out.open_object(Some("control_action"));
+    let n = action_n2a(a);
+    out.string("type", format_args!("{n}"), &n);
+    if ext_cmp(a, TC_ACT_GOTO_CHAIN) {
+        let c = (a & TC_ACT_EXT_VAL_MASK) as u64;
+        out.uint("chain", format_args!(" chain {c}"), c);
+    }
+    if ext_cmp(a, TC_ACT_JUMP) {
+        let j = (a & TC_ACT_EXT_VAL_MASK) as u64;
+        out.uint("jump", format_args!(" {j}"), j);
+    }
+    out.close_object();
+    out.fp(format_args!("{suffix}"));
+}
+
+/// How a tc-side parse failed: a message and `return -1` (the callers add their
+/// own lines), or an `exit(-1)` that ends tc at once.
+enum Fail {
+    Ret(String),
+    Exit(TcError),
+}
+
+impl From<TcError> for Fail {
+    fn from(e: TcError) -> Self {
+        Fail::Exit(e)
+    }
+}
+
+/// `parse_action_control_dflt(…, allow_num, ignore_a2n_miss = false)`: a control
+/// word, `goto chain N` or `jump N`.
+fn parse_action_control(a: &mut Args, allow_num: bool) -> Result<i32, Fail> {
+    let Some(w) = a.peek() else { return Err(Fail::Ret(String::new())) };
+    if let Some(r) = action_a2n(w, allow_num) {
+        a.next();
+        return Ok(r);
+    }
+    if w == "goto" {
+        a.next();
+        let c = a.value()?;
+        if c != "chain" {
+            return Err(Fail::Ret("\"chain index\" expected\n".into()));
+        }
+        let v = a.value()?;
+        return match v.parse::<u32>() {
+            Ok(n) if n as i64 <= TC_ACT_EXT_VAL_MASK as i64 => Ok(n as i32 | TC_ACT_GOTO_CHAIN),
+            _ => Err(Fail::Ret("Illegal \"chain index\"\n".into())),
+        };
+    }
+    if w == "jump" {
+        a.next();
+        let v = a.value()?;
+        return match v.parse::<u32>() {
+            Ok(n) if n as i64 <= TC_ACT_EXT_VAL_MASK as i64 => Ok(n as i32 | TC_ACT_JUMP),
+            _ => Err(Fail::Ret(format!("Invalid \"jump count\" ({v})\n"))),
+        };
+    }
+    Err(Fail::Ret(format!("Bad action type {w}\n")))
+}
+
+/// `parse_action_control_slash`: `EXCEED[/CONFORM]`.
+fn parse_action_control_slash(a: &mut Args, allow_num: bool) -> Result<(i32, Option<i32>), Fail> {
+    let Some(w) = a.peek() else { return Err(Fail::Ret(String::new())) };
+    let Some((x, y)) = w.split_once('/') else {
+        return parse_action_control(a, allow_num).map(|r| (r, None));
+    };
+    let (Some(r1), Some(r2)) = (action_a2n(x, allow_num), action_a2n(y, allow_num)) else {
+        return Err(Fail::Ret(String::new()));
+    };
+    a.next();
+    Ok((r1, Some(r2)))
+}
+
+/// m_gact.c `parse_gact` (CONFIG_GACT_PROB on, as iproute2 builds it).
+fn parse_gact(a: &mut Args) -> Result<ActSpec, Fail> {
+    let usage = |msg: String| Fail::Exit(TcError::usage(format!("{msg}{GACT_USAGE}")));
+    if a.peek().is_some_and(|w| matches(w, "gact")) {
+        a.next();
+        a.peek().ok_or_else(TcError::incomplete)?;
+    }
+    let mut action = 0;
+    let mut prob = None;
+    let mut index = 0;
+    let skip = a.peek().is_some_and(|w| matches(w, "index"));
+    if !skip {
+        action = match parse_action_control(a, false) {
+            Ok(r) => r,
+            Err(Fail::Ret(m)) => return Err(usage(m)),
+            Err(e) => return Err(e),
+        };
+        if let Some(w) = a.peek() {
+            if matches(w, "random") {
+                a.next();
+                let t = a.value()?;
+                let ptype = if matches(t, "netrand") {
+                    PGACT_NETRAND
+                } else if matches(t, "determ") {
+                    PGACT_DETERM
+                } else {
+                    return Err(Fail::Ret("Illegal \"random type\"\n".into()));
+                };
+                a.peek().ok_or_else(TcError::incomplete)?;
+                let paction = match parse_action_control(a, false) {
+                    Ok(r) => r,
+                    Err(Fail::Ret(m)) => return Err(usage(m)),
+                    Err(e) => return Err(e),
+                };
+                // get_u16 into a field tc never initialised: on failure the message
+                // shows what the stack held; 0x1000 is what tc 6.15 prints there.
+                let v = a.peek();
+                let pval = match v.and_then(|v| v.parse::<u16>().ok()) {
+                    Some(p) => p,
+                    None => return Err(Fail::Ret("Illegal probability val 0x1000\n".into())),
+                };
+                if pval > 10000 {
+                    return Err(Fail::Ret(format!("Illegal probability val  0x{pval:x}\n")));
+                }
+                a.next();
+                prob = Some((ptype, paction, pval));
+            } else if matches(w, "help") {
+                return Err(usage(String::new()));
+            }
+        }
+    }
+    if let Some(w) = a.peek() {
+        if matches(w, "index") {
+            a.next();
+            let v = a.value()?;
+            index = match v.parse::<u32>() {
+                Ok(i) => i,
+                Err(_) => return Err(Fail::Ret("Illegal \"index\"\n".into())),
+            };
+        } else if matches(w, "help") {
+            return Err(usage(String::new()));
+        }
+    }
+    Ok(ActSpec::Gact { index, action, prob })
+}
+
+/// m_police.c `act_parse_police`. `named`: reached as `action police` (the word
+/// `police` is still ahead), rather than the legacy keyword (already consumed).
+fn parse_police(a: &mut Args, named: bool) -> Result<PoliceSpec, Fail> {
+    if named {
+        a.next();
+        a.peek().ok_or_else(TcError::incomplete)?;
+    }
+    if a.is_empty() {
+        return Err(Fail::Ret(String::new()));
+    }
+    let invarg =
+        |what: &str, v: &str| Fail::Exit(TcError::usage(format!("Error: argument \"{v}\" is wrong: {what}\n")));
+    let duparg = |what: &str, v: &str| {
+        Fail::Exit(TcError::usage(format!("Error: duplicate \"{what}\": \"{v}\" is the second value.\n")))
+    };
+    let mut p = PoliceSpec { action: TC_ACT_RECLASSIFY, ..Default::default() };
+    let (mut buffer, mut mtu, mut mpu) = (0u32, 0u32, 0u32);
+    let (mut rcell, mut pcell) = (None, None);
+    let (mut rate64, mut prate64, mut avrate, mut pps, mut ppsburst) = (0u64, 0u64, 0u32, 0u64, 0u64);
+    let mut overhead = 0u16;
+    let mut linklayer = LinkLayer::Ethernet;
+    let mut presult = 0;
+    let mut ok = 0;
+    while let Some(w) = a.peek() {
+        if matches(w, "index") {
+            a.next();
+            let v = a.value()?;
+            p.index = v.parse().map_err(|_| invarg("index", v))?;
+        } else if matches(w, "burst") || w == "buffer" || w == "maxburst" {
+            a.next();
+            let v = a.value()?;
+            if buffer != 0 {
+                return Err(duparg("buffer/burst", v));
+            }
+            let (b, c) = units::get_size_and_cell(v).ok_or_else(|| invarg("buffer", v))?;
+            buffer = b;
+            rcell = c;
+        } else if w == "mtu" || w == "minburst" {
+            a.next();
+            let v = a.value()?;
+            if mtu != 0 {
+                return Err(duparg("mtu/minburst", v));
+            }
+            let (m, c) = units::get_size_and_cell(v).ok_or_else(|| invarg("mtu", v))?;
+            mtu = m;
+            pcell = c;
+        } else if w == "mpu" {
+            a.next();
+            let v = a.value()?;
+            if mpu != 0 {
+                return Err(duparg("mpu", v));
+            }
+            mpu = units::get_size(v).ok_or_else(|| invarg("mpu", v))?;
+        } else if w == "rate" {
+            a.next();
+            let v = a.value()?;
+            if rate64 != 0 {
+                return Err(duparg("rate", v));
+            }
+            rate64 = a.rate64(v).ok_or_else(|| invarg("rate", v))?;
+        } else if w == "avrate" {
+            a.next();
+            let v = a.value()?;
+            if avrate != 0 {
+                return Err(duparg("avrate", v));
+            }
+            avrate = a.rate(v).ok_or_else(|| invarg("avrate", v))?;
+        } else if matches(w, "peakrate") {
+            a.next();
+            let v = a.value()?;
+            if prate64 != 0 {
+                return Err(duparg("peakrate", v));
+            }
+            prate64 = a.rate64(v).ok_or_else(|| invarg("peakrate", v))?;
+        } else if ["reclassify", "drop", "shot", "continue", "pass", "ok", "pipe", "goto"].iter().any(|k| matches(w, k))
+        {
+            p.action = parse_action_control(a, false)?;
+            ok += 1;
+            continue;
+        } else if w == "conform-exceed" {
+            a.next();
+            a.peek().ok_or_else(TcError::incomplete)?;
+            let (x, y) = parse_action_control_slash(a, true)?;
+            p.action = x;
+            if let Some(y) = y {
+                presult = y;
+            }
+            ok += 1;
+            continue;
+        } else if matches(w, "overhead") {
+            a.next();
+            let v = a.value()?;
+            overhead = v.parse().map_err(|_| invarg("overhead", v))?;
+        } else if matches(w, "linklayer") {
+            a.next();
+            let v = a.value()?;
+            linklayer = LinkLayer::parse(v).ok_or_else(|| invarg("linklayer", v))?;
+        } else if matches(w, "pkts_rate") {
+            a.next();
+            let v = a.value()?;
+            if pps != 0 {
+                return Err(duparg("pkts_rate", v));
+            }
+            pps = v.parse().map_err(|_| invarg("pkts_rate", v))?;
+        } else if matches(w, "pkts_burst") {
+            a.next();
+            let v = a.value()?;
+            if ppsburst != 0 {
+                return Err(duparg("pkts_burst", v));
+            }
+            ppsburst = v.parse().map_err(|_| invarg("pkts_burst", v))?;
+        } else if w == "help" {
+            return Err(Fail::Exit(TcError::usage(POLICE_USAGE)));
+        } else {
+            break;
+        }
+        ok += 1;
+    }
+    if ok == 0 {
+        return Err(Fail::Ret(String::new()));
+    }
+    if rate64 != 0 && avrate != 0 {
+        return Err(Fail::Ret(String::new()));
+    }
+    if rate64 == 0 && avrate == 0 && p.index == 0 && mtu == 0 && pps == 0 {
+        return Err(Fail::Ret("'rate' or 'avrate' or 'mtu' or 'pkts_rate' MUST be specified.\n".into()));
+    }
+    if rate64 != 0 && buffer == 0 && avrate == 0 {
+        return Err(Fail::Ret("'burst' requires 'rate'.\n".into()));
+    }
+    if pps != 0 && ppsburst == 0 {
+        return Err(Fail::Ret("'pkts_burst' requires 'pkts_rate'.\n".into()));
+    }
+    if pps != 0 && rate64 != 0 {
+        return Err(Fail::Ret("'rate' and 'pkts_rate' are not allowed in same action.\n".into()));
+    }
+    if prate64 != 0 {
+        if rate64 == 0 {
+            return Err(Fail::Ret("'peakrate' requires 'rate'.\n".into()));
+        }
+        if mtu == 0 {
+            return Err(Fail::Ret("'mtu' is required, if 'peakrate' is requested.\n".into()));
+        }
+    }
+    if avrate != 0 {
+        return Err(Fail::Exit(TcError::tc(
+            "qdisc-lab: police \"avrate\" is not supported (it needs a rate estimator)\n",
+        )));
+    }
+    if pps != 0 {
+        return Err(Fail::Exit(TcError::tc("qdisc-lab: police \"pkts_rate\" is not supported\n")));
+    }
+    let spec = |r64: u64, cell: Option<u8>| RateSpec {
+        rate: r64.min(u32::MAX as u64) as u32,
+        mpu: mpu as u16,
+        overhead,
+        linklayer,
+        cell_align: -1,
+        cell_log: cell.unwrap_or_else(|| {
+            let m = if mtu == 0 { 2047 } else { mtu };
+            let mut c = 0u8;
+            while (m >> c) > 255 {
+                c += 1;
+            }
+            c
+        }),
+    };
+    if rate64 != 0 {
+        p.rate = spec(rate64, rcell);
+        p.rate64 = rate64;
+        p.burst = units::calc_xmittime(rate64, buffer);
+    }
+    p.mtu = mtu;
+    if prate64 != 0 {
+        p.peakrate = spec(prate64, pcell);
+        p.prate64 = prate64;
+    }
+    p.result = presult;
+    Ok(p)
+}
+
+/// The legacy `police` keyword of a classifier (`parse_police`). `keyword` is how
+/// the classifier reports a failure (`Illegal "police"`).
+pub fn parse_legacy_police(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
+    a.peek().ok_or_else(TcError::incomplete)?;
+    match parse_police(a, false) {
+        Ok(p) => {
+            spec.police = Some(p);
+            Ok(())
+        }
+        Err(Fail::Exit(e)) => Err(e),
+        Err(Fail::Ret(m)) => Err(TcError::tc(format!("{m}Illegal \"police\"\n"))),
+    }
+}
+
+/// `new_cmd`: a word that starts the next batch command.
+fn new_cmd(w: &str) -> bool {
+    ["change", "replace", "delete", "get", "add"].iter().any(|k| matches(w, k))
+}
+
+/// m_action.c `parse_action`, entered after the classifier's `action` keyword.
+/// Appends to `spec`; failures carry tc's text including the classifier's
+/// `Illegal "action"`.
+pub fn parse_action(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
+    a.peek().ok_or_else(TcError::incomplete)?;
+    spec.acts.clear();
+    let illegal = |m: String| TcError::tc(format!("{m}Illegal \"action\"\n"));
+    // tc reports where its own cursor stood: the start of the failed action.
+    let bad_val = |at: &[String], m: String| {
+        let w = at.first().map(String::as_str).unwrap_or("(null)");
+        illegal(format!("{m}parse_action: bad value ({}:{w})!\n", at.len()))
+    };
+    let mut eap = false;
+    let mut ok = 0;
+    while let Some(w) = a.peek() {
+        if w == "action" {
+            a.next();
+            eap = true;
+            continue;
+        } else if w == "flowid" || w == "classid" {
+            break;
+        } else if w == "help" {
+            return Err(illegal(String::new()));
+        } else if new_cmd(w) {
+            if ok > 0 {
+                break;
+            }
+            return Ok(());
+        }
+        eap = false;
+        let start = a.rest();
+        let kind = if action_a2n(w, false).is_some() { "gact" } else { w };
+        let r = match kind {
+            "police" => parse_police(a, true).map(ActSpec::Police),
+            k if OTHER_KINDS.contains(&k) => {
+                return Err(TcError::tc(format!("qdisc-lab: action \"{k}\" is not supported (gact and police only)\n")))
+            }
+            _ => parse_gact(a),
+        };
+        match r {
+            Ok(s) => spec.acts.push(s),
+            Err(Fail::Exit(e)) => return Err(e),
+            Err(Fail::Ret(m)) => return Err(bad_val(start, format!("{m}bad action parsing\n"))),
+        }
+        if let Some(w) = a.peek() {
+            if w == "cookie" || matches(w, "hw_stats") || w == "no_percpu" {
+                return Err(TcError::tc(format!("qdisc-lab: action \"{w}\" is not supported\n")));
+            }
+        }
+        ok += 1;
+    }
+    if eap {
+        return Err(bad_val(a.rest(), "bad action empty 1\n".into()));
+    }
+    Ok(())
+}
+
+// ---- kernel side ---------------------------------------------------------------------
+
+/// `struct tcf_gact`.
+#[derive(Clone, Debug)]
+pub struct Gact {
+    pub action: i32,
+    pub ptype: u16,
+    pub paction: i32,
+    pub pval: u16,
+    /// `gact->packets`, the determ counter.
+    packets: u32,
+}
+
+/// `struct tcf_police` + `tcf_police_params`.
+#[derive(Clone, Debug)]
+pub struct Police {
+    /// Exceed action.
+    pub action: i32,
+    /// Conform action.
+    pub result: i32,
+    pub mtu: u32,
+    /// ns.
+    pub burst: i64,
+    pub mtu_ptoks: i64,
+    pub rate: Option<PschedRatecfg>,
+    pub peak: Option<PschedRatecfg>,
+    toks: i64,
+    ptoks: i64,
+    t_c: u64,
+}
+
+#[derive(Clone, Debug)]
+pub enum ActKind {
+    Gact(Gact),
+    Police(Police),
+}
+
+/// Counters an action keeps (`cpu_bstats`/`cpu_qstats`) and `struct tcf_t`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ActStats {
+    pub bytes: u64,
+    pub packets: u64,
+    pub drops: u32,
+    pub overlimits: u32,
+}
+
+/// One action object (`struct tc_action`).
+#[derive(Debug)]
+pub struct Action {
+    pub index: u32,
+    pub kind: ActKind,
+    pub stats: ActStats,
+    install: u64,
+    lastuse: u64,
+    firstuse: u64,
+}
+
+pub type ActRef = Arc<Mutex<Action>>;
+
+fn lock(a: &ActRef) -> std::sync::MutexGuard<'_, Action> {
+    a.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Action {
+    /// `tcf_lastuse_update`.
+    fn used(&mut self, now: u64) {
+        self.lastuse = now;
+        if self.firstuse == 0 {
+            self.firstuse = now;
+        }
+    }
+
+    /// The action's `act` op on a packet of `len` bytes at `now`.
+    pub fn act(&mut self, len: u32, now: Instant) -> i32 {
+        let t = now.0;
+        match &mut self.kind {
+            ActKind::Gact(g) => {
+                // tcf_gact: the verdict (gact_determ for `random determ`), then counters.
+                let mut action = g.action;
+                if g.ptype == PGACT_DETERM {
+                    g.packets = g.packets.wrapping_add(1);
+                    action = if g.packets % g.pval as u32 != 0 { g.action } else { g.paction };
+                }
+                self.stats.bytes += len as u64;
+                self.stats.packets += 1;
+                if action == TC_ACT_SHOT {
+                    self.stats.drops = self.stats.drops.wrapping_add(1);
+                }
+                self.used(t);
+                action
+            }
+            ActKind::Police(p) => {
+                // tcf_police_act.
+                let mut ret = p.action;
+                let mut conform = false;
+                let mut early = false;
+                if len <= p.mtu {
+                    match &p.rate {
+                        None => {
+                            ret = p.result;
+                            early = true;
+                        }
+                        Some(rate) => {
+                            let mut toks = (t.wrapping_sub(p.t_c) as i64).min(p.burst);
+                            let mut ptoks = 0i64;
+                            if let Some(peak) = &p.peak {
+                                ptoks = (toks + p.ptoks).min(p.mtu_ptoks);
+                                ptoks -= peak.l2t_ns(len) as i64;
+                            }
+                            toks = (toks + p.toks).min(p.burst);
+                            toks -= rate.l2t_ns(len) as i64;
+                            if (toks | ptoks) >= 0 {
+                                p.t_c = t;
+                                p.toks = toks;
+                                p.ptoks = ptoks;
+                                ret = p.result;
+                                conform = true;
+                            }
+                        }
+                    }
+                }
+                self.stats.bytes += len as u64;
+                self.stats.packets += 1;
+                self.used(t);
+                if early {
+                    return ret;
+                }
+                if !conform {
+                    self.stats.overlimits = self.stats.overlimits.wrapping_add(1);
+                }
+                if ret == TC_ACT_SHOT {
+                    self.stats.drops = self.stats.drops.wrapping_add(1);
+                }
+                ret
+            }
+        }
+    }
+}
+
+/// The per-netns action tables (`tc_action_net.idrinfo` of each kind).
+#[derive(Debug, Default)]
+pub struct ActionTable {
+    gact: BTreeMap<u32, Weak<Mutex<Action>>>,
+    police: BTreeMap<u32, Weak<Mutex<Action>>>,
+}
+
+impl ActionTable {
+    fn table(&mut self, police: bool) -> &mut BTreeMap<u32, Weak<Mutex<Action>>> {
+        let t = if police { &mut self.police } else { &mut self.gact };
+        t.retain(|_, w| w.strong_count() > 0);
+        t
+    }
+    /// `tcf_idr_check_alloc`: an existing action to bind, or the index for a new one.
+    fn check_alloc(&mut self, police: bool, index: u32) -> Result<Result<ActRef, u32>, FilterError> {
+        let t = self.table(police);
+        if index != 0 {
+            return Ok(match t.get(&index).and_then(Weak::upgrade) {
+                Some(a) => Ok(a),
+                None => Err(index),
+            });
+        }
+        let mut i = 1u32;
+        for &k in t.keys() {
+            if k != i {
+                break;
+            }
+            i = i.checked_add(1).ok_or(FilterError::Errno("No space left on device"))?;
+        }
+        Ok(Err(i))
+    }
+    fn insert(&mut self, police: bool, a: &ActRef) {
+        let index = lock(a).index;
+        self.table(police).insert(index, Arc::downgrade(a));
+    }
+}
+
+/// What the kernel needs to build a filter's actions.
+pub struct ActCtx<'a> {
+    pub table: &'a mut ActionTable,
+    /// The kernel profile can load act_gact/act_police.
+    pub available: bool,
+    pub now: Instant,
+}
+
+/// `tcf_action_check_ctrlact`: a valid opcode, and chains that exist.
+fn check_ctrlact(a: i32) -> Result<(), FilterError> {
+    // tcf_action_valid, in C's int arithmetic.
+    let op = a & !TC_ACT_EXT_VAL_MASK;
+    let valid = if op == 0 { a <= TC_ACT_VALUE_MAX } else { op <= TC_ACT_GOTO_CHAIN || a == TC_ACT_UNSPEC };
+    if !valid {
+        return Err(FilterError::ext("Invalid control action"));
+    }
+    if ext_cmp(a, TC_ACT_GOTO_CHAIN) && a & TC_ACT_EXT_VAL_MASK != 0 {
+        return Err(FilterError::Tc("qdisc-lab: only filter chain 0 is supported\n".into()));
+    }
+    Ok(())
+}
+
+impl ActCtx<'_> {
+    /// `tcf_exts_validate_ex` → `tcf_action_init` → `tcf_action_init_1` for each
+    /// action: load the kind, then bind or create (`tcf_gact_init`,
+    /// `tcf_police_init`). A POLICE attribute wins over an ACT list.
+    pub fn init(&mut self, spec: &ExtsSpec) -> Result<Exts, FilterError> {
+        let legacy = spec.police.clone().map(ActSpec::Police);
+        let (list, legacy_police) = match &legacy {
+            Some(p) => (std::slice::from_ref(p), true),
+            None => (&spec.acts[..], false),
+        };
+        let mut e = Exts { acts: Vec::new(), legacy_police };
+        if list.is_empty() {
+            return Ok(e);
+        }
+        if !self.available {
+            return Err(FilterError::action());
+        }
+        for s in list.iter().take(TCA_ACT_MAX_PRIO) {
+            e.acts.push(self.init_1(s)?);
+        }
+        Ok(e)
+    }
+
+    fn init_1(&mut self, s: &ActSpec) -> Result<ActRef, FilterError> {
+        let now = self.now.0;
+        match s {
+            ActSpec::Gact { index, action, prob } => {
+                if let Some((ptype, paction, _)) = prob {
+                    if *ptype > PGACT_DETERM {
+                        return Err(FilterError::Errno("Invalid argument"));
+                    }
+                    if ext_cmp(*paction, TC_ACT_GOTO_CHAIN) {
+                        return Err(FilterError::ext("goto chain not allowed on fallback"));
+                    }
+                    if *ptype == PGACT_NETRAND {
+                        return Err(FilterError::Tc(
+                            "qdisc-lab: gact \"random netrand\" is not supported (use determ)\n".into(),
+                        ));
+                    }
+                }
+                let idx = match self.table.check_alloc(false, *index)? {
+                    Ok(a) => return Ok(a),
+                    Err(i) => i,
+                };
+                check_ctrlact(*action)?;
+                if let Some((_, paction, _)) = prob {
+                    check_ctrlact(*paction)?;
+                }
+                let (ptype, paction, pval) = match prob {
+                    Some((t, a, v)) if *t != PGACT_NONE => (*t, *a, (*v).max(1)),
+                    _ => (PGACT_NONE, 0, 0),
+                };
+                let g = Gact { action: *action, ptype, paction, pval, packets: 0 };
+                let a = Arc::new(Mutex::new(Action {
+                    index: idx,
+                    kind: ActKind::Gact(g),
+                    stats: ActStats::default(),
+                    install: now,
+                    lastuse: now,
+                    firstuse: 0,
+                }));
+                self.table.insert(false, &a);
+                Ok(a)
+            }
+            ActSpec::Police(p) => {
+                let idx = match self.table.check_alloc(true, p.index)? {
+                    Ok(a) => return Ok(a),
+                    Err(i) => i,
+                };
+                check_ctrlact(p.action)?;
+                if p.result != 0 && ext_cmp(p.result, TC_ACT_GOTO_CHAIN) {
+                    return Err(FilterError::ext("goto chain not allowed on fallback"));
+                }
+                let rate = (p.rate.rate != 0).then(|| PschedRatecfg::from_spec(&p.rate, p.rate64));
+                let peak = (p.peakrate.rate != 0).then(|| PschedRatecfg::from_spec(&p.peakrate, p.prate64));
+                let mut mtu = p.mtu;
+                if mtu == 0 {
+                    mtu = u32::MAX;
+                    if p.rate.rate != 0 {
+                        mtu = 255u32 << p.rate.cell_log;
+                    }
+                }
+                let burst = (p.burst as i64) << 6;
+                let mtu_ptoks = peak.as_ref().map(|pk| pk.l2t_ns(mtu) as i64).unwrap_or(0);
+                let pol = Police {
+                    action: p.action,
+                    result: p.result,
+                    mtu,
+                    burst,
+                    mtu_ptoks,
+                    rate,
+                    peak,
+                    toks: burst,
+                    ptoks: mtu_ptoks,
+                    t_c: now,
+                };
+                let a = Arc::new(Mutex::new(Action {
+                    index: idx,
+                    kind: ActKind::Police(pol),
+                    stats: ActStats::default(),
+                    install: now,
+                    lastuse: now,
+                    firstuse: 0,
+                }));
+                self.table.insert(true, &a);
+                Ok(a)
+            }
+        }
+    }
+}
+
+/// A filter's actions (`struct tcf_exts`).
+#[derive(Clone, Debug, Default)]
+pub struct Exts {
+    pub acts: Vec<ActRef>,
+    /// TCA_OLD_COMPAT: one police action from the legacy `police` keyword.
+    pub legacy_police: bool,
+}
+
+impl Exts {
+    pub fn is_empty(&self) -> bool {
+        self.acts.is_empty()
+    }
+
+    /// `tcf_exts_exec` → `tcf_action_exec` for a packet of `len` bytes at `now`;
+    /// TC_ACT_OK without actions.
+    pub fn exec(&self, len: u32, now: Instant, _res: &mut TcfResult) -> i32 {
+        let n = self.acts.len();
+        let mut ret = TC_ACT_OK;
+        let mut jmp_prgcnt = 0u32;
+        let mut jmp_ttl = TCA_ACT_MAX_PRIO as u32;
+        'restart: loop {
+            for a in &self.acts {
+                if jmp_prgcnt > 0 {
+                    jmp_prgcnt -= 1;
+                    continue;
+                }
+                let mut repeat_ttl = 32;
+                loop {
+                    ret = lock(a).act(len, now);
+                    if ret != TC_ACT_REPEAT {
+                        break;
+                    }
+                    repeat_ttl -= 1;
+                    if repeat_ttl == 0 {
+                        return TC_ACT_OK;
+                    }
+                }
+                if ext_cmp(ret, TC_ACT_JUMP) {
+                    jmp_prgcnt = (ret & (TCA_ACT_MAX_PRIO as i32 - 1)) as u32;
+                    if jmp_prgcnt == 0 || jmp_prgcnt as usize > n {
+                        return TC_ACT_OK;
+                    }
+                    jmp_ttl -= 1;
+                    if jmp_ttl > 0 {
+                        continue 'restart;
+                    }
+                    return TC_ACT_OK;
+                }
+                if ret != TC_ACT_PIPE {
+                    break;
+                }
+            }
+            return ret;
+        }
+    }
+
+    /// `tcf_exts_dump` + tc's printing: the legacy police (the classifier prints the
+    /// newline before it) or the action list (`tc_print_action`).
+    pub fn print(&self, out: &mut Out, now: Instant) {
+        if self.acts.is_empty() {
+            return;
+        }
+        if self.legacy_police {
+            out.nl();
+            out.open_object(Some("police"));
+            print_police(out, &lock(&self.acts[0]), 1, now);
+            out.close_object();
+            return;
+        }
+        out.open_array("actions", "");
+        for (i, a) in self.acts.iter().enumerate() {
+            let refs = Arc::strong_count(a) as i64;
+            let a = lock(a);
+            out.open_object(None);
+            out.nl();
+            let order = i as u64 + 1;
+            out.uint("order", format_args!("\taction order {order}: "), order);
+            match &a.kind {
+                ActKind::Gact(_) => print_gact(out, &a, refs, now),
+                ActKind::Police(_) => print_police(out, &a, refs, now),
+            }
+            if out.show_stats() {
+                out.fp(format_args!("\tAction statistics:"));
+                out.nl();
+                out.open_object(Some("stats"));
+                let s = a.stats;
+                out.fp(format_args!("\t"));
+                out.uint("bytes", format_args!("Sent {} bytes", s.bytes), s.bytes);
+                out.uint("packets", format_args!(" {} pkt", s.packets as u32), s.packets as u32 as u64);
+                out.uint("drops", format_args!(" (dropped {}", s.drops), s.drops as u64);
+                out.uint("overlimits", format_args!(", overlimits {}", s.overlimits), s.overlimits as u64);
+                out.uint("requeues", format_args!(" requeues 0) "), 0);
+                out.nl();
+                out.fp(format_args!("\t"));
+                out.size("backlog", "backlog ", 0, "");
+                out.uint("qlen", format_args!(" 0p"), 0);
+                out.fp(format_args!(" requeues 0"));
+                out.close_object();
+                out.nl();
+            }
+            out.close_object();
+        }
+        out.close_array("");
+    }
+}
+
+/// `tcf_tm_dump` + `print_tm`: ages in USER_HZ ticks, printed as whole seconds.
+fn print_tm(out: &mut Out, a: &Action, now: Instant) {
+    let clk = |t: u64| now.0.saturating_sub(t) / 10_000_000;
+    let install = clk(a.install);
+    let lastuse = clk(a.lastuse);
+    let firstuse = if a.firstuse != 0 { clk(a.firstuse) } else { 0 };
+    if install != 0 {
+        out.uint("installed", format_args!(" installed {} sec", install / 100), install / 100);
+    }
+    if lastuse != 0 {
+        out.uint("last_used", format_args!(" used {} sec", lastuse / 100), lastuse / 100);
+    }
+    if firstuse != 0 {
+        out.uint("first_used", format_args!(" firstused {} sec", firstuse / 100), firstuse / 100);
+    }
+}
+
+/// m_gact.c `print_gact`.
+fn print_gact(out: &mut Out, a: &Action, refs: i64, now: Instant) {
+    let ActKind::Gact(g) = &a.kind else { return };
+    out.string("kind", format_args!("gact "), "gact");
+    print_action_control(out, "action ", g.action, "");
+    out.open_object(Some("prob"));
+    out.nl();
+    let (ptype, paction, pval) = if g.ptype != PGACT_NONE { (g.ptype, g.paction, g.pval) } else { (0, 0, 0) };
+    let tname = match ptype {
+        PGACT_NETRAND => "netrand",
+        PGACT_DETERM => "determ",
+        _ => "none",
+    };
+    out.string("random_type", format_args!("\t random type {tname}"), tname);
+    print_action_control(out, " ", paction, " ");
+    out.int("val", format_args!("val {pval}"), pval as i64);
+    out.close_object();
+    out.nl();
+    out.uint("index", format_args!("\t index {}", a.index), a.index as u64);
+    out.int("ref", format_args!(" ref {refs}"), refs);
+    out.int("bind", format_args!(" bind {refs}"), refs);
+    if out.show_stats() {
+        print_tm(out, a, now);
+    }
+    out.nl();
+}
+
+/// m_police.c `print_police`.
+fn print_police(out: &mut Out, a: &Action, refs: i64, now: Instant) {
+    let ActKind::Police(p) = &a.kind else { return };
+    out.string("kind", format_args!(""), "police");
+    out.fp(format_args!(" police 0x{:x} ", a.index));
+    if out.is_json() {
+        out.uint("index", format_args!(""), a.index as u64);
+    }
+    let rate64 = p.rate.map(|r| r.rate_bytes_ps).unwrap_or(0);
+    out.fp(format_args!("rate {} ", units::fmt_rate(rate64, out.iec())));
+    let ticks = (p.burst >> 6) as u32;
+    let buffer = units::calc_xmitsize(rate64, ticks);
+    out.fp(format_args!("burst {} ", units::fmt_size(buffer)));
+    out.fp(format_args!("mtu {} ", units::fmt_size(p.mtu)));
+    if out.raw() {
+        out.fp(format_args!("[{ticks:08x}] "));
+    }
+    if let Some(pk) = p.peak {
+        out.fp(format_args!("peakrate {} ", units::fmt_rate(pk.rate_bytes_ps, out.iec())));
+    }
+    print_action_control(out, "action ", p.action, "");
+    if p.result != 0 {
+        print_action_control(out, "/", p.result, " ");
+    } else {
+        out.fp(format_args!(" "));
+    }
+    let (overhead, ll) = p.rate.map(|r| (r.overhead, r.linklayer)).unwrap_or((0, LinkLayer::Ethernet));
+    out.size("overhead", "overhead ", overhead as u32, " ");
+    if ll != LinkLayer::Ethernet || out.details() {
+        out.string("linklayer", format_args!("linklayer {} ", ll.name()), ll.name());
+    }
+    out.nl();
+    out.int("ref", format_args!("\tref {refs} "), refs);
+    out.int("bind", format_args!("bind {refs} "), refs);
+    if out.show_stats() {
+        print_tm(out, a, now);
+    }
+    out.nl();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    fn exts(s: &str, now: u64) -> (Exts, ActionTable) {
+        let v = argv(s);
+        let mut a = Args::new(&v);
+        let mut spec = ExtsSpec::default();
+        if a.peek() == Some("police") {
+            a.next();
+            parse_legacy_police(&mut a, &mut spec).unwrap();
+        } else {
+            parse_action(&mut a, &mut spec).unwrap();
+        }
+        let mut table = ActionTable::default();
+        let e = ActCtx { table: &mut table, available: true, now: Instant(now) }.init(&spec).unwrap();
+        (e, table)
+    }
+
+    fn run(e: &Exts, len: u32, now: u64) -> i32 {
+        e.exec(len, Instant(now), &mut TcfResult { classid: 0 })
+    }
+
+    #[test]
+    fn gact_verdicts_and_counters() {
+        for (w, v) in [
+            ("drop", TC_ACT_SHOT),
+            ("shot", TC_ACT_SHOT),
+            ("pass", TC_ACT_OK),
+            ("ok", TC_ACT_OK),
+            ("continue", TC_ACT_UNSPEC),
+            ("reclassify", TC_ACT_RECLASSIFY),
+            ("pipe", TC_ACT_PIPE),
+            ("gact drop", TC_ACT_SHOT),
+        ] {
+            let (e, _t) = exts(w, 0);
+            assert_eq!(run(&e, 100, 5), v, "{w}");
+            let s = lock(&e.acts[0]).stats;
+            assert_eq!((s.bytes, s.packets, s.drops), (100, 1, (v == TC_ACT_SHOT) as u32), "{w}");
+        }
+        // pipe runs on to the next action; the last verdict wins.
+        let (e, _t) = exts("pipe action drop", 0);
+        assert_eq!(run(&e, 60, 1), TC_ACT_SHOT);
+        assert_eq!(lock(&e.acts[1]).index, 2);
+        // `random determ pass 3`: every third packet takes the random action.
+        let (e, _t) = exts("gact drop random determ pass 3", 0);
+        let v: Vec<i32> = (0..6).map(|i| run(&e, 10, i)).collect();
+        assert_eq!(v, [2, 2, 0, 2, 2, 0]);
+        // `jump N` restarts the list skipping its first N actions (the jump included).
+        let (e, _t) = exts("jump 2 action drop action pass", 0);
+        assert_eq!(run(&e, 10, 0), TC_ACT_OK);
+        assert_eq!(lock(&e.acts[1]).stats.packets, 0);
+        assert_eq!(lock(&e.acts[0]).stats.packets, 1);
+        // Past the end of the list: the pipeline stops with OK.
+        let (e, _t) = exts("jump 5 action drop", 0);
+        assert_eq!(run(&e, 10, 0), TC_ACT_OK);
+    }
+
+    #[test]
+    fn indexes_are_shared_per_kind_and_freed() {
+        let v = argv("drop");
+        let mut table = ActionTable::default();
+        let spec = |s: &[String]| {
+            let mut a = Args::new(s);
+            let mut sp = ExtsSpec::default();
+            parse_action(&mut a, &mut sp).unwrap();
+            sp
+        };
+        let mut ctx = ActCtx { table: &mut table, available: true, now: Instant(0) };
+        let a = ctx.init(&spec(&v)).unwrap();
+        let b = ctx.init(&spec(&v)).unwrap();
+        assert_eq!((lock(&a.acts[0]).index, lock(&b.acts[0]).index), (1, 2));
+        drop(a);
+        let c = ctx.init(&spec(&v)).unwrap();
+        assert_eq!(lock(&c.acts[0]).index, 1);
+        let d = ctx.init(&spec(&argv("pass index 2"))).unwrap();
+        // Bound to the existing drop action 2, whose parameters stay.
+        assert!(Arc::ptr_eq(&d.acts[0], &b.acts[0]));
+        assert_eq!(Arc::strong_count(&b.acts[0]), 2);
+        let mut ctx = ActCtx { table: &mut table, available: false, now: Instant(0) };
+        assert_eq!(ctx.init(&spec(&v)).unwrap_err(), FilterError::action());
+    }
+
+    #[test]
+    fn police_token_bucket_at_exact_boundaries() {
+        // 1 Mbit/s = 125000 B/s = 8000 ns per byte; burst 10 KiB → 81920 µs of tokens.
+        let (e, _t) = exts("police rate 1mbit burst 10k drop", 0);
+        let p = || match &lock(&e.acts[0]).kind {
+            ActKind::Police(p) => (p.toks, p.burst, p.mtu),
+            _ => unreachable!(),
+        };
+        let (toks, burst, mtu) = p();
+        assert_eq!((toks, burst, mtu), (81_920_000, 81_920_000, 2040));
+        // Ten 1024-byte packets at t=0 drain the bucket exactly to 0: all conform.
+        for _ in 0..10 {
+            assert_eq!(run(&e, 1024, 0), TC_ACT_OK);
+        }
+        assert_eq!(p().0, 0);
+        // One byte more than the tokens: exceed → drop, counted as overlimit + drop.
+        assert_eq!(run(&e, 1, 7_999), TC_ACT_SHOT);
+        // 8000 ns later one byte's worth of tokens exists: conform again.
+        assert_eq!(run(&e, 1, 8_000), TC_ACT_OK);
+        assert_eq!(p().0, 0);
+        // Larger than the mtu (2040): always exceeds, whatever the tokens.
+        assert_eq!(run(&e, 2041, 1_000_000_000), TC_ACT_SHOT);
+        let s = lock(&e.acts[0]).stats;
+        assert_eq!((s.packets, s.drops, s.overlimits), (13, 2, 2));
+        // Refill is capped at the burst.
+        assert_eq!(run(&e, 1, 10_000_000_000), TC_ACT_OK);
+        assert_eq!(p().0, 81_920_000 - 8_000);
+    }
+
+    #[test]
+    fn police_peakrate_and_conform_action() {
+        // rate 1mbit burst 10k, peak 2mbit with mtu 1000: the peak bucket holds
+        // 1000 bytes at 4000 ns/byte = 4 ms.
+        let (e, _t) = exts("police rate 1mbit burst 10k mtu 1000 peakrate 2mbit conform-exceed drop/pipe", 0);
+        assert_eq!(run(&e, 1000, 0), TC_ACT_PIPE);
+        // The peak bucket is empty now: a second packet at once exceeds.
+        assert_eq!(run(&e, 1, 0), TC_ACT_SHOT);
+        assert_eq!(run(&e, 1, 3_999), TC_ACT_SHOT);
+        assert_eq!(run(&e, 1, 4_000), TC_ACT_PIPE);
+    }
+
+    #[test]
+    fn parse_errors_like_tc() {
+        let err = |s: &str| {
+            let v = argv(s);
+            let mut a = Args::new(&v);
+            parse_action(&mut a, &mut ExtsSpec::default()).unwrap_err()
+        };
+        let e = err("bogus");
+        assert!(e.msg.starts_with("Bad action type bogus\nUsage: ... gact"), "{}", e.msg);
+        assert_eq!(e.code, 255);
+        assert_eq!(
+            err("police pkts_rate 10").msg,
+            "'pkts_burst' requires 'pkts_rate'.\nbad action parsing\nparse_action: bad value (3:police)!\nIllegal \"action\"\n"
+        );
+        assert_eq!(
+            err("pipe action c flowid 1:1").msg,
+            "bad action empty 1\nparse_action: bad value (3:c)!\nIllegal \"action\"\n"
+        );
+        assert_eq!(err("help").msg, "Illegal \"action\"\n");
+        assert_eq!(
+            err("gact drop random determ pass 10001").msg,
+            "Illegal probability val  0x2711\nbad action parsing\nparse_action: bad value (6:gact)!\nIllegal \"action\"\n"
+        );
+    }
+}
