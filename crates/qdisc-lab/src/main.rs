@@ -5,8 +5,11 @@
 //! * `qdisc-lab tc [--dev SPEC]... -batch FILE [-force]` — a tc batch file (`-` = stdin).
 //! * `qdisc-lab replay …` — push a pcap or generated traffic through a device's qdisc
 //!   tree at a wire rate in virtual time and report what happened.
+//! * `qdisc-lab run [--backend host] SCENARIO [--json FILE]` — run a scenario on a
+//!   real kernel (docs/scenarios.md).
 
 mod replay;
+mod run;
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -41,6 +44,9 @@ enum Cmd {
     },
     /// Replay a pcap or generated flows through a qdisc tree at a wire rate (virtual time).
     Replay(replay::ReplayArgs),
+    /// Run a scenario (TOML) on a real kernel: iperf3-like throughput, ping-like RTT,
+    /// tc -s of every device; --json FILE writes the full result.
+    Run(run::RunArgs),
 }
 
 /// Parse `--dev` specs (default: eth0).
@@ -108,6 +114,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Tc { dev, kernel, args } => run_tc(&dev, &kernel, &args),
+        Cmd::Run(a) => run::run(&a),
         Cmd::Replay(a) => match replay::run(&a) {
             Ok(report) => {
                 print!("{report}");

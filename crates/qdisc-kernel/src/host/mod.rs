@@ -1,0 +1,580 @@
+//! The host backend: a scenario on the running kernel, in network namespaces.
+//!
+//! 1. **Preflight** (changes nothing that outlives it): root, tools (`ip`, tc, iperf3,
+//!    ping), whole-second iperf3 durations, and what the kernel must have — every qdisc
+//!    kind the tc scripts add and the links need (netem for delay/loss, tbf for a rate)
+//!    is tried in a scratch namespace; a missing one, or a missing congestion control,
+//!    is [`RunError::Unsupported`] naming `--backend vm`.
+//! 2. **Setup**: namespaces, veths, the wire (see [`lab`]), the user's tc scripts with
+//!    the real tc, one `iperf3 -s` per tcp/udp entry in the receiver's namespace.
+//! 3. **Traffic**: `iperf3 -c … -J -i 0.1` and `ping` started at their `start`; a
+//!    thread takes `tc -s -j` snapshots of every device every 100 ms.
+//! 4. **End**: a final snapshot (JSON and text), teardown, the [`RunResult`].
+//!
+//! Teardown is by drop: children ([`crate::proc::Proc`]) are killed and reaped, then
+//! the namespaces deleted ([`lab::Lab`]), on success, error, panic or cancellation.
+//!
+//! The tc used is iproute2 6.15 when available (`QDL_TC`, else
+//! `${QDL_CACHE:-~/.cache/qdisc-lab}/iproute2-6.15/sbin/tc`, which `scripts/install-iproute2.sh`
+//! provides), else `tc` from PATH — with a warning in the result: iproute2 before 6.x
+//! ignores `-j` for `-s class show`.
+
+pub mod lab;
+pub mod tc;
+pub mod tools;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use qdisc_scenario::result::{self, LinkInfo, Metadata, ScenarioInfo, TcResult, TcSample, Wallclock};
+use qdisc_scenario::scenario::{Scenario, TrafficKind};
+use qdisc_scenario::{Backend, Progress, RunError, RunOptions, RunResult};
+
+use crate::proc::Proc;
+use lab::{port_name, Lab};
+use tc::Target;
+
+/// Runs of this process so far (namespace names must differ between concurrent runs).
+static RUNS: AtomicU32 = AtomicU32::new(0);
+
+/// First port of the iperf3 servers (one per tcp/udp entry).
+const IPERF_PORT: u16 = 5201;
+
+/// The host backend.
+#[derive(Debug, Default, Clone)]
+pub struct HostBackend;
+
+/// The tc to use (see the module docs) and whether it is iproute2 6.15.
+pub fn default_tc() -> PathBuf {
+    if let Some(t) = std::env::var_os("QDL_TC") {
+        return PathBuf::from(t);
+    }
+    let cache = std::env::var("QDL_CACHE")
+        .unwrap_or_else(|_| format!("{}/.cache/qdisc-lab", std::env::var("HOME").unwrap_or_else(|_| "/root".into())));
+    let tc = PathBuf::from(format!("{cache}/iproute2-6.15/sbin/tc"));
+    if tc.exists() {
+        tc
+    } else {
+        PathBuf::from("tc")
+    }
+}
+
+fn version_of(cmd: &Path, arg: &str) -> Option<String> {
+    let out = Command::new(cmd).arg(arg).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    text.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty())
+}
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// Delete namespaces `qdl-<pid>-*` left by qdisc-lab processes that no longer exist
+/// (killed with SIGKILL, or a crashed machine's /run surviving).
+pub fn reap_stale() {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else { return };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("qdl-").and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = Command::new("ip").args(["netns", "del", &name]).status();
+        }
+    }
+}
+
+/// Namespaces of this process still present (for tests: none after a run).
+pub fn own_namespaces() -> Vec<String> {
+    let prefix = format!("qdl-{}-", std::process::id());
+    let mut v: Vec<String> = std::fs::read_dir("/run/netns")
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    v.retain(|n| n.starts_with(&prefix));
+    v
+}
+
+struct Tools {
+    tc: PathBuf,
+    iperf3: Option<PathBuf>,
+    ping: Option<PathBuf>,
+    warnings: Vec<String>,
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+impl HostBackend {
+    fn preflight(&self, s: &Scenario, opts: &RunOptions, prefix: &str) -> Result<Tools, RunError> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(RunError::Unsupported(
+                "the host backend needs root (it creates network namespaces); run it as root, or use --backend vm"
+                    .into(),
+            ));
+        }
+        if which("ip").is_none() {
+            return Err(RunError::Unsupported("`ip` (iproute2) is not installed".into()));
+        }
+        let tc = opts.tc.clone().unwrap_or_else(default_tc);
+        let tc_version = version_of(&tc, "-V").ok_or_else(|| {
+            RunError::Unsupported(format!("cannot run tc ({}): is iproute2 installed?", tc.display()))
+        })?;
+        let mut warnings = Vec::new();
+        if !tc_version.contains("iproute2-6.15") {
+            warnings.push(format!(
+                "tc is {tc_version}, not iproute2 6.15 (scripts/install-iproute2.sh): older tc ignores -j for `-s class show`"
+            ));
+        }
+        let needs = |k: &str| s.traffic.iter().any(|t| t.kind.name() == k);
+        let iperf3 = which("iperf3");
+        if (needs("tcp") || needs("udp")) && iperf3.is_none() {
+            return Err(RunError::Unsupported("tcp/udp traffic needs iperf3 (apt-get install iperf3)".into()));
+        }
+        let ping = which("ping");
+        if needs("ping") && ping.is_none() {
+            return Err(RunError::Unsupported("ping traffic needs ping (apt-get install iputils-ping)".into()));
+        }
+        for (i, t) in s.traffic.iter().enumerate() {
+            if !matches!(t.kind, TrafficKind::Ping { .. }) && t.duration % 1_000_000_000 != 0 {
+                return Err(RunError::Unsupported(format!(
+                    "{}:{}: traffic[{i}]: duration {}s: iperf3 runs whole seconds; give this traffic a whole number of seconds",
+                    s.file,
+                    t.line,
+                    secs(t.duration)
+                )));
+            }
+        }
+        // What the kernel must have.
+        let kernel = kernel_release();
+        let mut problems = Vec::new();
+        let need = tc::needed_qdiscs(s);
+        let kinds: Vec<&str> = need.keys().map(String::as_str).collect();
+        let missing = tc::missing_qdiscs(&tc, &format!("{prefix}_probe"), &kinds).map_err(RunError::Failed)?;
+        for kind in &missing {
+            let mut p = format!("no sch_{kind}, needed by:");
+            for why in &need[kind] {
+                p.push_str(&format!("\n    {why}"));
+            }
+            problems.push(p);
+        }
+        for (i, t) in s.traffic.iter().enumerate() {
+            if let TrafficKind::Tcp { cc, .. } = &t.kind {
+                if !tc::cc_available(cc) {
+                    problems.push(format!(
+                        "no TCP congestion control {cc:?}, needed by:\n    {}:{}: traffic[{i}]",
+                        s.file, t.line
+                    ));
+                }
+            }
+        }
+        if !problems.is_empty() {
+            return Err(RunError::Unsupported(format!(
+                "the running kernel ({kernel}) cannot run this scenario:\n  {}\nRun it on a kernel that has them: --backend vm (a Debian kernel under qemu).",
+                problems.join("\n  ")
+            )));
+        }
+        Ok(Tools { tc, iperf3, ping, warnings })
+    }
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// Every device of the run: the hosts' link interfaces and the wire ports.
+fn targets(s: &Scenario, lab: &Lab) -> Vec<Target> {
+    let mut t: Vec<Target> = s
+        .hosts
+        .iter()
+        .map(|h| Target {
+            ns: lab.host_ns(&h.name),
+            devs: s.ifaces(&h.name).into_iter().map(|d| (h.name.clone(), d.to_string())).collect(),
+        })
+        .filter(|t| !t.devs.is_empty())
+        .collect();
+    if !s.links.is_empty() {
+        let devs = (0..s.links.len())
+            .flat_map(|i| [(format!("link[{i}]"), port_name(i, false)), (format!("link[{i}]"), port_name(i, true))])
+            .collect();
+        t.push(Target { ns: lab.wire_ns(), devs });
+    }
+    t
+}
+
+/// Wait until a process listens on TCP `port` (seen in its own namespace's /proc/PID/net/tcp).
+fn wait_listening(p: &mut Proc, port: u16, timeout: Duration) -> Result<(), String> {
+    let needle = format!(":{port:04X} 00000000:0000 0A");
+    let t = Instant::now();
+    while t.elapsed() < timeout {
+        if let Some(st) = p.exited() {
+            return Err(format!("{} exited ({st}): {}", p.label, p.read_stderr().trim()));
+        }
+        let tcp = std::fs::read_to_string(format!("/proc/{}/net/tcp", p.pid())).unwrap_or_default();
+        if tcp.contains(&needle) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Err(format!("{} did not listen on port {port} within {timeout:?}", p.label))
+}
+
+/// RFC 3339 UTC of a system time (civil-from-days, Howard Hinnant's algorithm).
+fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+/// One traffic entry while it runs.
+struct Running {
+    index: usize,
+    proc: Option<Proc>,
+}
+
+impl Backend for HostBackend {
+    fn name(&self) -> &'static str {
+        "host"
+    }
+
+    fn run(&self, s: &Scenario, opts: &RunOptions, progress: &mut dyn Progress) -> Result<RunResult, RunError> {
+        let r = self.run_inner(s, opts, progress);
+        progress.finish();
+        r
+    }
+}
+
+impl HostBackend {
+    fn run_inner(&self, s: &Scenario, opts: &RunOptions, progress: &mut dyn Progress) -> Result<RunResult, RunError> {
+        reap_stale();
+        let prefix = format!("qdl-{}-{}-", std::process::id(), RUNS.fetch_add(1, Ordering::SeqCst));
+        progress.phase("preflight");
+        let tools = self.preflight(s, opts, &prefix)?;
+        let mut warnings = tools.warnings.clone();
+        let cancelled = || if opts.cancelled() { Err(RunError::Interrupted) } else { Ok(()) };
+        cancelled()?;
+
+        // Setup. From here on `lab` (and the Procs, declared after it so they drop
+        // first) tear everything down whatever happens.
+        progress.phase("setup");
+        let t_setup = Instant::now();
+        let mut lab =
+            Lab::new(prefix, tools.tc.clone()).map_err(|e| RunError::Failed(format!("scratch directory: {e}")))?;
+        lab.build(s).map_err(|e| RunError::Failed(format!("building the topology: {e}")))?;
+        for script in &s.tc {
+            let ns = lab.host_ns(&script.host);
+            for line in &script.lines {
+                cancelled()?;
+                let out = Command::new(&tools.tc)
+                    .arg("-n")
+                    .arg(&ns)
+                    .args(&line.args)
+                    .output()
+                    .map_err(|e| RunError::Failed(format!("{}: {e}", tools.tc.display())))?;
+                if !out.status.success() {
+                    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+                    let hint = ["kind is unknown", "Unknown filter", "Failed to load TC action module", "classifier not found"]
+                        .iter()
+                        .any(|m| stderr.contains(m))
+                        .then(|| {
+                            format!(
+                                "The running kernel ({}) lacks what this line needs; run it with --backend vm (a Debian kernel under qemu).",
+                                kernel_release()
+                            )
+                        });
+                    return Err(RunError::TcScript {
+                        at: format!("{}:{}", s.file, line.line),
+                        host: script.host.clone(),
+                        command: line.args.join(" "),
+                        stderr,
+                        hint,
+                    });
+                }
+            }
+        }
+        let mut servers = Vec::new();
+        for (i, t) in s.traffic.iter().enumerate() {
+            if matches!(t.kind, TrafficKind::Ping { .. }) {
+                continue;
+            }
+            let (li, _) = s.link_between(&t.from, &t.to).expect("validated: a link joins them");
+            let dst = s.address_on(li, &t.to);
+            let port = (IPERF_PORT + i as u16).to_string();
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", &lab.host_ns(&t.to)]).arg(tools.iperf3.as_ref().unwrap());
+            cmd.args(["-s", "-1", "-B", &dst, "-p", &port]);
+            let label = format!("iperf3 server of traffic[{i}] on {}", t.to);
+            let mut p = Proc::spawn(cmd, &label, lab.dir(), &format!("server{i}"))
+                .map_err(|e| RunError::Failed(format!("{label}: {e}")))?;
+            wait_listening(&mut p, IPERF_PORT + i as u16, Duration::from_secs(5)).map_err(RunError::Failed)?;
+            servers.push(p);
+        }
+        let setup_s = t_setup.elapsed().as_secs_f64();
+        cancelled()?;
+
+        // Traffic.
+        progress.phase("traffic");
+        let targets = targets(s, &lab);
+        let now = SystemTime::now();
+        let started_at = rfc3339(now);
+        let t0_unix = now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+        let t0 = Instant::now();
+        let stop = Arc::new(AtomicBool::new(false));
+        let samples: Arc<Mutex<(Vec<TcSample>, Option<String>)>> = Arc::new(Mutex::new((Vec::new(), None)));
+        let snapper = {
+            let (stop, samples, targets, tc) = (stop.clone(), samples.clone(), targets.clone(), tools.tc.clone());
+            let every = opts.snapshot_interval;
+            std::thread::spawn(move || {
+                let mut k = 0u32;
+                while !stop.load(Ordering::SeqCst) {
+                    let due = t0 + every * k;
+                    let now = Instant::now();
+                    if due > now {
+                        std::thread::sleep((due - now).min(Duration::from_millis(20)));
+                        continue;
+                    }
+                    let t = t0.elapsed().as_secs_f64();
+                    let snap = tc::snapshot(&tc, &targets, false);
+                    let mut g = samples.lock().unwrap_or_else(|e| e.into_inner());
+                    match snap {
+                        Ok(devices) => g.0.push(TcSample { t, devices }),
+                        Err(e) => {
+                            g.1.get_or_insert(e);
+                        }
+                    }
+                    // Skip instants already missed rather than bunching up.
+                    k = (t0.elapsed().as_secs_f64() / every.as_secs_f64()).floor() as u32 + 1;
+                }
+            })
+        };
+        // A guard so the snapshot thread stops on every exit path.
+        struct StopOnDrop(Arc<AtomicBool>);
+        impl Drop for StopOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let stop_guard = StopOnDrop(stop.clone());
+
+        let mut running: Vec<Running> = (0..s.traffic.len()).map(|index| Running { index, proc: None }).collect();
+        let total = secs(s.duration);
+        let deadline = Duration::from_nanos(s.duration) + Duration::from_secs(15);
+        loop {
+            cancelled()?;
+            let elapsed = t0.elapsed();
+            progress.running(elapsed.as_secs_f64().min(total), total);
+            for r in running.iter_mut().filter(|r| r.proc.is_none()) {
+                let t = &s.traffic[r.index];
+                if elapsed < Duration::from_nanos(t.start) {
+                    continue;
+                }
+                let (li, _) = s.link_between(&t.from, &t.to).expect("validated");
+                let dst = s.address_on(li, &t.to);
+                let mut cmd = Command::new("ip");
+                cmd.args(["netns", "exec", &lab.host_ns(&t.from)]);
+                let label = format!("traffic[{}] ({} {} → {})", r.index, t.kind.name(), t.from, t.to);
+                match &t.kind {
+                    TrafficKind::Ping { interval } => {
+                        // Sends until we interrupt it at the entry's end (ping's own -c
+                        // pacing drifts; -w takes whole seconds only, so it is a backstop).
+                        cmd.arg(tools.ping.as_ref().unwrap()).args(["-D", "-n"]);
+                        cmd.args(["-i", &format!("{:.6}", secs(*interval))]);
+                        cmd.args(["-w", &(t.duration.div_ceil(1_000_000_000) + 2).to_string(), &dst]);
+                    }
+                    kind => {
+                        cmd.arg(tools.iperf3.as_ref().unwrap());
+                        cmd.args(["-c", &dst, "-p", &(IPERF_PORT + r.index as u16).to_string()]);
+                        cmd.args(["-t", &(t.duration / 1_000_000_000).to_string()]);
+                        cmd.args(["-i", &format!("{}", opts.interval.as_secs_f64()), "-J"]);
+                        match kind {
+                            TrafficKind::Tcp { flows, cc } => {
+                                cmd.args(["-P", &flows.to_string(), "-C", cc]);
+                            }
+                            TrafficKind::Udp { rate, size } => {
+                                cmd.args(["-u", "-b", &(rate * 8).to_string(), "-l", &size.to_string()]);
+                            }
+                            TrafficKind::Ping { .. } => unreachable!(),
+                        }
+                    }
+                }
+                let p = Proc::spawn(cmd, &label, lab.dir(), &format!("traffic{}", r.index))
+                    .map_err(|e| RunError::Failed(format!("{label}: {e}")))?;
+                r.proc = Some(p);
+            }
+            let mut done = true;
+            for r in running.iter_mut() {
+                let t = &s.traffic[r.index];
+                if let (TrafficKind::Ping { .. }, Some(p)) = (&t.kind, &mut r.proc) {
+                    if elapsed >= Duration::from_nanos(t.start + t.duration) {
+                        p.interrupt();
+                    }
+                }
+                match &mut r.proc {
+                    None => done = false,
+                    Some(p) => match p.exited() {
+                        None => done = false,
+                        Some(st) if !st.success() && !matches!(s.traffic[r.index].kind, TrafficKind::Ping { .. }) => {
+                            let why = tools::parse_iperf3(&p.read_stdout(), self.meta(s, r.index, t0))
+                                .err()
+                                .unwrap_or_else(|| p.read_stderr().trim().to_string());
+                            return Err(RunError::Failed(format!("{}: {why}", p.label)));
+                        }
+                        Some(_) => {}
+                    },
+                }
+            }
+            if done {
+                break;
+            }
+            if elapsed > deadline {
+                return Err(RunError::Failed(format!(
+                    "traffic still running {}s after the scenario's end; stopped",
+                    (elapsed - Duration::from_nanos(s.duration)).as_secs()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(stop_guard);
+        let _ = snapper.join();
+        let end = tc::snapshot(&tools.tc, &targets, true).map_err(RunError::Failed)?;
+        let run_s = t0.elapsed().as_secs_f64();
+
+        // Results.
+        let mut throughput = Vec::new();
+        let mut rtt = Vec::new();
+        for r in &running {
+            let p = r.proc.as_ref().expect("all started");
+            let t = &s.traffic[r.index];
+            if let TrafficKind::Ping { interval } = t.kind {
+                let (li, _) = s.link_between(&t.from, &t.to).expect("validated");
+                rtt.push(tools::parse_ping(
+                    &p.read_stdout(),
+                    tools::PingMeta {
+                        traffic: r.index,
+                        from: t.from.clone(),
+                        to: t.to.clone(),
+                        dst: s.address_on(li, &t.to),
+                        start_s: secs(t.start),
+                        interval_s: secs(interval),
+                        t0_unix,
+                    },
+                ));
+            } else {
+                let res = tools::parse_iperf3(&p.read_stdout(), self.meta(s, r.index, t0))
+                    .map_err(|e| RunError::Failed(format!("{}: {e}", p.label)))?;
+                throughput.push(res);
+            }
+        }
+        let (periodic, snap_err) = std::mem::take(&mut *samples.lock().unwrap_or_else(|e| e.into_inner()));
+        if let Some(e) = snap_err {
+            warnings.push(format!("some periodic tc snapshots failed: {e}"));
+        }
+        let links = s
+            .links
+            .iter()
+            .enumerate()
+            .map(|(i, l)| LinkInfo {
+                between: [l.a.to_string(), l.b.to_string()],
+                addresses: [format!("{}/24", s.address_on(i, &l.a.host)), format!("{}/24", s.address_on(i, &l.b.host))],
+                realised_by: lab::describe(l, i),
+            })
+            .collect();
+        let mut tools_v = std::collections::BTreeMap::new();
+        if let Some(p) = &tools.iperf3 {
+            tools_v.insert("iperf3".to_string(), version_of(p, "-v").unwrap_or_default());
+        }
+        if let Some(p) = &tools.ping {
+            tools_v.insert("ping".to_string(), version_of(p, "-V").unwrap_or_default());
+        }
+        tools_v.insert("tc".to_string(), tools.tc.display().to_string());
+
+        // Teardown (children first, then namespaces).
+        progress.phase("teardown");
+        let t_down = Instant::now();
+        for r in running.iter_mut() {
+            r.proc.take();
+        }
+        drop(servers);
+        lab.teardown().map_err(|e| RunError::Failed(format!("teardown: {e}")))?;
+        let teardown_s = t_down.elapsed().as_secs_f64();
+
+        let interval_s = opts.interval.as_secs_f64();
+        Ok(RunResult {
+            format: result::FORMAT.into(),
+            scenario: ScenarioInfo {
+                name: s.name.clone(),
+                file: s.file.clone(),
+                sha256: s.sha256.clone(),
+                seed: s.seed,
+                duration_s: secs(s.duration),
+            },
+            metadata: Metadata {
+                backend: "host".into(),
+                kernel: kernel_release(),
+                iproute2: version_of(&tools.tc, "-V").unwrap_or_default(),
+                tools: tools_v,
+                qdisc_lab: env!("CARGO_PKG_VERSION").into(),
+                interval_s,
+                snapshot_interval_s: opts.snapshot_interval.as_secs_f64(),
+                links,
+            },
+            wallclock: Some(Wallclock { started_at, setup_s, run_s, teardown_s }),
+            total: RunResult::totals(&throughput, interval_s),
+            throughput,
+            rtt,
+            tc: TcResult { end, periodic },
+            warnings,
+        })
+    }
+
+    fn meta(&self, s: &Scenario, i: usize, _t0: Instant) -> tools::TrafficMeta {
+        let t = &s.traffic[i];
+        let (li, _) = s.link_between(&t.from, &t.to).expect("validated");
+        tools::TrafficMeta {
+            traffic: i,
+            kind: t.kind.name(),
+            from: t.from.clone(),
+            to: t.to.clone(),
+            dst: s.address_on(li, &t.to),
+            start_s: secs(t.start),
+            flows: match t.kind {
+                TrafficKind::Tcp { flows, .. } => flows,
+                _ => 1,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_dates() {
+        assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_709_251_199_123); // 2024-02-29T23:59:59.123Z
+        assert_eq!(rfc3339(t), "2024-02-29T23:59:59.123Z");
+    }
+}

@@ -1,0 +1,212 @@
+//! The real `tc`: what a scenario needs from the kernel (and whether it has it), and
+//! `tc -s -j` snapshots of devices.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use qdisc_scenario::result::DeviceSnapshot;
+use qdisc_scenario::scenario::Scenario;
+
+use super::lab::{self, port_name};
+
+/// The qdisc kind a tc command adds (`qdisc add|change|replace|link … KIND …`), if it
+/// is such a command. Abbreviations are tc's (`q a dev eth0 root fq`).
+pub fn qdisc_kind(args: &[String]) -> Option<&str> {
+    let obj = args.first()?;
+    if obj.is_empty() || !"qdisc".starts_with(obj.as_str()) {
+        return None;
+    }
+    let verb = args.get(1)?;
+    if verb.is_empty() || !["add", "change", "replace", "link"].iter().any(|v| v.starts_with(verb.as_str())) {
+        return None;
+    }
+    let mut i = 2;
+    while i < args.len() {
+        match args[i].as_str() {
+            "dev" | "parent" | "handle" | "ingress_block" | "egress_block" => i += 2,
+            "root" => i += 1,
+            // `qdisc add dev X ingress`: the parent keyword is the kind too.
+            k @ ("ingress" | "clsact") if i + 1 == args.len() => return Some(k),
+            "ingress" | "clsact" => i += 1,
+            "estimator" => i += 3,
+            "stab" => {
+                i += 1;
+                while i + 1 < args.len() && ["mtu", "tsize", "mpu", "overhead", "linklayer"].contains(&args[i].as_str())
+                {
+                    i += 2;
+                }
+            }
+            k => return Some(k),
+        }
+    }
+    None
+}
+
+/// Qdisc kinds the scenario needs, each with what needs it.
+pub fn needed_qdiscs(s: &Scenario) -> BTreeMap<String, Vec<String>> {
+    let mut need: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (i, l) in s.links.iter().enumerate() {
+        if let Some(args) = lab::wire_qdisc(l, &port_name(i, true)) {
+            let kind = args[7].clone();
+            let mut what = Vec::new();
+            if l.delay > 0 {
+                what.push(format!("delay {}", qdisc::tc::units::fmt_time64(l.delay as i64)));
+            }
+            if l.loss > 0.0 {
+                what.push(format!("loss {}%", l.loss));
+            }
+            if what.is_empty() {
+                what.push(format!("rate {}", qdisc::tc::units::fmt_rate(l.rate.unwrap_or(0), false)));
+            }
+            need.entry(kind).or_default().push(format!(
+                "{}:{}: link[{i}] {} — {} ({})",
+                s.file,
+                l.line,
+                l.a,
+                l.b,
+                what.join(", ")
+            ));
+        }
+    }
+    for t in &s.tc {
+        for line in &t.lines {
+            if let Some(kind) = qdisc_kind(&line.args) {
+                need.entry(kind.to_string())
+                    .or_default()
+                    .push(format!("{}:{}: tc.{}: {}", s.file, line.line, t.host, line.text));
+            }
+        }
+    }
+    need
+}
+
+/// Options iproute2 insists on before it asks the kernel.
+fn probe_args(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "tbf" => &["rate", "1mbit", "burst", "10k", "latency", "10ms"],
+        _ => &[],
+    }
+}
+
+/// The kinds of `kinds` this kernel does not know: each is tried as the root qdisc of
+/// a veth in a scratch namespace `ns` (created and deleted here). Only the kernel's
+/// "Specified qdisc kind is unknown" counts as missing (with module autoloading, that
+/// is also what a kernel says when no module provides the kind).
+pub fn missing_qdiscs(tc: &Path, ns: &str, kinds: &[&str]) -> Result<Vec<String>, String> {
+    if kinds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut scratch = lab::Lab::new(ns.to_string(), tc.to_path_buf()).map_err(|e| e.to_string())?;
+    scratch.add_netns(ns)?;
+    lab::run(Command::new("ip").args(["-n", ns, "link", "add", "name", "p0", "type", "veth", "peer", "name", "p1"]))?;
+    lab::run(Command::new("ip").args(["-n", ns, "link", "set", "dev", "p0", "up"]))?;
+    let mut missing = Vec::new();
+    for kind in kinds {
+        let out = Command::new(tc)
+            .args(["-n", ns, "qdisc", "add", "dev", "p0", "root", "handle", "1:", kind])
+            .args(probe_args(kind))
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("{}: {e}", tc.display()))?;
+        if String::from_utf8_lossy(&out.stderr).contains("Specified qdisc kind is unknown") {
+            missing.push(kind.to_string());
+        }
+        let _ = Command::new(tc).args(["-n", ns, "qdisc", "del", "dev", "p0", "root"]).stderr(Stdio::null()).status();
+    }
+    scratch.teardown()?;
+    Ok(missing)
+}
+
+/// Congestion controls the kernel has loaded or could load as a module.
+pub fn cc_available(cc: &str) -> bool {
+    let loaded = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap_or_default();
+    if loaded.split_whitespace().any(|c| c == cc) {
+        return true;
+    }
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let dir = format!("/lib/modules/{}/kernel/net/ipv4", release.trim());
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with(&format!("tcp_{cc}.ko"))))
+        .unwrap_or(false)
+}
+
+/// Devices of one namespace to snapshot; `owner` is the scenario host or "link[i]".
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub ns: String,
+    pub devs: Vec<(String, String)>,
+}
+
+fn tc_stdin(tc: &Path, ns: &str, global: &[&str], input: &str) -> Result<String, String> {
+    let mut child = Command::new(tc)
+        .args(["-n", ns])
+        .args(global)
+        .args(["-batch", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", tc.display()))?;
+    child.stdin.take().unwrap().write_all(input.as_bytes()).map_err(|e| e.to_string())?;
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("tc -n {ns} {}: {}", global.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `tc -s -j qdisc show` and `class show` of every device (one tc per namespace);
+/// with `text`, also the plain `tc -s … show` text of each.
+pub fn snapshot(tc: &Path, targets: &[Target], text: bool) -> Result<Vec<DeviceSnapshot>, String> {
+    let mut out = Vec::new();
+    for t in targets {
+        let mut cmds = String::new();
+        for (_, dev) in &t.devs {
+            cmds.push_str(&format!("qdisc show dev {dev}\nclass show dev {dev}\n"));
+        }
+        let json = tc_stdin(tc, &t.ns, &["-s", "-j"], &cmds)?;
+        let mut values = serde_json::Deserializer::from_str(&json).into_iter::<serde_json::Value>();
+        for (owner, dev) in &t.devs {
+            let mut next = || match values.next() {
+                Some(Ok(v)) => Ok(v),
+                Some(Err(e)) => Err(format!("tc -s -j output of {}/{dev} does not parse: {e}", t.ns)),
+                None => Err(format!("tc -s -j printed too little for {}/{dev}", t.ns)),
+            };
+            let (qdisc, class) = (next()?, next()?);
+            let (qdisc_text, class_text) = if text {
+                let q = tc_stdin(tc, &t.ns, &["-s"], &format!("qdisc show dev {dev}\n"))?;
+                let c = tc_stdin(tc, &t.ns, &["-s"], &format!("class show dev {dev}\n"))?;
+                (Some(q), Some(c))
+            } else {
+                (None, None)
+            };
+            out.push(DeviceSnapshot { host: owner.clone(), dev: dev.clone(), qdisc, class, qdisc_text, class_text });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(line: &str) -> Option<String> {
+        qdisc_kind(&qdisc::tc::makeargs(line)).map(String::from)
+    }
+
+    #[test]
+    fn kinds_of_commands() {
+        assert_eq!(kind("qdisc add dev eth0 root handle 1: htb default 10").as_deref(), Some("htb"));
+        assert_eq!(kind("q a dev eth0 parent 1:10 handle 10: fq_codel").as_deref(), Some("fq_codel"));
+        assert_eq!(
+            kind("qdisc replace dev eth0 root stab overhead 24 linklayer ethernet cake").as_deref(),
+            Some("cake")
+        );
+        assert_eq!(kind("qdisc add dev eth0 ingress").as_deref(), Some("ingress"));
+        assert_eq!(kind("qdisc add dev eth0 handle ffff: ingress").as_deref(), Some("ingress"));
+        assert_eq!(kind("qdisc del dev eth0 root").as_deref(), None);
+        assert_eq!(kind("class add dev eth0 parent 1: classid 1:1 htb rate 1mbit").as_deref(), None);
+    }
+}

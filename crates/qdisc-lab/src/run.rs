@@ -1,0 +1,376 @@
+//! `qdisc-lab run [--backend host|vm] SCENARIO [--json FILE]`: run a scenario on a
+//! real kernel and print what people already read — iperf3-like interval lines and
+//! totals, ping-like RTT statistics (with percentiles), `tc -s qdisc show` of each
+//! device — and optionally the whole [`RunResult`] as JSON.
+//!
+//! Exit status: 0 done; 1 the run failed (a tc line, a tool); 2 it cannot run here
+//! (invalid scenario, the backend or kernel lacks something, usage); 130 interrupted.
+
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use clap::{Args, ValueEnum};
+use qdisc_kernel::HostBackend;
+use qdisc_scenario::result::{Interval, TrafficResult};
+use qdisc_scenario::{Backend, Progress, RunOptions, RunResult, Scenario};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendName {
+    /// The running kernel, in network namespaces (needs root).
+    Host,
+    /// A Debian kernel booted under qemu (not available yet).
+    Vm,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Where to run it.
+    #[arg(long, value_enum, default_value = "host")]
+    pub backend: BackendName,
+    /// Write the full result (docs/run-result.md) to this file as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// The tc binary to use (default: iproute2 6.15 from scripts/install-iproute2.sh if
+    /// present, else tc from PATH).
+    #[arg(long, value_name = "PATH")]
+    pub tc: Option<PathBuf>,
+    /// The scenario file (docs/scenarios.md).
+    pub scenario: PathBuf,
+}
+
+/// A one-line progress display on stderr (only when stderr is a terminal).
+struct LineProgress {
+    on: bool,
+    phase: String,
+}
+
+impl Progress for LineProgress {
+    fn phase(&mut self, name: &str) {
+        self.phase = name.to_string();
+        if self.on {
+            eprint!("\r\x1b[K[{name}]");
+            let _ = std::io::stderr().flush();
+        }
+    }
+    fn running(&mut self, elapsed: f64, total: f64) {
+        if self.on {
+            let w = 30;
+            let filled = ((elapsed / total.max(1e-9)) * w as f64).round().clamp(0.0, w as f64) as usize;
+            eprint!(
+                "\r\x1b[K[{}] {:>6.1}/{:.1} s [{}{}]",
+                self.phase,
+                elapsed,
+                total,
+                "#".repeat(filled),
+                " ".repeat(w - filled)
+            );
+            let _ = std::io::stderr().flush();
+        }
+    }
+    fn finish(&mut self) {
+        if self.on {
+            eprint!("\r\x1b[K");
+            let _ = std::io::stderr().flush();
+        }
+    }
+}
+
+pub fn run(a: &RunArgs) -> ExitCode {
+    if a.backend == BackendName::Vm {
+        eprintln!(
+            "qdisc-lab run: --backend vm (a Debian kernel booted under qemu) is not available yet in this build; \
+             use --backend host (the running kernel)"
+        );
+        return ExitCode::from(2);
+    }
+    let scenario = match Scenario::load(&a.scenario) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("qdisc-lab run: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let opts = RunOptions { tc: a.tc.clone(), ..RunOptions::default() };
+    // Ctrl-C: the first asks the run to stop (it tears down in order); a second kills
+    // and deletes whatever is left, now.
+    let cancel = opts.cancel.clone();
+    let presses = Arc::new(AtomicU32::new(0));
+    let _ = ctrlc::set_handler(move || {
+        if presses.fetch_add(1, Ordering::SeqCst) == 0 {
+            cancel.store(true, Ordering::SeqCst);
+        } else {
+            qdisc_kernel::proc::emergency_cleanup();
+            std::process::exit(130);
+        }
+    });
+    let backend = HostBackend;
+    let mut progress = LineProgress { on: std::io::stderr().is_terminal(), phase: String::new() };
+    match backend.run(&scenario, &opts, &mut progress) {
+        Ok(result) => {
+            print!("{}", report(&result));
+            if let Some(path) = &a.json {
+                let json = serde_json::to_string_pretty(&result).expect("a result serialises") + "\n";
+                if let Err(e) = std::fs::write(path, json) {
+                    eprintln!("qdisc-lab run: cannot write {}: {e}", path.display());
+                    return ExitCode::from(1);
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("qdisc-lab run: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// iperf3's `unit_snprintf` number: 2 decimals below 10, 1 below 100, else none.
+fn num(v: f64) -> String {
+    if v < 9.995 {
+        format!("{v:4.2}")
+    } else if v < 99.95 {
+        format!("{v:4.1}")
+    } else {
+        format!("{v:4.0}")
+    }
+}
+
+/// Bytes as iperf3 prints them (1024-based: KBytes, MBytes, GBytes).
+pub fn bytes(b: u64) -> String {
+    let v = b as f64;
+    let k = 1024.0;
+    if v >= k * k * k {
+        format!("{} GBytes", num(v / (k * k * k)))
+    } else if v >= k * k {
+        format!("{} MBytes", num(v / (k * k)))
+    } else if v >= k {
+        format!("{} KBytes", num(v / k))
+    } else {
+        format!("{} Bytes", num(v))
+    }
+}
+
+/// Bits per second as iperf3 prints them (1000-based).
+pub fn bitrate(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{} Gbits/sec", num(bps / 1e9))
+    } else if bps >= 1e6 {
+        format!("{} Mbits/sec", num(bps / 1e6))
+    } else if bps >= 1e3 {
+        format!("{} Kbits/sec", num(bps / 1e3))
+    } else {
+        format!("{} bits/sec", num(bps))
+    }
+}
+
+/// Whole-second groups of 100 ms intervals (on the traffic's own clock, like iperf3 -i 1).
+fn per_second(ivs: &[Interval], start: f64) -> Vec<Interval> {
+    let mut out: Vec<Interval> = Vec::new();
+    for iv in ivs {
+        let k = ((iv.start - start) + 1e-6).floor();
+        let s = start + k;
+        match out.last_mut() {
+            Some(last) if (last.start - s).abs() < 1e-9 => {
+                last.end = iv.end;
+                last.bytes += iv.bytes;
+                last.retransmits = match (last.retransmits, iv.retransmits) {
+                    (Some(a), Some(b)) => Some(a + b),
+                    (a, b) => a.or(b),
+                };
+                last.packets = match (last.packets, iv.packets) {
+                    (Some(a), Some(b)) => Some(a + b),
+                    (a, b) => a.or(b),
+                };
+            }
+            _ => out.push(Interval { start: s, ..iv.clone() }),
+        }
+    }
+    for iv in &mut out {
+        iv.bits_per_second = iv.bytes as f64 * 8.0 / (iv.end - iv.start).max(1e-9);
+    }
+    out
+}
+
+fn interval_line(out: &mut String, id: &str, iv: &Interval, tcp: bool) {
+    let _ = write!(
+        out,
+        "[{id:>3}] {:6.2}-{:<6.2} sec  {}  {}",
+        iv.start,
+        iv.end,
+        bytes(iv.bytes),
+        bitrate(iv.bits_per_second)
+    );
+    if tcp {
+        let _ = write!(out, "  {:>4}", iv.retransmits.map(|r| r.to_string()).unwrap_or_default());
+    } else if let Some(p) = iv.packets {
+        let _ = write!(out, "  {p}");
+    }
+    out.push('\n');
+}
+
+fn traffic_report(out: &mut String, t: &TrafficResult, r: &RunResult) {
+    let tcp = t.kind == "tcp";
+    let _ = write!(out, "\ntraffic[{}]: {} {} → {} ({})", t.traffic, t.kind, t.from, t.to, t.dst);
+    if tcp {
+        let _ = write!(out, ", {} flow{}", t.flows, if t.flows == 1 { "" } else { "s" });
+        if let Some(cc) = &t.cc {
+            let _ = write!(out, ", {cc}");
+        }
+    }
+    let _ = writeln!(out, " (intervals of 1 s here; {} s in the JSON)", r.metadata.interval_s);
+    let header = if tcp {
+        "[ ID] Interval           Transfer     Bitrate         Retr\n"
+    } else {
+        "[ ID] Interval           Transfer     Bitrate         Total Datagrams\n"
+    };
+    out.push_str(header);
+    let per: Vec<Vec<Interval>> = t.streams.iter().map(|s| per_second(&s.intervals, t.start_s)).collect();
+    let sum = per_second(&t.sum, t.start_s);
+    for (k, s) in sum.iter().enumerate() {
+        for (st, ivs) in t.streams.iter().zip(&per) {
+            if let Some(iv) = ivs.get(k) {
+                interval_line(out, &st.id.to_string(), iv, tcp);
+            }
+        }
+        if t.streams.len() > 1 {
+            interval_line(out, "SUM", s, tcp);
+        }
+    }
+    out.push_str("- - - - - - - - - - - - - - - - - - - - - - - - -\n");
+    if tcp {
+        out.push_str(header);
+    } else {
+        out.push_str("[ ID] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams\n");
+    }
+    let mut totals: Vec<(String, &qdisc_scenario::result::Summary, &qdisc_scenario::result::Summary)> =
+        t.streams.iter().map(|s| (s.id.to_string(), &s.sender, &s.receiver)).collect();
+    if t.streams.len() > 1 {
+        totals.push(("SUM".into(), &t.sender, &t.receiver));
+    }
+    for (id, snd, rcv) in totals {
+        let (a, b) = (t.start_s, t.start_s + snd.seconds);
+        if tcp {
+            let _ = writeln!(
+                out,
+                "[{id:>3}] {a:6.2}-{b:<6.2} sec  {}  {}  {:>4}             sender",
+                bytes(snd.bytes),
+                bitrate(snd.bits_per_second),
+                snd.retransmits.unwrap_or(0)
+            );
+            let _ = writeln!(
+                out,
+                "[{id:>3}] {a:6.2}-{:<6.2} sec  {}  {}                  receiver",
+                t.start_s + rcv.seconds,
+                bytes(rcv.bytes),
+                bitrate(rcv.bits_per_second)
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "[{id:>3}] {a:6.2}-{b:<6.2} sec  {}  {}  {:.3} ms  0/{} (0%)  sender",
+                bytes(snd.bytes),
+                bitrate(snd.bits_per_second),
+                0.0,
+                snd.packets.unwrap_or(0)
+            );
+            let (lost, total) = (rcv.lost_packets.unwrap_or(0), rcv.packets.unwrap_or(0));
+            let pct = if total > 0 { lost as f64 * 100.0 / total as f64 } else { 0.0 };
+            let _ = writeln!(
+                out,
+                "[{id:>3}] {a:6.2}-{:<6.2} sec  {}  {}  {:.3} ms  {lost}/{total} ({})  receiver",
+                t.start_s + rcv.seconds,
+                bytes(rcv.bytes),
+                bitrate(rcv.bits_per_second),
+                rcv.jitter_ms.unwrap_or(0.0),
+                qdisc::tc::units::fmt_g(pct, 2) + "%"
+            );
+        }
+    }
+}
+
+/// The human report of a result.
+pub fn report(r: &RunResult) -> String {
+    let mut out = String::new();
+    let m = &r.metadata;
+    let _ = writeln!(out, "qdisc-lab run: {} ({})", r.scenario.name, r.scenario.file);
+    let _ = write!(out, "backend {}, kernel {}, {}", m.backend, m.kernel, m.iproute2);
+    for (k, v) in &m.tools {
+        if k != "tc" {
+            let _ = write!(out, ", {v}");
+        }
+    }
+    out.push('\n');
+    if let Some(w) = &r.wallclock {
+        let _ = writeln!(out, "setup {:.2} s, traffic {:.2} s, teardown {:.2} s", w.setup_s, w.run_s, w.teardown_s);
+    }
+    for l in &m.links {
+        let _ = writeln!(
+            out,
+            "link {} ({}) — {} ({}): {}",
+            l.between[0], l.addresses[0], l.between[1], l.addresses[1], l.realised_by
+        );
+    }
+    for t in &r.throughput {
+        traffic_report(&mut out, t, r);
+    }
+    for p in &r.rtt {
+        let _ = writeln!(
+            out,
+            "\n--- traffic[{}]: ping {} → {} ({}) every {} ms ---",
+            p.traffic,
+            p.from,
+            p.to,
+            p.dst,
+            qdisc::tc::units::fmt_g(p.interval_s * 1e3, 6)
+        );
+        // Requests still in flight when ping was stopped are not losses.
+        let sent = p.transmitted - p.in_flight_at_end.min(p.transmitted);
+        let loss = if sent > 0 { sent.saturating_sub(p.received) as f64 * 100.0 / sent as f64 } else { 0.0 };
+        let _ = writeln!(
+            out,
+            "{} packets transmitted, {} received, {}% packet loss ({} still in flight at the end, not counted)",
+            sent,
+            p.received,
+            qdisc::tc::units::fmt_g(loss, 6),
+            p.in_flight_at_end
+        );
+        if let Some(s) = &p.stats {
+            let _ = writeln!(out, "rtt min/avg/max/mdev = {:.3}/{:.3}/{:.3}/{:.3} ms", s.min, s.avg, s.max, s.mdev);
+            let _ = writeln!(out, "rtt p50/p90/p99 = {:.3}/{:.3}/{:.3} ms", s.p50, s.p90, s.p99);
+        }
+    }
+    for d in &r.tc.end {
+        let who =
+            if d.host.starts_with("link[") { format!("the wire of {}", d.host) } else { format!("host {}", d.host) };
+        let _ = writeln!(out, "\n--- tc -s qdisc show dev {} ({who}) ---", d.dev);
+        out.push_str(d.qdisc_text.as_deref().unwrap_or(""));
+        // The wire's tbf/netem have a dummy class of no interest; the hosts' classes are.
+        let wire = d.host.starts_with("link[");
+        if let Some(c) = d.class_text.as_deref().filter(|c| !c.trim().is_empty() && !wire) {
+            let _ = writeln!(out, "--- tc -s class show dev {} ({who}) ---", d.dev);
+            out.push_str(c);
+        }
+    }
+    for w in &r.warnings {
+        let _ = writeln!(out, "\nwarning: {w}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iperf3_units() {
+        assert_eq!(bytes(11_744_051), "11.2 MBytes");
+        assert_eq!(bytes(1_048_576 * 120), " 120 MBytes");
+        assert_eq!(bytes(5 * 1024 * 1024 * 1024 / 2), "2.50 GBytes");
+        assert_eq!(bitrate(94_100_000.0), "94.1 Mbits/sec");
+        assert_eq!(bitrate(9_650_000_000.0), "9.65 Gbits/sec");
+    }
+}

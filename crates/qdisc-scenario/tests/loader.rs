@@ -1,0 +1,266 @@
+//! The scenario loader: the bundled files load; every kind of mistake gives one exact
+//! `FILE:LINE:COL: FIELD: message`; random mutations of valid files never panic.
+
+use proptest::prelude::*;
+use qdisc_scenario::scenario::TrafficKind;
+use qdisc_scenario::Scenario;
+
+const SCENARIOS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
+
+const BASE: &str = r#"name = "t"
+duration = "5s"
+
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+
+[[link]]
+between = ["a:eth0", "b:eth0"]
+rate = "1gbit"
+
+[tc.a]
+script = """
+qdisc add dev eth0 root handle 1: htb default 10
+class add dev eth0 parent 1: classid 1:10 htb rate 100mbit
+"""
+
+[[traffic]]
+kind = "tcp"
+from = "a"
+to = "b"
+flows = 4
+
+[[traffic]]
+kind = "ping"
+from = "a"
+to = "b"
+interval = "10ms"
+"#;
+
+fn load(text: &str) -> Result<Scenario, String> {
+    Scenario::from_bytes(text.as_bytes(), "t.toml").map_err(|e| e.to_string())
+}
+
+/// `BASE` with `from` replaced by `to` (which must occur exactly once).
+fn with(from: &str, to: &str) -> String {
+    assert_eq!(BASE.matches(from).count(), 1, "{from:?} must occur once in BASE");
+    BASE.replacen(from, to, 1)
+}
+
+#[test]
+fn bundled_scenarios_load() {
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(SCENARIOS).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let s = Scenario::load(&p).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(s.sha256.len(), 64);
+            names.push(p.file_name().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        ["bufferbloat-fq_codel.toml", "bufferbloat-pfifo.toml", "fq-flows-plimit.toml", "netem-20ms.toml"]
+    );
+}
+
+#[test]
+fn a_valid_file_loads_with_tc_units() {
+    let s = load(BASE).unwrap();
+    assert_eq!(s.name, "t");
+    assert_eq!(s.duration, 5_000_000_000);
+    assert_eq!(s.seed, 0);
+    assert_eq!(s.links[0].rate, Some(125_000_000));
+    assert_eq!(s.links[0].delay, 0);
+    assert_eq!(s.ifaces("a"), ["eth0"]);
+    let t = &s.tc[0];
+    assert_eq!(t.host, "a");
+    assert_eq!(t.lines.iter().map(|l| l.line).collect::<Vec<_>>(), [15, 16]);
+    assert_eq!(t.lines[1].args[..4], ["class", "add", "dev", "eth0"]);
+    assert_eq!(s.traffic[0].kind, TrafficKind::Tcp { flows: 4, cc: "cubic".into() });
+    assert_eq!((s.traffic[0].start, s.traffic[0].duration), (0, 5_000_000_000));
+    assert_eq!(s.traffic[1].kind, TrafficKind::Ping { interval: 10_000_000 });
+    assert_eq!(s.link_between("b", "a").unwrap().0, 0);
+    assert_eq!(s.address_on(0, "b"), "10.1.0.2");
+    // The hash is of the bytes.
+    let s2 = load(&BASE.replace("name = \"t\"", "name = \"t\" ")).unwrap();
+    assert_ne!(s.sha256, s2.sha256);
+}
+
+#[test]
+fn optional_things() {
+    // A leading "tc", comments and blank lines in a script; loss and delay; udp defaults.
+    let s = load(
+        &with(
+            "qdisc add dev eth0 root handle 1: htb default 10\n",
+            "# the shaper\n\ntc qdisc add dev eth0 root handle 1: htb default 10\n",
+        )
+        .replace("rate = \"1gbit\"", "rate = \"1gbit\"\ndelay = \"20ms\"\nloss = \"0.5%\"")
+        .replace("kind = \"ping\"", "kind = \"udp\"\nrate = \"10mbit\"")
+        .replace("interval = \"10ms\"\n", "start = \"1s\"\nduration = \"2s\"\n"),
+    )
+    .unwrap();
+    assert_eq!(s.tc[0].lines[0].args[0], "qdisc");
+    assert_eq!(s.tc[0].lines[0].line, 19);
+    assert_eq!((s.links[0].delay, s.links[0].loss), (20_000_000, 0.5));
+    assert_eq!(s.traffic[1].kind, TrafficKind::Udp { rate: 1_250_000, size: 1400 });
+    assert_eq!((s.traffic[1].start, s.traffic[1].duration), (1_000_000_000, 2_000_000_000));
+}
+
+#[test]
+fn mistakes_are_named_exactly() {
+    let cases: &[(String, &str)] = &[
+        // TOML syntax and types (the toml crate's words, our place and field).
+        (with("duration = \"5s\"", "duration = \"5s"), "t.toml:2:15: invalid basic string, expected `\"`"),
+        (with("duration = \"5s\"", "duration = 5"), "t.toml:2:12: duration: invalid type: integer `5`, expected a string"),
+        (with("flows = 4", "flows = \"4\""), "t.toml:23:9: traffic[0].flows: invalid type: string \"4\", expected i64"),
+        (with("rate = \"1gbit\"", "rat = \"1gbit\""), "t.toml:11:1: link[0].rat: unknown field `rat`, expected one of `between`, `rate`, `delay`, `loss`"),
+        // Units, tc's.
+        (with("rate = \"1gbit\"", "rate = \"1gbps2\""), "t.toml:11:8: link[0].rate: invalid rate \"1gbps2\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\")"),
+        (with("rate = \"1gbit\"", "rate = \"0mbit\""), "t.toml:11:8: link[0].rate: a rate must be greater than 0"),
+        (with("duration = \"5s\"", "duration = \"5 s\""), "t.toml:2:12: duration: invalid time \"5 s\" (tc units, e.g. \"10s\", \"250ms\", \"100us\")"),
+        (with("duration = \"5s\"", "duration = \"0s\""), "t.toml:2:12: duration: must be greater than 0"),
+        (with("duration = \"5s\"", "duration = \"-5s\""), "t.toml:2:12: duration: a time cannot be negative: \"-5s\""),
+        (with("rate = \"1gbit\"", "rate = \"1gbit\"\nloss = \"150%\""), "t.toml:12:8: link[0].loss: loss must be between 0% and 100%"),
+        (with("rate = \"1gbit\"", "rate = \"1gbit\"\nloss = \"lots\""), "t.toml:12:8: link[0].loss: invalid loss \"lots\" (a percentage, e.g. \"0.5%\")"),
+        (with("interval = \"10ms\"", "interval = \"0\""), "t.toml:29:12: traffic[1].interval: must be greater than 0"),
+        // Names.
+        (with("between = [\"a:eth0\", \"b:eth0\"]", "between = [\"a:eth0\", \"c:eth0\"]"), "t.toml:10:22: link[0].between[1]: unknown host \"c\" (hosts: a, b)"),
+        (with("between = [\"a:eth0\", \"b:eth0\"]", "between = [\"a:eth0\", \"b\"]"), "t.toml:10:22: link[0].between[1]: \"b\" is not \"host:iface\""),
+        (with("between = [\"a:eth0\", \"b:eth0\"]", "between = [\"a:eth0\"]"), "t.toml:10:11: link[0].between: a link joins exactly two \"host:iface\" endpoints, not 1"),
+        (with("between = [\"a:eth0\", \"b:eth0\"]", "between = [\"a:eth0\", \"a:eth1\"]"), "t.toml:10:11: link[0].between: a link joins two different hosts"),
+        (with("between = [\"a:eth0\", \"b:eth0\"]", "between = [\"a:eth0\", \"b:this-name-is-too-long\"]"), "t.toml:10:22: link[0].between[1]: invalid interface name \"this-name-is-too-long\" (1–15 of A-Z a-z 0-9 _ - .)"),
+        (with("name = \"b\"", "name = \"a\""), "t.toml:7:8: host[1].name: host \"a\" is declared twice"),
+        (with("name = \"b\"", "name = \"b c\""), "t.toml:7:8: host[1].name: invalid host name \"b c\" (1–32 of A-Z a-z 0-9 _ -, starting with a letter or digit)"),
+        (with("[tc.a]", "[tc.c]"), "t.toml:13:1: tc.c: unknown host \"c\" (hosts: a, b)"),
+        (with("from = \"a\"\nto = \"b\"\nflows", "from = \"x\"\nto = \"b\"\nflows"), "t.toml:21:8: traffic[0].from: unknown host \"x\" (hosts: a, b)"),
+        (with("from = \"a\"\nto = \"b\"\nflows", "from = \"b\"\nto = \"b\"\nflows"), "t.toml:22:6: traffic[0].to: traffic goes between two different hosts"),
+        // tc scripts: the line inside the script, the device names.
+        (with("class add dev eth0", "class add dev eth1"), "t.toml:16:1: tc.a.script: script line 2: device \"eth1\" is not an interface of host \"a\" (its interfaces: eth0)"),
+        (with("class add dev eth0", "-n foo class add dev eth0"), "t.toml:16:1: tc.a.script: script line 2: option \"-n\" is not allowed: each script runs in its host's namespace"),
+        // Traffic kinds and their fields.
+        (with("kind = \"tcp\"", "kind = \"tpc\""), "t.toml:20:8: traffic[0].kind: unknown traffic kind \"tpc\" (expected \"tcp\", \"udp\" or \"ping\")"),
+        (with("flows = 4", "flows = 4\ninterval = \"1s\""), "t.toml:24:12: traffic[0].interval: does not apply to kind \"tcp\" (tcp takes: from, to, start, duration, flows, cc)"),
+        (with("flows = 4", "flows = 0"), "t.toml:23:9: traffic[0].flows: must be between 1 and 128"),
+        (with("flows = 4", "flows = 4\ncc = \"cu bic\""), "t.toml:24:6: traffic[0].cc: invalid congestion control name \"cu bic\" (e.g. \"cubic\", \"bbr\", \"reno\")"),
+        (with("flows = 4", "flows = 4\nstart = \"5s\""), "t.toml:24:9: traffic[0].start: starts at 5s but the scenario lasts 5s"),
+        (with("flows = 4", "flows = 4\nstart = \"1s\"\nduration = \"4500ms\""), "t.toml:25:12: traffic[0].duration: ends at 5500ms but the scenario lasts 5s"),
+        (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\""), "t.toml:25:1: traffic[1].rate: missing: udp traffic needs a rate (e.g. rate = \"50mbit\")"),
+        (with("to = \"b\"\ninterval", "to = \"c\"\ninterval").replace("[[link]]", "[[host]]\nname = \"c\"\n[[link]]"), "t.toml:30:6: traffic[1].to: no link joins \"a\" and \"c\" (traffic needs a direct [[link]] between them)"),
+        // Whole-file things.
+        (with("duration = \"5s\"\n", ""), "t.toml:1:1: duration: missing (the length of the run, e.g. duration = \"10s\")"),
+    ];
+    let mut bad = Vec::new();
+    for (text, want) in cases {
+        if want.is_empty() {
+            continue;
+        }
+        let got = match load(text) {
+            Ok(_) => "loaded".to_string(),
+            Err(e) => e,
+        };
+        if got != *want {
+            bad.push(format!("want: {want}\n got: {got}"));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn io_and_encoding_errors() {
+    let e = Scenario::load("/nonexistent/x.toml").unwrap_err().to_string();
+    assert!(e.starts_with("/nonexistent/x.toml: cannot read: "), "{e}");
+    let e = Scenario::from_bytes(b"name = \"a\"\nduration = \"\xff\"", "t.toml").unwrap_err().to_string();
+    assert_eq!(e, "t.toml:2:13: not UTF-8");
+}
+
+/// Mutations of a valid file: deleted, duplicated or replaced bytes and lines, and
+/// random values spliced in. Whatever comes out, the loader answers without panicking,
+/// and an error always has a place in the file.
+fn mutate(base: &str, ops: &[(u8, usize, String)]) -> String {
+    let mut s = base.to_string();
+    for (op, pos, text) in ops {
+        let mut p = pos % (s.len() + 1);
+        while !s.is_char_boundary(p) {
+            p -= 1;
+        }
+        match op % 5 {
+            0 => s.insert_str(p, text),
+            1 => {
+                let mut end = (p + text.len() % 8 + 1).min(s.len());
+                while !s.is_char_boundary(end) {
+                    end += 1;
+                }
+                s.replace_range(p..end, "");
+            }
+            2 => {
+                // Duplicate the line at p.
+                let start = s[..p].rfind('\n').map_or(0, |i| i + 1);
+                let end = s[p..].find('\n').map_or(s.len(), |i| p + i + 1);
+                let line = s[start..end].to_string();
+                s.insert_str(start, &line);
+            }
+            3 => {
+                // Replace the value of the line at p.
+                let start = s[..p].rfind('\n').map_or(0, |i| i + 1);
+                let end = s[p..].find('\n').map_or(s.len(), |i| p + i);
+                if let Some(eq) = s[start..end].find('=') {
+                    s.replace_range(start + eq + 1..end, &format!(" {text}"));
+                }
+            }
+            _ => {
+                // Swap two lines.
+                let lines: Vec<&str> = s.split('\n').collect();
+                let (i, j) = (p % lines.len(), text.len() % lines.len());
+                let mut l: Vec<String> = lines.iter().map(|x| x.to_string()).collect();
+                l.swap(i, j);
+                s = l.join("\n");
+            }
+        }
+    }
+    s
+}
+
+fn value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("\"\"".to_string()),
+        Just("\"a:eth0\"".to_string()),
+        Just("[\"a:eth0\"]".to_string()),
+        Just("\"-1mbit\"".to_string()),
+        Just("\"1e400gbit\"".to_string()),
+        Just("\"nan\"".to_string()),
+        Just("\"inf\"".to_string()),
+        Just("\"0x10s\"".to_string()),
+        Just("18446744073709551615".to_string()),
+        Just("-9223372036854775808".to_string()),
+        Just("{}".to_string()),
+        Just("[[host]]".to_string()),
+        Just("\"\"\"\nqdisc add dev\n\"\"\"".to_string()),
+        Just("\"é\u{0}\"".to_string()),
+        "[ -~]{0,12}",
+        "\"[0-9.]{1,6}(s|ms|us|ns|mbit|gbit|kb|%|)\"",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+    #[test]
+    fn mutated_files_never_panic(ops in prop::collection::vec((any::<u8>(), any::<usize>(), value()), 1..5)) {
+        for base in [BASE.to_string(), std::fs::read_to_string(format!("{SCENARIOS}/fq-flows-plimit.toml")).unwrap()] {
+            let text = mutate(&base, &ops);
+            if let Err(e) = Scenario::from_bytes(text.as_bytes(), "m.toml") {
+                let s = e.to_string();
+                prop_assert!(s.starts_with("m.toml"), "{}", s);
+                prop_assert!(e.pos.is_some(), "error without a place: {}", s);
+                prop_assert!(!e.message.is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+        let _ = Scenario::from_bytes(&bytes, "m.toml");
+    }
+}
