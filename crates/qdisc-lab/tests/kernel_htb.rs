@@ -227,7 +227,10 @@ fn htb_with_u32_filters_matches_the_kernel() {
         }
         assert_eq!(kernel.keys().collect::<Vec<_>>(), engine.keys().collect::<Vec<_>>(), "same classes");
         if kernel["1:1"] < 0.99 * 30e6 {
-            last = format!("the machine was too busy to measure the kernel: 1:1 reached {:.0} bit/s of 30 Mbit/s", kernel["1:1"]);
+            last = format!(
+                "the machine was too busy to measure the kernel: 1:1 reached {:.0} bit/s of 30 Mbit/s",
+                kernel["1:1"]
+            );
             continue;
         }
         match compare(&kernel, &engine) {

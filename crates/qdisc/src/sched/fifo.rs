@@ -161,14 +161,13 @@ impl Qdisc for Fifo {
     }
 
     fn dequeue(&mut self, _now: Instant) -> Dequeued {
-        match self.q.pop_front() {
-            Some(p) => {
-                self.stats.unqueued(p.len);
-                self.stats.sent(&p);
-                Dequeued::Packet(p)
-            }
-            None => Dequeued::Empty,
-        }
+        // Count from the queued packet, then move it out whole: the packet is
+        // copied into the answer as one block (no field stored separately), so the
+        // caller's loads of it forward from the stores.
+        let Some(p) = self.q.front() else { return Dequeued::Empty };
+        self.stats.unqueued(p.len);
+        self.stats.sent(p);
+        self.q.pop_front().map_or(Dequeued::Empty, Dequeued::Packet)
     }
 
     fn peek(&mut self, _now: Instant) -> Option<&Packet> {

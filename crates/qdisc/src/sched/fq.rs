@@ -41,6 +41,7 @@ use crate::packet::{Packet, SockState};
 use crate::qdisc::{Dequeued, DevInfo, Enqueued, Parked, Qdisc};
 use crate::sched::Opts;
 use crate::stats::{Reduce, Stats};
+use crate::tc::units::{get_integer10, get_unsigned10};
 use crate::tc::{units, Args, Errno, Out, TcError};
 use crate::time::Instant;
 
@@ -127,37 +128,6 @@ const USAGE: &str = "Usage: ... fq\t[ limit PACKETS ] [ flow_limit PACKETS ]\n\
 
 fn illegal(what: &str) -> TcError {
     TcError::tc(format!("Illegal \"{what}\"\n"))
-}
-
-/// C `strtol`/`strtoul` in base 10 over the whole string: (negative, magnitude).
-fn strto10(s: &str) -> Option<(bool, u64)> {
-    let t = s.trim_start_matches([' ', '\t', '\n', '\u{b}', '\u{c}', '\r']);
-    let (neg, digits) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
-    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for c in digits.bytes() {
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    Some((neg, v))
-}
-
-/// iproute2 `get_integer(&v, s, 10)`.
-fn get_integer10(s: &str) -> Option<i32> {
-    let (neg, mag) = strto10(s)?;
-    let v = if neg { -(mag as i128) } else { mag as i128 };
-    i32::try_from(v).ok()
-}
-
-/// iproute2 `get_unsigned(&v, s, 10)` (strtoul negates a leading minus modulo 2^64).
-fn get_unsigned10(s: &str) -> Option<u32> {
-    let (neg, mag) = strto10(s)?;
-    u32::try_from(if neg { mag.wrapping_neg() } else { mag }).ok()
 }
 
 /// q_fq.c `ilog2`: the number of bits of `val - 1`, i.e. ceil(log2(val)).
@@ -346,6 +316,77 @@ impl FlowQueue {
     }
 }
 
+/// One `fq_root[]` tree: the (pseudo pointer, flow slot) pairs of a bucket in key
+/// order. A bucket holds at most one flow almost always; that one is kept inline
+/// (no allocation, no pointer to follow on lookup).
+#[derive(Clone, Debug)]
+enum FlowBucket {
+    /// Zero or one flow (`slot == NO_SLOT`: empty).
+    One((u64, u32)),
+    /// Two or more, sorted by key. (Boxed so that a bucket stays 24 bytes.)
+    #[allow(clippy::box_collection)]
+    Many(Box<Vec<(u64, u32)>>),
+}
+
+/// The slot of an empty [`FlowBucket::One`].
+const NO_SLOT: u32 = u32::MAX;
+
+impl Default for FlowBucket {
+    fn default() -> Self {
+        FlowBucket::One((0, NO_SLOT))
+    }
+}
+
+impl FlowBucket {
+    /// The pairs in key order.
+    #[inline]
+    fn pairs(&self) -> &[(u64, u32)] {
+        match self {
+            FlowBucket::One(p) if p.1 == NO_SLOT => &[],
+            FlowBucket::One(p) => std::slice::from_ref(p),
+            FlowBucket::Many(v) => v,
+        }
+    }
+    #[inline]
+    fn get(&self, key: u64) -> Option<u32> {
+        match self {
+            FlowBucket::One((k, i)) => (*i != NO_SLOT && *k == key).then_some(*i),
+            FlowBucket::Many(v) => v.binary_search_by_key(&key, |p| p.0).ok().map(|j| v[j].1),
+        }
+    }
+    fn insert(&mut self, key: u64, idx: u32) {
+        match self {
+            FlowBucket::One(p) if p.1 == NO_SLOT || p.0 == key => *p = (key, idx),
+            FlowBucket::One(p) => {
+                let old = *p;
+                let v = if old.0 < key { vec![old, (key, idx)] } else { vec![(key, idx), old] };
+                *self = FlowBucket::Many(Box::new(v));
+            }
+            FlowBucket::Many(v) => match v.binary_search_by_key(&key, |p| p.0) {
+                Ok(j) => v[j].1 = idx,
+                Err(j) => v.insert(j, (key, idx)),
+            },
+        }
+    }
+    fn remove(&mut self, key: u64) {
+        match self {
+            FlowBucket::One(p) => {
+                if p.1 != NO_SLOT && p.0 == key {
+                    *self = FlowBucket::default();
+                }
+            }
+            FlowBucket::Many(v) => {
+                if let Ok(j) = v.binary_search_by_key(&key, |p| p.0) {
+                    v.remove(j);
+                }
+                if v.len() <= 1 {
+                    *self = FlowBucket::One(v.first().copied().unwrap_or((0, NO_SLOT)));
+                }
+            }
+        }
+    }
+}
+
 /// Where a flow is linked: the kernel encodes this in `f->next` (throttled marker) and
 /// the low bit of `f->age`/`f->tail` (detached).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -440,7 +481,7 @@ pub struct Fq {
     throttled_flows: u32,
     xs: FqStats,
     /// `fq_root[]`: per bucket, pseudo pointer → flow slot.
-    buckets: Vec<BTreeMap<u64, u32>>,
+    buckets: Vec<FlowBucket>,
     slab: Vec<Option<Flow>>,
     free: Vec<u32>,
     seq: u64,
@@ -662,13 +703,13 @@ impl Fq {
             return;
         }
         let old = std::mem::take(&mut self.buckets);
-        self.buckets = vec![BTreeMap::new(); 1 << log];
+        self.buckets = vec![FlowBucket::default(); 1 << log];
         self.fq_trees_log = log;
         let jiffies = Self::jiffies(now);
         let mut fcnt = 0u32;
         for bucket in old {
             // The kernel walks each tree from rb_first (its largest key).
-            for (key, idx) in bucket.into_iter().rev() {
+            for &(key, idx) in bucket.pairs().iter().rev() {
                 if self.gc_candidate(idx, jiffies) {
                     self.free_flow(idx);
                     fcnt += 1;
@@ -740,8 +781,11 @@ impl Fq {
 
     /// `fq_gc` on the search path for `key` in `bucket`.
     fn gc(&mut self, bucket: usize, key: u64, now: Instant) {
+        let keys = self.buckets[bucket].pairs();
+        if keys.is_empty() {
+            return;
+        }
         let jiffies = Self::jiffies(now);
-        let keys: Vec<(u64, u32)> = self.buckets[bucket].iter().map(|(&k, &i)| (k, i)).collect();
         let (mut lo, mut hi) = (0usize, keys.len());
         let mut tofree = Vec::new();
         while lo < hi {
@@ -764,7 +808,7 @@ impl Fq {
         }
         let n = tofree.len() as u32;
         for (k, idx) in tofree {
-            self.buckets[bucket].remove(&k);
+            self.buckets[bucket].remove(k);
             self.free_flow(idx);
         }
         self.flows -= n;
@@ -814,7 +858,7 @@ impl Fq {
         }
         let bucket = hash_64(key, self.fq_trees_log);
         self.gc(bucket, key, now);
-        if let Some(&idx) = self.buckets[bucket].get(&key) {
+        if let Some(idx) = self.buckets[bucket].get(key) {
             if let Some(h) = own_sk {
                 if self.flow(idx).socket_hash != h {
                     // The socket was reused for another connection.
@@ -1051,7 +1095,7 @@ impl Fq {
     pub fn socket_flow_credit(&self, id: u64) -> Option<i32> {
         let key = socket_key(id);
         let b = hash_64(key, self.fq_trees_log);
-        self.buckets[b].get(&key).map(|&i| self.flow(i).credit)
+        self.buckets[b].get(key).map(|i| self.flow(i).credit)
     }
     /// Number of buckets (2^buckets_log).
     pub fn buckets(&self) -> usize {
@@ -1160,7 +1204,7 @@ impl Qdisc for Fq {
         self.internal.drain().for_each(drop);
         self.internal_qlen = 0;
         for b in self.buckets.iter_mut() {
-            b.clear();
+            *b = FlowBucket::default();
         }
         self.slab.clear();
         self.free.clear();
@@ -1656,7 +1700,7 @@ mod tests {
             later.tstamp = t(MS);
             q.enqueue(later, t(0));
             assert_eq!(drain(&mut q, 0), vec![4]);
-            let ia = q.buckets[hash_64(key(a), 1)][&key(a)];
+            let ia = q.buckets[hash_64(key(a), 1)].get(key(a)).unwrap();
             assert_eq!(q.flow(ia).link, Link::Detached(1));
             assert_eq!(q.flow_counts(), (2, 1, 1));
             q

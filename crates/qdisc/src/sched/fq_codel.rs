@@ -18,8 +18,6 @@
 //! backlog, first one on ties): up to `drop_batch` packets or until half its
 //! backlog is gone, and tells that bucket's CoDel to be harsher (`count` += drops).
 
-use std::collections::VecDeque;
-
 use super::codel::{
     codel_dequeue, codel_mtu, codel_time_to_us, drop_next_us, print_drop_next, print_time_opt, reciprocal_scale,
     us_to_codel, CodelParams, CodelQueue, CodelStats, CodelVars, CODEL_DISABLED_THRESHOLD,
@@ -143,28 +141,184 @@ enum List {
     Old,
 }
 
-/// `struct fq_codel_flow`.
-#[derive(Default)]
+/// No slot / no flow.
+const NIL: u32 = u32::MAX;
+
+/// A bucket's packet FIFO: the head and tail slots of a chain through the
+/// qdisc's [`Slab`] (the kernel's `head`/`tail` skb pointers), and the bytes queued
+/// (the kernel's `backlogs[]` entry, kept with the flow so both share a line).
+#[derive(Clone, Copy)]
+struct FlowQueue {
+    head: u32,
+    tail: u32,
+    backlog: u32,
+}
+
+/// `struct fq_codel_flow` (48 bytes). Buckets are materialised on first use:
+/// [`FqCodel::index`] maps a bucket to its flow, and a bucket never used reads as
+/// the all-zero flow the kernel's `kvcalloc` leaves.
+#[derive(Clone, Copy)]
 struct Flow {
-    /// head/tail.
-    queue: VecDeque<Packet>,
+    q: FlowQueue,
     deficit: i32,
     cvars: CodelVars,
+    /// The next flow on the same round-robin list (`flowchain.next`).
+    next: u32,
+    /// The bucket index (0-based; buckets ≤ 65536).
+    bucket: u16,
     list: List,
+}
+
+impl Flow {
+    const EMPTY: Flow = Flow {
+        q: FlowQueue { head: NIL, tail: NIL, backlog: 0 },
+        deficit: 0,
+        cvars: CodelVars {
+            count: 0,
+            lastcount: 0,
+            dropping: false,
+            rec_inv_sqrt: 0,
+            first_above_time: 0,
+            drop_next: 0,
+            ldelay: 0,
+        },
+        next: NIL,
+        bucket: 0,
+        list: List::None,
+    };
+}
+
+/// The packets of all buckets, chained per bucket (`skb->next`): one allocation
+/// per qdisc, slots reused last-freed first (a packet dequeued and enqueued again
+/// lands in the line it left).
+struct Slab {
+    pkts: Vec<Packet>,
+    /// The next slot of the same bucket (or of the free list).
+    next: Vec<u32>,
+    free: u32,
+}
+
+impl Slab {
+    fn new() -> Self {
+        Slab { pkts: Vec::new(), next: Vec::new(), free: NIL }
+    }
+    /// A vacant slot's contents.
+    fn hole() -> Packet {
+        Packet::new(0, 0)
+    }
+    #[inline]
+    fn push_back(&mut self, q: &mut FlowQueue, pkt: Packet) {
+        let s = if self.free != NIL {
+            let s = self.free;
+            self.free = self.next[s as usize];
+            self.pkts[s as usize] = pkt;
+            self.next[s as usize] = NIL;
+            s
+        } else {
+            self.pkts.push(pkt);
+            self.next.push(NIL);
+            self.pkts.len() as u32 - 1
+        };
+        if q.tail == NIL {
+            q.head = s;
+        } else {
+            self.next[q.tail as usize] = s;
+        }
+        q.tail = s;
+    }
+    #[inline]
+    fn pop_front(&mut self, q: &mut FlowQueue) -> Option<Packet> {
+        let s = q.head;
+        if s == NIL {
+            return None;
+        }
+        let i = s as usize;
+        q.head = self.next[i];
+        if q.head == NIL {
+            q.tail = NIL;
+        }
+        self.next[i] = self.free;
+        self.free = s;
+        Some(std::mem::replace(&mut self.pkts[i], Self::hole()))
+    }
+    /// Packets in one bucket (walks its chain; dumps and tests only).
+    fn count(&self, q: &FlowQueue) -> usize {
+        let (mut n, mut s) = (0, q.head);
+        while s != NIL {
+            n += 1;
+            s = self.next[s as usize];
+        }
+        n
+    }
+    fn clear(&mut self) {
+        self.pkts = Vec::new();
+        self.next = Vec::new();
+        self.free = NIL;
+    }
+}
+
+/// A round-robin list of flows (by flow slot), linked through [`Flow::next`].
+#[derive(Clone, Copy)]
+struct FlowList {
+    head: u32,
+    tail: u32,
+    len: u32,
+}
+
+impl FlowList {
+    const EMPTY: FlowList = FlowList { head: NIL, tail: NIL, len: 0 };
+    #[inline]
+    fn front(&self) -> Option<u32> {
+        (self.head != NIL).then_some(self.head)
+    }
+    fn is_empty(&self) -> bool {
+        self.head == NIL
+    }
+    #[inline]
+    fn push_back(&mut self, flows: &mut [Flow], i: u32) {
+        flows[i as usize].next = NIL;
+        if self.tail == NIL {
+            self.head = i;
+        } else {
+            flows[self.tail as usize].next = i;
+        }
+        self.tail = i;
+        self.len += 1;
+    }
+    /// Remove the head (which must exist).
+    #[inline]
+    fn pop_front(&mut self, flows: &[Flow]) {
+        let i = self.head;
+        self.head = flows[i as usize].next;
+        if self.head == NIL {
+            self.tail = NIL;
+        }
+        self.len -= 1;
+    }
+    /// The buckets on the list, head first.
+    fn buckets(&self, flows: &[Flow]) -> Vec<u32> {
+        let (mut v, mut i) = (Vec::new(), self.head);
+        while i != NIL {
+            v.push(flows[i as usize].bucket as u32);
+            i = flows[i as usize].next;
+        }
+        v
+    }
 }
 
 /// The CoDel callbacks over one bucket (`dequeue_func`/`drop_func` in sch_fq_codel.c).
 struct Bucket<'a> {
-    queue: &'a mut VecDeque<Packet>,
-    backlog: &'a mut u32,
+    queue: &'a mut FlowQueue,
+    slab: &'a mut Slab,
     memory_usage: &'a mut u32,
     stats: &'a mut Stats,
 }
 
 impl CodelQueue for Bucket<'_> {
+    #[inline]
     fn dequeue(&mut self) -> Option<Packet> {
-        let p = self.queue.pop_front()?;
-        *self.backlog = self.backlog.wrapping_sub(p.len);
+        let p = self.slab.pop_front(self.queue)?;
+        self.queue.backlog = self.queue.backlog.wrapping_sub(p.len);
         *self.memory_usage = self.memory_usage.wrapping_sub(p.truesize);
         self.stats.unqueued(p.len);
         Some(p)
@@ -178,34 +332,45 @@ impl CodelQueue for Bucket<'_> {
     }
 }
 
-/// `struct fq_codel_sched_data` plus the qdisc's counters.
+/// `struct fq_codel_sched_data` plus the qdisc's counters. Laid out in order
+/// (`repr(C)`): the fields every enqueue and dequeue touch come first, together.
+#[repr(C)]
 pub struct FqCodel {
+    /// The last bucket looked up and its flow slot (NIL: none yet): consecutive
+    /// packets of one flow skip the index. A slot never moves, so this never goes stale.
+    last_bucket: u32,
+    last_slot: u32,
+    /// The materialised buckets, in order of first use.
+    flows: Vec<Flow>,
+    /// Bucket → flow slot + 1 (0: never used); allocated with the first packet
+    /// (empty before: every bucket unused).
+    index: Box<[u32]>,
+    /// The number of buckets (`flows_cnt`).
+    flows_cnt: u32,
+    slab: Slab,
+    new_flows: FlowList,
+    old_flows: FlowList,
+    stats: Stats,
     /// `sch->handle`, for classification by skb->priority.
     handle: u32,
-    flows: Vec<Flow>,
-    /// Bytes queued per bucket.
-    backlogs: Vec<u32>,
     quantum: u32,
-    drop_batch_size: u32,
-    memory_limit: u32,
     /// `sch->limit`, packets.
     limit: u32,
-    cparams: CodelParams,
-    cstats: CodelStats,
     memory_usage: u32,
-    drop_overmemory: u32,
-    drop_overlimit: u32,
+    memory_limit: u32,
     new_flow_count: u32,
-    new_flows: VecDeque<u32>,
-    old_flows: VecDeque<u32>,
-    /// TCQ_F_CAN_BYPASS as decided at init.
-    bypass: bool,
-    parked: Parked,
-    stats: Stats,
-    reduce: Reduce,
     /// The latest time the qdisc was called with, standing in for `codel_get_time()`
     /// when class xstats compute `drop_next`.
     last_now: Instant,
+    reduce: Reduce,
+    cparams: CodelParams,
+    cstats: CodelStats,
+    parked: Parked,
+    drop_batch_size: u32,
+    drop_overmemory: u32,
+    drop_overlimit: u32,
+    /// TCQ_F_CAN_BYPASS as decided at init.
+    bypass: bool,
 }
 
 impl FqCodel {
@@ -215,30 +380,35 @@ impl FqCodel {
         let mut cparams = CodelParams::new(mtu);
         cparams.ecn = true;
         let mut q = FqCodel {
-            handle,
+            last_bucket: NIL,
+            last_slot: NIL,
             flows: Vec::new(),
-            backlogs: Vec::new(),
+            index: Box::default(),
+            flows_cnt: 0,
+            slab: Slab::new(),
+            new_flows: FlowList::EMPTY,
+            old_flows: FlowList::EMPTY,
+            stats: Stats::default(),
+            handle,
             quantum: mtu,
-            drop_batch_size: DEFAULT_DROP_BATCH,
-            memory_limit: DEFAULT_MEMORY_LIMIT,
             limit: DEFAULT_LIMIT,
+            memory_usage: 0,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
+            new_flow_count: 0,
+            last_now: now,
+            reduce: Reduce::default(),
             cparams,
             cstats: CodelStats::default(),
-            memory_usage: 0,
+            parked: Parked::default(),
+            drop_batch_size: DEFAULT_DROP_BATCH,
             drop_overmemory: 0,
             drop_overlimit: 0,
-            new_flow_count: 0,
-            new_flows: VecDeque::new(),
-            old_flows: VecDeque::new(),
             bypass: false,
-            parked: Parked::default(),
-            stats: Stats::default(),
-            reduce: Reduce::default(),
-            last_now: now,
         };
         let flows = q.apply(o, DEFAULT_FLOWS, now)?;
-        q.flows = (0..flows).map(|_| Flow::default()).collect();
-        q.backlogs = vec![0; flows as usize];
+        // All buckets read as zeroed flows; a bucket's state is allocated on its first
+        // packet, the index (4 bytes per bucket) with the qdisc's first packet.
+        q.flows_cnt = flows;
         q.bypass = q.limit >= 1;
         Ok(q)
     }
@@ -248,7 +418,7 @@ impl FqCodel {
     fn apply(&mut self, o: &FqCodelOpt, flows_cnt: u32, now: Instant) -> Result<u32, TcError> {
         let mut flows_cnt = flows_cnt;
         if let Some(f) = o.flows {
-            if !self.flows.is_empty() || !(1..=65536).contains(&f) {
+            if self.flows_cnt != 0 || !(1..=65536).contains(&f) {
                 return Err(TcError::invalid());
             }
             flows_cnt = f;
@@ -294,7 +464,7 @@ impl FqCodel {
         // Over the new limits: dequeue (through CoDel, counted as sent!) and free,
         // telling only the parents (`qdisc_dequeue_internal(sch, false)`).
         let (mut n, mut bytes) = (0i32, 0i64);
-        while !self.flows.is_empty() && (self.stats.qlen > self.limit || self.memory_usage > self.memory_limit) {
+        while self.flows_cnt != 0 && (self.stats.qlen > self.limit || self.memory_usage > self.memory_limit) {
             let p = match self.parked.0.take() {
                 Some(p) => {
                     self.stats.unqueued(p.len);
@@ -317,7 +487,7 @@ impl FqCodel {
     // ---- accessors (tests, simulator) -------------------------------------------
 
     pub fn flows_cnt(&self) -> u32 {
-        self.flows.len() as u32
+        self.flows_cnt
     }
     pub fn quantum(&self) -> u32 {
         self.quantum
@@ -351,12 +521,62 @@ impl FqCodel {
     }
     /// Bucket indices on new_flows / old_flows, head first.
     pub fn lists(&self) -> (Vec<u32>, Vec<u32>) {
-        (self.new_flows.iter().copied().collect(), self.old_flows.iter().copied().collect())
+        (self.new_flows.buckets(&self.flows), self.old_flows.buckets(&self.flows))
     }
     /// (deficit, packets, bytes, CoDel vars) of bucket `idx` (0-based).
     pub fn bucket(&self, idx: usize) -> (i32, usize, u32, CodelVars) {
-        let f = &self.flows[idx];
-        (f.deficit, f.queue.len(), self.backlogs[idx], f.cvars)
+        let f = self.flow(idx).expect("bucket index in range");
+        (f.deficit, self.slab.count(&f.q), f.q.backlog, f.cvars)
+    }
+    /// Per-bucket memory: the flow state plus its index entry (the kernel's
+    /// `struct fq_codel_flow` is 64 bytes plus a 4-byte backlog).
+    pub fn bytes_per_flow() -> usize {
+        std::mem::size_of::<Flow>() + std::mem::size_of::<u32>()
+    }
+
+    /// Bucket `idx`'s flow (the zeroed flow if never used), None out of range.
+    fn flow(&self, idx: usize) -> Option<&Flow> {
+        if idx >= self.flows_cnt as usize {
+            return None;
+        }
+        let s = self.index.get(idx).copied().unwrap_or(0);
+        Some(if s == 0 { &Flow::EMPTY } else { &self.flows[s as usize - 1] })
+    }
+
+    /// The flow slot of bucket `idx`, materialising it on first use.
+    #[inline]
+    fn flow_slot(&mut self, idx: usize) -> usize {
+        if idx as u32 == self.last_bucket {
+            return self.last_slot as usize;
+        }
+        self.lookup_slot(idx)
+    }
+
+    fn lookup_slot(&mut self, idx: usize) -> usize {
+        let s = match self.index.get(idx) {
+            Some(&s) if s != 0 => s as usize - 1,
+            _ => self.new_flow_slot(idx),
+        };
+        self.last_bucket = idx as u32;
+        self.last_slot = s as u32;
+        s
+    }
+
+    #[cold]
+    fn new_flow_slot(&mut self, idx: usize) -> usize {
+        if self.index.is_empty() {
+            self.index = vec![0u32; self.flows_cnt as usize].into_boxed_slice();
+        }
+        let n = self.flows.len();
+        if n == self.flows.capacity() {
+            // Grow without overshooting the bucket count (memory per flow stays
+            // bounded by the flow size).
+            let more = n.max(4).min(self.index.len() - n);
+            self.flows.reserve_exact(more);
+        }
+        self.flows.push(Flow { bucket: idx as u16, ..Flow::EMPTY });
+        self.index[idx] = n as u32 + 1;
+        n
     }
 
     // ---- the algorithm ----------------------------------------------------------
@@ -370,7 +590,7 @@ impl FqCodel {
     /// STOLEN/QUEUED/TRAP consume (success), SHOT drops, a classid minor 1..=flows
     /// picks its bucket, anything else drops with drops+1.
     pub fn classify(&self, pkt: &Packet) -> usize {
-        let n = self.flows.len() as u32;
+        let n = self.flows_cnt;
         let min = tc_h_min(pkt.priority);
         if tc_h_maj(pkt.priority) == self.handle && min > 0 && min <= n {
             return (min - 1) as usize;
@@ -381,17 +601,25 @@ impl FqCodel {
     /// `fq_codel_drop`: drop from the head of the fattest bucket (first maximum),
     /// up to `max_packets` or until half its backlog is gone; returns its index.
     fn drop_fat(&mut self, max_packets: u32) -> usize {
+        // The first bucket (in bucket order) with the largest backlog; bucket 0
+        // when all are empty.
         let (mut maxbacklog, mut idx) = (0u32, 0usize);
-        for (i, &b) in self.backlogs.iter().enumerate() {
-            if b > maxbacklog {
+        for f in &self.flows {
+            let (b, i) = (f.q.backlog, f.bucket as usize);
+            if b > maxbacklog || (b == maxbacklog && b != 0 && i < idx) {
                 maxbacklog = b;
                 idx = i;
             }
         }
         let threshold = maxbacklog >> 1;
-        let flow = &mut self.flows[idx];
+        let s = self.index.get(idx).copied().unwrap_or(0);
+        if s == 0 {
+            // A never-used bucket: nothing to drop.
+            return idx;
+        }
+        let flow = &mut self.flows[s as usize - 1];
         let (mut len, mut mem, mut i) = (0u32, 0u32, 0u32);
-        while let Some(p) = flow.queue.pop_front() {
+        while let Some(p) = self.slab.pop_front(&mut flow.q) {
             len = len.wrapping_add(p.len);
             mem = mem.wrapping_add(p.truesize);
             i += 1;
@@ -401,7 +629,7 @@ impl FqCodel {
         }
         // Tell CoDel to signal harder on this flow.
         flow.cvars.count = flow.cvars.count.wrapping_add(i);
-        self.backlogs[idx] = self.backlogs[idx].wrapping_sub(len);
+        flow.q.backlog = flow.q.backlog.wrapping_sub(len);
         self.memory_usage = self.memory_usage.wrapping_sub(mem);
         self.stats.drops = self.stats.drops.wrapping_add(i);
         self.stats.backlog = self.stats.backlog.wrapping_sub(len);
@@ -413,22 +641,25 @@ impl FqCodel {
     fn dequeue_inner(&mut self, now: Instant) -> Option<Packet> {
         loop {
             let (from_new, idx) = match (self.new_flows.front(), self.old_flows.front()) {
-                (Some(&i), _) => (true, i as usize),
-                (None, Some(&i)) => (false, i as usize),
+                (Some(i), _) => (true, i),
+                (None, Some(i)) => (false, i),
                 (None, None) => return None,
             };
-            let head = if from_new { &mut self.new_flows } else { &mut self.old_flows };
-            let flow = &mut self.flows[idx];
+            let flow = &mut self.flows[idx as usize];
             if flow.deficit <= 0 {
                 flow.deficit = flow.deficit.wrapping_add(self.quantum as i32);
-                head.pop_front();
-                self.old_flows.push_back(idx as u32);
                 flow.list = List::Old;
+                if from_new {
+                    self.new_flows.pop_front(&self.flows);
+                } else {
+                    self.old_flows.pop_front(&self.flows);
+                }
+                self.old_flows.push_back(&mut self.flows, idx);
                 continue;
             }
             let mut b = Bucket {
-                queue: &mut flow.queue,
-                backlog: &mut self.backlogs[idx],
+                queue: &mut flow.q,
+                slab: &mut self.slab,
                 memory_usage: &mut self.memory_usage,
                 stats: &mut self.stats,
             };
@@ -436,13 +667,14 @@ impl FqCodel {
                 None => {
                     // Force a pass through old_flows so new flows cannot starve them.
                     let to_old = from_new && !self.old_flows.is_empty();
-                    let head = if from_new { &mut self.new_flows } else { &mut self.old_flows };
-                    head.pop_front();
-                    if to_old {
-                        self.old_flows.push_back(idx as u32);
-                        flow.list = List::Old;
+                    flow.list = if to_old { List::Old } else { List::None };
+                    if from_new {
+                        self.new_flows.pop_front(&self.flows);
                     } else {
-                        flow.list = List::None;
+                        self.old_flows.pop_front(&self.flows);
+                    }
+                    if to_old {
+                        self.old_flows.push_back(&mut self.flows, idx);
                     }
                 }
                 Some(p) => {
@@ -466,15 +698,16 @@ impl Qdisc for FqCodel {
         let idx = self.classify(&pkt);
         pkt.enqueued_at = now;
         let (len, truesize) = (pkt.len, pkt.truesize);
-        let flow = &mut self.flows[idx];
-        flow.queue.push_back(pkt);
-        self.backlogs[idx] = self.backlogs[idx].wrapping_add(len);
+        let slot = self.flow_slot(idx);
+        let flow = &mut self.flows[slot];
+        self.slab.push_back(&mut flow.q, pkt);
+        flow.q.backlog = flow.q.backlog.wrapping_add(len);
         self.stats.backlog = self.stats.backlog.wrapping_add(len);
         if flow.list == List::None {
-            self.new_flows.push_back(idx as u32);
             flow.list = List::New;
-            self.new_flow_count = self.new_flow_count.wrapping_add(1);
             flow.deficit = self.quantum as i32;
+            self.new_flows.push_back(&mut self.flows, slot as u32);
+            self.new_flow_count = self.new_flow_count.wrapping_add(1);
         }
         self.memory_usage = self.memory_usage.wrapping_add(truesize);
         let memory_limited = self.memory_usage > self.memory_limit;
@@ -527,14 +760,14 @@ impl Qdisc for FqCodel {
     /// CoDel state cleared; deficits and statistics kept.
     fn reset(&mut self, now: Instant) {
         self.last_now = now;
-        self.new_flows.clear();
-        self.old_flows.clear();
+        self.new_flows = FlowList::EMPTY;
+        self.old_flows = FlowList::EMPTY;
         for f in &mut self.flows {
-            f.queue = VecDeque::new();
+            f.q = FlowQueue { head: NIL, tail: NIL, backlog: 0 };
             f.list = List::None;
             f.cvars = CodelVars::default();
         }
-        self.backlogs.iter_mut().for_each(|b| *b = 0);
+        self.slab.clear();
         self.memory_usage = 0;
         self.parked.0 = None;
         self.stats.qlen = 0;
@@ -555,7 +788,7 @@ impl Qdisc for FqCodel {
         match opts {
             Opts::FqCodel(o) => {
                 self.last_now = now;
-                let n = self.flows.len() as u32;
+                let n = self.flows_cnt;
                 self.apply(o, n, now).map(|_| ())
             }
             _ => Err(TcError::invalid()),
@@ -565,7 +798,7 @@ impl Qdisc for FqCodel {
     /// `fq_codel_dump` printed by q_fq_codel.c `fq_codel_print_opt`.
     fn dump(&self, out: &mut Out, _dev: &DevInfo) {
         out.uint("limit", format_args!("limit {}p ", self.limit), self.limit as u64);
-        let flows = self.flows.len() as u64;
+        let flows = self.flows_cnt as u64;
         out.uint("flows", format_args!("flows {flows} "), flows);
         out.uint("quantum", format_args!("quantum {} ", self.quantum), self.quantum as u64);
         print_time_opt(out, "target", codel_time_to_us(self.cparams.target));
@@ -609,7 +842,7 @@ impl Qdisc for FqCodel {
             out.uint("drop_overmemory", format_args!(" drop_overmemory {m}"), m as u64);
         }
         out.nl();
-        let (nl, ol) = (self.new_flows.len() as u64, self.old_flows.len() as u64);
+        let (nl, ol) = (self.new_flows.len as u64, self.old_flows.len as u64);
         out.uint("new_flows_len", format_args!("  new_flows_len {nl}"), nl);
         out.uint("old_flows_len", format_args!(" old_flows_len {ol}"), ol);
     }
@@ -639,7 +872,9 @@ fn c_hash_x(v: u8) -> String {
 impl Classful for FqCodel {
     /// `fq_codel_walk`: buckets on either list (even if momentarily empty), in index order.
     fn class_minors(&self) -> Vec<u32> {
-        self.flows.iter().enumerate().filter(|(_, f)| f.list != List::None).map(|(i, _)| i as u32 + 1).collect()
+        let mut v: Vec<u32> = self.flows.iter().filter(|f| f.list != List::None).map(|f| f.bucket as u32 + 1).collect();
+        v.sort_unstable();
+        v
     }
     fn find(&self, _minor: u32) -> bool {
         false
@@ -655,9 +890,8 @@ impl Classful for FqCodel {
     }
     /// `fq_codel_dump_class_stats`: the bucket's packet count and backlog only.
     fn class_stats(&self, minor: u32) -> Option<Stats> {
-        let idx = (minor as usize).checked_sub(1)?;
-        let f = self.flows.get(idx)?;
-        Some(Stats { qlen: f.queue.len() as u32, backlog: self.backlogs[idx], ..Default::default() })
+        let f = self.flow((minor as usize).checked_sub(1)?)?;
+        Some(Stats { qlen: self.slab.count(&f.q) as u32, backlog: f.q.backlog, ..Default::default() })
     }
     /// No TCA_STATS_BASIC in fq_codel's class dump.
     fn class_has_basic_stats(&self) -> bool {
@@ -665,7 +899,7 @@ impl Classful for FqCodel {
     }
     /// Type CLASS xstats: `  deficit <d> count <u> lastcount <u> ldelay <t>[ dropping drop_next [-]<t>]`.
     fn dump_class_xstats(&self, minor: u32, out: &mut Out) {
-        let Some(f) = (minor as usize).checked_sub(1).and_then(|i| self.flows.get(i)) else { return };
+        let Some(f) = (minor as usize).checked_sub(1).and_then(|i| self.flow(i)) else { return };
         let v = &f.cvars;
         out.int("deficit", format_args!("  deficit {}", f.deficit), f.deficit as i64);
         out.uint("count", format_args!(" count {}", v.count), v.count as u64);
@@ -1158,8 +1392,9 @@ mod tests {
 
     #[test]
     fn per_flow_memory_is_small() {
-        let per_flow = std::mem::size_of::<Flow>() + std::mem::size_of::<u32>();
-        eprintln!("fq_codel per-flow memory: {per_flow} bytes (Flow {} + backlog 4)", std::mem::size_of::<Flow>());
-        assert!(per_flow <= 80, "{per_flow}");
+        let per_flow = FqCodel::bytes_per_flow();
+        eprintln!("fq_codel per-flow memory: {per_flow} bytes (Flow {} + index 4)", std::mem::size_of::<Flow>());
+        // The kernel's struct fq_codel_flow is 64 bytes.
+        assert!(per_flow <= 64, "{per_flow}");
     }
 }

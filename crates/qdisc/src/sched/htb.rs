@@ -384,41 +384,45 @@ struct Level {
     hprio: [HPrio; TC_HTB_NUMPRIO],
 }
 
-/// `struct htb_class`.
+/// `struct htb_class`. Laid out in order (`repr(C)`): what classification,
+/// dequeue and `htb_charge_class` touch for every packet comes first, in about
+/// three cache lines; configuration and counters read by dumps follow.
+#[repr(C)]
 struct Class {
-    classid: u32,
+    /// Level 0: the leaf qdisc.
+    leaf: Option<Node>,
+    level: usize,
     /// The parent's minor (None = a root class).
     parent: Option<u32>,
-    children: u32,
-    level: usize,
-    rate: PschedRatecfg,
-    ceil: PschedRatecfg,
-    buffer: i64,
-    cbuffer: i64,
-    mbuffer: i64,
-    prio: u32,
-    quantum: i32,
-    tokens: i64,
-    ctokens: i64,
-    t_c: i64,
-    cmode: Mode,
     /// Bit per priority at which this class is active.
     prio_activity: u32,
-    /// Queued in the wait queue of this level (`pq_node` linked); the entry's heap
-    /// slot is `Htb::pq_pos[minor]`.
-    pq: Option<usize>,
+    cmode: Mode,
+    t_c: i64,
+    tokens: i64,
+    ctokens: i64,
+    mbuffer: i64,
+    buffer: i64,
+    cbuffer: i64,
+    rate: PschedRatecfg,
+    ceil: PschedRatecfg,
+    quantum: i32,
+    prio: u32,
+    /// Level 0: the per-level deficits.
+    deficit: [i32; TC_HTB_MAXDEPTH],
     /// bstats (bytes/packets only).
     bstats: Stats,
     lends: u32,
     borrows: u32,
+    /// Queued in the wait queue of this level (`pq_node` linked); the entry's heap
+    /// slot is `Htb::pq_pos[minor]`.
+    pq: Option<usize>,
+    classid: u32,
+    children: u32,
     giants: u32,
     drops: u32,
     overlimits: u32,
     /// Filters bound to this class (`filter_cnt`, `qdisc_class_in_use`).
     filter_cnt: u32,
-    /// Level 0: the leaf qdisc and the per-level deficits.
-    leaf: Option<Node>,
-    deficit: [i32; TC_HTB_MAXDEPTH],
     /// Level > 0: the feeds, one per priority.
     inner: Option<Box<[HPrio; TC_HTB_NUMPRIO]>>,
     /// `cl->block`: the class's own filters (`tcf_block_get` at creation), consulted

@@ -61,11 +61,13 @@ impl Qdisc for PfifoFast {
 
     /// `pfifo_fast_dequeue`: the first non-empty band, 0 → 2.
     fn dequeue(&mut self, _now: Instant) -> Dequeued {
+        // Count from the head packet, then move it out whole (one block copy, which
+        // the caller's loads forward from).
         for band in self.bands.iter_mut() {
-            if let Some(p) = band.pop_front() {
+            if let Some(p) = band.front() {
                 self.stats.unqueued(p.len);
-                self.stats.sent(&p);
-                return Dequeued::Packet(p);
+                self.stats.sent(p);
+                return band.pop_front().map_or(Dequeued::Empty, Dequeued::Packet);
             }
         }
         Dequeued::Empty

@@ -15,6 +15,7 @@ use crate::qdisc::{tc_h_maj, tc_h_make, tc_h_min, Child, Classful, Dequeued, Dev
 use crate::sched::fifo::{Fifo, FifoKind};
 use crate::sched::Opts;
 use crate::stats::{Reduce, Stats};
+use crate::tc::units::{get_integer10, get_unsigned10};
 use crate::tc::{Args, Out, TcError};
 use crate::time::Instant;
 
@@ -44,41 +45,6 @@ impl Default for PrioOpt {
 
 /// q_prio.c `explain`.
 const USAGE: &str = "Usage: ... prio bands NUMBER priomap P1 P2...[multiqueue]\n";
-
-/// C `strtol`/`strtoul` with base 10 over the whole string: leading white space, an
-/// optional sign, at least one digit, nothing after. Returns (negative, magnitude);
-/// a magnitude beyond `u64::MAX` is the ERANGE case and fails.
-fn strto_base10(s: &str) -> Option<(bool, u64)> {
-    let t = s.trim_start_matches([' ', '\t', '\n', '\u{b}', '\u{c}', '\r']);
-    let (neg, digits) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
-    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for c in digits.bytes() {
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    Some((neg, v))
-}
-
-/// iproute2 `get_integer(&v, s, 10)`: strtol, then the value must fit an `int`.
-fn get_integer10(s: &str) -> Option<i32> {
-    let (neg, mag) = strto_base10(s)?;
-    let v = if neg { -(mag as i128) } else { mag as i128 };
-    i32::try_from(v).ok()
-}
-
-/// iproute2 `get_unsigned(&v, s, 10)`: strtoul (a minus sign negates modulo 2^64),
-/// then the value must fit an `unsigned int`.
-fn get_unsigned10(s: &str) -> Option<u32> {
-    let (neg, mag) = strto_base10(s)?;
-    let v = if neg { mag.wrapping_neg() } else { mag };
-    u32::try_from(v).ok()
-}
 
 /// tc side: mirrors `prio_parse_opt` in tc/q_prio.c. Keywords are matched exactly.
 /// `bands` may come before or after `priomap`; map elements are checked against

@@ -223,6 +223,41 @@ pub fn parse_c_integer(s: &str) -> Option<i64> {
     Some(if neg { -v } else { v })
 }
 
+/// C `strtol`/`strtoul` with base 10 over the whole string: leading white space, an
+/// optional sign, at least one digit, nothing after. Returns (negative, magnitude);
+/// a magnitude beyond `u64::MAX` is the ERANGE case and fails.
+fn strto_base10(s: &str) -> Option<(bool, u64)> {
+    let t = s.trim_start_matches([' ', '\t', '\n', '\u{b}', '\u{c}', '\r']);
+    let (neg, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for c in digits.bytes() {
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    Some((neg, v))
+}
+
+/// iproute2 `get_integer(&v, s, 10)`: strtol, then the value must fit an `int`.
+pub fn get_integer10(s: &str) -> Option<i32> {
+    let (neg, mag) = strto_base10(s)?;
+    let v = if neg { -(mag as i128) } else { mag as i128 };
+    i32::try_from(v).ok()
+}
+
+/// iproute2 `get_unsigned(&v, s, 10)`: strtoul (a minus sign negates modulo 2^64),
+/// then the value must fit an `unsigned int`.
+pub fn get_unsigned10(s: &str) -> Option<u32> {
+    let (neg, mag) = strto_base10(s)?;
+    let v = if neg { mag.wrapping_neg() } else { mag };
+    u32::try_from(v).ok()
+}
+
 /// `get_unsigned` / `get_u32` with base 0.
 pub fn get_u32(s: &str) -> Option<u32> {
     parse_c_integer(s).and_then(|v| u32::try_from(v).ok())
