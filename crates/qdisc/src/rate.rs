@@ -75,6 +75,23 @@ pub struct RateSpec {
     pub rate: u32,
 }
 
+impl RateSpec {
+    /// `tc_calc_rtable`'s side effects on a ratespec (the table itself is not kept):
+    /// cell_log defaults to the smallest with `mtu >> cell_log ≤ 255` (mtu 0 → 2047).
+    pub fn calc_rtable(&mut self, cell_log: Option<u8>, mtu: u32, linklayer: LinkLayer) {
+        let mtu = if mtu == 0 { 2047 } else { mtu };
+        self.cell_log = cell_log.unwrap_or_else(|| {
+            let mut c = 0u8;
+            while (mtu >> c) > 255 {
+                c += 1;
+            }
+            c
+        });
+        self.cell_align = -1;
+        self.linklayer = linklayer;
+    }
+}
+
 /// `struct psched_ratecfg` (include/net/sch_generic.h).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PschedRatecfg {

@@ -203,21 +203,6 @@ pub fn parse(args: &mut Args) -> Result<HtbOpt, TcError> {
     Ok(opt)
 }
 
-/// `tc_calc_rtable`'s side effects on a ratespec (the table itself is not kept).
-fn calc_rtable(r: &mut RateSpec, cell_log: Option<u8>, mtu: u32, linklayer: LinkLayer) {
-    let mtu = if mtu == 0 { 2047 } else { mtu };
-    let cell_log = cell_log.unwrap_or_else(|| {
-        let mut c = 0u8;
-        while (mtu >> c) > 255 {
-            c += 1;
-        }
-        c
-    });
-    r.cell_align = -1;
-    r.cell_log = cell_log;
-    r.linklayer = linklayer;
-}
-
 /// `get_hz()` on a kernel with high-resolution timers (/proc/net/psched word 4).
 const TC_HZ: u64 = 1_000_000_000;
 
@@ -308,9 +293,9 @@ pub fn parse_class(args: &mut Args) -> Result<HtbClassOpt, TcError> {
     opt.ceil.overhead = overhead;
     opt.rate.mpu = mpu;
     opt.ceil.mpu = mpu;
-    calc_rtable(&mut opt.rate, cell_log, mtu, linklayer);
+    opt.rate.calc_rtable(cell_log, mtu, linklayer);
     opt.buffer = calc_xmittime(rate64, buffer);
-    calc_rtable(&mut opt.ceil, ccell_log, mtu, linklayer);
+    opt.ceil.calc_rtable(ccell_log, mtu, linklayer);
     opt.cbuffer = calc_xmittime(ceil64, cbuffer);
     if rate64 >= 1 << 32 {
         opt.rate64 = Some(rate64);

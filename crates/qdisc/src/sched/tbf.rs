@@ -109,22 +109,6 @@ fn c_double_to_u32(x: f64) -> u32 {
     }
 }
 
-/// `tc_calc_rtable`'s side effects on a ratespec (the table itself is not kept):
-/// cell_log defaults to the smallest with `mtu >> cell_log ≤ 255` (mtu 0 → 2047).
-fn calc_rtable(r: &mut RateSpec, cell_log: Option<u8>, mtu: u32, linklayer: LinkLayer) {
-    let mtu = if mtu == 0 { 2047 } else { mtu };
-    let cell_log = cell_log.unwrap_or_else(|| {
-        let mut c = 0u8;
-        while (mtu >> c) > 255 {
-            c += 1;
-        }
-        c
-    });
-    r.cell_align = -1;
-    r.cell_log = cell_log;
-    r.linklayer = linklayer;
-}
-
 /// tc side: q_tbf.c `tbf_parse_opt`.
 pub fn parse(args: &mut Args) -> Result<TbfOpt, TcError> {
     let mut limit: u32 = 0;
@@ -253,13 +237,13 @@ pub fn parse(args: &mut Args) -> Result<TbfOpt, TcError> {
     // tc_ratespec.mpu is 16 bits: larger values are truncated on assignment.
     opt.rate.mpu = mpu as u16;
     opt.rate.overhead = overhead;
-    calc_rtable(&mut opt.rate, rcell, mtu, linklayer);
+    opt.rate.calc_rtable(rcell, mtu, linklayer);
     opt.buffer = units::calc_xmittime(opt.rate.rate as u64, buffer);
 
     if opt.peakrate.rate != 0 {
         opt.peakrate.mpu = mpu as u16;
         opt.peakrate.overhead = overhead;
-        calc_rtable(&mut opt.peakrate, pcell, mtu, linklayer);
+        opt.peakrate.calc_rtable(pcell, mtu, linklayer);
         opt.mtu = units::calc_xmittime(opt.peakrate.rate as u64, mtu);
     }
 

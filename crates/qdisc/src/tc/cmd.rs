@@ -631,7 +631,6 @@ impl Tc {
         let d = &self.devices[di];
         // Step 1: the qdisc handle from the class id and/or the parent.
         let mut qid = tc_h_maj(clid);
-        let mut portid = portid;
         if portid != TC_H_ROOT {
             let qid1 = tc_h_maj(portid);
             if qid != 0 && qid1 != 0 {
