@@ -7,7 +7,13 @@
 //!   tree at a wire rate in virtual time and report what happened.
 //! * `qdisc-lab run [--backend host] SCENARIO [--json FILE]` — run a scenario on a
 //!   real kernel (docs/scenarios.md).
+//! * `qdisc-lab plot RESULT.json --out DIR` — plots of a saved result (PNG and SVG).
+//! * `qdisc-lab compare SCENARIO --backends A,B` / `--results A.json B.json` — one
+//!   table of two runs, with the relative difference per metric.
 
+mod compare;
+mod outputs;
+mod plot;
 mod replay;
 mod run;
 
@@ -47,6 +53,12 @@ enum Cmd {
     /// Run a scenario (TOML) on a real kernel: iperf3-like throughput, ping-like RTT,
     /// tc -s of every device; --json FILE writes the full result.
     Run(run::RunArgs),
+    /// Plot a saved result (`run --json FILE`): throughput, RTT and its CDF, qdisc
+    /// backlog and drops, as PNG and SVG.
+    Plot(outputs::PlotArgs),
+    /// Run a scenario on two backends (or take two saved results) and print one table:
+    /// metric, A, B, (B−A)/A.
+    Compare(compare::CompareArgs),
 }
 
 /// Parse `--dev` specs (default: eth0).
@@ -115,6 +127,8 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Tc { dev, kernel, args } => run_tc(&dev, &kernel, &args),
         Cmd::Run(a) => run::run(&a),
+        Cmd::Plot(a) => outputs::plot(&a),
+        Cmd::Compare(a) => compare::run(&a),
         Cmd::Replay(a) => match replay::run(&a) {
             Ok(report) => {
                 print!("{report}");

@@ -1,7 +1,8 @@
 //! `qdisc-lab run [--backend host|vm] SCENARIO [--json FILE]`: run a scenario on a
 //! real kernel and print what people already read — iperf3-like interval lines and
 //! totals, ping-like RTT statistics (with percentiles), `tc -s qdisc show` of each
-//! device — and optionally the whole [`RunResult`] as JSON.
+//! device — and optionally the whole [`RunResult`] as JSON, plots and iperf3 JSON
+//! (`--plot DIR`, `--iperf3-json DIR`: outputs.rs).
 //!
 //! Exit status: 0 done; 1 the run failed (a tc line, a tool); 2 it cannot run here
 //! (invalid scenario, the backend or kernel lacks something, usage); 130 interrupted.
@@ -17,6 +18,24 @@ use clap::{Args, ValueEnum};
 use qdisc_kernel::HostBackend;
 use qdisc_scenario::result::{Interval, TrafficResult};
 use qdisc_scenario::{Backend, Progress, RunOptions, RunResult, Scenario};
+
+/// The backend called `name` (as in `--backend NAME`): the one place where backends
+/// are registered, used by `run` and `compare`. An error says why it cannot be used.
+pub fn backend_by_name(name: &str) -> Result<Box<dyn Backend>, String> {
+    match name {
+        "host" => Ok(Box::new(HostBackend)),
+        "vm" => Err("--backend vm (a Debian kernel booted under qemu) is not available yet in this build; \
+                     use --backend host (the running kernel)"
+            .into()),
+        other => {
+            let known: Vec<String> = BackendName::value_variants()
+                .iter()
+                .filter_map(|v| Some(v.to_possible_value()?.get_name().to_string()))
+                .collect();
+            Err(format!("unknown backend {other:?} (known: {})", known.join(", ")))
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BackendName {
@@ -40,12 +59,36 @@ pub struct RunArgs {
     pub tc: Option<PathBuf>,
     /// The scenario file (docs/scenarios.md).
     pub scenario: PathBuf,
+    /// --plot DIR, --iperf3-json DIR (outputs.rs).
+    #[command(flatten)]
+    pub outputs: crate::outputs::OutputArgs,
 }
 
 /// A one-line progress display on stderr (only when stderr is a terminal).
-struct LineProgress {
+pub struct LineProgress {
     on: bool,
     phase: String,
+}
+
+impl LineProgress {
+    pub fn new() -> LineProgress {
+        LineProgress { on: std::io::stderr().is_terminal(), phase: String::new() }
+    }
+}
+
+/// Ctrl-C: the first asks the run to stop (it tears down in order); a second kills
+/// and deletes whatever is left, now.
+pub fn cancel_on_ctrl_c(opts: &RunOptions) {
+    let cancel = opts.cancel.clone();
+    let presses = Arc::new(AtomicU32::new(0));
+    let _ = ctrlc::set_handler(move || {
+        if presses.fetch_add(1, Ordering::SeqCst) == 0 {
+            cancel.store(true, Ordering::SeqCst);
+        } else {
+            qdisc_kernel::proc::emergency_cleanup();
+            std::process::exit(130);
+        }
+    });
 }
 
 impl Progress for LineProgress {
@@ -80,13 +123,13 @@ impl Progress for LineProgress {
 }
 
 pub fn run(a: &RunArgs) -> ExitCode {
-    if a.backend == BackendName::Vm {
-        eprintln!(
-            "qdisc-lab run: --backend vm (a Debian kernel booted under qemu) is not available yet in this build; \
-             use --backend host (the running kernel)"
-        );
-        return ExitCode::from(2);
-    }
+    let backend = match backend_by_name(a.backend.to_possible_value().expect("not skipped").get_name()) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("qdisc-lab run: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let scenario = match Scenario::load(&a.scenario) {
         Ok(s) => s,
         Err(e) => {
@@ -95,20 +138,8 @@ pub fn run(a: &RunArgs) -> ExitCode {
         }
     };
     let opts = RunOptions { tc: a.tc.clone(), ..RunOptions::default() };
-    // Ctrl-C: the first asks the run to stop (it tears down in order); a second kills
-    // and deletes whatever is left, now.
-    let cancel = opts.cancel.clone();
-    let presses = Arc::new(AtomicU32::new(0));
-    let _ = ctrlc::set_handler(move || {
-        if presses.fetch_add(1, Ordering::SeqCst) == 0 {
-            cancel.store(true, Ordering::SeqCst);
-        } else {
-            qdisc_kernel::proc::emergency_cleanup();
-            std::process::exit(130);
-        }
-    });
-    let backend = HostBackend;
-    let mut progress = LineProgress { on: std::io::stderr().is_terminal(), phase: String::new() };
+    cancel_on_ctrl_c(&opts);
+    let mut progress = LineProgress::new();
     match backend.run(&scenario, &opts, &mut progress) {
         Ok(result) => {
             print!("{}", report(&result));
@@ -118,6 +149,10 @@ pub fn run(a: &RunArgs) -> ExitCode {
                     eprintln!("qdisc-lab run: cannot write {}: {e}", path.display());
                     return ExitCode::from(1);
                 }
+            }
+            if let Err(e) = crate::outputs::write(&a.outputs, &result) {
+                eprintln!("qdisc-lab run: {e}");
+                return ExitCode::from(1);
             }
             ExitCode::SUCCESS
         }

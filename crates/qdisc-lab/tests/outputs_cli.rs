@@ -1,0 +1,166 @@
+//! `qdisc-lab plot`, `qdisc-lab compare` and `run --plot/--iperf3-json` from the
+//! command line, on checked-in results of a small scenario (tests/fixtures: two host
+//! runs of small.toml, `qdisc-lab run --backend host … --json`, kernel 6.18).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use qdisc_scenario::RunResult;
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_qdisc-lab");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+
+fn qdisc_lab(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN).args(args).current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn fixture(name: &str) -> String {
+    format!("{FIXTURES}/{name}")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("qdisc-lab-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn read_result(p: &Path) -> RunResult {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+#[test]
+fn plot_a_saved_result() {
+    let dir = tmp("plot");
+    let (code, out, err) = qdisc_lab(&["plot", &fixture("small-host-a.json"), "--out", dir.to_str().unwrap()]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let names: Vec<String> =
+        out.lines().map(|l| Path::new(l).file_name().unwrap().to_string_lossy().into_owned()).collect();
+    let mut expected = Vec::new();
+    for f in [
+        "throughput",
+        "rtt",
+        "rtt-cdf",
+        "qdisc-client-eth0",
+        "qdisc-server-eth0",
+        "qdisc-link-0-l0a",
+        "qdisc-link-0-l0b",
+    ] {
+        expected.push(format!("{f}.svg"));
+        expected.push(format!("{f}.png"));
+    }
+    assert_eq!(names, expected);
+    for l in out.lines() {
+        assert!(std::fs::metadata(l).unwrap().len() > 1000, "{l}");
+    }
+    let svg = std::fs::read_to_string(dir.join("throughput.svg")).unwrap();
+    for label in ["tcp client→server flow 5", "tcp client→server flow 7", "total", "throughput (Mbit/s, per 0.1 s)"]
+    {
+        assert!(svg.contains(label), "{label}");
+    }
+    let svg = std::fs::read_to_string(dir.join("qdisc-client-eth0.svg")).unwrap();
+    assert!(svg.contains("bfifo 10: parent 1:10") && svg.contains("drops (packets, cumulative)"));
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let (code, _, err) = qdisc_lab(&["plot", &fixture("small.toml"), "--out", dir.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("qdisc-lab plot: ") && err.contains("small.toml: not a qdisc-lab run result"), "{err}");
+}
+
+#[test]
+fn compare_two_saved_results() {
+    let (a, b) = (fixture("small-host-a.json"), fixture("small-host-b.json"));
+    let json = tmp("compare").with_extension("json");
+    let (code, out, err) = qdisc_lab(&["compare", "--results", &a, &b, "--json", json.to_str().unwrap()]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert_eq!(out, std::fs::read_to_string(fixture("compare-small-host.txt")).unwrap());
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    std::fs::remove_file(&json).unwrap();
+    assert_eq!(j["format"], "qdisc-lab/compare/1");
+    assert_eq!((j["a"].as_str(), j["b"].as_str()), (Some("host"), Some("host")));
+    let rows = j["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), out.lines().filter(|l| l.contains("  ")).count() - 1);
+    assert_eq!(rows[0]["metric"], "throughput, all traffic");
+    let (ra, rb) = (read_result(Path::new(&a)), read_result(Path::new(&b)));
+    let rel = (rb.throughput[0].receiver.bits_per_second - ra.throughput[0].receiver.bits_per_second)
+        / ra.throughput[0].receiver.bits_per_second;
+    assert_eq!(rows[0]["relative_difference"].as_f64(), Some(rel));
+    assert_eq!(serde_json::from_value::<RunResult>(j["results"][0].clone()).unwrap(), ra);
+    assert_eq!(serde_json::from_value::<RunResult>(j["results"][1].clone()).unwrap(), rb);
+}
+
+#[test]
+fn compare_usage_errors() {
+    let s = fixture("small.toml");
+    let cases: [(&[&str], &str); 5] = [
+        (&["compare"], "give a scenario and --backends A,B, or --results A.json B.json"),
+        (&["compare", &s], "give the backends to compare: --backends A,B (e.g. sim,host)"),
+        (&["compare", &s, "--backends", "host"], "--backends host: give two backends, A,B (e.g. sim,host)"),
+        (&["compare", &s, "--backends", "host,nope"], "unknown backend \"nope\" (known: host, vm)"),
+        (
+            &["compare", &s, "--results", &fixture("small-host-a.json"), &fixture("small-host-b.json")],
+            "either a scenario with --backends A,B, or --results A.json B.json, not both",
+        ),
+    ];
+    for (args, msg) in cases {
+        let (code, out, err) = qdisc_lab(args);
+        assert_eq!(
+            (code, out.as_str(), err.as_str()),
+            (2, "", format!("qdisc-lab compare: {msg}\n").as_str()),
+            "{args:?}"
+        );
+    }
+}
+
+/// On the running kernel (root, network namespaces): `run --plot --iperf3-json`, and
+/// `compare --backends host,host`.
+#[test]
+fn run_and_compare_on_the_host() {
+    if std::env::var_os("QDISC_LAB_NO_KERNEL").is_some() {
+        eprintln!("skipped: QDISC_LAB_NO_KERNEL is set (needs root and network namespaces)");
+        return;
+    }
+    let dir = tmp("run-outputs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (plots, iperf) = (dir.join("plots"), dir.join("iperf3"));
+    let result = dir.join("result.json");
+    let (code, _, err) = qdisc_lab(&[
+        "run",
+        "--backend",
+        "host",
+        &fixture("small.toml"),
+        "--json",
+        &format!("{}", result.display()),
+        "--plot",
+        plots.to_str().unwrap(),
+        "--iperf3-json",
+        iperf.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(plots.join("throughput.png").exists() && plots.join("qdisc-client-eth0.svg").exists());
+    let files: Vec<String> =
+        std::fs::read_dir(&iperf).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
+    assert_eq!(files, ["traffic-0.json"]);
+    let r = read_result(&result);
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(iperf.join("traffic-0.json")).unwrap()).unwrap();
+    assert_eq!(j["end"]["sum_sent"]["bytes"], r.throughput[0].sender.bytes);
+    assert_eq!(j["start"]["test_start"]["num_streams"], 2);
+
+    let json = dir.join("compare.json");
+    let (code, out, err) =
+        qdisc_lab(&["compare", &fixture("small.toml"), "--backends", "host,host", "--json", json.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("qdisc-lab compare: A: running on host\n")
+            && err.contains("qdisc-lab compare: B: running on host\n")
+    );
+    assert!(out.contains("\nmetric ") && out.contains("client/eth0 qdisc bfifo 10: drops"), "{out}");
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(j["results"].as_array().unwrap().len(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

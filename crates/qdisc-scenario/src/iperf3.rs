@@ -1,0 +1,498 @@
+//! One tcp/udp traffic entry of a [`RunResult`] as the JSON `iperf3 -c … -J` (3.12)
+//! prints, so tools written for iperf3's output read any backend's results.
+//!
+//! The shape follows iperf 3.12's client output (`iperf_json_start`,
+//! `iperf_print_intervals`, `iperf_print_results` in esnet/iperf `src/iperf_api.c`):
+//!
+//! ```text
+//! { "start":     { connected[], version, system_info, timestamp?, connecting_to,
+//!                  tcp_mss_default?, target_bitrate, test_start{protocol, num_streams,
+//!                  blksize, omit, duration, bytes, blocks, reverse, tos, target_bitrate} },
+//!   "intervals": [ { streams[{socket, start, end, seconds, bytes, bits_per_second,
+//!                             retransmits, snd_cwnd, rtt | packets, omitted, sender}],
+//!                    sum{…} } ],
+//!   "end":       { streams[{sender{…}, receiver{…}} | {udp{…}}], sum (udp),
+//!                  sum_sent, sum_received, cpu_utilization_percent,
+//!                  sender_tcp_congestion? },
+//!   "extra_data": "qdisc-lab …" }
+//! ```
+//!
+//! Times are relative to the entry's own start, as iperf3's are (the result's are on
+//! the scenario clock). Nothing is made up: the keys that describe a measurement but
+//! whose value the result does not hold — ports, `blksize`, the UDP target bitrate,
+//! CPU utilisation — are `null`; keys about the iperf3 process itself (`cookie`,
+//! socket buffer sizes) and fields the result has no place for (`snd_wnd`, `rttvar`,
+//! `pmtu`, `max_snd_wnd`, `out_of_order`, `receiver_tcp_congestion`) are left out, as
+//! are `tcp_mss_default` and `rtt`/`snd_cwnd` when the result has none (a backend that
+//! does not know them, or UDP). `max_snd_cwnd`, `max_rtt`, `min_rtt` and
+//! `mean_rtt` are derived from the interval samples exactly as iperf3 derives them
+//! (its `stream_max_rtt`/`stream_sum_rtt / stream_count_rtt` over the stats callbacks),
+//! and only when every interval has the sample. `version` is the iperf3 the backend
+//! ran (`metadata.tools.iperf3`), else "qdisc-lab V (B backend)"; `system_info` is
+//! "Linux KERNEL (qdisc-lab B backend)"; `timestamp` is the wall-clock start of the
+//! entry (absent without a wall clock); `test_start.duration` is the sender's time when
+//! it is whole seconds (iperf3's `-t`), else `null`.
+//!
+//! UDP as 3.12 prints it: the per-stream `udp` block holds the sender's bytes and
+//! datagrams with the receiver's loss and jitter, and the receiver's bytes are only in
+//! `sum_received` — so a stream's receiver datagram count is the sender's, as it is in
+//! a result read from real iperf3.
+//!
+//! The host backend reads iperf3's JSON with `qdisc_kernel::host::tools::parse_iperf3`;
+//! reading this module's JSON with it gives back the same intervals and summaries
+//! (tested in `crates/qdisc-lab/tests/iperf3_json.rs`).
+
+use serde::Serialize;
+
+use crate::result::{Interval, RunResult, Summary, TrafficResult};
+
+/// The iperf3 `-J` document of one tcp/udp traffic entry, pretty-printed, with a
+/// trailing newline.
+pub fn to_iperf3_json(r: &RunResult, t: &TrafficResult) -> String {
+    serde_json::to_string_pretty(&document(r, t)).expect("serialises") + "\n"
+}
+
+#[derive(Serialize)]
+struct Doc {
+    start: Start,
+    intervals: Vec<IntervalOut>,
+    end: End,
+    /// iperf3's `--extra-data`: who produced this document.
+    extra_data: String,
+}
+
+#[derive(Serialize)]
+struct Start {
+    connected: Vec<Connected>,
+    version: String,
+    system_info: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timestamp: Option<Timestamp>,
+    connecting_to: ConnectingTo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tcp_mss_default: Option<u32>,
+    target_bitrate: Option<u64>,
+    test_start: TestStart,
+}
+
+#[derive(Serialize)]
+struct Connected {
+    socket: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    local_host: Option<String>,
+    local_port: Option<u16>,
+    remote_host: String,
+    remote_port: Option<u16>,
+}
+
+#[derive(Serialize)]
+struct Timestamp {
+    time: String,
+    timesecs: i64,
+}
+
+#[derive(Serialize)]
+struct ConnectingTo {
+    host: String,
+    port: Option<u16>,
+}
+
+#[derive(Serialize)]
+struct TestStart {
+    protocol: &'static str,
+    num_streams: usize,
+    blksize: Option<u32>,
+    omit: u32,
+    duration: Option<u64>,
+    bytes: u64,
+    blocks: u64,
+    reverse: u32,
+    tos: u32,
+    target_bitrate: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct IntervalOut {
+    streams: Vec<IntervalStream>,
+    sum: IntervalStream,
+}
+
+/// One interval report (a stream's or the sum).
+#[derive(Serialize)]
+struct IntervalStream {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    socket: Option<u32>,
+    start: f64,
+    end: f64,
+    seconds: f64,
+    bytes: u64,
+    bits_per_second: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retransmits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    snd_cwnd: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rtt: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    packets: Option<u64>,
+    omitted: bool,
+    sender: bool,
+}
+
+#[derive(Serialize)]
+struct End {
+    streams: Vec<EndStream>,
+    /// UDP only: the receiver's loss and jitter (3.12 puts them here).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sum: Option<Total>,
+    sum_sent: Total,
+    sum_received: Total,
+    cpu_utilization_percent: Option<()>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sender_tcp_congestion: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum EndStream {
+    Tcp { sender: Total, receiver: Total },
+    Udp { udp: Total },
+}
+
+/// A summary over the whole test (a stream's or a sum).
+#[derive(Serialize, Default)]
+struct Total {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    socket: Option<u32>,
+    start: f64,
+    end: f64,
+    seconds: f64,
+    bytes: u64,
+    bits_per_second: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    jitter_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lost_packets: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    packets: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lost_percent: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retransmits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_snd_cwnd: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_rtt: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    min_rtt: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mean_rtt: Option<u64>,
+    sender: bool,
+}
+
+/// `x − off` such that adding `off` back gives exactly `x` (so that a reader that
+/// shifts iperf3's relative times onto the scenario clock recovers the result's
+/// numbers bit for bit).
+fn rel(x: f64, off: f64) -> f64 {
+    let d = x - off;
+    if d + off == x {
+        return d;
+    }
+    let (mut up, mut down) = (d, d);
+    for _ in 0..4 {
+        up = f64::from_bits(if up >= 0.0 { up.to_bits() + 1 } else { up.to_bits() - 1 });
+        if up + off == x {
+            return up;
+        }
+        down = f64::from_bits(if down > 0.0 { down.to_bits() - 1 } else { down.to_bits() + 1 });
+        if down + off == x {
+            return down;
+        }
+    }
+    d
+}
+
+fn interval(iv: &Interval, off: f64, socket: Option<u32>, tcp: bool) -> IntervalStream {
+    let (start, end) = (rel(iv.start, off), rel(iv.end, off));
+    IntervalStream {
+        socket,
+        start,
+        end,
+        seconds: end - start,
+        bytes: iv.bytes,
+        bits_per_second: iv.bits_per_second,
+        retransmits: if tcp { iv.retransmits } else { None },
+        snd_cwnd: if tcp { iv.snd_cwnd } else { None },
+        rtt: if tcp { iv.tcp_rtt_us } else { None },
+        packets: if tcp { None } else { iv.packets },
+        omitted: false,
+        sender: true,
+    }
+}
+
+fn total(s: &Summary, socket: Option<u32>) -> Total {
+    Total {
+        socket,
+        start: 0.0,
+        end: s.seconds,
+        seconds: s.seconds,
+        bytes: s.bytes,
+        bits_per_second: s.bits_per_second,
+        sender: true,
+        ..Total::default()
+    }
+}
+
+fn lost_percent(lost: Option<u64>, packets: Option<u64>) -> Option<f64> {
+    match (lost, packets) {
+        (Some(l), Some(p)) if p > 0 => Some(l as f64 * 100.0 / p as f64),
+        _ => None,
+    }
+}
+
+/// iperf3's per-stream maxima and mean over its interval samples (`None` unless every
+/// interval has one).
+fn sampled(ivs: &[Interval], f: impl Fn(&Interval) -> Option<u64>) -> Option<Vec<u64>> {
+    if ivs.is_empty() {
+        return None;
+    }
+    ivs.iter().map(f).collect()
+}
+
+fn document(r: &RunResult, t: &TrafficResult) -> Doc {
+    let tcp = t.kind == "tcp";
+    let off = t.start_s;
+    let m = &r.metadata;
+    let local_host = m.links.iter().find_map(|l| {
+        let host = |i: usize| l.between[i].split(':').next().unwrap_or("");
+        let addr = |i: usize| l.addresses[i].split('/').next().unwrap_or("").to_string();
+        (0..2).find(|&i| host(i) == t.from && host(1 - i) == t.to && addr(1 - i) == t.dst).map(addr)
+    });
+    let version = match m.tools.get("iperf3") {
+        // "iperf 3.12 (cJSON 1.7.15)" → "iperf 3.12", as iperf3 writes its version.
+        Some(v) if !v.is_empty() => v.split(" (").next().unwrap_or(v).to_string(),
+        _ => format!("qdisc-lab {} ({} backend)", m.qdisc_lab, m.backend),
+    };
+    let timestamp = r.wallclock.as_ref().and_then(|w| unix_of_rfc3339(&w.started_at)).map(|t0| {
+        let secs = (t0 + off).floor() as i64;
+        Timestamp { time: http_date(secs), timesecs: secs }
+    });
+    // iperf3 runs whole seconds (-t N): the duration when the sender's time says so.
+    let duration = {
+        let s = t.sender.seconds;
+        (s > 0.5 && (s - s.round()).abs() < 0.05).then(|| s.round() as u64)
+    };
+    let start = Start {
+        connected: t
+            .streams
+            .iter()
+            .map(|s| Connected {
+                socket: s.id,
+                local_host: local_host.clone(),
+                local_port: None,
+                remote_host: t.dst.clone(),
+                remote_port: None,
+            })
+            .collect(),
+        version,
+        system_info: format!("Linux {} (qdisc-lab {} backend)", m.kernel, m.backend),
+        timestamp,
+        connecting_to: ConnectingTo { host: t.dst.clone(), port: None },
+        tcp_mss_default: if tcp { t.tcp_mss } else { None },
+        // TCP entries have no rate of their own (0 = unlimited, as iperf3 says);
+        // a UDP entry's rate is in the scenario, not in the result.
+        target_bitrate: if tcp { Some(0) } else { None },
+        test_start: TestStart {
+            protocol: if tcp { "TCP" } else { "UDP" },
+            num_streams: t.streams.len(),
+            blksize: None,
+            omit: 0,
+            duration,
+            bytes: 0,
+            blocks: 0,
+            reverse: 0,
+            tos: 0,
+            target_bitrate: if tcp { Some(0) } else { None },
+        },
+    };
+    let n = t.streams.iter().map(|s| s.intervals.len()).max().unwrap_or(0).max(t.sum.len());
+    let intervals = (0..n)
+        .map(|k| IntervalOut {
+            streams: t
+                .streams
+                .iter()
+                .filter_map(|s| s.intervals.get(k).map(|iv| interval(iv, off, Some(s.id), tcp)))
+                .collect(),
+            sum: match t.sum.get(k) {
+                Some(iv) => interval(iv, off, None, tcp),
+                None => interval(&empty_interval(), 0.0, None, tcp),
+            },
+        })
+        .collect();
+    let end = if tcp {
+        End {
+            streams: t
+                .streams
+                .iter()
+                .map(|s| {
+                    let rtts = sampled(&s.intervals, |iv| iv.tcp_rtt_us);
+                    let cwnds = sampled(&s.intervals, |iv| iv.snd_cwnd);
+                    EndStream::Tcp {
+                        sender: Total {
+                            retransmits: s.sender.retransmits,
+                            max_snd_cwnd: cwnds.as_ref().and_then(|c| c.iter().copied().max()),
+                            max_rtt: rtts.as_ref().and_then(|v| v.iter().copied().max()),
+                            // iperf3 takes a minimum of 0 as "no sample yet".
+                            min_rtt: rtts
+                                .as_ref()
+                                .map(|v| v.iter().fold(0, |m, &x| if m == 0 || x < m { x } else { m })),
+                            mean_rtt: rtts.as_ref().map(|v| v.iter().sum::<u64>() / v.len() as u64),
+                            ..total(&s.sender, Some(s.id))
+                        },
+                        receiver: total(&s.receiver, Some(s.id)),
+                    }
+                })
+                .collect(),
+            sum: None,
+            sum_sent: Total { retransmits: t.sender.retransmits, ..total(&t.sender, None) },
+            sum_received: total(&t.receiver, None),
+            cpu_utilization_percent: None,
+            sender_tcp_congestion: t.cc.clone(),
+        }
+    } else {
+        let rcv = &t.receiver;
+        let received = Total {
+            jitter_ms: rcv.jitter_ms,
+            lost_packets: rcv.lost_packets,
+            packets: rcv.packets,
+            lost_percent: lost_percent(rcv.lost_packets, rcv.packets),
+            ..total(rcv, None)
+        };
+        End {
+            streams: t
+                .streams
+                .iter()
+                .map(|s| {
+                    // 3.12's per-stream udp block: the sender's bytes and datagrams with
+                    // the receiver's loss and jitter.
+                    let packets = s.sender.packets.or(s.receiver.packets);
+                    EndStream::Udp {
+                        udp: Total {
+                            jitter_ms: s.receiver.jitter_ms,
+                            lost_packets: s.receiver.lost_packets,
+                            packets,
+                            lost_percent: lost_percent(s.receiver.lost_packets, packets),
+                            ..total(&s.sender, Some(s.id))
+                        },
+                    }
+                })
+                .collect(),
+            sum: Some(Total {
+                jitter_ms: rcv.jitter_ms,
+                lost_packets: rcv.lost_packets,
+                packets: t.sender.packets.or(rcv.packets),
+                lost_percent: lost_percent(rcv.lost_packets, t.sender.packets.or(rcv.packets)),
+                ..total(&t.sender, None)
+            }),
+            sum_sent: Total { packets: t.sender.packets, ..total(&t.sender, None) },
+            sum_received: Total { sender: false, ..received },
+            cpu_utilization_percent: None,
+            sender_tcp_congestion: None,
+        }
+    };
+    Doc {
+        start,
+        intervals,
+        end,
+        extra_data: format!(
+            "qdisc-lab {}: traffic[{}] of scenario {:?}, {} backend",
+            m.qdisc_lab, t.traffic, r.scenario.name, m.backend
+        ),
+    }
+}
+
+fn empty_interval() -> Interval {
+    Interval {
+        start: 0.0,
+        end: 0.0,
+        bytes: 0,
+        bits_per_second: 0.0,
+        retransmits: None,
+        tcp_rtt_us: None,
+        snd_cwnd: None,
+        packets: None,
+    }
+}
+
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Unix time (seconds) of "YYYY-MM-DDTHH:MM:SS[.fff]Z".
+fn unix_of_rfc3339(s: &str) -> Option<f64> {
+    let s = s.strip_suffix('Z')?;
+    let (date, time) = s.split_once('T')?;
+    let mut d = date.splitn(3, '-').map(|x| x.parse::<i64>());
+    let (y, mo, da) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
+    let mut t = time.splitn(3, ':');
+    let (h, mi) = (t.next()?.parse::<i64>().ok()?, t.next()?.parse::<i64>().ok()?);
+    let sec: f64 = t.next()?.parse().ok()?;
+    Some((days_from_civil(y, mo, da) * 86400 + h * 3600 + mi * 60) as f64 + sec)
+}
+
+/// iperf3's timestamp text: `strftime("%a, %d %b %Y %H:%M:%S %Z", gmtime(...))`.
+fn http_date(secs: i64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    // civil_from_days
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{}, {day:02} {} {year:04} {:02}:{:02}:{:02} GMT",
+        DAYS[days.rem_euclid(7) as usize],
+        MONTHS[(month - 1) as usize],
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_as_iperf3_prints_them() {
+        // From a real `iperf3 -J` (3.12): "Sun, 22 Nov 2026 13:16:38 GMT", 1795353398.
+        assert_eq!(http_date(1_795_353_398), "Sun, 22 Nov 2026 13:16:38 GMT");
+        assert_eq!(unix_of_rfc3339("2026-11-22T13:16:38.250Z"), Some(1_795_353_398.25));
+        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(unix_of_rfc3339("2024-02-29T23:59:59.000Z"), Some(1_709_251_199.0));
+        assert_eq!(http_date(1_709_251_199), "Thu, 29 Feb 2024 23:59:59 GMT");
+        assert_eq!(unix_of_rfc3339("yesterday"), None);
+    }
+
+    #[test]
+    fn relative_times_shift_back_exactly() {
+        for off in [0.0, 0.1, 1.0, 2.0, 2.5, 3.3, 7.0] {
+            for k in 0..200 {
+                let x = off + k as f64 * 0.1;
+                assert_eq!(rel(x, off) + off, x, "{x} - {off}");
+            }
+        }
+    }
+}
