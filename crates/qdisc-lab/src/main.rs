@@ -5,7 +5,7 @@
 //! * `qdisc-lab tc [--dev SPEC]... -batch FILE [-force]` — a tc batch file (`-` = stdin).
 //! * `qdisc-lab replay …` — push a pcap or generated traffic through a device's qdisc
 //!   tree at a wire rate in virtual time and report what happened.
-//! * `qdisc-lab run [--backend host] SCENARIO [--json FILE]` — run a scenario on a
+//! * `qdisc-lab run [--backend sim|host|vm] SCENARIO [--json FILE]` — run a scenario in the simulator or on a
 //!   real kernel (docs/scenarios.md).
 //! * `qdisc-lab plot RESULT.json --out DIR` — plots of a saved result (PNG and SVG).
 //! * `qdisc-lab compare SCENARIO --backends A,B` / `--results A.json B.json` — one
@@ -50,7 +50,7 @@ enum Cmd {
     },
     /// Replay a pcap or generated flows through a qdisc tree at a wire rate (virtual time).
     Replay(replay::ReplayArgs),
-    /// Run a scenario (TOML) on a real kernel: iperf3-like throughput, ping-like RTT,
+    /// Run a scenario (TOML) in the simulator or on a real kernel: iperf3-like throughput, ping-like RTT,
     /// tc -s of every device; --json FILE writes the full result.
     Run(run::RunArgs),
     /// Plot a saved result (`run --json FILE`): throughput, RTT and its CDF, qdisc

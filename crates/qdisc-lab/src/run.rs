@@ -1,6 +1,6 @@
-//! `qdisc-lab run [--backend host|vm] SCENARIO [--json FILE]`: run a scenario on a
-//! real kernel and print what people already read — iperf3-like interval lines and
-//! totals, ping-like RTT statistics (with percentiles), `tc -s qdisc show` of each
+//! `qdisc-lab run [--backend sim|host|vm] SCENARIO [--json FILE]`: run a scenario in
+//! the simulator (the default) or on a real kernel and print what people already read
+//! — iperf3-like interval lines and totals, ping-like RTT statistics (with percentiles), `tc -s qdisc show` of each
 //! device — and optionally the whole [`RunResult`] as JSON, plots and iperf3 JSON
 //! (`--plot DIR`, `--iperf3-json DIR`: outputs.rs).
 //!
@@ -23,6 +23,7 @@ use qdisc_scenario::{Backend, Progress, RunOptions, RunResult, Scenario};
 /// are registered, used by `run` and `compare`. An error says why it cannot be used.
 pub fn backend_by_name(name: &str) -> Result<Box<dyn Backend>, String> {
     match name {
+        "sim" => Ok(Box::new(qdisc_sim::SimBackend)),
         "host" => Ok(Box::new(HostBackend)),
         "vm" => Err("--backend vm (a Debian kernel booted under qemu) is not available yet in this build; \
                      use --backend host (the running kernel)"
@@ -39,6 +40,8 @@ pub fn backend_by_name(name: &str) -> Result<Box<dyn Backend>, String> {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BackendName {
+    /// The simulator: the engine's qdiscs in a virtual-time network (deterministic).
+    Sim,
     /// The running kernel, in network namespaces (needs root).
     Host,
     /// A Debian kernel booted under qemu (not available yet).
@@ -48,7 +51,7 @@ pub enum BackendName {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Where to run it.
-    #[arg(long, value_enum, default_value = "host")]
+    #[arg(long, value_enum, default_value = "sim")]
     pub backend: BackendName,
     /// Write the full result (docs/run-result.md) to this file as JSON.
     #[arg(long, value_name = "FILE")]

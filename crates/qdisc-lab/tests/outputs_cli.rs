@@ -101,7 +101,7 @@ fn compare_usage_errors() {
         (&["compare"], "give a scenario and --backends A,B, or --results A.json B.json"),
         (&["compare", &s], "give the backends to compare: --backends A,B (e.g. sim,host)"),
         (&["compare", &s, "--backends", "host"], "--backends host: give two backends, A,B (e.g. sim,host)"),
-        (&["compare", &s, "--backends", "host,nope"], "unknown backend \"nope\" (known: host, vm)"),
+        (&["compare", &s, "--backends", "host,nope"], "unknown backend \"nope\" (known: sim, host, vm)"),
         (
             &["compare", &s, "--results", &fixture("small-host-a.json"), &fixture("small-host-b.json")],
             "either a scenario with --backends A,B, or --results A.json B.json, not both",

@@ -167,6 +167,21 @@ impl Scenario {
             .find(|(_, l)| (l.a.host == x && l.b.host == y) || (l.a.host == y && l.b.host == x))
     }
 
+    /// The route from `from` to `to`: the links crossed, in order, each with whether it
+    /// is crossed from its `b` end (false: from `a` to `b`). Shortest in hops; among
+    /// equally short routes the one using earlier links first. `None`: not connected.
+    pub fn path(&self, from: &str, to: &str) -> Option<Vec<(usize, bool)>> {
+        path(&self.links, from, to)
+    }
+
+    /// The address traffic from `from` to `to` is sent to: `to`'s address on the
+    /// last link of the route.
+    pub fn dst_address(&self, from: &str, to: &str) -> Option<String> {
+        let p = self.path(from, to)?;
+        let &(li, _) = p.last()?;
+        Some(self.address_on(li, to))
+    }
+
     /// The address of `host` on link `index`.
     pub fn address_on(&self, index: usize, host: &str) -> String {
         Link::address(index, self.links[index].b.host == host)
@@ -189,6 +204,39 @@ impl Scenario {
     pub fn tc_of(&self, host: &str) -> Option<&TcScript> {
         self.tc.iter().find(|t| t.host == host)
     }
+}
+
+/// Breadth-first search over the links (in file order, so ties are deterministic).
+fn path(links: &[Link], from: &str, to: &str) -> Option<Vec<(usize, bool)>> {
+    let mut prev: BTreeMap<&str, (usize, bool, &str)> = BTreeMap::new();
+    let mut seen: BTreeSet<&str> = BTreeSet::from([from]);
+    let mut frontier = vec![from];
+    while !frontier.is_empty() && !seen.contains(to) {
+        let mut next = Vec::new();
+        for h in frontier {
+            for (i, l) in links.iter().enumerate() {
+                for (reverse, (x, y)) in [(false, (&l.a.host, &l.b.host)), (true, (&l.b.host, &l.a.host))] {
+                    if x == h && seen.insert(y.as_str()) {
+                        prev.insert(y.as_str(), (i, reverse, h));
+                        next.push(y.as_str());
+                    }
+                }
+            }
+        }
+        frontier = next;
+    }
+    if !seen.contains(to) {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut at = to;
+    while at != from {
+        let (i, reverse, p) = prev[at];
+        out.push((i, reverse));
+        at = p;
+    }
+    out.reverse();
+    Some(out)
 }
 
 /// A scenario that could not be loaded: where and what.
@@ -623,13 +671,8 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
         if from == to {
             return Err(cx.at(r.to.span(), f("to"), "traffic goes between two different hosts"));
         }
-        let linked = links.iter().any(|l| (l.a.host == from && l.b.host == to) || (l.a.host == to && l.b.host == from));
-        if !linked {
-            return Err(cx.at(
-                r.to.span(),
-                f("to"),
-                format!("no link joins {from:?} and {to:?} (traffic needs a direct [[link]] between them)"),
-            ));
+        if path(&links, &from, &to).is_none() {
+            return Err(cx.at(r.to.span(), f("to"), format!("no path of [[link]]s joins {from:?} and {to:?}")));
         }
         let start = r.start.as_ref().map(|v| parse_time(cx, v, &f("start"))).transpose()?.unwrap_or(0);
         if start >= duration {

@@ -62,7 +62,15 @@ fn bundled_scenarios_load() {
     names.sort();
     assert_eq!(
         names,
-        ["bufferbloat-fq_codel.toml", "bufferbloat-pfifo.toml", "fq-flows-plimit.toml", "netem-20ms.toml"]
+        [
+            "bench-100g-fq.toml",
+            "bench-dumbbell-100m.toml",
+            "bench-dumbbell-1g.toml",
+            "bufferbloat-fq_codel.toml",
+            "bufferbloat-pfifo.toml",
+            "fq-flows-plimit.toml",
+            "netem-20ms.toml"
+        ]
     );
 }
 
@@ -148,7 +156,7 @@ fn mistakes_are_named_exactly() {
         (with("flows = 4", "flows = 4\nstart = \"5s\""), "t.toml:24:9: traffic[0].start: starts at 5s but the scenario lasts 5s"),
         (with("flows = 4", "flows = 4\nstart = \"1s\"\nduration = \"4500ms\""), "t.toml:25:12: traffic[0].duration: ends at 5500ms but the scenario lasts 5s"),
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\""), "t.toml:25:1: traffic[1].rate: missing: udp traffic needs a rate (e.g. rate = \"50mbit\")"),
-        (with("to = \"b\"\ninterval", "to = \"c\"\ninterval").replace("[[link]]", "[[host]]\nname = \"c\"\n[[link]]"), "t.toml:30:6: traffic[1].to: no link joins \"a\" and \"c\" (traffic needs a direct [[link]] between them)"),
+        (with("to = \"b\"\ninterval", "to = \"c\"\ninterval").replace("[[link]]", "[[host]]\nname = \"c\"\n[[link]]"), "t.toml:30:6: traffic[1].to: no path of [[link]]s joins \"a\" and \"c\""),
         // Whole-file things.
         (with("duration = \"5s\"\n", ""), "t.toml:1:1: duration: missing (the length of the run, e.g. duration = \"10s\")"),
     ];

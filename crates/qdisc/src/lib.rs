@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 pub mod classify;
+pub mod dql;
 pub mod packet;
 pub mod qdisc;
 pub mod rate;

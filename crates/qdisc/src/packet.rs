@@ -1,6 +1,7 @@
 //! The packet as a qdisc sees it: the fields of `struct sk_buff` that the
 //! schedulers read (length, hash, priority, mark, dsfield, EDT timestamp, socket).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::time::Instant;
@@ -45,20 +46,49 @@ pub enum SockState {
     Listener,
 }
 
-/// The sending socket, for qdiscs that look at it (fq's flow key and pacing rate).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The sending socket, for qdiscs that look at it (fq's flow key and pacing rate),
+/// and for the socket's own accounting of its packets (`sk_wmem_alloc`, which TCP
+/// small queues reads).
+///
+/// Shared by all its packets (`Arc`), like `skb->sk`. The two values the socket
+/// changes while its packets sit in a qdisc are atomics: TCP updates the pacing rate
+/// as its estimate moves (fq reads it live at dequeue), and every charged packet that
+/// is freed — sent, or dropped anywhere in a qdisc — gives its truesize back.
+#[derive(Debug)]
 pub struct Socket {
     /// Identity of the socket (the kernel uses the `struct sock *`).
     pub id: u64,
     /// `sk_hash`: changes when the socket is reused for another connection.
     pub hash: u32,
-    /// `sk_pacing_rate`, bytes per second (`u64::MAX` = unlimited).
-    pub pacing_rate: u64,
+    /// `sk_pacing_rate`, bytes per second (`u64::MAX` = unlimited); read it with
+    /// [`Socket::pacing_rate`].
+    pub pacing_rate: AtomicU64,
     /// `sk_max_pacing_rate` (SO_MAX_PACING_RATE), bytes per second (`u64::MAX` = not set).
     pub max_pacing_rate: u64,
     pub state: SockState,
     /// A TCP socket (fq treats paced non-TCP sockets differently).
     pub tcp: bool,
+    /// `sk_wmem_alloc`: truesize of this socket's charged packets not yet freed
+    /// (see [`Packet::set_owner_w`]).
+    pub wmem_alloc: AtomicU64,
+}
+
+impl Socket {
+    /// The current `sk_pacing_rate`.
+    pub fn pacing_rate(&self) -> u64 {
+        self.pacing_rate.load(Ordering::Relaxed)
+    }
+    pub fn set_pacing_rate(&self, rate: u64) {
+        self.pacing_rate.store(rate, Ordering::Relaxed)
+    }
+    /// Bytes of charged packets still alive (`sk_wmem_alloc_get`).
+    pub fn wmem_alloc(&self) -> u64 {
+        self.wmem_alloc.load(Ordering::Relaxed)
+    }
+    pub fn with_pacing_rate(self, rate: u64) -> Self {
+        self.set_pacing_rate(rate);
+        self
+    }
 }
 
 impl Default for Socket {
@@ -66,13 +96,39 @@ impl Default for Socket {
         Socket {
             id: 0,
             hash: 0,
-            pacing_rate: u64::MAX,
+            pacing_rate: AtomicU64::new(u64::MAX),
             max_pacing_rate: u64::MAX,
             state: SockState::Connected,
             tcp: true,
+            wmem_alloc: AtomicU64::new(0),
         }
     }
 }
+
+/// A copy of the socket's identity and settings, with nothing charged to it.
+impl Clone for Socket {
+    fn clone(&self) -> Self {
+        Socket {
+            id: self.id,
+            hash: self.hash,
+            pacing_rate: AtomicU64::new(self.pacing_rate()),
+            max_pacing_rate: self.max_pacing_rate,
+            state: self.state,
+            tcp: self.tcp,
+            wmem_alloc: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Sockets are equal when their identity and settings are (not their accounting).
+impl PartialEq for Socket {
+    fn eq(&self, o: &Self) -> bool {
+        (self.id, self.hash, self.pacing_rate(), self.max_pacing_rate, self.state, self.tcp)
+            == (o.id, o.hash, o.pacing_rate(), o.max_pacing_rate, o.state, o.tcp)
+    }
+}
+
+impl Eq for Socket {}
 
 /// One skb. `len` is `qdisc_skb_cb(skb)->pkt_len`: the bytes the qdisc accounts,
 /// including all GSO segments' headers (§1.2 of the reference).
@@ -80,7 +136,7 @@ impl Default for Socket {
 /// Every enqueue and dequeue moves a packet by value, so it is kept to one cache
 /// line (64 bytes): the rarely-present 5-tuple is boxed, and the socket is shared
 /// by reference like the kernel's `skb->sk`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Packet {
     /// Caller's identifier, carried through untouched (for tracing departures).
     pub id: u64,
@@ -106,6 +162,39 @@ pub struct Packet {
     pub flow: Option<Box<FlowKey>>,
     /// The sending socket, if any (`skb->sk`), shared by all its packets.
     pub sk: Option<Arc<Socket>>,
+    /// `truesize` is charged to `sk`'s `wmem_alloc` (the skb has the socket's write
+    /// destructor, `skb_set_owner_w`): given back when the packet is freed or orphaned.
+    pub charged: bool,
+}
+
+/// A clone is a new skb: it shares the socket but is not charged to it (as
+/// `skb_clone` leaves the destructor with the original).
+impl Clone for Packet {
+    fn clone(&self) -> Self {
+        Packet {
+            id: self.id,
+            len: self.len,
+            gso_segs: self.gso_segs,
+            tos: self.tos,
+            hash: self.hash,
+            priority: self.priority,
+            mark: self.mark,
+            truesize: self.truesize,
+            tstamp: self.tstamp,
+            enqueued_at: self.enqueued_at,
+            flow: self.flow.clone(),
+            sk: self.sk.clone(),
+            charged: false,
+        }
+    }
+}
+
+/// Freeing a charged packet (sent, or dropped anywhere) runs the socket's write
+/// destructor (`sock_wfree`/`tcp_wfree`): its truesize leaves `sk_wmem_alloc`.
+impl Drop for Packet {
+    fn drop(&mut self) {
+        self.orphan();
+    }
 }
 
 impl Packet {
@@ -124,7 +213,28 @@ impl Packet {
             sk: None,
             truesize: truesize_of(len),
             enqueued_at: Instant::ZERO,
+            charged: false,
         }
+    }
+    /// `skb_set_owner_w`: attach the socket and charge the packet's truesize to its
+    /// `wmem_alloc` until the packet is freed or [orphaned](Packet::orphan).
+    pub fn set_owner_w(&mut self, sk: Arc<Socket>) {
+        self.orphan();
+        sk.wmem_alloc.fetch_add(self.truesize as u64, Ordering::Relaxed);
+        self.sk = Some(sk);
+        self.charged = true;
+    }
+    /// `skb_orphan`'s accounting: give the truesize back to the socket now (the
+    /// socket stays attached for classification). Returns whether it was charged.
+    pub fn orphan(&mut self) -> bool {
+        if !self.charged {
+            return false;
+        }
+        self.charged = false;
+        if let Some(sk) = &self.sk {
+            sk.wmem_alloc.fetch_sub(self.truesize as u64, Ordering::Relaxed);
+        }
+        true
     }
     pub fn with_priority(mut self, prio: u32) -> Self {
         self.priority = prio;
@@ -169,9 +279,32 @@ pub fn truesize_of(len: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    use super::{Packet, Socket};
+    use std::sync::Arc;
+
     #[test]
     fn packet_is_one_cache_line() {
         assert_eq!(std::mem::size_of::<super::Packet>(), 64);
+    }
+
+    #[test]
+    fn charged_packets_give_their_truesize_back_once() {
+        let sk = Arc::new(Socket::default());
+        let mut a = Packet::new(1, 1514);
+        a.set_owner_w(sk.clone());
+        let mut b = Packet::new(2, 100);
+        b.set_owner_w(sk.clone());
+        assert_eq!(sk.wmem_alloc(), (a.truesize + b.truesize) as u64);
+        let c = a.clone();
+        drop(c);
+        assert_eq!(sk.wmem_alloc(), (a.truesize + b.truesize) as u64, "a clone is not charged");
+        assert!(a.orphan());
+        assert!(!a.orphan());
+        assert_eq!(sk.wmem_alloc(), b.truesize as u64);
+        drop(a);
+        assert_eq!(sk.wmem_alloc(), b.truesize as u64);
+        drop(b);
+        assert_eq!(sk.wmem_alloc(), 0);
     }
 }
 

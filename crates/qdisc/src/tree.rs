@@ -705,9 +705,8 @@ impl Device {
         if self.root.q.kind() == "noqueue" {
             return Xmit::Direct(pkt);
         }
-        let n = self.info.num_tx_queues.max(1);
         let txq = if self.root.q.kind() == "mq" {
-            let minor = ((pkt.hash as u64 * n as u64) >> 32) as u32 + 1;
+            let minor = self.txq_of(&pkt) as u32 + 1;
             self.root.q.as_classful_mut().and_then(|c| c.leaf_mut(minor))
         } else {
             Some(&mut self.root)
@@ -720,6 +719,32 @@ impl Device {
             }
         }
         Xmit::Queued(self.enqueue(pkt, now))
+    }
+
+    /// The tx queue `skb_tx_hash` picks for a packet (`reciprocal_scale(hash, n)`,
+    /// §2.2; no XPS, no traffic classes).
+    pub fn txq_of(&self, pkt: &Packet) -> usize {
+        let n = self.info.num_tx_queues.max(1) as u64;
+        ((pkt.hash as u64 * n) >> 32) as usize
+    }
+
+    /// Whether each tx queue has a qdisc of its own (an mq root): then
+    /// [`Device::dequeue_txq`] serves one queue; otherwise all queues share the root.
+    pub fn per_txq_qdiscs(&self) -> bool {
+        self.root.q.kind() == "mq"
+    }
+
+    /// `dequeue_skb` for tx queue `txq`: its own qdisc under an mq root, else the root.
+    pub fn dequeue_txq(&mut self, txq: usize, now: Instant) -> Dequeued {
+        if !self.per_txq_qdiscs() {
+            return self.dequeue(now);
+        }
+        let Some(leaf) = self.root.q.as_classful_mut().and_then(|c| c.leaf_mut(txq as u32 + 1)) else {
+            return Dequeued::Empty;
+        };
+        let d = leaf.q.dequeue(now);
+        let _ = leaf.q.take_reduce();
+        d
     }
 
     /// Hand a packet to the device's root qdisc.

@@ -106,12 +106,13 @@ fn run_engine(sc: &Value) -> Run {
             let sk = Socket {
                 id: i as u64 + 1,
                 hash: 0x1000 + i as u32,
-                // SO_MAX_PACING_RATE also lowers sk_pacing_rate (~0 for UDP) to the cap.
-                pacing_rate: if mpr == 0 { u64::MAX } else { mpr },
                 max_pacing_rate: if mpr == 0 { u64::MAX } else { mpr },
                 state: SockState::Connected,
                 tcp: false,
-            };
+                ..Default::default()
+            }
+            // SO_MAX_PACING_RATE also lowers sk_pacing_rate (~0 for UDP) to the cap.
+            .with_pacing_rate(if mpr == 0 { u64::MAX } else { mpr });
             let key = FlowKey {
                 src: ipv4_mapped([10, 99, 0, 1]),
                 dst: ipv4_mapped([10, 99, 0, 2]),

@@ -135,6 +135,18 @@ impl Lab {
                 }
             }
         }
+        let routes = routes(s);
+        if !routes.is_empty() {
+            for h in &s.hosts {
+                let ns = self.host_ns(&h.name);
+                run(Command::new("ip").args(["netns", "exec", &ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"]))
+                    .map_err(|e| format!("host {}: enabling forwarding: {e}", h.name))?;
+            }
+        }
+        for r in routes {
+            ip(&["-n", &self.host_ns(&r.host), "route", "add", &r.subnet, "via", &r.via, "dev", &r.dev])
+                .map_err(|e| format!("host {}: route to {}: {e}", r.host, r.subnet))?;
+        }
         Ok(())
     }
 
@@ -168,6 +180,42 @@ impl Drop for Lab {
 }
 
 /// The wire namespace's port of link `i` facing endpoint a (`l<i>a`) or b (`l<i>b`).
+/// A static route a host needs for multi-hop traffic.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Route {
+    pub host: String,
+    /// `10.(i+1).0.0/24` of a link the host is not on.
+    pub subnet: String,
+    /// The next hop's address on the first link of the way there.
+    pub via: String,
+    pub dev: String,
+}
+
+/// For every host and every link it is not on, the route towards the nearer end of
+/// that link (the scenario's shortest-path rule, so every backend forwards alike).
+pub fn routes(s: &Scenario) -> Vec<Route> {
+    let mut out = Vec::new();
+    for h in &s.hosts {
+        for (i, l) in s.links.iter().enumerate() {
+            if l.a.host == h.name || l.b.host == h.name {
+                continue;
+            }
+            let (pa, pb) = (s.path(&h.name, &l.a.host), s.path(&h.name, &l.b.host));
+            let Some(p) = [pa, pb].into_iter().flatten().min_by_key(|p| p.len()) else { continue };
+            let (first, from_b) = p[0];
+            let fl = &s.links[first];
+            let (me, next) = if from_b { (&fl.b, &fl.a) } else { (&fl.a, &fl.b) };
+            out.push(Route {
+                host: h.name.clone(),
+                subnet: format!("10.{}.0.0/24", i + 1),
+                via: s.address_on(first, &next.host),
+                dev: me.iface.clone(),
+            });
+        }
+    }
+    out
+}
+
 pub fn port_name(i: usize, b_side: bool) -> String {
     format!("l{i}{}", if b_side { 'b' } else { 'a' })
 }
@@ -256,5 +304,43 @@ mod tests {
                 .replace("1167", &((12_500_000f64 * 0.07 / 1500.0 * 2.0).ceil() as u64).max(1000).to_string())
         );
         assert!(describe(&link(Some(125_000_000), 0, 0.0), 0).starts_with("tbf on the egress"));
+    }
+}
+
+#[cfg(test)]
+mod route_tests {
+    use super::*;
+
+    #[test]
+    fn dumbbell_routes_go_through_the_router() {
+        let toml = r#"
+duration = "1s"
+[[host]]
+name = "snd"
+[[host]]
+name = "rtr"
+[[host]]
+name = "rcv"
+[[link]]
+between = ["snd:eth0", "rtr:eth0"]
+[[link]]
+between = ["rtr:eth1", "rcv:eth0"]
+[[traffic]]
+kind = "ping"
+from = "snd"
+to = "rcv"
+"#;
+        let s = Scenario::from_bytes(toml.as_bytes(), "d.toml").unwrap();
+        assert_eq!(s.dst_address("snd", "rcv").unwrap(), "10.2.0.2");
+        let r = |host: &str, subnet: &str, via: &str, dev: &str| Route {
+            host: host.into(),
+            subnet: subnet.into(),
+            via: via.into(),
+            dev: dev.into(),
+        };
+        assert_eq!(
+            routes(&s),
+            vec![r("snd", "10.2.0.0/24", "10.1.0.2", "eth0"), r("rcv", "10.1.0.0/24", "10.2.0.1", "eth0")]
+        );
     }
 }

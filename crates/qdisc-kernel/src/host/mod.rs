@@ -319,8 +319,7 @@ impl HostBackend {
             if matches!(t.kind, TrafficKind::Ping { .. }) {
                 continue;
             }
-            let (li, _) = s.link_between(&t.from, &t.to).expect("validated: a link joins them");
-            let dst = s.address_on(li, &t.to);
+            let dst = s.dst_address(&t.from, &t.to).expect("validated: a route joins them");
             let port = (IPERF_PORT + i as u16).to_string();
             let mut cmd = Command::new("ip");
             cmd.args(["netns", "exec", &lab.host_ns(&t.to)]).arg(tools.iperf3.as_ref().unwrap());
@@ -390,8 +389,7 @@ impl HostBackend {
                 if elapsed < Duration::from_nanos(t.start) {
                     continue;
                 }
-                let (li, _) = s.link_between(&t.from, &t.to).expect("validated");
-                let dst = s.address_on(li, &t.to);
+                let dst = s.dst_address(&t.from, &t.to).expect("validated");
                 let mut cmd = Command::new("ip");
                 cmd.args(["netns", "exec", &lab.host_ns(&t.from)]);
                 let label = format!("traffic[{}] ({} {} → {})", r.index, t.kind.name(), t.from, t.to);
@@ -468,14 +466,14 @@ impl HostBackend {
             let p = r.proc.as_ref().expect("all started");
             let t = &s.traffic[r.index];
             if let TrafficKind::Ping { interval } = t.kind {
-                let (li, _) = s.link_between(&t.from, &t.to).expect("validated");
+                let dst = s.dst_address(&t.from, &t.to).expect("validated");
                 rtt.push(tools::parse_ping(
                     &p.read_stdout(),
                     tools::PingMeta {
                         traffic: r.index,
                         from: t.from.clone(),
                         to: t.to.clone(),
-                        dst: s.address_on(li, &t.to),
+                        dst,
                         start_s: secs(t.start),
                         interval_s: secs(interval),
                         t0_unix,
@@ -551,13 +549,13 @@ impl HostBackend {
 
     fn meta(&self, s: &Scenario, i: usize, _t0: Instant) -> tools::TrafficMeta {
         let t = &s.traffic[i];
-        let (li, _) = s.link_between(&t.from, &t.to).expect("validated");
+        let dst = s.dst_address(&t.from, &t.to).expect("validated");
         tools::TrafficMeta {
             traffic: i,
             kind: t.kind.name(),
             from: t.from.clone(),
             to: t.to.clone(),
-            dst: s.address_on(li, &t.to),
+            dst,
             start_s: secs(t.start),
             flows: match t.kind {
                 TrafficKind::Tcp { flows, .. } => flows,

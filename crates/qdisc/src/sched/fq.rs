@@ -1042,7 +1042,7 @@ impl Fq {
         let mut rate = self.flow_max_rate;
         if tstamp_was_zero {
             if let Some(sk) = pkt.sk.as_deref() {
-                rate = rate.min(sk.pacing_rate);
+                rate = rate.min(sk.pacing_rate());
             }
             if rate <= self.low_rate_threshold as u64 {
                 f.credit = 0;
@@ -1386,14 +1386,17 @@ mod tests {
     }
     /// A connected socket; `tcp == false` with a max pacing rate refuses the fast path.
     fn sock(id: u64, rate: u64, tcp: bool) -> Arc<Socket> {
-        Arc::new(Socket {
-            id,
-            hash: 77,
-            pacing_rate: rate,
-            max_pacing_rate: if tcp { u64::MAX } else { rate },
-            state: SockState::Connected,
-            tcp,
-        })
+        Arc::new(
+            Socket {
+                id,
+                hash: 77,
+                max_pacing_rate: if tcp { u64::MAX } else { rate },
+                state: SockState::Connected,
+                tcp,
+                ..Default::default()
+            }
+            .with_pacing_rate(rate),
+        )
     }
     fn sp(id: u64, len: u32, s: &Arc<Socket>) -> Packet {
         Packet::new(id, len).with_socket(s.clone())
@@ -1616,7 +1619,7 @@ mod tests {
         q.enqueue(sp(1, 100, &sock(1, 1_000_000, false)), t(0));
         assert_eq!(q.xstats().fastpath_packets, 0);
         let mut q = fq("");
-        let tcp = Arc::new(Socket { max_pacing_rate: 1000, ..*sock(1, 1_000_000, true) });
+        let tcp = Arc::new(Socket { max_pacing_rate: 1000, ..Socket::clone(&sock(1, 1_000_000, true)) });
         q.enqueue(sp(1, 100, &tcp), t(0));
         assert_eq!(q.xstats().fastpath_packets, 1);
         let mut q = fq("maxrate 10mbit");
@@ -1755,7 +1758,7 @@ mod tests {
         q.enqueue(sp(1, 1000, &s), t(0));
         drain(&mut q, 0);
         assert_eq!(q.socket_flow_credit(5), Some(4000));
-        let reused = Arc::new(Socket { hash: 78, ..*s });
+        let reused = Arc::new(Socket { hash: 78, ..Socket::clone(&s) });
         q.enqueue(sp(2, 1000, &reused), t(0));
         assert_eq!(q.socket_flow_credit(5), Some(5000));
     }
@@ -1763,7 +1766,7 @@ mod tests {
     #[test]
     fn listeners_are_orphaned() {
         let mut q = fq("");
-        let l = Arc::new(Socket { state: SockState::Listener, ..*sock(1, 10, false) });
+        let l = Arc::new(Socket { state: SockState::Listener, ..Socket::clone(&sock(1, 10, false)) });
         q.enqueue(sp(1, 100, &l), t(0));
         let p = q.dequeue(t(0)).packet().unwrap();
         assert!(p.sk.is_none(), "skb_orphan");

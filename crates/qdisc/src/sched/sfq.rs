@@ -1633,7 +1633,9 @@ mod tests {
         let before: Vec<u32> = pkts.iter().map(|p| q.bucket_of(p)).collect();
         for p in pkts.clone() {
             q.enqueue(p.clone(), t(0));
-            q.enqueue(Packet { id: p.id + 100, ..p }, t(0));
+            let mut twin = p.clone();
+            twin.id += 100;
+            q.enqueue(twin, t(0));
         }
         let (qlen, backlog) = (q.stats().qlen, q.stats().backlog);
         // Nothing happens before the deadline.

@@ -437,7 +437,9 @@ impl Tbf {
         let mut len: u32 = 0;
         for i in 0..segs {
             let seg_len = base + u32::from(i < extra);
-            let seg = Packet { len: seg_len, gso_segs: 1, truesize: truesize_of(seg_len), ..pkt.clone() };
+            // The segments are new skbs; the socket's charge goes with the original.
+            let mut seg = pkt.clone();
+            (seg.len, seg.gso_segs, seg.truesize) = (seg_len, 1, truesize_of(seg_len));
             let r = self.child.q.enqueue(seg, now);
             Child::collect(&mut self.child, &mut self.stats, &mut self.reduce);
             if r == Enqueued::Success {
@@ -997,7 +999,8 @@ mod tests {
         assert_eq!((q.stats().drops, q.stats().qlen), (1, 0));
         assert_eq!(q.enqueue(Packet::new(2, 1500), t(0)), Enqueued::Success);
         // GSO 4 segments of 1000 B: split, each queued.
-        let gso = Packet { gso_segs: 4, ..Packet::new(3, 4000) };
+        let mut gso = Packet::new(3, 4000);
+        gso.gso_segs = 4;
         assert_eq!(q.enqueue(gso, t(0)), Enqueued::Success);
         assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().drops), (5, 5500, 1));
         assert_eq!(q.child().q.stats().qlen, 5);
@@ -1005,11 +1008,13 @@ mod tests {
         assert_eq!(r.bytes, 0);
         assert_eq!(r.pkts, -3);
         // Uneven split: 3001 B in 3 → 1001, 1000, 1000.
-        let gso = Packet { gso_segs: 3, ..Packet::new(4, 3001) };
+        let mut gso = Packet::new(4, 3001);
+        gso.gso_segs = 3;
         q.enqueue(gso, t(0));
         assert_eq!((q.stats().qlen, q.stats().backlog), (8, 8501));
         // GSO whose segments do not fit: dropped whole.
-        let gso = Packet { gso_segs: 2, ..Packet::new(5, 3002) };
+        let mut gso = Packet::new(5, 3002);
+        gso.gso_segs = 2;
         assert_eq!(q.enqueue(gso, t(0)), Enqueued::Dropped);
         assert_eq!(q.stats().drops, 2);
         // Segments leave one by one, each counted as one packet.

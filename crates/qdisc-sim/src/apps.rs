@@ -1,0 +1,420 @@
+//! The traffic of a scenario: bulk TCP connections (iperf3), constant-rate UDP
+//! (iperf3 -u) and ping, on top of the hosts' sockets.
+//!
+//! * TCP: a [`tcp::TcpSender`] on the client and a [`tcp::TcpReceiver`] on the server
+//!   per connection; every skb is charged to the sender's socket until the driver
+//!   frees it (TSQ), the local qdisc's verdict goes back to TCP (local congestion),
+//!   and the socket's pacing rate is published for fq. A connection is established
+//!   at its start (no handshake) and stops sending at its end.
+//! * UDP: one datagram of `size` payload bytes every `size / rate` seconds; the
+//!   receiver counts datagrams, losses (gaps in the sequence, as iperf3) and jitter
+//!   (RFC 3550's running estimate, as iperf3).
+//! * ping: a 64-byte ICMP echo every interval; the far host answers at once.
+
+use std::sync::Arc;
+
+use qdisc::{Enqueued, FlowKey, Instant, Socket};
+use qdisc_scenario::result::RttSample;
+
+use crate::event::Ev;
+use crate::tcp::{self, LocalXmit};
+use crate::world::{Meta, Payload, Sim};
+
+/// Socket ids: TCP senders are `1 + flow`; the rest are tagged in the high bits.
+const RECEIVER: u64 = 1 << 40;
+const UDP: u64 = 2 << 40;
+const PING: u64 = 3 << 40;
+/// Bytes of UDP + IPv4 + Ethernet headers.
+const UDP_HEADERS: u32 = 8 + 20 + 14;
+/// An ICMP echo of ping's default 56 data bytes, with IPv4 and Ethernet headers.
+const PING_LEN: u32 = 56 + 8 + 20 + 14;
+
+pub struct TcpFlow {
+    pub traffic: usize,
+    pub stream: u32,
+    pub src: u32,
+    pub dst: u32,
+    pub key: FlowKey,
+    pub mss: u32,
+    cfg: tcp::TcpConfig,
+    pub sender: Option<tcp::TcpSender>,
+    pub receiver: Option<tcp::TcpReceiver>,
+    pub sk: Arc<Socket>,
+    rsk: Arc<Socket>,
+    pub start: Instant,
+    pub end: Instant,
+    sender_timer: Option<Instant>,
+    receiver_timer: Option<Instant>,
+}
+
+impl TcpFlow {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        traffic: usize,
+        stream: u32,
+        src: u32,
+        dst: u32,
+        key: FlowKey,
+        cc: tcp::CongestionControl,
+        base_rtt: qdisc::Duration,
+        start: Instant,
+        end: Instant,
+        id: u32,
+    ) -> Self {
+        // The handshake's RTT sample, as the SYN/SYN-ACK exchange would give it.
+        let cfg = tcp::TcpConfig { cc, syn_rtt: Some(base_rtt), ..Default::default() };
+        let hash = key.hash();
+        TcpFlow {
+            traffic,
+            stream,
+            src,
+            dst,
+            key,
+            mss: cfg.mss,
+            cfg,
+            sender: None,
+            receiver: None,
+            sk: Sim::socket(1 + id as u64, hash, true),
+            rsk: Sim::socket(RECEIVER | id as u64, hash, true),
+            start,
+            end,
+            sender_timer: None,
+            receiver_timer: None,
+        }
+    }
+
+    fn reverse_key(&self) -> FlowKey {
+        FlowKey { src: self.key.dst, dst: self.key.src, sport: self.key.dport, dport: self.key.sport, proto: 6 }
+    }
+}
+
+pub struct UdpApp {
+    pub traffic: usize,
+    pub src: u32,
+    pub dst: u32,
+    key: FlowKey,
+    sk: Arc<Socket>,
+    /// Payload bytes per second.
+    pub rate: u64,
+    pub size: u32,
+    pub start: Instant,
+    pub end: Instant,
+    next_seq: u64,
+    /// Sender's totals: datagrams and payload bytes.
+    pub sent: u64,
+    pub sent_bytes: u64,
+    /// Receiver's totals.
+    pub received: u64,
+    pub received_bytes: u64,
+    /// Highest sequence number received + 1.
+    pub received_upto: u64,
+    /// Jitter estimate, nanoseconds (RFC 3550 §6.4.1).
+    pub jitter: f64,
+    last_transit: Option<i128>,
+}
+
+impl UdpApp {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        traffic: usize,
+        src: u32,
+        dst: u32,
+        key: FlowKey,
+        rate: u64,
+        size: u32,
+        start: Instant,
+        end: Instant,
+        id: u32,
+    ) -> Self {
+        UdpApp {
+            traffic,
+            src,
+            dst,
+            sk: Sim::socket(UDP | id as u64, key.hash(), false),
+            key,
+            rate,
+            size,
+            start,
+            end,
+            next_seq: 0,
+            sent: 0,
+            sent_bytes: 0,
+            received: 0,
+            received_bytes: 0,
+            received_upto: 0,
+            jitter: 0.0,
+            last_transit: None,
+        }
+    }
+
+    /// Datagrams lost as iperf3 counts them: sequence numbers never seen.
+    pub fn lost(&self) -> u64 {
+        self.received_upto.saturating_sub(self.received)
+    }
+}
+
+pub struct PingApp {
+    pub traffic: usize,
+    pub src: u32,
+    pub dst: u32,
+    key: FlowKey,
+    sk: Arc<Socket>,
+    pub interval: u64,
+    pub start: Instant,
+    pub end: Instant,
+    pub transmitted: u64,
+    pub samples: Vec<RttSample>,
+}
+
+impl PingApp {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        traffic: usize,
+        src: u32,
+        dst: u32,
+        key: FlowKey,
+        interval: u64,
+        start: Instant,
+        end: Instant,
+        id: u32,
+    ) -> Self {
+        PingApp {
+            traffic,
+            src,
+            dst,
+            sk: Sim::socket(PING | id as u64, key.hash(), false),
+            key,
+            interval,
+            start,
+            end,
+            transmitted: 0,
+            samples: Vec::new(),
+        }
+    }
+}
+
+fn local_verdict(v: Option<Enqueued>) -> LocalXmit {
+    match v {
+        Some(Enqueued::Success) | Some(Enqueued::Stolen) => LocalXmit::Ok,
+        Some(Enqueued::Congested) => LocalXmit::Congested,
+        Some(Enqueued::Dropped) | None => LocalXmit::Dropped,
+    }
+}
+
+/// Whether a device's tree has an fq qdisc (which marks its sockets SK_PACING_FQ).
+fn has_fq(dev: &qdisc::tree::Device) -> bool {
+    dev.walk().iter().any(|(_, n)| n.q.kind() == "fq")
+}
+
+impl Sim {
+    pub fn tcp_start(&mut self, flow: u32) {
+        let now = self.now;
+        let f = &mut self.tcp[flow as usize];
+        let mut sender = tcp::TcpSender::new(f.cfg.clone(), now);
+        let src = f.src;
+        let dst = f.dst;
+        f.receiver = Some(tcp::TcpReceiver::new(&f.cfg, now));
+        if let Some(iface) = self.hosts[src as usize].route[dst as usize] {
+            if has_fq(self.device(iface)) {
+                sender.set_pacing_status(tcp::PacingStatus::Fq);
+            }
+        }
+        self.tcp[flow as usize].sender = Some(sender);
+        self.tcp_send(flow);
+    }
+
+    /// `tcp_write_xmit`: send what the sender allows now, then re-arm its timer.
+    pub fn tcp_send(&mut self, flow: u32) {
+        let now = self.now;
+        if now >= self.tcp[flow as usize].end {
+            return;
+        }
+        loop {
+            let f = &mut self.tcp[flow as usize];
+            let Some(sender) = f.sender.as_mut() else { return };
+            let wmem = f.sk.wmem_alloc();
+            let seg = sender.poll_transmit(now, wmem);
+            // fq reads sk_pacing_rate live: publish it after every event.
+            f.sk.set_pacing_rate(sender.pacing_rate());
+            let Some(seg) = seg else { break };
+            let (src, dst, key, sk) = (f.src, f.dst, f.key, f.sk.clone());
+            let len = seg.wire_len();
+            let meta = Meta { src, dst, payload: Payload::Tcp { flow, seg: seg.clone() } };
+            let mut pkt = self.packet(len, seg.segs, &key, meta);
+            pkt.tos = if seg.ect { 0b10 } else { 0 };
+            pkt.tstamp = seg.tstamp;
+            pkt.truesize = seg.truesize();
+            pkt.set_owner_w(sk);
+            let v = local_verdict(self.send(src, dst, pkt));
+            if let Some(s) = self.tcp[flow as usize].sender.as_mut() {
+                s.on_local_xmit(&seg, v, now);
+            }
+            // tcp_write_xmit stops at the first skb the stack refused.
+            if v == LocalXmit::Dropped {
+                break;
+            }
+        }
+        self.arm_sender(flow);
+    }
+
+    fn arm_sender(&mut self, flow: u32) {
+        let now = self.now;
+        let f = &mut self.tcp[flow as usize];
+        let next = f.sender.as_ref().and_then(|s| s.next_timer()).map(|t| t.max(now));
+        if next.is_some() && next != f.sender_timer {
+            f.sender_timer = next;
+            self.events.at(next.unwrap(), Ev::TcpSender { flow });
+        }
+    }
+
+    pub fn tcp_sender_timer(&mut self, flow: u32) {
+        let now = self.now;
+        let f = &mut self.tcp[flow as usize];
+        if f.sender_timer != Some(now) {
+            return;
+        }
+        f.sender_timer = None;
+        if let Some(s) = f.sender.as_mut() {
+            s.on_timer(now);
+        }
+        self.tcp_send(flow);
+    }
+
+    /// A charged skb of socket `id` was freed: TSQ lets its sender go on.
+    pub fn socket_released(&mut self, id: u64) {
+        if (1..RECEIVER).contains(&id) {
+            let flow = (id - 1) as u32;
+            if self.tcp[flow as usize].sender.as_ref().is_some_and(|s| s.tsq_throttled()) {
+                self.tcp_send(flow);
+            }
+        }
+    }
+
+    pub fn tcp_data(&mut self, flow: u32, seg: tcp::Segment, ce: bool) {
+        let now = self.now;
+        let f = &mut self.tcp[flow as usize];
+        let Some(r) = f.receiver.as_mut() else { return };
+        if let Some(ack) = r.on_segment(&seg, ce, now) {
+            self.tcp_send_ack(flow, ack);
+        }
+        self.arm_receiver(flow);
+    }
+
+    fn tcp_send_ack(&mut self, flow: u32, ack: tcp::Ack) {
+        let f = &self.tcp[flow as usize];
+        let (src, dst, key, rsk) = (f.dst, f.src, f.reverse_key(), f.rsk.clone());
+        let len = ack.wire_len();
+        let meta = Meta { src, dst, payload: Payload::TcpAck { flow, ack } };
+        let mut pkt = self.packet(len, 1, &key, meta);
+        pkt.sk = Some(rsk);
+        self.send(src, dst, pkt);
+    }
+
+    fn arm_receiver(&mut self, flow: u32) {
+        let now = self.now;
+        let f = &mut self.tcp[flow as usize];
+        let next = f.receiver.as_ref().and_then(|r| r.next_timer()).map(|t| t.max(now));
+        if next.is_some() && next != f.receiver_timer {
+            f.receiver_timer = next;
+            self.events.at(next.unwrap(), Ev::TcpReceiver { flow });
+        }
+    }
+
+    pub fn tcp_receiver_timer(&mut self, flow: u32) {
+        let now = self.now;
+        let f = &mut self.tcp[flow as usize];
+        if f.receiver_timer != Some(now) {
+            return;
+        }
+        f.receiver_timer = None;
+        // One ACK per call: repeat while the receiver is due.
+        loop {
+            let f = &mut self.tcp[flow as usize];
+            let Some(r) = f.receiver.as_mut() else { return };
+            if r.next_timer().is_none_or(|t| t > now) {
+                break;
+            }
+            match r.on_timer(now) {
+                Some(ack) => self.tcp_send_ack(flow, ack),
+                None => break,
+            }
+        }
+        self.arm_receiver(flow);
+    }
+
+    pub fn tcp_ack(&mut self, flow: u32, ack: tcp::Ack) {
+        let now = self.now;
+        if let Some(s) = self.tcp[flow as usize].sender.as_mut() {
+            s.on_ack(&ack, now);
+        }
+        self.tcp_send(flow);
+    }
+
+    pub fn udp_send(&mut self, app: u32) {
+        let now = self.now;
+        let u = &mut self.udp[app as usize];
+        if now >= u.end {
+            return;
+        }
+        let (src, dst, key, sk, seq) = (u.src, u.dst, u.key, u.sk.clone(), u.next_seq);
+        u.next_seq += 1;
+        u.sent += 1;
+        u.sent_bytes += u.size as u64;
+        let gap = (u.size as u128 * 1_000_000_000 / u.rate.max(1) as u128).max(1) as u64;
+        let len = u.size + UDP_HEADERS;
+        let start = u.start;
+        let meta = Meta { src, dst, payload: Payload::Udp { app, seq, sent_at: now } };
+        let mut pkt = self.packet(len, 1, &key, meta);
+        pkt.sk = Some(sk);
+        self.send(src, dst, pkt);
+        // Datagram k leaves at start + k·gap (no drift).
+        let next = start + qdisc::Duration(gap * (seq + 1));
+        self.events.at(next, Ev::Udp { app });
+    }
+
+    pub fn udp_receive(&mut self, app: u32, seq: u64, sent_at: Instant) {
+        let now = self.now;
+        let u = &mut self.udp[app as usize];
+        u.received += 1;
+        u.received_bytes += u.size as u64;
+        u.received_upto = u.received_upto.max(seq + 1);
+        let transit = now.as_nanos() as i128 - sent_at.as_nanos() as i128;
+        if let Some(prev) = u.last_transit {
+            let d = (transit - prev).abs() as f64;
+            u.jitter += (d - u.jitter) / 16.0;
+        }
+        u.last_transit = Some(transit);
+    }
+
+    pub fn ping_send(&mut self, app: u32) {
+        let now = self.now;
+        let p = &mut self.ping[app as usize];
+        if now >= p.end {
+            return;
+        }
+        let (src, dst, key, sk, seq) = (p.src, p.dst, p.key, p.sk.clone(), p.transmitted);
+        p.transmitted += 1;
+        let next = p.start + qdisc::Duration(p.interval * p.transmitted);
+        let meta = Meta { src, dst, payload: Payload::Ping { app, seq, sent_at: now, reply: false } };
+        let mut pkt = self.packet(PING_LEN, 1, &key, meta);
+        pkt.sk = Some(sk);
+        self.send(src, dst, pkt);
+        self.events.at(next, Ev::Ping { app });
+    }
+
+    pub fn ping_receive(&mut self, app: u32, seq: u64, sent_at: Instant, reply: bool, from: u32) {
+        let now = self.now;
+        if !reply {
+            // The far host's ICMP answers at once (no socket).
+            let p = &self.ping[app as usize];
+            let key = FlowKey { src: p.key.dst, dst: p.key.src, ..p.key };
+            let me = p.dst;
+            let meta = Meta { src: me, dst: from, payload: Payload::Ping { app, seq, sent_at, reply: true } };
+            let pkt = self.packet(PING_LEN, 1, &key, meta);
+            self.send(me, from, pkt);
+            return;
+        }
+        let rtt = (now - sent_at).as_nanos() as f64 / 1e6;
+        self.ping[app as usize].samples.push(RttSample { seq: seq + 1, t: now.as_nanos() as f64 / 1e9, rtt_ms: rtt });
+    }
+}

@@ -1,0 +1,343 @@
+//! Measuring a run the way the kernel lab does, into the shared [`RunResult`]:
+//! per-interval bytes of every flow (iperf3's intervals), ping samples, and `tc -s`
+//! snapshots of every interface taken with the engine's own tc (JSON periodically, text
+//! and JSON at the end).
+//!
+//! TCP sender intervals count bytes newly acknowledged (iperf3 counts bytes written
+//! into the socket, which runs ahead by the send buffer while it fills); the receiver
+//! summary counts bytes delivered in order.
+
+use std::collections::BTreeMap;
+
+use qdisc::tc::TcOpts;
+use qdisc::Instant;
+use qdisc_scenario::result::{
+    DeviceSnapshot, Interval, LinkInfo, Metadata, RttResult, RttStats, RunResult, ScenarioInfo, StreamResult, Summary,
+    TcResult, TcSample, TrafficResult, FORMAT,
+};
+use qdisc_scenario::scenario::{Scenario, TrafficKind};
+
+use crate::world::Sim;
+
+fn secs(t: Instant) -> f64 {
+    t.as_nanos() as f64 / 1e9
+}
+
+/// What a running simulation has measured so far.
+pub struct Recorder {
+    pub interval: u64,
+    pub snapshot_every: u64,
+    last: Instant,
+    /// Per TCP flow: (bytes acked, retransmits) at the last boundary, and the intervals.
+    tcp: Vec<((u64, u64), Vec<Interval>)>,
+    /// Per UDP sender: (bytes, datagrams) at the last boundary, and the intervals.
+    udp: Vec<((u64, u64), Vec<Interval>)>,
+    periodic: Vec<TcSample>,
+}
+
+impl Recorder {
+    pub fn new(sim: &Sim, interval: u64, snapshot_every: u64) -> Self {
+        Recorder {
+            interval: interval.max(1),
+            snapshot_every: snapshot_every.max(1),
+            last: Instant::ZERO,
+            tcp: sim.tcp.iter().map(|_| ((0, 0), Vec::new())).collect(),
+            udp: sim.udp.iter().map(|_| ((0, 0), Vec::new())).collect(),
+            periodic: Vec::new(),
+        }
+    }
+
+    /// At a boundary: close the intervals, maybe snapshot tc, and return the next
+    /// boundary.
+    pub fn sample(&mut self, sim: &mut Sim) -> Instant {
+        let now = sim.now;
+        if now > Instant::ZERO {
+            self.close(sim, now);
+        }
+        if now.as_nanos() % self.snapshot_every == 0 {
+            let devices = snapshot(sim, false);
+            self.periodic.push(TcSample { t: secs(now), devices });
+        }
+        self.last = now;
+        let next = (now.as_nanos() / self.interval + 1) * self.interval;
+        let next_snap = (now.as_nanos() / self.snapshot_every + 1) * self.snapshot_every;
+        Instant::from_nanos(next.min(next_snap))
+    }
+
+    fn close(&mut self, sim: &Sim, now: Instant) {
+        for (i, f) in sim.tcp.iter().enumerate() {
+            let (start, end) = (self.last.max(f.start), now.min(f.end));
+            let Some(s) = f.sender.as_ref() else { continue };
+            if start >= end {
+                continue;
+            }
+            let st = s.stats();
+            let ((acked, rtx), ivs) = &mut self.tcp[i];
+            let bytes = st.bytes_acked - *acked;
+            ivs.push(Interval {
+                start: secs(start),
+                end: secs(end),
+                bytes,
+                bits_per_second: bytes as f64 * 8.0 / (end - start).as_secs_f64(),
+                retransmits: Some(st.retransmits - *rtx),
+                tcp_rtt_us: Some(st.srtt.as_nanos() / 1000),
+                snd_cwnd: Some(st.snd_cwnd_bytes),
+                packets: None,
+            });
+            *acked = st.bytes_acked;
+            *rtx = st.retransmits;
+        }
+        for (i, u) in sim.udp.iter().enumerate() {
+            let (start, end) = (self.last.max(u.start), now.min(u.end));
+            if start >= end {
+                continue;
+            }
+            let ((bytes0, pkts0), ivs) = &mut self.udp[i];
+            let bytes = u.sent_bytes - *bytes0;
+            ivs.push(Interval {
+                start: secs(start),
+                end: secs(end),
+                bytes,
+                bits_per_second: bytes as f64 * 8.0 / (end - start).as_secs_f64(),
+                retransmits: None,
+                tcp_rtt_us: None,
+                snd_cwnd: None,
+                packets: Some(u.sent - *pkts0),
+            });
+            *bytes0 = u.sent_bytes;
+            *pkts0 = u.sent;
+        }
+    }
+
+    /// The result of a finished run (`sim.now` is the scenario's end).
+    pub fn finish(mut self, sim: &mut Sim, s: &Scenario) -> RunResult {
+        if sim.now > self.last {
+            let now = sim.now;
+            self.close(sim, now);
+        }
+        let end = snapshot(sim, true);
+        let mut throughput = Vec::new();
+        let mut rtt = Vec::new();
+        for (ti, t) in s.traffic.iter().enumerate() {
+            let dst = s.dst_address(&t.from, &t.to).expect("validated route");
+            let start_s = t.start as f64 / 1e9;
+            let seconds = t.duration as f64 / 1e9;
+            let summary = |bytes: u64| Summary {
+                seconds,
+                bytes,
+                bits_per_second: bytes as f64 * 8.0 / seconds,
+                retransmits: None,
+                packets: None,
+                lost_packets: None,
+                jitter_ms: None,
+            };
+            match &t.kind {
+                TrafficKind::Tcp { cc, .. } => {
+                    let mut streams = Vec::new();
+                    for (i, f) in sim.tcp.iter().enumerate().filter(|(_, f)| f.traffic == ti) {
+                        let (acked, rtx) =
+                            f.sender.as_ref().map(|s| (s.stats().bytes_acked, s.stats().retransmits)).unwrap_or((0, 0));
+                        let delivered = f.receiver.as_ref().map(|r| r.delivered()).unwrap_or(0);
+                        streams.push(StreamResult {
+                            id: f.stream + 1,
+                            intervals: std::mem::take(&mut self.tcp[i].1),
+                            sender: Summary { retransmits: Some(rtx), ..summary(acked) },
+                            receiver: summary(delivered),
+                        });
+                    }
+                    throughput.push(traffic_result(
+                        ti,
+                        t,
+                        &dst,
+                        start_s,
+                        Some(cc.clone()),
+                        Some(sim.tcp[0].mss),
+                        streams,
+                        summary,
+                    ));
+                }
+                TrafficKind::Udp { .. } => {
+                    let mut streams = Vec::new();
+                    for (i, u) in sim.udp.iter().enumerate().filter(|(_, u)| u.traffic == ti) {
+                        streams.push(StreamResult {
+                            id: 1,
+                            intervals: std::mem::take(&mut self.udp[i].1),
+                            sender: Summary { packets: Some(u.sent), ..summary(u.sent_bytes) },
+                            receiver: Summary {
+                                packets: Some(u.received),
+                                lost_packets: Some(u.lost()),
+                                jitter_ms: Some(u.jitter / 1e6),
+                                ..summary(u.received_bytes)
+                            },
+                        });
+                    }
+                    throughput.push(traffic_result(ti, t, &dst, start_s, None, None, streams, summary));
+                }
+                TrafficKind::Ping { interval } => {
+                    let p = sim.ping.iter().find(|p| p.traffic == ti).expect("one app per entry");
+                    let received = p.samples.len() as u64;
+                    let last = p.samples.iter().map(|x| x.seq).max().unwrap_or(0);
+                    let rtts: Vec<f64> = p.samples.iter().map(|x| x.rtt_ms).collect();
+                    rtt.push(RttResult {
+                        traffic: ti,
+                        from: t.from.clone(),
+                        to: t.to.clone(),
+                        dst,
+                        start_s,
+                        interval_s: *interval as f64 / 1e9,
+                        transmitted: p.transmitted,
+                        received,
+                        in_flight_at_end: p.transmitted.saturating_sub(last),
+                        samples: p.samples.clone(),
+                        stats: RttStats::of(&rtts),
+                    });
+                }
+            }
+        }
+        let interval_s = self.interval as f64 / 1e9;
+        let mut warnings = sim.warnings.clone();
+        warnings.push(
+            "simulated: TCP is qdisc-sim's Linux-like model (no handshake, sender intervals count acknowledged bytes); \
+             NICs are modelled with BQL and TSO, receivers without GRO"
+                .into(),
+        );
+        RunResult {
+            format: FORMAT.into(),
+            scenario: ScenarioInfo {
+                name: s.name.clone(),
+                file: s.file.clone(),
+                sha256: s.sha256.clone(),
+                seed: s.seed,
+                duration_s: s.duration as f64 / 1e9,
+            },
+            metadata: Metadata {
+                backend: "sim".into(),
+                kernel: "simulated (qdisc engine with Linux 6.12 semantics)".into(),
+                iproute2: format!("qdisc-lab tc {} (iproute2 6.15 syntax)", env!("CARGO_PKG_VERSION")),
+                tools: BTreeMap::from([("tcp".to_string(), "qdisc-sim TCP model (cubic, reno)".to_string())]),
+                qdisc_lab: env!("CARGO_PKG_VERSION").into(),
+                interval_s,
+                snapshot_interval_s: self.snapshot_every as f64 / 1e9,
+                links: links(s),
+            },
+            wallclock: None,
+            total: RunResult::totals(&throughput, interval_s),
+            throughput,
+            rtt,
+            tc: TcResult { end, periodic: self.periodic },
+            warnings,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn traffic_result(
+    ti: usize,
+    t: &qdisc_scenario::scenario::Traffic,
+    dst: &str,
+    start_s: f64,
+    cc: Option<String>,
+    mss: Option<u32>,
+    streams: Vec<StreamResult>,
+    summary: impl Fn(u64) -> Summary,
+) -> TrafficResult {
+    let mut grid: BTreeMap<u64, Interval> = BTreeMap::new();
+    for st in &streams {
+        for iv in &st.intervals {
+            let k = (iv.start * 1e9).round() as u64;
+            let e = grid.entry(k).or_insert(Interval {
+                bytes: 0,
+                bits_per_second: 0.0,
+                retransmits: iv.retransmits.map(|_| 0),
+                packets: iv.packets.map(|_| 0),
+                tcp_rtt_us: None,
+                snd_cwnd: None,
+                ..iv.clone()
+            });
+            e.bytes += iv.bytes;
+            e.bits_per_second += iv.bits_per_second;
+            e.retransmits = e.retransmits.zip(iv.retransmits).map(|(a, b)| a + b);
+            e.packets = e.packets.zip(iv.packets).map(|(a, b)| a + b);
+        }
+    }
+    let sum_of = |f: &dyn Fn(&StreamResult) -> &Summary| {
+        let bytes = streams.iter().map(|s| f(s).bytes).sum();
+        let opt = |g: &dyn Fn(&Summary) -> Option<u64>| {
+            streams.iter().map(|s| g(f(s))).try_fold(0u64, |acc, v| v.map(|v| acc + v))
+        };
+        Summary {
+            retransmits: opt(&|s| s.retransmits),
+            packets: opt(&|s| s.packets),
+            lost_packets: opt(&|s| s.lost_packets),
+            jitter_ms: streams.first().and_then(|s| f(s).jitter_ms),
+            ..summary(bytes)
+        }
+    };
+    TrafficResult {
+        traffic: ti,
+        kind: t.kind.name().into(),
+        from: t.from.clone(),
+        to: t.to.clone(),
+        dst: dst.into(),
+        start_s,
+        flows: streams.len() as u32,
+        cc,
+        tcp_mss: mss,
+        sender: sum_of(&|s| &s.sender),
+        receiver: sum_of(&|s| &s.receiver),
+        sum: grid.into_values().collect(),
+        streams,
+    }
+}
+
+fn links(s: &Scenario) -> Vec<LinkInfo> {
+    s.links
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let mut how = vec!["simulated wire between two NICs (BQL, TSO, 24 B framing per frame)".to_string()];
+            how.push(match l.rate {
+                Some(r) => format!("rate {}", qdisc::tc::units::fmt_rate(r, false)),
+                None => "no rate of its own".into(),
+            });
+            if l.delay > 0 {
+                how.push(format!("delay {}us", l.delay / 1000));
+            }
+            if l.loss > 0.0 {
+                how.push(format!("loss {}%", l.loss));
+            }
+            LinkInfo {
+                between: [l.a.to_string(), l.b.to_string()],
+                addresses: [format!("{}/24", s.address_on(i, &l.a.host)), format!("{}/24", s.address_on(i, &l.b.host))],
+                realised_by: how.join(", "),
+            }
+        })
+        .collect()
+}
+
+/// `tc -s -j qdisc show` and `class show` of every interface (text too at the end).
+pub fn snapshot(sim: &mut Sim, text: bool) -> Vec<DeviceSnapshot> {
+    let now = sim.now;
+    let mut out = Vec::new();
+    for h in &mut sim.hosts {
+        h.tc.now = now;
+        let names: Vec<String> =
+            h.ifaces.iter().zip(&h.tc.devices).filter(|(i, _)| i.is_some()).map(|(_, d)| d.info.name.clone()).collect();
+        for dev in names {
+            let mut show = |what: &str, json: bool| {
+                let args: Vec<String> = [what, "show", "dev", &dev].iter().map(|s| s.to_string()).collect();
+                h.tc.exec(&args, TcOpts { stats: 1, json, ..Default::default() }).stdout
+            };
+            let parse = |s: String| serde_json::from_str(&s).unwrap_or(serde_json::Value::Array(Vec::new()));
+            out.push(DeviceSnapshot {
+                host: h.name.clone(),
+                dev: dev.clone(),
+                qdisc: parse(show("qdisc", true)),
+                class: parse(show("class", true)),
+                qdisc_text: text.then(|| show("qdisc", false)),
+                class_text: text.then(|| show("class", false)),
+            });
+        }
+    }
+    out
+}

@@ -1,0 +1,196 @@
+//! The Linux transmit path of one interface (§2–3 of the reference):
+//!
+//! ```text
+//! dev_queue_xmit ─► tx queue (skb_tx_hash) ─► __dev_xmit_skb ─┬─ bypass (empty, idle) ─┐
+//!                                                             └─ qdisc enqueue          │
+//!        __qdisc_run: dequeue while the txq runs, ≤ 64 per run ─► driver ring ◄─────────┘
+//!        BQL: dql_queued on hand-over, XOFF when over the limit; the wire serialises
+//!        the ring in order; TX completion → dql_completed → XON → __qdisc_run again
+//! ```
+//!
+//! * A qdisc that answers `Throttled { until }` gets a watchdog event at `until`
+//!   (`qdisc_watchdog_schedule_ns`).
+//! * When the quota of 64 packets is used up the queue is run again at the same instant
+//!   after already-scheduled events (the NET_TX softirq).
+//! * A GSO skb is one ring entry and one BQL charge; the NIC segments it (TSO): its
+//!   segments leave back to back and arrive one by one.
+//! * TX completion happens when the frame leaves the wire (no interrupt coalescing);
+//!   freeing the skb gives its truesize back to the socket (TSQ) and the sender may
+//!   send more.
+//!
+//! Simplifications: with several tx queues but a root qdisc other than mq, all
+//! queues share txq 0's BQL state; no XPS; no requeues (BQL stops a queue long before
+//! its ring is full).
+
+use qdisc::tree::Xmit;
+use qdisc::{Dequeued, Enqueued, Instant, Packet};
+
+use crate::event::Ev;
+use crate::world::{Meta, Payload, Sim, ETH_WIRE_OVERHEAD, QDISC_QUOTA, TX_RING};
+
+impl Sim {
+    /// `dev_queue_xmit` on interface `iface`: the qdisc's verdict for the packet.
+    pub fn dev_queue_xmit(&mut self, iface: u32, pkt: Packet) -> Enqueued {
+        self.packets += 1;
+        let now = self.now;
+        let dev = self.device(iface);
+        let txq = if dev.per_txq_qdiscs() { dev.txq_of(&pkt) as u32 } else { 0 };
+        let idle = self.txq_can_take(iface, txq);
+        match self.device(iface).xmit(pkt, now, idle) {
+            Xmit::Direct(p) => {
+                self.to_driver(iface, txq, p);
+                Enqueued::Success
+            }
+            Xmit::Queued(v) => {
+                self.qdisc_run(iface, txq);
+                v
+            }
+        }
+    }
+
+    /// The driver would take a packet on this queue now.
+    fn txq_can_take(&self, iface: u32, txq: u32) -> bool {
+        let q = &self.ifaces[iface as usize].txqs[txq as usize];
+        !q.stopped && q.in_ring < TX_RING
+    }
+
+    /// `__qdisc_run` for one tx queue.
+    pub fn qdisc_run(&mut self, iface: u32, txq: u32) {
+        let now = self.now;
+        for _ in 0..QDISC_QUOTA {
+            if !self.txq_can_take(iface, txq) {
+                return;
+            }
+            match self.device(iface).dequeue_txq(txq as usize, now) {
+                Dequeued::Packet(p) => self.to_driver(iface, txq, p),
+                Dequeued::Empty => return,
+                Dequeued::Throttled { until } => {
+                    let q = &mut self.ifaces[iface as usize].txqs[txq as usize];
+                    if q.watchdog.is_none_or(|w| until < w || w < now) {
+                        q.watchdog = Some(until);
+                        self.events.at(until.max(now), Ev::Watchdog { iface, txq });
+                    }
+                    return;
+                }
+            }
+        }
+        let q = &mut self.ifaces[iface as usize].txqs[txq as usize];
+        if !q.net_tx {
+            q.net_tx = true;
+            self.events.at(now, Ev::NetTx { iface, txq });
+        }
+    }
+
+    /// `ndo_start_xmit` + `netdev_tx_sent_queue`.
+    fn to_driver(&mut self, iface: u32, txq: u32, p: Packet) {
+        let i = &mut self.ifaces[iface as usize];
+        let q = &mut i.txqs[txq as usize];
+        q.in_ring += 1;
+        if i.rate.is_some() && q.dql.queued(p.len) {
+            q.stopped = true;
+        }
+        i.ring.push_back((txq, p));
+        if i.on_wire.is_none() {
+            self.start_wire(iface);
+        }
+    }
+
+    /// Put the next ring entry on the wire.
+    fn start_wire(&mut self, iface: u32) {
+        let now = self.now;
+        let i = &mut self.ifaces[iface as usize];
+        let Some((txq, p)) = i.ring.pop_front() else { return };
+        let ns = match i.rate {
+            Some(rate) => wire_ns(p.len as u64 + ETH_WIRE_OVERHEAD as u64 * p.gso_segs as u64, rate),
+            None => 0,
+        };
+        i.on_wire = Some((txq, p, now));
+        self.events.at(now + qdisc::Duration(ns), Ev::TxDone { iface });
+    }
+
+    /// The frame on the wire is out: its segments fly, the driver completes it.
+    pub fn tx_done(&mut self, iface: u32) {
+        let now = self.now;
+        let Some((txq, mut p, began)) = self.ifaces[iface as usize].on_wire.take() else { return };
+        let (out, rate) = (self.ifaces[iface as usize].out, self.ifaces[iface as usize].rate);
+        self.emit_segments(out, rate, &p, began);
+        // TX completion: BQL, then free the skb (TSQ credit back to its socket).
+        let q = &mut self.ifaces[iface as usize].txqs[txq as usize];
+        q.in_ring -= 1;
+        if rate.is_some() {
+            q.dql.completed(p.len, now);
+            if q.stopped && q.dql.avail() >= 0 {
+                q.stopped = false;
+            }
+        }
+        let owner = if p.orphan() { p.sk.as_ref().map(|s| s.id) } else { None };
+        drop(p);
+        if !self.ifaces[iface as usize].ring.is_empty() {
+            self.start_wire(iface);
+        }
+        self.qdisc_run(iface, txq);
+        if let Some(id) = owner {
+            self.socket_released(id);
+        }
+    }
+
+    /// Segment a (GSO) skb into wire frames and put them on link direction `out`.
+    fn emit_segments(&mut self, out: u32, rate: Option<u64>, p: &Packet, began: Instant) {
+        let frames: Vec<(u32, u64)> = if p.gso_segs <= 1 {
+            vec![(p.len, p.id)]
+        } else {
+            // Only TCP builds GSO skbs: TSO cuts its payload into MSS-sized segments.
+            let meta = self.metas[p.id as usize].clone().expect("a GSO skb has its meta");
+            let Payload::Tcp { flow, seg } = &meta.payload else { unreachable!("GSO is TCP only") };
+            let mss = self.tcp[*flow as usize].mss;
+            let frames = seg
+                .split(mss)
+                .map(|s| {
+                    let len = s.wire_len();
+                    let m = Meta { payload: Payload::Tcp { flow: *flow, seg: s }, ..meta.clone() };
+                    (len, self.new_meta(m))
+                })
+                .collect();
+            self.take_meta(p.id);
+            frames
+        };
+        let delay = self.dirs[out as usize].delay;
+        let mut t = began;
+        for (len, id) in frames {
+            if let Some(rate) = rate {
+                t = t + qdisc::Duration(wire_ns(len as u64 + ETH_WIRE_OVERHEAD as u64, rate));
+            }
+            let d = &self.dirs[out as usize];
+            if d.loss > 0.0 && self.rng.next_f64() < d.loss {
+                self.dirs[out as usize].lost += 1;
+                self.take_meta(id);
+                continue;
+            }
+            let mut f = Packet::new(id, len);
+            f.tos = p.tos;
+            f.hash = p.hash;
+            f.flow = p.flow.clone();
+            let arrive = t + qdisc::Duration(delay);
+            let d = &mut self.dirs[out as usize];
+            if d.frames.is_empty() {
+                self.events.at(arrive, Ev::Arrive { dir: out });
+            }
+            d.frames.push_back((arrive, f));
+        }
+    }
+}
+
+/// Nanoseconds to serialise `bytes` at `rate` bytes/s, rounded up.
+pub fn wire_ns(bytes: u64, rate: u64) -> u64 {
+    ((bytes as u128 * 1_000_000_000).div_ceil(rate as u128)) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn serialisation_time() {
+        // 1538 wire bytes at 1 Gbit/s (125 MB/s) = 12.304 µs.
+        assert_eq!(super::wire_ns(1538, 125_000_000), 12_304);
+        assert_eq!(super::wire_ns(1, 3), 333_333_334);
+    }
+}

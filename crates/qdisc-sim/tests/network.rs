@@ -1,0 +1,204 @@
+//! The simulated network without TCP: UDP and ping through qdiscs, NICs, links and
+//! routers, with expectations derived by hand from rates, sizes and delays.
+
+use qdisc::tree::KernelVersion;
+use qdisc_scenario::backend::{NoProgress, RunError, RunOptions};
+use qdisc_scenario::{RunResult, Scenario};
+use qdisc_sim::{simulate, Sim};
+
+const TWO_HOSTS: &str = r#"
+duration = "2s"
+seed = 3
+[[host]]
+name = "client"
+[[host]]
+name = "server"
+[[link]]
+between = ["client:eth0", "server:eth0"]
+rate = "1gbit"
+delay = "10ms"
+"#;
+
+fn scenario(text: &str) -> Scenario {
+    Scenario::from_bytes(text.as_bytes(), "t.toml").unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn run(text: &str) -> RunResult {
+    simulate(&scenario(text), &RunOptions::default(), &mut NoProgress).unwrap().0
+}
+
+fn with(extra: &str) -> String {
+    format!("{TWO_HOSTS}{extra}")
+}
+
+const PING: &str = r#"
+[[traffic]]
+kind = "ping"
+from = "client"
+to = "server"
+interval = "100ms"
+"#;
+
+#[test]
+fn ping_on_an_idle_link_is_twice_delay_plus_serialisation() {
+    let r = run(&with(PING));
+    let p = &r.rtt[0];
+    assert_eq!((p.transmitted, p.received, p.in_flight_at_end), (20, 20, 0));
+    // 98-byte echo + 24 bytes of Ethernet framing at 125 MB/s = 976 ns each way.
+    for s in &p.samples {
+        assert!((s.rtt_ms - 20.001952).abs() < 1e-9, "{s:?}");
+    }
+    assert_eq!(p.samples[0].seq, 1);
+    assert!((p.samples[3].t - 0.320001952).abs() < 1e-9);
+}
+
+#[test]
+fn routed_path_adds_every_hop() {
+    let r = run(r#"
+duration = "1s"
+[[host]]
+name = "snd"
+[[host]]
+name = "rtr"
+[[host]]
+name = "rcv"
+[[link]]
+between = ["snd:eth0", "rtr:eth0"]
+rate = "10gbit"
+delay = "1ms"
+[[link]]
+between = ["rtr:eth1", "rcv:eth0"]
+rate = "100mbit"
+delay = "5ms"
+[[traffic]]
+kind = "ping"
+from = "snd"
+to = "rcv"
+interval = "200ms"
+"#);
+    let p = &r.rtt[0];
+    assert_eq!(p.dst, "10.2.0.2");
+    assert_eq!(p.received, 5);
+    // Each way: 122 wire bytes at 1.25 GB/s (97.6 ns → 98) + 1 ms, then at 12.5 MB/s
+    // (9.76 µs) + 5 ms.
+    let one_way = 1e6 + 98.0 + 5e6 + 9760.0;
+    for s in &p.samples {
+        assert!((s.rtt_ms - 2.0 * one_way / 1e6).abs() < 1e-9, "{s:?}");
+    }
+}
+
+#[test]
+fn udp_through_htb_gets_the_shaped_rate_and_ping_its_own_fq_codel_queue() {
+    let r = run(&(with(
+        r#"
+[tc.client]
+script = """
+qdisc add dev eth0 root handle 1: htb default 10
+class add dev eth0 parent 1: classid 1:10 htb rate 100mbit
+qdisc add dev eth0 parent 1:10 handle 10: fq_codel
+"""
+[[traffic]]
+kind = "udp"
+from = "client"
+to = "server"
+rate = "150mbit"
+size = "1400"
+"#,
+    ) + PING));
+    let u = &r.throughput[0];
+    // htb counts 1442-byte frames at 100 Mbit/s: payload 1400/1442 of it.
+    let expect = 100e6 * 1400.0 / 1442.0;
+    let got = u.receiver.bits_per_second;
+    assert!((got / expect - 1.0).abs() < 0.01, "{got} vs {expect}");
+    assert_eq!(u.sender.packets, Some(26786), "150 Mbit/s of 1400 B for 2 s");
+    assert!(u.receiver.lost_packets.unwrap() > 0, "fq_codel drops the flood");
+    // The ping flow is sparse: fq_codel serves it first, RTT stays near 20 ms.
+    let p = r.rtt[0].stats.as_ref().unwrap();
+    assert!(p.max < 21.0, "{p:?}");
+    let q = &r.tc.end[0].qdisc;
+    assert_eq!(q[1]["kind"], "fq_codel");
+    assert!(q[1]["drops"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn bql_keeps_the_ring_short_and_the_queue_in_the_qdisc() {
+    let s = scenario(&with(
+        r#"
+[[traffic]]
+kind = "udp"
+from = "client"
+to = "server"
+rate = "2gbit"
+size = "1472"
+"#,
+    ));
+    let mut sim = Sim::new(&s, KernelVersion(6, 12)).unwrap();
+    sim.run(|_| {});
+    let q = &sim.ifaces[0].txqs[0];
+    // Completions come one frame at a time: BQL learns a limit of a few frames.
+    assert!(q.dql.limit <= 4 * 1514, "limit {}", q.dql.limit);
+    let dev = sim.device(0);
+    assert_eq!(dev.root.q.kind(), "pfifo_fast");
+    let st = dev.root.q.stats();
+    // Offered twice the line rate: pfifo_fast (txqueuelen 1000) overflows.
+    assert!(st.drops > 10_000, "{st:?}");
+    assert!(st.qlen >= 999, "the queue stands in the qdisc: {st:?}");
+}
+
+#[test]
+fn tbf_throttles_to_its_rate() {
+    let r = run(&with(
+        r#"
+[tc.client]
+script = "qdisc add dev eth0 root tbf rate 10mbit burst 10kb latency 50ms"
+[[traffic]]
+kind = "udp"
+from = "client"
+to = "server"
+rate = "20mbit"
+size = "1000"
+"#,
+    ));
+    let got = r.throughput[0].receiver.bits_per_second;
+    // tbf counts 1042-byte frames; plus the first burst of 10 kB over 2 s.
+    let expect = 10e6 * 1000.0 / 1042.0 + 10_240.0 * 8.0 / 2.0 * 1000.0 / 1042.0;
+    assert!((got / expect - 1.0).abs() < 0.01, "{got} vs {expect}");
+}
+
+#[test]
+fn link_loss_is_seeded() {
+    let text = with(
+        r#"
+[[traffic]]
+kind = "udp"
+from = "client"
+to = "server"
+rate = "10mbit"
+size = "1000"
+"#,
+    )
+    .replace("delay = \"10ms\"", "delay = \"10ms\"\nloss = \"10%\"");
+    let (a, b) = (run(&text), run(&text));
+    let lost = a.throughput[0].receiver.lost_packets.unwrap();
+    assert_eq!(lost, b.throughput[0].receiver.lost_packets.unwrap());
+    assert!((200..=300).contains(&lost), "10 % of 2500: {lost}");
+    let other = run(&text.replace("seed = 3", "seed = 4"));
+    assert_ne!(lost, other.throughput[0].receiver.lost_packets.unwrap());
+}
+
+#[test]
+fn a_failing_tc_line_names_its_place() {
+    let e = simulate(
+        &scenario(&with("[tc.client]\nscript = \"\"\"\nqdisc add dev eth0 root handle 1: htb\nclass add dev eth0 parent 1: classid 1:10 htb\n\"\"\"\n")),
+        &RunOptions::default(),
+        &mut NoProgress,
+    )
+    .unwrap_err();
+    match e {
+        RunError::TcScript { at, host, stderr, .. } => {
+            assert_eq!((at.as_str(), host.as_str()), ("t.toml:15", "client"));
+            assert!(stderr.contains("rate"), "{stderr}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
