@@ -13,7 +13,10 @@
 //! * When the quota of 64 packets is used up the queue is run again at the same instant
 //!   after already-scheduled events (the NET_TX softirq).
 //! * A GSO skb is one ring entry and one BQL charge; the NIC segments it (TSO): its
-//!   segments leave back to back and arrive one by one.
+//!   segments leave back to back and arrive one by one — at a router, which forwards
+//!   them one by one. At their final destination the receiving NIC merges them again
+//!   (GRO) and the train is delivered as one skb when its last segment is in (on a
+//!   lossless link; with random loss every segment travels alone).
 //! * TX completion happens when the frame leaves the wire (no interrupt coalescing);
 //!   freeing the skb gives its truesize back to the socket (TSQ) and the sender may
 //!   send more.
@@ -136,6 +139,25 @@ impl Sim {
 
     /// Segment a (GSO) skb into wire frames and put them on link direction `out`.
     fn emit_segments(&mut self, out: u32, rate: Option<u64>, p: &Packet, began: Instant) {
+        let d = &self.dirs[out as usize];
+        let last_hop = self.metas.get(p.id as usize).and_then(|m| m.as_ref()).map(|m| m.dst)
+            == Some(self.ifaces[d.to as usize].host);
+        if p.gso_segs > 1 && last_hop && d.loss == 0.0 {
+            // GRO: the segments arrive back to back at their destination, whose NIC
+            // merges them again; deliver the train as one skb when its last byte is in.
+            let ns = rate.map_or(0, |r| wire_ns(p.len as u64 + ETH_WIRE_OVERHEAD as u64 * p.gso_segs as u64, r));
+            let arrive = began + qdisc::Duration(ns + d.delay);
+            let mut f = Packet::new(p.id, p.len);
+            f.gso_segs = p.gso_segs;
+            f.tos = p.tos;
+            f.hash = p.hash;
+            let d = &mut self.dirs[out as usize];
+            if d.frames.is_empty() {
+                self.events.at(arrive, Ev::Arrive { dir: out });
+            }
+            d.frames.push_back((arrive, f));
+            return;
+        }
         let frames: Vec<(u32, u64)> = if p.gso_segs <= 1 {
             vec![(p.len, p.id)]
         } else {
@@ -169,7 +191,10 @@ impl Sim {
             let mut f = Packet::new(id, len);
             f.tos = p.tos;
             f.hash = p.hash;
-            f.flow = p.flow.clone();
+            if !last_hop {
+                // A router classifies it again; the destination only needs its meta.
+                f.flow = p.flow.clone();
+            }
             let arrive = t + qdisc::Duration(delay);
             let d = &mut self.dirs[out as usize];
             if d.frames.is_empty() {
