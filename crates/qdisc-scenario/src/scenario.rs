@@ -66,6 +66,9 @@ impl fmt::Display for Endpoint {
 pub struct Link {
     pub a: Endpoint,
     pub b: Endpoint,
+    /// What the two interfaces are (the simulator models both; the kernel lab always
+    /// builds veth pairs through a wire namespace).
+    pub kind: LinkKind,
     /// Wire rate in bytes per second, the same in both directions; `None`: no limit of
     /// its own (as fast as the machine moves packets).
     pub rate: Option<u64>,
@@ -75,6 +78,18 @@ pub struct Link {
     pub loss: f64,
     /// Line of the `[[link]]` entry in the file.
     pub line: usize,
+}
+
+/// The devices at the two ends of a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LinkKind {
+    /// NICs: the link's rate is their wire rate, with tx queues, a driver ring and BQL.
+    #[default]
+    Eth,
+    /// A veth pair through a bridge, as the kernel lab builds it: the interfaces have
+    /// no rate and no backpressure of their own; the link's rate is a tbf on the
+    /// bridge port facing the receiver (`tbf rate R burst max(R·1ms, 3028) latency 50ms`).
+    Veth,
 }
 
 impl Link {
@@ -300,6 +315,7 @@ struct RawHost {
 #[serde(deny_unknown_fields)]
 struct RawLink {
     between: Spanned<Vec<Spanned<String>>>,
+    kind: Option<Spanned<String>>,
     rate: Option<Spanned<String>>,
     delay: Option<Spanned<String>>,
     loss: Option<Spanned<String>>,
@@ -592,9 +608,16 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                 p
             }
         };
+        let kind = match r.kind.as_ref().map(|v| (v, v.get_ref().as_str())) {
+            None | Some((_, "eth")) => LinkKind::Eth,
+            Some((_, "veth")) => LinkKind::Veth,
+            Some((v, other)) => {
+                return Err(cx.at(v.span(), format!("link[{i}].kind"), format!("unknown kind {other:?} (eth or veth)")))
+            }
+        };
         let b = eps.pop().unwrap();
         let a = eps.pop().unwrap();
-        links.push(Link { a, b, rate, delay, loss, line: cx.line_of(&l.span()) });
+        links.push(Link { a, b, kind, rate, delay, loss, line: cx.line_of(&l.span()) });
     }
     if links.len() > 254 {
         return Err(top("link", "at most 254 links (link i uses the subnet 10.(i+1).0.0/24)"));

@@ -198,7 +198,7 @@ impl Recorder {
         let mut warnings = sim.warnings.clone();
         warnings.push(
             "simulated: TCP is qdisc-sim's Linux-like model (no handshake, sender intervals count acknowledged bytes); \
-             NICs are modelled with BQL and TSO, receivers without GRO"
+             NICs are modelled with BQL, TSO and GRO (docs/simulator.md)"
                 .into(),
         );
         RunResult {

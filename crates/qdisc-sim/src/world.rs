@@ -5,8 +5,11 @@
 //! link interfaces (plus `lo`); the host's scenario script is run through it line by
 //! line, exactly as the kernel lab runs it through real tc. Interfaces are NICs
 //! (`kind eth`): a wire at the link's rate, tx queues with a driver ring and BQL
-//! (see `xmit.rs`). Links are full duplex; each direction is a FIFO of frames with
-//! their arrival times, so frames never travel through the event heap.
+//! (see `xmit.rs`); or veth pairs through a bridge (`kind veth`), built as the kernel
+//! lab builds them — a pseudo-host `link[i]` holds the two bridge ports `l<i>a` and
+//! `l<i>b`, whose tbf realises the link's rate. Every hop is a one-way direction: a
+//! FIFO of frames with their arrival times, so frames never travel through the
+//! event heap.
 //!
 //! Packets carry only what the qdiscs read (`qdisc::Packet`); what the endpoints need
 //! (TCP sequence numbers, ping sequence …) lives in a side table indexed by the
@@ -21,7 +24,7 @@ use qdisc::tc::{Tc, TcOpts};
 use qdisc::tree::{DevKind, DevSpec, KernelVersion};
 use qdisc::{FlowKey, Instant, Packet, Socket};
 use qdisc_scenario::backend::RunError;
-use qdisc_scenario::scenario::{Scenario, TrafficKind};
+use qdisc_scenario::scenario::{LinkKind, Scenario, TrafficKind};
 
 use crate::apps::{PingApp, TcpFlow, UdpApp};
 use crate::event::{Ev, Events};
@@ -83,6 +86,10 @@ pub struct Iface {
     pub out: u32,
     /// Wire rate, bytes per second; `None`: no rate of its own.
     pub rate: Option<u64>,
+    /// A veth: no TSO split (GSO skbs cross whole), no BQL.
+    pub veth: bool,
+    /// A bridge port: what arrives here leaves through this other port.
+    pub bridge: Option<u32>,
     pub txqs: Vec<TxQueue>,
     /// Frames handed to the driver, in order, with their tx queue.
     pub ring: VecDeque<(u32, Packet)>,
@@ -131,57 +138,130 @@ pub fn addr(s: &Scenario, li: usize, host: &str) -> [u8; 16] {
     a
 }
 
+/// Hosts, interfaces and link directions while a network is put together.
+#[derive(Default)]
+struct Builder {
+    names: Vec<String>,
+    specs: Vec<Vec<DevSpec>>,
+    map: Vec<Vec<Option<u32>>>,
+    ifaces: Vec<Iface>,
+    dirs: Vec<LinkDir>,
+}
+
+impl Builder {
+    fn host(&mut self, name: &str) -> u32 {
+        self.names.push(name.into());
+        self.specs.push(Vec::new());
+        self.map.push(Vec::new());
+        self.names.len() as u32 - 1
+    }
+
+    /// An interface of host `h`: `rate` is its wire rate, `speed` what sysfs reports.
+    fn iface(&mut self, h: u32, name: &str, veth: bool, rate: Option<u64>, speed: Option<u64>) -> u32 {
+        let mut d = DevSpec::new(name);
+        d.kind = if veth { DevKind::Veth } else { DevKind::Eth };
+        d.speed = if veth { Some(10_000) } else { speed.map(|r| (r * 8 / 1_000_000).min(u32::MAX as u64) as u32) };
+        let specs = &mut self.specs[h as usize];
+        specs.push(d);
+        let id = self.ifaces.len() as u32;
+        self.map[h as usize].push(Some(id));
+        self.ifaces.push(Iface {
+            host: h,
+            name: name.into(),
+            dev: specs.len() - 1,
+            out: u32::MAX,
+            rate,
+            veth,
+            bridge: None,
+            txqs: Vec::new(),
+            ring: VecDeque::new(),
+            on_wire: None,
+        });
+        id
+    }
+
+    /// Frames sent by `from` reach `to` after `delay`, each lost with probability `loss`.
+    fn connect(&mut self, from: u32, to: u32, delay: u64, loss: f64) {
+        self.ifaces[from as usize].out = self.dirs.len() as u32;
+        self.dirs.push(LinkDir { to, delay, loss, frames: VecDeque::new(), lost: 0 });
+    }
+}
+
 impl Sim {
     /// Build the network of a scenario and apply every host's tc script.
     pub fn new(s: &Scenario, kernel: KernelVersion) -> Result<Sim, RunError> {
         let host_ix = |name: &str| s.hosts.iter().position(|h| h.name == name).expect("validated host") as u32;
-        let mut hosts: Vec<Host> = Vec::new();
-        let mut ifaces: Vec<Iface> = Vec::new();
-        let mut dirs: Vec<LinkDir> = Vec::new();
-        // Link i: direction 2i carries a → b, 2i+1 carries b → a.
-        for (hi, h) in s.hosts.iter().enumerate() {
-            let mut specs = Vec::new();
-            let mut map = Vec::new();
-            for (li, l) in s.links.iter().enumerate() {
-                for (b_side, ep) in [(false, &l.a), (true, &l.b)] {
-                    if ep.host != h.name {
-                        continue;
+        let mut net = Builder::default();
+        // Every scenario host, its link interfaces in link order, then lo.
+        for h in &s.hosts {
+            let hi = net.host(&h.name);
+            for l in &s.links {
+                for ep in [&l.a, &l.b] {
+                    if ep.host == h.name {
+                        let veth = l.kind == LinkKind::Veth;
+                        // A NIC's wire rate is the link's; a veth has none.
+                        net.iface(hi, &ep.iface, veth, if veth { None } else { l.rate }, l.rate);
                     }
-                    let mut d = DevSpec::new(&ep.iface);
-                    d.kind = DevKind::Eth;
-                    d.speed = l.rate.map(|r| (r * 8 / 1_000_000).min(u32::MAX as u64) as u32);
-                    specs.push(d);
-                    let out = 2 * li as u32 + u32::from(b_side);
-                    map.push(Some(ifaces.len() as u32));
-                    ifaces.push(Iface {
-                        host: hi as u32,
-                        name: ep.iface.clone(),
-                        dev: specs.len() - 1,
-                        out,
-                        rate: l.rate,
-                        txqs: Vec::new(),
-                        ring: VecDeque::new(),
-                        on_wire: None,
-                    });
                 }
             }
-            let mut lo = DevSpec::new("lo");
-            lo.kind = DevKind::Veth;
-            specs.push(lo);
-            map.push(None);
-            let tc = Tc::with_kernel(&specs, kernel);
-            hosts.push(Host { name: h.name.clone(), tc, ifaces: map, route: Vec::new() });
+            net.specs[hi as usize].push(DevSpec { kind: DevKind::Veth, ..DevSpec::new("lo") });
+            net.map[hi as usize].push(None);
         }
+        let find = |net: &Builder, host: &str, iface: &str| {
+            let h = host_ix(host);
+            net.ifaces.iter().position(|i| i.host == h && i.name == iface).unwrap() as u32
+        };
+        let mut wires = Vec::new();
         for (li, l) in s.links.iter().enumerate() {
-            let find = |host: &str, iface: &str| {
-                ifaces.iter().position(|i| s.hosts[i.host as usize].name == host && i.name == iface).unwrap() as u32
-            };
-            let (a, b) = (find(&l.a.host, &l.a.iface), find(&l.b.host, &l.b.iface));
-            for to in [b, a] {
-                dirs.push(LinkDir { to, delay: l.delay, loss: l.loss / 100.0, frames: VecDeque::new(), lost: 0 });
+            let (a, b) = (find(&net, &l.a.host, &l.a.iface), find(&net, &l.b.host, &l.b.iface));
+            let loss = l.loss / 100.0;
+            match l.kind {
+                LinkKind::Eth => {
+                    net.connect(a, b, l.delay, loss);
+                    net.connect(b, a, l.delay, loss);
+                }
+                LinkKind::Veth => {
+                    // As the kernel lab builds it: each veth's peer is a port of a bridge
+                    // in a wire namespace; the port facing the receiver shapes (tbf) and
+                    // the propagation delay and loss follow it.
+                    let w = net.host(&format!("link[{li}]"));
+                    let (pa, pb) = (
+                        net.iface(w, &format!("l{li}a"), true, None, None),
+                        net.iface(w, &format!("l{li}b"), true, None, None),
+                    );
+                    net.connect(a, pa, 0, 0.0);
+                    net.connect(b, pb, 0, 0.0);
+                    net.connect(pb, b, l.delay, loss);
+                    net.connect(pa, a, l.delay, loss);
+                    net.ifaces[pa as usize].bridge = Some(pb);
+                    net.ifaces[pb as usize].bridge = Some(pa);
+                    if let Some(r) = l.rate {
+                        wires.push((w, li, r));
+                    }
+                }
             }
-            debug_assert_eq!(dirs.len(), 2 * li + 2);
         }
+        let mut hosts: Vec<Host> = Vec::new();
+        for (hi, name) in net.names.iter().enumerate() {
+            let tc = Tc::with_kernel(&net.specs[hi], kernel);
+            hosts.push(Host { name: name.clone(), tc, ifaces: net.map[hi].clone(), route: Vec::new() });
+        }
+        for (w, li, rate) in wires {
+            // The same tbf the kernel lab puts on the wire ports (qdisc_kernel's wire_qdisc).
+            let burst = (rate / 1000).max(2 * 1514).to_string();
+            for port in [format!("l{li}a"), format!("l{li}b")] {
+                let args: Vec<String> = ["qdisc", "add", "dev", &port, "root", "handle", "1:", "tbf", "rate"]
+                    .iter()
+                    .map(|x| x.to_string())
+                    .chain([format!("{}bit", rate * 8), "burst".into(), burst.clone(), "latency".into(), "50ms".into()])
+                    .collect();
+                let out = hosts[w as usize].tc.exec(&args, TcOpts::default());
+                if out.code != 0 {
+                    return Err(RunError::Failed(format!("link[{li}]: tc {}: {}", args.join(" "), out.stderr)));
+                }
+            }
+        }
+        let (ifaces, dirs) = (net.ifaces, net.dirs);
         // Routes: the first link of the scenario's shortest path.
         for (hi, h) in s.hosts.iter().enumerate() {
             let mut route = Vec::new();
@@ -387,6 +467,10 @@ impl Sim {
             self.events.at(next, Ev::Arrive { dir });
         }
         let to = d.to;
+        if let Some(port) = self.ifaces[to as usize].bridge {
+            self.dev_queue_xmit(port, pkt);
+            return;
+        }
         let host = self.ifaces[to as usize].host;
         self.receive(host, pkt);
     }

@@ -115,8 +115,9 @@ impl Sim {
     pub fn tx_done(&mut self, iface: u32) {
         let now = self.now;
         let Some((txq, mut p, began)) = self.ifaces[iface as usize].on_wire.take() else { return };
-        let (out, rate) = (self.ifaces[iface as usize].out, self.ifaces[iface as usize].rate);
-        self.emit_segments(out, rate, &p, began);
+        let i = &self.ifaces[iface as usize];
+        let (out, rate, veth) = (i.out, i.rate, i.veth);
+        self.emit_segments(out, rate, &p, began, veth);
         // TX completion: BQL, then free the skb (TSQ credit back to its socket).
         let q = &mut self.ifaces[iface as usize].txqs[txq as usize];
         q.in_ring -= 1;
@@ -138,16 +139,25 @@ impl Sim {
     }
 
     /// Segment a (GSO) skb into wire frames and put them on link direction `out`.
-    fn emit_segments(&mut self, out: u32, rate: Option<u64>, p: &Packet, began: Instant) {
+    fn emit_segments(&mut self, out: u32, rate: Option<u64>, p: &Packet, began: Instant, veth: bool) {
         let d = &self.dirs[out as usize];
         let last_hop = self.metas.get(p.id as usize).and_then(|m| m.as_ref()).map(|m| m.dst)
             == Some(self.ifaces[d.to as usize].host);
-        if p.gso_segs > 1 && last_hop && d.loss == 0.0 {
-            // GRO: the segments arrive back to back at their destination, whose NIC
-            // merges them again; deliver the train as one skb when its last byte is in.
+        // A veth hands the GSO skb over whole. A NIC segments it (TSO), but at the
+        // destination GRO merges the train again: deliver it as one skb when its last
+        // byte is in (on a lossless hop; otherwise every segment takes its chance).
+        if p.gso_segs > 1 && (veth || (last_hop && d.loss == 0.0)) {
+            if d.loss > 0.0 && self.rng.next_f64() < d.loss {
+                self.dirs[out as usize].lost += 1;
+                self.take_meta(p.id);
+                return;
+            }
             let ns = rate.map_or(0, |r| wire_ns(p.len as u64 + ETH_WIRE_OVERHEAD as u64 * p.gso_segs as u64, r));
             let arrive = began + qdisc::Duration(ns + d.delay);
             let mut f = Packet::new(p.id, p.len);
+            if !last_hop {
+                f.flow = p.flow.clone();
+            }
             f.gso_segs = p.gso_segs;
             f.tos = p.tos;
             f.hash = p.hash;

@@ -202,3 +202,32 @@ fn a_failing_tc_line_names_its_place() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn veth_links_are_built_as_the_kernel_lab_builds_them() {
+    let r = run(&with(
+        r#"
+[[traffic]]
+kind = "udp"
+from = "client"
+to = "server"
+rate = "2gbit"
+size = "1400"
+duration = "1s"
+"#,
+    )
+    .replace("rate = \"1gbit\"", "kind = \"veth\"\nrate = \"1gbit\""));
+    let dev = |host: &str, dev: &str| r.tc.end.iter().find(|d| d.host == host && d.dev == dev).unwrap();
+    // A veth's default root is noqueue: no backpressure at the host.
+    assert_eq!(dev("client", "eth0").qdisc[0]["kind"], "noqueue");
+    // The wire: tbf on the bridge port facing the receiver, as qdisc_kernel's wire_qdisc.
+    let wire = &dev("link[0]", "l0b").qdisc[0];
+    assert_eq!((wire["kind"].as_str(), wire["options"]["rate"].as_u64()), (Some("tbf"), Some(125_000_000)));
+    assert!(wire["drops"].as_u64().unwrap() > 0, "2 Gbit/s into a 1 Gbit/s tbf");
+    // tbf counts 1442-byte packets at 1 Gbit/s for the second of traffic, plus its first
+    // burst (125 kB), plus its full queue drained afterwards (latency 50 ms at the rate
+    // + burst: 6.375 MB).
+    let got = r.throughput[0].receiver.bytes as f64 * 8.0;
+    let expect = (1e9 + 125_000.0 * 8.0 + 6_375_000.0 * 8.0) * 1400.0 / 1442.0;
+    assert!((got / expect - 1.0).abs() < 0.01, "{got} vs {expect}");
+}

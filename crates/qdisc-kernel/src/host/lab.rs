@@ -284,7 +284,7 @@ mod tests {
 
     fn link(rate: Option<u64>, delay: u64, loss: f64) -> Link {
         let e = |h: &str| Endpoint { host: h.into(), iface: "eth0".into() };
-        Link { a: e("a"), b: e("b"), rate, delay, loss, line: 1 }
+        Link { a: e("a"), b: e("b"), kind: Default::default(), rate, delay, loss, line: 1 }
     }
 
     #[test]
