@@ -15,7 +15,7 @@ use qdisc_scenario::result::{
     DeviceSnapshot, Interval, LinkInfo, Metadata, RttResult, RttStats, RunResult, ScenarioInfo, StreamResult, Summary,
     TcResult, TcSample, TrafficResult, FORMAT,
 };
-use qdisc_scenario::scenario::{Scenario, TrafficKind};
+use qdisc_scenario::scenario::{LinkKind, Scenario, TrafficKind};
 
 use crate::world::Sim;
 
@@ -295,11 +295,16 @@ fn links(s: &Scenario) -> Vec<LinkInfo> {
         .iter()
         .enumerate()
         .map(|(i, l)| {
-            let mut how = vec!["simulated wire between two NICs (BQL, TSO, 24 B framing per frame)".to_string()];
-            how.push(match l.rate {
-                Some(r) => format!("rate {}", qdisc::tc::units::fmt_rate(r, false)),
-                None => "no rate of its own".into(),
-            });
+            let rate = l.rate.map(|r| qdisc::tc::units::fmt_rate(r, false));
+            let mut how = vec![match (l.kind, rate) {
+                (LinkKind::Eth, Some(r)) => format!("simulated NICs (BQL, TSO/GRO, 24 B framing per frame) at {r}"),
+                (LinkKind::Eth, None) => "simulated NICs without a rate of their own".into(),
+                (LinkKind::Veth, Some(r)) => format!(
+                    "simulated veth pair through a bridge; tbf rate {r} burst {}b latency 50ms on the ports l{i}a/l{i}b",
+                    (l.rate.unwrap_or(0) / 1000).max(2 * 1514)
+                ),
+                (LinkKind::Veth, None) => "simulated veth pair through a bridge".into(),
+            }];
             if l.delay > 0 {
                 how.push(format!("delay {}us", l.delay / 1000));
             }
