@@ -257,13 +257,16 @@ impl Sim {
         self.arm_sender(flow);
     }
 
+    /// Timers are lazy: a flow has at most one pending event per side, at the earliest
+    /// time it was asked for. A timer pushed later (an RTO re-armed on every ACK) waits
+    /// for that event, which re-arms it; an earlier one gets an event of its own.
     fn arm_sender(&mut self, flow: u32) {
         let now = self.now;
         let f = &mut self.tcp[flow as usize];
-        let next = f.sender.as_ref().and_then(|s| s.next_timer()).map(|t| t.max(now));
-        if next.is_some() && next != f.sender_timer {
-            f.sender_timer = next;
-            self.events.at(next.unwrap(), Ev::TcpSender { flow });
+        let Some(want) = f.sender.as_ref().and_then(|s| s.next_timer()).map(|t| t.max(now)) else { return };
+        if f.sender_timer.is_none_or(|pending| want < pending) {
+            f.sender_timer = Some(want);
+            self.events.at(want, Ev::TcpSender { flow });
         }
     }
 
@@ -274,10 +277,15 @@ impl Sim {
             return;
         }
         f.sender_timer = None;
-        if let Some(s) = f.sender.as_mut() {
-            s.on_timer(now);
+        let due = f.sender.as_ref().and_then(|s| s.next_timer()).is_some_and(|t| t <= now);
+        if due {
+            if let Some(s) = f.sender.as_mut() {
+                s.on_timer(now);
+            }
+            self.tcp_send(flow);
+        } else {
+            self.arm_sender(flow);
         }
-        self.tcp_send(flow);
     }
 
     /// A charged skb of socket `id` was freed: TSQ lets its sender go on.
@@ -313,10 +321,10 @@ impl Sim {
     fn arm_receiver(&mut self, flow: u32) {
         let now = self.now;
         let f = &mut self.tcp[flow as usize];
-        let next = f.receiver.as_ref().and_then(|r| r.next_timer()).map(|t| t.max(now));
-        if next.is_some() && next != f.receiver_timer {
-            f.receiver_timer = next;
-            self.events.at(next.unwrap(), Ev::TcpReceiver { flow });
+        let Some(want) = f.receiver.as_ref().and_then(|r| r.next_timer()).map(|t| t.max(now)) else { return };
+        if f.receiver_timer.is_none_or(|pending| want < pending) {
+            f.receiver_timer = Some(want);
+            self.events.at(want, Ev::TcpReceiver { flow });
         }
     }
 
