@@ -33,12 +33,7 @@ fn same_order(a: u64, b: u64) -> bool {
 
 /// Metrics that do not agree yet, with the reason; a gap that closes must be removed
 /// from here (the test says so).
-const KNOWN_GAPS: &[(&str, &str, &str)] = &[(
-    "scenarios/bufferbloat-pfifo.toml",
-    "rtt_p50",
-    "the kernel keeps ~2 GSO skbs of each socket in the pfifo (TSQ), the model ~4: \
-     RTT under load 41 ms vs 68 ms; throughput agrees",
-)];
+const KNOWN_GAPS: &[(&str, &str, &str)] = &[];
 
 fn gap(scenario: &str, metric: &str, ok: bool, what: String) {
     match KNOWN_GAPS.iter().find(|g| g.0 == scenario && g.1 == metric) {

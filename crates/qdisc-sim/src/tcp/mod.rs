@@ -108,6 +108,17 @@ pub const ACK_LEN: u32 = HEADER;
 /// (MAX_TCP_HEADER = 320 on x86_64 distribution kernels).
 pub const GSO_MAX_SIZE: u32 = 65536 - 321;
 
+/// `skb->truesize` of a TCP data skb before its payload is attached: the head that
+/// `tcp_stream_alloc_skb` allocates (`alloc_skb_fclone(MAX_TCP_HEADER)`), set to
+/// `SKB_TRUESIZE(skb_end_offset(skb))`. On x86_64 6.12 with MAX_TCP_HEADER = 320 the head
+/// comes from `skb_small_head_cache` (`SKB_HEAD_ALIGN(320)` = 640 bytes, of which
+/// `skb_end_offset` = 320 before `skb_shared_info`), so SKB_TRUESIZE(320) =
+/// 320 + SKB_DATA_ALIGN(sizeof(struct sk_buff) = 232) + SKB_DATA_ALIGN(sizeof(struct
+/// skb_shared_info) = 320) = 320 + 256 + 320. The headers live in that head; the payload
+/// (page frags) adds exactly its length (`skb_copy_to_page_nocache`; `tso_fragment`,
+/// `tcp_fragment` and `skb_shift` move truesize with the bytes).
+pub const SKB_HEAD_TRUESIZE: u32 = 896;
+
 /// `TCP_INFINITE_SSTHRESH`.
 pub const INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
 
@@ -153,7 +164,8 @@ pub struct TcpConfig {
     pub ecn: bool,
     /// TSO/GSO (`tcp_tso_autosize`); `false` sends one MSS per skb.
     pub tso: bool,
-    /// `net.ipv4.tcp_limit_output_bytes` = 1048576 in 6.12 (raised to 4 MiB in 6.16).
+    /// `net.ipv4.tcp_limit_output_bytes` = 1048576 in 6.12 (raised to 4 MiB in 6.16); caps the
+    /// TSQ budget of sockets with pacing status `None` only.
     pub tsq_limit: u64,
     /// Receive window the receiver advertises (fixed: autotuning is not modelled).
     pub rcv_wnd: u64,
@@ -251,10 +263,10 @@ impl Segment {
         self.len + self.segs as u32 * HEADER
     }
 
-    /// `skb->truesize` for `sk_wmem_alloc` accounting (TSQ): one linear header plus the
-    /// payload, rounded like [`qdisc::packet::truesize_of`].
+    /// `skb->truesize` for `sk_wmem_alloc` accounting (TSQ): [`SKB_HEAD_TRUESIZE`] plus
+    /// the payload, as `tcp_stream_alloc_skb` + `tcp_sendmsg_locked` build it.
     pub fn truesize(&self) -> u32 {
-        qdisc::packet::truesize_of(self.len + HEADER)
+        truesize_of_payload(self.len)
     }
 
     /// The wire segments of this skb, as the NIC (TSO) or GSO produces them: `mss`
@@ -273,6 +285,11 @@ impl Segment {
             }
         })
     }
+}
+
+/// `skb->truesize` of a TCP data skb carrying `len` payload bytes (see [`SKB_HEAD_TRUESIZE`]).
+pub fn truesize_of_payload(len: u32) -> u32 {
+    SKB_HEAD_TRUESIZE + len
 }
 
 /// A pure ACK from the receiver.

@@ -23,10 +23,13 @@
 //! * **TSO autosizing** (`tcp_tso_autosize`): `pacing_rate >> 10` bytes (≈ 1 ms), plus
 //!   a bonus of `gso_max_size >> (min_rtt >> 9 µs)` for short paths, at most
 //!   `gso_max_size`, at least `tcp_min_tso_segs` (2) segments.
-//! * **TSQ** (`tcp_small_queue_check`): stop while this socket has more than
-//!   max(2 × truesize, pacing_rate >> 10) bytes (capped by `tcp_limit_output_bytes`,
-//!   doubled for retransmissions) in the qdisc/driver, unless the rtx queue holds at
-//!   most one skb. Resume on tx completion.
+//! * **TSQ** (`tcp_small_queue_check`): stop while `sk_wmem_alloc` — this socket's
+//!   skbs in the qdisc/driver plus the socket's own reference of 1 — exceeds
+//!   max(2 × truesize, pacing_rate >> 10) (capped by `tcp_limit_output_bytes` when the
+//!   socket is not paced, doubled for retransmissions), unless the rtx queue holds at
+//!   most one skb. Resume on tx completion. A TSO skb's truesize is its payload plus
+//!   896 bytes of head ([`super::SKB_HEAD_TRUESIZE`]), so two full skbs already
+//!   exceed the budget of 2 × truesize.
 //! * **EDT** (`tcp_update_skb_after_send`): when the pacing status is not NONE,
 //!   each skb departs at `tcp_wstamp_ns` (never before now) and advances it by
 //!   len / pacing_rate, minus up to half of it as credit for time the socket was
@@ -119,6 +122,11 @@ pub(super) struct Output {
     pub pending: Option<PendingTx>,
     /// A local drop ended the current loop.
     pub abort: bool,
+    /// This invocation is the TSQ handler run by a tx completion (`tcp_wfree` found
+    /// TSQ_THROTTLED and queued the socket): the completed skb's last byte of
+    /// `sk_wmem_alloc` is still held until the handler returns (`tcp_tsq_workfn`'s
+    /// `sk_free`).
+    pub wfree_ref: bool,
 }
 
 impl Output {
@@ -141,6 +149,7 @@ impl TcpSender {
         self.commit_pending();
         if self.out.plan.is_empty() {
             // tcp_wfree → tcp_tsq_handler: TSQ_THROTTLED is cleared, the queue retried.
+            self.out.wfree_ref = self.tsq_throttled;
             self.tsq_throttled = false;
             self.out.plan = self.default_plan();
         }
@@ -154,6 +163,7 @@ impl TcpSender {
             self.end_phase(phase);
             self.out.plan.pop_front();
         }
+        self.out.wfree_ref = false;
         None
     }
 
@@ -201,6 +211,7 @@ impl TcpSender {
         }
         self.out.plan.clear();
         self.out.abort = false;
+        self.out.wfree_ref = false;
     }
 
     /// `tcp_tsq_write`: retransmit if losses wait and cwnd allows, then new data.
@@ -372,11 +383,23 @@ impl TcpSender {
     }
 
     /// `tcp_small_queue_check`. `factor` 1 doubles the budget (retransmissions).
+    ///
+    /// `wmem` is what the caller passes to `poll_transmit`: the bytes
+    /// (`sk_wmem_alloc_get`) of this socket's skbs still in the qdisc/driver. The kernel
+    /// compares the raw `refcount_read(&sk->sk_wmem_alloc)`, which is one more: `sk_alloc`
+    /// sets it to 1 (the socket's own reference), and inside the TSQ handler `tcp_wfree`
+    /// still holds one more byte of the completed skb (dropped by `sk_free` after
+    /// `tcp_tsq_handler`). So two equal skbs in the queue already exceed
+    /// 2 × truesize: a socket keeps at most two full TSO skbs below the stack, not three.
     pub(super) fn small_queue_check(&mut self, wmem: u64, truesize: u32, factor: u32) -> bool {
         let mut limit = (2 * truesize as u64).max(self.pacing_rate >> self.cfg.pacing_shift);
-        limit = limit.min(self.cfg.tsq_limit);
+        // tcp_limit_output_bytes caps unpaced sockets only (c73e5807e4f6, 2018).
+        if self.pacing_status == PacingStatus::None {
+            limit = limit.min(self.cfg.tsq_limit);
+        }
         limit <<= factor;
-        if wmem > limit {
+        let refcount = wmem + 1 + u64::from(self.out.wfree_ref);
+        if refcount > limit {
             // A lone skb in flight: sending cannot hurt and a late tx completion
             // would stall the flow.
             if self.sb.empty_or_single_skb() {
@@ -485,7 +508,8 @@ impl TcpSender {
         if len == 0 {
             return None;
         }
-        let truesize = qdisc::packet::truesize_of(len as u32 + super::HEADER);
+        // After tso_fragment: the skb that would leave, `len` bytes.
+        let truesize = super::truesize_of_payload(len as u32);
         if self.small_queue_check(wmem, truesize, 0) {
             return None;
         }
@@ -538,7 +562,7 @@ impl TcpSender {
             }
             n += 1;
         }
-        let truesize = qdisc::packet::truesize_of(n as u32 * self.mss + super::HEADER);
+        let truesize = super::truesize_of_payload(n as u32 * self.mss);
         if self.small_queue_check(wmem, truesize, 1) {
             return None;
         }

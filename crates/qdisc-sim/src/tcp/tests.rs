@@ -632,21 +632,22 @@ fn tso_autosizing_at_several_rates() {
 }
 
 /// TSQ: the budget is max(2 × truesize, pacing_rate >> 10), capped at
-/// tcp_limit_output_bytes; above it (and with more than one skb in the rtx queue) the
-/// sender waits for tx completions.
+/// tcp_limit_output_bytes for unpaced sockets; `sk_wmem_alloc` (the bytes queued plus the
+/// socket's own reference of 1) above it, with more than one skb in the rtx queue, makes
+/// the sender wait for tx completions.
 #[test]
 fn tsq_blocks_at_the_limit() {
     let t0 = Instant::ZERO;
     let mut s = TcpSender::new(cfg(), t0);
-    // 2-segment skbs: truesize = truesize_of(2896 + 66) = 3776; 2 × 3776 > 1448000 >> 10.
+    // 2-segment skbs: truesize = 896 + 2896 = 3792; 2 × 3792 = 7584 > 1448000 >> 10.
     let a = s.poll_transmit(t0, 0).unwrap();
-    assert_eq!(a.truesize(), 3776);
+    assert_eq!(a.truesize(), 3792);
     // One skb in the rtx queue: sent whatever wmem says.
     assert!(s.poll_transmit(t0, 1 << 40).is_some());
-    // Two skbs out: 7552 bytes queued is still allowed, one more byte is not.
-    assert!(s.poll_transmit(t0, 7552).is_some());
+    // Two skbs out: 7583 bytes queued (sk_wmem_alloc 7584) is still allowed, 7584 is not.
+    assert!(s.poll_transmit(t0, 7583).is_some());
     assert!(!s.tsq_throttled());
-    assert!(s.poll_transmit(t0, 7553).is_none());
+    assert!(s.poll_transmit(t0, 7584).is_none());
     assert!(s.tsq_throttled());
     // Tx completion: the poll loop runs again and the flag clears.
     assert!(s.poll_transmit(t0, 0).is_some());
@@ -657,9 +658,101 @@ fn tsq_blocks_at_the_limit() {
     let mut s = TcpSender::new(TcpConfig { initial_cwnd: 100, tso: false, ..TcpConfig::default() }, t0);
     assert!(s.poll_transmit(t0, 0).is_some());
     assert!(s.poll_transmit(t0, 1 << 20).is_some());
-    assert!(s.poll_transmit(t0, 1 << 20).is_some());
-    assert!(s.poll_transmit(t0, (1 << 20) + 1).is_none());
+    assert!(s.poll_transmit(t0, (1 << 20) - 1).is_some());
+    assert!(s.poll_transmit(t0, 1 << 20).is_none());
     assert!(s.tsq_throttled());
+}
+
+/// skb->truesize of a TCP data skb: SKB_TRUESIZE(320) = 896 bytes of head
+/// (tcp_stream_alloc_skb) plus the payload, whatever the segment count.
+#[test]
+fn truesize_is_head_plus_payload() {
+    let seg = |len: u32, segs: u16| Segment {
+        seq: 0,
+        len,
+        segs,
+        ect: false,
+        cwr: false,
+        retransmit: false,
+        tstamp: Instant::ZERO,
+        sent_at: Instant::ZERO,
+    };
+    assert_eq!(seg(MSS, 1).truesize(), 2344);
+    assert_eq!(seg(45 * MSS, 45).truesize(), 66056);
+    assert_eq!(truesize_of_payload(0), SKB_HEAD_TRUESIZE);
+}
+
+/// A bulk socket behind a slow qdisc keeps two full TSO skbs below the stack, not three:
+/// with two 45-segment skbs queued, sk_wmem_alloc = 2 × 66056 + 1 > 2 × 66056
+/// (tcp_small_queue_check compares the refcount, which sk_alloc starts at 1). In the TSQ
+/// handler after a tx completion, tcp_wfree still holds one byte of the freed skb.
+#[test]
+fn tsq_keeps_two_full_tso_skbs() {
+    let t0 = Instant::ZERO;
+    // 100 Mbit/s pacing rate (>> 10 = 12207 B) and a 100 µs path: 45-segment skbs.
+    let c = TcpConfig {
+        initial_cwnd: 200,
+        max_pacing_rate: 12_500_000,
+        syn_rtt: Some(Duration::from_micros(100)),
+        ..TcpConfig::default()
+    };
+    let two = 2 * 66056;
+    let mut s = TcpSender::new(c.clone(), t0);
+    let a = s.poll_transmit(t0, 0).unwrap();
+    assert_eq!((a.segs, a.len, a.truesize()), (45, 45 * MSS, 66056));
+    assert!(s.poll_transmit(t0, 66056).is_some());
+    // Two full skbs queued: the third waits.
+    assert!(s.poll_transmit(t0, two).is_none());
+    assert!(s.tsq_throttled());
+    // TSQ handler (tx completion of a throttled socket): the refcount is queued + 2.
+    assert!(s.poll_transmit(t0, two - 1).is_none());
+    assert!(s.tsq_throttled());
+    let c3 = s.poll_transmit(t0, two - 2).unwrap();
+    assert_eq!(c3.seq, 2 * 45 * MSS as u64);
+    assert!(s.poll_transmit(t0, two - 2 + 66056).is_none());
+
+    // Outside the TSQ handler one byte less is held: two − 1 bytes queued may still send.
+    let mut s = TcpSender::new(c, t0);
+    assert!(s.poll_transmit(t0, 0).is_some());
+    assert!(s.poll_transmit(t0, 66056).is_some());
+    assert!(s.poll_transmit(t0, two - 1).is_some());
+    assert!(!s.tsq_throttled());
+}
+
+/// tcp_limit_output_bytes only caps sockets with SK_PACING_NONE (c73e5807e4f6): with fq
+/// the budget is pacing_rate >> 10 however large.
+#[test]
+fn tsq_sysctl_cap_applies_to_unpaced_sockets_only() {
+    let t0 = Instant::ZERO;
+    let c = TcpConfig { initial_cwnd: 100, tso: false, pacing_status: PacingStatus::Fq, ..TcpConfig::default() };
+    let mut s = TcpSender::new(c, t0);
+    assert_eq!(s.pacing_rate(), u64::MAX);
+    assert!(s.poll_transmit(t0, 0).is_some());
+    assert!(s.poll_transmit(t0, 1 << 20).is_some());
+    assert!(s.poll_transmit(t0, 1 << 30).is_some());
+    assert!(!s.tsq_throttled());
+    // With an RTT (100 µs, cwnd 100: 2.9 GB/s before the cap) the budget is the pacing
+    // rate >> 10 — below the sysctl at 1 GB/s, above it at 2 GB/s.
+    for (rate, budget) in [(1_000_000_000u64, 976_562u64), (2_000_000_000, 1_953_125)] {
+        let c = TcpConfig {
+            initial_cwnd: 100,
+            tso: false,
+            pacing_status: PacingStatus::Fq,
+            max_pacing_rate: rate,
+            syn_rtt: Some(Duration::from_micros(100)),
+            ..TcpConfig::default()
+        };
+        let mut s = TcpSender::new(c, t0);
+        assert_eq!(s.pacing_rate(), rate);
+        assert_eq!(s.pacing_rate() >> 10, budget);
+        // Two skbs first: a single one in the rtx queue is exempt.
+        assert!(s.poll_transmit(t0, 0).is_some());
+        assert!(s.poll_transmit(t0, 0).is_some());
+        assert!(s.poll_transmit(t0, budget - 1).is_some());
+        assert!(!s.tsq_throttled());
+        assert!(s.poll_transmit(t0, budget).is_none(), "rate {rate}");
+        assert!(s.tsq_throttled());
+    }
 }
 
 /// EDT: with pacing status Fq every skb carries tcp_wstamp_ns, advanced by len/rate after
