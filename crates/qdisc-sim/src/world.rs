@@ -433,6 +433,7 @@ impl Sim {
     /// Run the scenario to its end.
     pub fn run(&mut self, mut on_sample: impl FnMut(&mut Sim)) {
         while let Some((at, ev)) = self.events.pop_until(self.end) {
+            assert!(at >= self.now, "event {ev:?} at {at} scheduled before now ({})", self.now);
             self.now = at;
             match ev {
                 Ev::Arrive { dir } => self.arrive(dir),

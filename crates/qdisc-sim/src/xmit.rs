@@ -205,7 +205,9 @@ impl Sim {
                 // A router classifies it again; the destination only needs its meta.
                 f.flow = p.flow.clone();
             }
-            let arrive = t + qdisc::Duration(delay);
+            // Emitted at the end of the skb's serialisation: a segment that would be in
+            // already (no propagation delay) arrives now, never in the past.
+            let arrive = (t + qdisc::Duration(delay)).max(self.now);
             let d = &mut self.dirs[out as usize];
             if d.frames.is_empty() {
                 self.events.at(arrive, Ev::Arrive { dir: out });
