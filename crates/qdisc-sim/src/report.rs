@@ -164,7 +164,8 @@ impl Recorder {
                             intervals: std::mem::take(&mut self.udp[i].1),
                             sender: Summary { packets: Some(u.sent), ..summary(u.sent_bytes) },
                             receiver: Summary {
-                                packets: Some(u.received),
+                                // iperf3: the datagrams the receiver knows were sent (lost included).
+                                packets: Some(u.received_upto),
                                 lost_packets: Some(u.lost()),
                                 jitter_ms: Some(u.jitter / 1e6),
                                 ..summary(u.received_bytes)

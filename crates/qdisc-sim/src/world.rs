@@ -86,7 +86,7 @@ pub struct Iface {
     pub out: u32,
     /// Wire rate, bytes per second; `None`: no rate of its own.
     pub rate: Option<u64>,
-    /// A veth: no TSO split (GSO skbs cross whole), no BQL.
+    /// A veth: no TSO split (GSO skbs cross whole), no Ethernet framing on its "wire".
     pub veth: bool,
     /// A bridge port: what arrives here leaves through this other port.
     pub bridge: Option<u32>,
@@ -135,6 +135,24 @@ pub fn addr(s: &Scenario, li: usize, host: &str) -> [u8; 16] {
     a[10] = 0xff;
     a[11] = 0xff;
     a[12..].copy_from_slice(&v4);
+    a
+}
+
+/// The qdisc of a veth link's bridge port, as the kernel lab sets it
+/// (`qdisc_kernel::host::lab::wire_qdisc`): tbf at the rate, or — where the lab uses
+/// netem for delay/loss — a pfifo of netem's limit (twice the packets in flight at the
+/// rate over the delay + 50 ms, at least 1000) in front of a port serialising at the rate.
+fn wire_qdisc(l: &qdisc_scenario::scenario::Link, dev: &str) -> Vec<String> {
+    let mut a: Vec<String> = ["qdisc", "add", "dev", dev, "root", "handle", "1:"].map(String::from).to_vec();
+    if l.delay > 0 || l.loss > 0.0 {
+        let bps = l.rate.unwrap_or(1_250_000_000) as f64;
+        let packets = (bps * (l.delay as f64 / 1e9 + 0.05) / 1500.0 * 2.0).ceil() as u64;
+        a.extend(["pfifo".into(), "limit".into(), packets.max(1000).to_string()]);
+    } else {
+        let rate = l.rate.unwrap_or(0);
+        a.extend(["tbf".into(), "rate".into(), format!("{}bit", rate * 8), "burst".into()]);
+        a.extend([(rate / 1000).max(2 * 1514).to_string(), "latency".into(), "50ms".into()]);
+    }
     a
 }
 
@@ -222,12 +240,17 @@ impl Sim {
                 }
                 LinkKind::Veth => {
                     // As the kernel lab builds it: each veth's peer is a port of a bridge
-                    // in a wire namespace; the port facing the receiver shapes (tbf) and
-                    // the propagation delay and loss follow it.
+                    // in a wire namespace; the port facing the receiver shapes and the
+                    // propagation delay and loss follow it. Without delay or loss the
+                    // lab shapes with tbf; with them, netem's rate and packet limit
+                    // (netem is not in the engine yet: a pfifo of netem's limit on a
+                    // port that serialises at the rate, without framing overhead).
                     let w = net.host(&format!("link[{li}]"));
+                    let netem = l.delay > 0 || l.loss > 0.0;
+                    let port_rate = if netem { l.rate } else { None };
                     let (pa, pb) = (
-                        net.iface(w, &format!("l{li}a"), true, None, None),
-                        net.iface(w, &format!("l{li}b"), true, None, None),
+                        net.iface(w, &format!("l{li}a"), true, port_rate, None),
+                        net.iface(w, &format!("l{li}b"), true, port_rate, None),
                     );
                     net.connect(a, pa, 0, 0.0);
                     net.connect(b, pb, 0, 0.0);
@@ -235,8 +258,8 @@ impl Sim {
                     net.connect(pa, a, l.delay, loss);
                     net.ifaces[pa as usize].bridge = Some(pb);
                     net.ifaces[pb as usize].bridge = Some(pa);
-                    if let Some(r) = l.rate {
-                        wires.push((w, li, r));
+                    if l.rate.is_some() || netem {
+                        wires.push((w, li, l));
                     }
                 }
             }
@@ -246,15 +269,9 @@ impl Sim {
             let tc = Tc::with_kernel(&net.specs[hi], kernel);
             hosts.push(Host { name: name.clone(), tc, ifaces: net.map[hi].clone(), route: Vec::new() });
         }
-        for (w, li, rate) in wires {
-            // The same tbf the kernel lab puts on the wire ports (qdisc_kernel's wire_qdisc).
-            let burst = (rate / 1000).max(2 * 1514).to_string();
+        for (w, li, l) in wires {
             for port in [format!("l{li}a"), format!("l{li}b")] {
-                let args: Vec<String> = ["qdisc", "add", "dev", &port, "root", "handle", "1:", "tbf", "rate"]
-                    .iter()
-                    .map(|x| x.to_string())
-                    .chain([format!("{}bit", rate * 8), "burst".into(), burst.clone(), "latency".into(), "50ms".into()])
-                    .collect();
+                let args = wire_qdisc(l, &port);
                 let out = hosts[w as usize].tc.exec(&args, TcOpts::default());
                 if out.code != 0 {
                     return Err(RunError::Failed(format!("link[{li}]: tc {}: {}", args.join(" "), out.stderr)));

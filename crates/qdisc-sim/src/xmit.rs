@@ -104,7 +104,7 @@ impl Sim {
         let i = &mut self.ifaces[iface as usize];
         let Some((txq, p)) = i.ring.pop_front() else { return };
         let ns = match i.rate {
-            Some(rate) => wire_ns(p.len as u64 + ETH_WIRE_OVERHEAD as u64 * p.gso_segs as u64, rate),
+            Some(rate) => wire_ns(p.len as u64 + framing(i.veth) * p.gso_segs as u64, rate),
             None => 0,
         };
         i.on_wire = Some((txq, p, now));
@@ -152,7 +152,7 @@ impl Sim {
                 self.take_meta(p.id);
                 return;
             }
-            let ns = rate.map_or(0, |r| wire_ns(p.len as u64 + ETH_WIRE_OVERHEAD as u64 * p.gso_segs as u64, r));
+            let ns = rate.map_or(0, |r| wire_ns(p.len as u64 + framing(veth) * p.gso_segs as u64, r));
             let arrive = began + qdisc::Duration(ns + d.delay);
             let mut f = Packet::new(p.id, p.len);
             if !last_hop {
@@ -190,7 +190,7 @@ impl Sim {
         let mut t = began;
         for (len, id) in frames {
             if let Some(rate) = rate {
-                t = t + qdisc::Duration(wire_ns(len as u64 + ETH_WIRE_OVERHEAD as u64, rate));
+                t = t + qdisc::Duration(wire_ns(len as u64 + framing(veth), rate));
             }
             let d = &self.dirs[out as usize];
             if d.loss > 0.0 && self.rng.next_f64() < d.loss {
@@ -214,6 +214,16 @@ impl Sim {
             }
             d.frames.push_back((arrive, f));
         }
+    }
+}
+
+/// Bytes a frame takes on the wire beyond its length: Ethernet framing on a NIC,
+/// nothing on a shaped veth port (tbf and netem count the skb's length).
+fn framing(veth: bool) -> u64 {
+    if veth {
+        0
+    } else {
+        ETH_WIRE_OVERHEAD as u64
     }
 }
 

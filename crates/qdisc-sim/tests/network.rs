@@ -216,7 +216,8 @@ size = "1400"
 duration = "1s"
 "#,
     )
-    .replace("rate = \"1gbit\"", "kind = \"veth\"\nrate = \"1gbit\""));
+    .replace("rate = \"1gbit\"", "kind = \"veth\"\nrate = \"1gbit\"")
+    .replace("delay = \"10ms\"", ""));
     let dev = |host: &str, dev: &str| r.tc.end.iter().find(|d| d.host == host && d.dev == dev).unwrap();
     // A veth's default root is noqueue: no backpressure at the host.
     assert_eq!(dev("client", "eth0").qdisc[0]["kind"], "noqueue");
@@ -230,4 +231,17 @@ duration = "1s"
     let got = r.throughput[0].receiver.bytes as f64 * 8.0;
     let expect = (1e9 + 125_000.0 * 8.0 + 6_375_000.0 * 8.0) * 1400.0 / 1442.0;
     assert!((got / expect - 1.0).abs() < 0.01, "{got} vs {expect}");
+}
+
+#[test]
+fn veth_links_with_delay_queue_as_netem_would() {
+    let r = run(&with(PING).replace("rate = \"1gbit\"", "kind = \"veth\"\nrate = \"1gbit\""));
+    let wire = &r.tc.end.iter().find(|d| d.host == "link[0]" && d.dev == "l0b").unwrap().qdisc[0];
+    // netem's limit in the lab: twice the 1500-byte packets in flight at 1 Gbit/s over
+    // 10 ms + 50 ms = 10000 — 10001 after the lab's floating-point ceil, which we share.
+    assert_eq!((wire["kind"].as_str(), wire["options"]["limit"].as_u64()), (Some("pfifo"), Some(10_001)));
+    // The port serialises at the rate without framing: 98 B at 125 MB/s = 784 ns each way.
+    for s in &r.rtt[0].samples {
+        assert!((s.rtt_ms - 20.001568).abs() < 1e-9, "{s:?}");
+    }
 }
