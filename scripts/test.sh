@@ -4,9 +4,26 @@
 # private copy; python3 and ip come with the machine). Needs root for the network
 # namespaces of those tests (QDISC_LAB_NO_KERNEL=1 skips them, and says so). The host
 # backend's end-to-end tests (crates/qdisc-kernel) drive real iperf3 and ping: installed
-# from Debian here when missing.
+# from Debian here when missing. The VM backend's tests (crates/qdisc-lab/tests/vm_backend.rs)
+# boot Debian 13's kernel under qemu with an initramfs built from Debian packages (fetched
+# once into ~/.cache/qdisc-lab/vm by the tests themselves): they need qemu, and to build the
+# image depmod (kmod), xz and zstd (Debian's compressed modules and kernel), objcopy
+# (binutils; optional, it strips the guest's copy of qdisc-lab), apt-get and dpkg-deb.
+# QDISC_LAB_NO_VM=1 skips them (and installs none of that).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ -z ${QDISC_LAB_NO_VM:-} ]]; then
+    missing=()
+    command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
+    command -v depmod >/dev/null || missing+=(kmod)
+    command -v xz >/dev/null || missing+=(xz-utils)
+    command -v zstd >/dev/null || missing+=(zstd)
+    command -v objcopy >/dev/null || missing+=(binutils)
+    [[ -e /usr/share/keyrings/debian-archive-keyring.gpg ]] || missing+=(debian-archive-keyring)
+    if ((${#missing[@]})); then
+        apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+    fi
+fi
 if [[ -z ${QDISC_LAB_NO_KERNEL:-} ]]; then
     command -v ip >/dev/null || { apt-get update -q && apt-get install -y -q iproute2; }
     missing=()

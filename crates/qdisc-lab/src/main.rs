@@ -5,7 +5,7 @@
 //! * `qdisc-lab tc [--dev SPEC]... -batch FILE [-force]` — a tc batch file (`-` = stdin).
 //! * `qdisc-lab replay …` — push a pcap or generated traffic through a device's qdisc
 //!   tree at a wire rate in virtual time and report what happened.
-//! * `qdisc-lab run [--backend sim|host|vm] SCENARIO [--json FILE]` — run a scenario in the simulator or on a
+//! * `qdisc-lab run [--backend sim|host|vm [--kernel K]] SCENARIO [--json FILE]` — run a scenario in the simulator or on a
 //!   real kernel (docs/scenarios.md).
 //! * `qdisc-lab plot RESULT.json --out DIR` — plots of a saved result (PNG and SVG).
 //! * `qdisc-lab compare SCENARIO --backends A,B` / `--results A.json B.json` — one
@@ -59,6 +59,9 @@ enum Cmd {
     /// Run a scenario on two backends (or take two saved results) and print one table:
     /// metric, A, B, (B−A)/A.
     Compare(compare::CompareArgs),
+    /// The init of `run --backend vm`'s guest (PID 1 inside the VM only).
+    #[command(name = "vm-guest", hide = true)]
+    VmGuest,
 }
 
 /// Parse `--dev` specs (default: eth0).
@@ -129,6 +132,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => run::run(&a),
         Cmd::Plot(a) => outputs::plot(&a),
         Cmd::Compare(a) => compare::run(&a),
+        Cmd::VmGuest => qdisc_kernel::vm::guest::main(),
         Cmd::Replay(a) => match replay::run(&a) {
             Ok(report) => {
                 print!("{report}");

@@ -1,6 +1,6 @@
-//! `qdisc-lab run [--backend sim|host|vm] SCENARIO [--json FILE]`: run a scenario in
-//! the simulator (the default) or on a real kernel and print what people already read
-//! — iperf3-like interval lines and totals, ping-like RTT statistics (with percentiles), `tc -s qdisc show` of each
+//! `qdisc-lab run [--backend sim|host|vm [--kernel K]] SCENARIO [--json FILE]`: run a
+//! scenario in the simulator (the default) or on a real kernel and print what people
+//! already read — iperf3-like interval lines and totals, ping-like RTT statistics (with percentiles), `tc -s qdisc show` of each
 //! device — and optionally the whole [`RunResult`] as JSON, plots and iperf3 JSON
 //! (`--plot DIR`, `--iperf3-json DIR`: outputs.rs).
 //!
@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
+use qdisc_kernel::vm::{KernelChoice, VmBackend};
 use qdisc_kernel::HostBackend;
 use qdisc_scenario::result::{Interval, TrafficResult};
 use qdisc_scenario::{Backend, Progress, RunOptions, RunResult, Scenario};
@@ -25,9 +26,7 @@ pub fn backend_by_name(name: &str) -> Result<Box<dyn Backend>, String> {
     match name {
         "sim" => Ok(Box::new(qdisc_sim::SimBackend)),
         "host" => Ok(Box::new(HostBackend)),
-        "vm" => Err("--backend vm (a Debian kernel booted under qemu) is not available yet in this build; \
-                     use --backend host (the running kernel)"
-            .into()),
+        "vm" => vm_backend(None),
         other => {
             let known: Vec<String> = BackendName::value_variants()
                 .iter()
@@ -38,13 +37,21 @@ pub fn backend_by_name(name: &str) -> Result<Box<dyn Backend>, String> {
     }
 }
 
+/// The VM backend booting `kernel` (`--kernel`: 6.12, the default, 6.1, a package or a
+/// .deb); its guest runs this very program as its init (`qdisc-lab vm-guest`).
+pub fn vm_backend(kernel: Option<&str>) -> Result<Box<dyn Backend>, String> {
+    let kernel = kernel.map(KernelChoice::parse).unwrap_or_else(|| Ok(KernelChoice::default()))?;
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program's executable: {e}"))?;
+    Ok(Box::new(VmBackend::new(kernel, exe)))
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BackendName {
     /// The simulator: the engine's qdiscs in a virtual-time network (deterministic).
     Sim,
     /// The running kernel, in network namespaces (needs root).
     Host,
-    /// A Debian kernel booted under qemu (not available yet).
+    /// A Debian kernel booted under qemu (--kernel picks which).
     Vm,
 }
 
@@ -56,8 +63,12 @@ pub struct RunArgs {
     /// Write the full result (docs/run-result.md) to this file as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// The tc binary to use (default: iproute2 6.15 from scripts/install-iproute2.sh if
-    /// present, else tc from PATH).
+    /// With --backend vm: the Debian kernel to boot: 6.12 (Debian 13, the default), 6.1
+    /// (Debian 12), a linux-image-* package name, or a .deb file.
+    #[arg(long, value_name = "KERNEL")]
+    pub kernel: Option<String>,
+    /// The tc binary of the host backend (default: iproute2 6.15 from
+    /// scripts/install-iproute2.sh if present, else tc from PATH).
     #[arg(long, value_name = "PATH")]
     pub tc: Option<PathBuf>,
     /// The scenario file (docs/scenarios.md).
@@ -126,7 +137,12 @@ impl Progress for LineProgress {
 }
 
 pub fn run(a: &RunArgs) -> ExitCode {
-    let backend = match backend_by_name(a.backend.to_possible_value().expect("not skipped").get_name()) {
+    let backend = match (a.backend, a.kernel.as_deref()) {
+        (BackendName::Vm, Some(k)) => vm_backend(Some(k)),
+        (_, Some(_)) => Err("--kernel chooses the kernel of --backend vm".into()),
+        (b, None) => backend_by_name(b.to_possible_value().expect("not skipped").get_name()),
+    };
+    let backend = match backend {
         Ok(b) => b,
         Err(e) => {
             eprintln!("qdisc-lab run: {e}");

@@ -16,14 +16,18 @@ fn run(args: &[&str]) -> (i32, String, String) {
 }
 
 #[test]
-fn the_vm_backend_says_it_is_not_available() {
-    let (code, out, err) = run(&["--backend", "vm", &format!("{SCENARIOS}/netem-20ms.toml")]);
+fn kernel_choices_are_checked_before_anything_runs() {
+    let scenario = format!("{SCENARIOS}/netem-20ms.toml");
+    let (code, out, err) = run(&["--backend", "vm", "--kernel", "6.13", &scenario]);
     assert_eq!((code, out.as_str()), (2, ""));
     assert_eq!(
         err,
-        "qdisc-lab run: --backend vm (a Debian kernel booted under qemu) is not available yet in this build; \
-         use --backend host (the running kernel)\n"
+        "qdisc-lab run: --kernel \"6.13\": use 6.12 (Debian 13), 6.1 (Debian 12), a package name like \
+         linux-image-6.12.57+deb13-amd64, or a .deb file\n"
     );
+    let (code, _, err) = run(&["--backend", "host", "--kernel", "6.12", &scenario]);
+    assert_eq!(code, 2);
+    assert_eq!(err, "qdisc-lab run: --kernel chooses the kernel of --backend vm\n");
 }
 
 #[test]

@@ -100,6 +100,8 @@ pub fn own_namespaces() -> Vec<String> {
 
 struct Tools {
     tc: PathBuf,
+    /// `tc -V`.
+    tc_version: String,
     iperf3: Option<PathBuf>,
     ping: Option<PathBuf>,
     warnings: Vec<String>,
@@ -180,7 +182,7 @@ impl HostBackend {
                 problems.join("\n  ")
             )));
         }
-        Ok(Tools { tc, iperf3, ping, warnings })
+        Ok(Tools { tc, tc_version, iperf3, ping, warnings })
     }
 }
 
@@ -226,7 +228,7 @@ fn wait_listening(p: &mut Proc, port: u16, timeout: Duration) -> Result<(), Stri
 }
 
 /// RFC 3339 UTC of a system time (civil-from-days, Howard Hinnant's algorithm).
-fn rfc3339(t: SystemTime) -> String {
+pub fn rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
@@ -500,11 +502,17 @@ impl HostBackend {
             })
             .collect();
         let mut tools_v = std::collections::BTreeMap::new();
-        if let Some(p) = &tools.iperf3 {
-            tools_v.insert("iperf3".to_string(), version_of(p, "-v").unwrap_or_default());
+        // Both at once (each is a process start, slow under a VM's emulated CPU).
+        let (iperf3_v, ping_v) = std::thread::scope(|sc| {
+            let i = sc.spawn(|| tools.iperf3.as_ref().map(|p| version_of(p, "-v").unwrap_or_default()));
+            let p = tools.ping.as_ref().map(|p| version_of(p, "-V").unwrap_or_default());
+            (i.join().unwrap_or_default(), p)
+        });
+        if let Some(v) = iperf3_v {
+            tools_v.insert("iperf3".to_string(), v);
         }
-        if let Some(p) = &tools.ping {
-            tools_v.insert("ping".to_string(), version_of(p, "-V").unwrap_or_default());
+        if let Some(v) = ping_v {
+            tools_v.insert("ping".to_string(), v);
         }
         tools_v.insert("tc".to_string(), tools.tc.display().to_string());
 
@@ -531,7 +539,7 @@ impl HostBackend {
             metadata: Metadata {
                 backend: "host".into(),
                 kernel: kernel_release(),
-                iproute2: version_of(&tools.tc, "-V").unwrap_or_default(),
+                iproute2: tools.tc_version.clone(),
                 tools: tools_v,
                 qdisc_lab: env!("CARGO_PKG_VERSION").into(),
                 interval_s,

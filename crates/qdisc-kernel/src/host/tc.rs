@@ -100,20 +100,37 @@ pub fn missing_qdiscs(tc: &Path, ns: &str, kinds: &[&str]) -> Result<Vec<String>
     }
     let mut scratch = lab::Lab::new(ns.to_string(), tc.to_path_buf()).map_err(|e| e.to_string())?;
     scratch.add_netns(ns)?;
-    lab::run(Command::new("ip").args(["-n", ns, "link", "add", "name", "p0", "type", "veth", "peer", "name", "p1"]))?;
-    lab::run(Command::new("ip").args(["-n", ns, "link", "set", "dev", "p0", "up"]))?;
-    let mut missing = Vec::new();
+    let v = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<String>>();
+    lab::batch(
+        Path::new("ip"),
+        ns,
+        &[
+            v(&["link", "add", "name", "p0", "type", "veth", "peer", "name", "p1"]),
+            v(&["link", "set", "dev", "p0", "up"]),
+        ],
+    )?;
+    // One `tc -force -batch`: line 2k+1 adds kind k, line 2k+2 deletes it again.
+    let mut script = String::new();
     for kind in kinds {
-        let out = Command::new(tc)
-            .args(["-n", ns, "qdisc", "add", "dev", "p0", "root", "handle", "1:", kind])
-            .args(probe_args(kind))
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("{}: {e}", tc.display()))?;
-        if String::from_utf8_lossy(&out.stderr).contains("Specified qdisc kind is unknown") {
-            missing.push(kind.to_string());
+        script.push_str(&format!("qdisc add dev p0 root handle 1: {kind} {}\n", probe_args(kind).join(" ")));
+        script.push_str("qdisc del dev p0 root\n");
+    }
+    let mut child = Command::new(tc)
+        .args(["-n", ns, "-force", "-batch", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", tc.display()))?;
+    let _ = child.stdin.take().expect("piped").write_all(script.as_bytes());
+    let out = child.wait_with_output().map_err(|e| format!("{}: {e}", tc.display()))?;
+    let mut missing = Vec::new();
+    for (line, msg) in lab::batch_failures(&String::from_utf8_lossy(&out.stderr)) {
+        if line % 2 == 1 && msg.contains("Specified qdisc kind is unknown") {
+            if let Some(kind) = kinds.get(line / 2) {
+                missing.push(kind.to_string());
+            }
         }
-        let _ = Command::new(tc).args(["-n", ns, "qdisc", "del", "dev", "p0", "root"]).stderr(Stdio::null()).status();
     }
     scratch.teardown()?;
     Ok(missing)
@@ -157,11 +174,60 @@ fn tc_stdin(tc: &Path, ns: &str, global: &[&str], input: &str) -> Result<String,
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// `tc -s -j qdisc show` and `class show` of every device (one tc per namespace);
-/// with `text`, also the plain `tc -s … show` text of each.
-pub fn snapshot(tc: &Path, targets: &[Target], text: bool) -> Result<Vec<DeviceSnapshot>, String> {
+/// Split the text of `qdisc show dev D` / `class show dev D` for several devices, run
+/// in one batch, into each command's output, knowing how many qdiscs and classes each
+/// device has (from its JSON): every qdisc starts with a line `qdisc …`, every class with
+/// `class …`, everything else continues the one before. `None` when the text does not
+/// have that shape (the caller then asks device by device).
+pub fn split_shows(text: &str, counts: &[(usize, usize)]) -> Option<Vec<(String, String)>> {
+    let mut blocks: Vec<String> = Vec::new();
+    for line in text.split_inclusive('\n') {
+        if line.starts_with("qdisc ") || line.starts_with("class ") || blocks.is_empty() {
+            blocks.push(String::new());
+        }
+        blocks.last_mut().unwrap().push_str(line);
+    }
+    let mut it = blocks.into_iter().peekable();
     let mut out = Vec::new();
-    for t in targets {
+    for &(nq, nc) in counts {
+        let mut take = |n: usize, head: &str| -> Option<String> {
+            let mut s = String::new();
+            for _ in 0..n {
+                let b = it.next()?;
+                if !b.starts_with(head) {
+                    return None;
+                }
+                s.push_str(&b);
+            }
+            Some(s)
+        };
+        let q = take(nq, "qdisc ")?;
+        let c = take(nc, "class ")?;
+        out.push((q, c));
+    }
+    it.peek().is_none().then_some(out)
+}
+
+/// `tc -s -j qdisc show` and `class show` of every device (one tc per namespace, the
+/// namespaces at once); with `text`, also the plain `tc -s … show` text of each (one more
+/// tc per namespace).
+pub fn snapshot(tc: &Path, targets: &[Target], text: bool) -> Result<Vec<DeviceSnapshot>, String> {
+    let per_ns: Vec<Result<Vec<DeviceSnapshot>, String>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = targets.iter().map(|t| sc.spawn(move || snapshot_ns(tc, t, text))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("snapshot thread panicked".into()))).collect()
+    });
+    let mut out = Vec::new();
+    for r in per_ns {
+        out.extend(r?);
+    }
+    Ok(out)
+}
+
+/// [`snapshot`] of one namespace.
+fn snapshot_ns(tc: &Path, t: &Target, text: bool) -> Result<Vec<DeviceSnapshot>, String> {
+    let mut out = Vec::new();
+    {
+        let first = out.len();
         let mut cmds = String::new();
         for (_, dev) in &t.devs {
             cmds.push_str(&format!("qdisc show dev {dev}\nclass show dev {dev}\n"));
@@ -175,14 +241,33 @@ pub fn snapshot(tc: &Path, targets: &[Target], text: bool) -> Result<Vec<DeviceS
                 None => Err(format!("tc -s -j printed too little for {}/{dev}", t.ns)),
             };
             let (qdisc, class) = (next()?, next()?);
-            let (qdisc_text, class_text) = if text {
-                let q = tc_stdin(tc, &t.ns, &["-s"], &format!("qdisc show dev {dev}\n"))?;
-                let c = tc_stdin(tc, &t.ns, &["-s"], &format!("class show dev {dev}\n"))?;
-                (Some(q), Some(c))
-            } else {
-                (None, None)
-            };
-            out.push(DeviceSnapshot { host: owner.clone(), dev: dev.clone(), qdisc, class, qdisc_text, class_text });
+            out.push(DeviceSnapshot {
+                host: owner.clone(),
+                dev: dev.clone(),
+                qdisc,
+                class,
+                qdisc_text: None,
+                class_text: None,
+            });
+        }
+        if text {
+            let devs = &mut out[first..];
+            let len = |v: &serde_json::Value| v.as_array().map_or(0, Vec::len);
+            let counts: Vec<(usize, usize)> = devs.iter().map(|d| (len(&d.qdisc), len(&d.class))).collect();
+            let all = tc_stdin(tc, &t.ns, &["-s"], &cmds)?;
+            match split_shows(&all, &counts) {
+                Some(texts) => {
+                    for (d, (q, c)) in devs.iter_mut().zip(texts) {
+                        (d.qdisc_text, d.class_text) = (Some(q), Some(c));
+                    }
+                }
+                None => {
+                    for d in devs.iter_mut() {
+                        d.qdisc_text = Some(tc_stdin(tc, &t.ns, &["-s"], &format!("qdisc show dev {}\n", d.dev))?);
+                        d.class_text = Some(tc_stdin(tc, &t.ns, &["-s"], &format!("class show dev {}\n", d.dev))?);
+                    }
+                }
+            }
         }
     }
     Ok(out)
@@ -194,6 +279,22 @@ mod tests {
 
     fn kind(line: &str) -> Option<String> {
         qdisc_kind(&qdisc::tc::makeargs(line)).map(String::from)
+    }
+
+    #[test]
+    fn batched_show_text_splits_per_device() {
+        let text = "qdisc htb 1: root refcnt 2 r2q 10 default 0x10\n Sent 1 bytes 1 pkt\n\
+                    qdisc pfifo 10: parent 1:10 limit 1000p\n Sent 1 bytes 1 pkt\n\
+                    class htb 1:10 root leaf 10: prio 0 rate 100Mbit\n Sent 1 bytes\n\n\
+                    qdisc noqueue 0: root refcnt 2\n Sent 0 bytes 0 pkt\n";
+        let got = split_shows(text, &[(2, 1), (1, 0)]).unwrap();
+        assert_eq!(got[0].0, "qdisc htb 1: root refcnt 2 r2q 10 default 0x10\n Sent 1 bytes 1 pkt\nqdisc pfifo 10: parent 1:10 limit 1000p\n Sent 1 bytes 1 pkt\n");
+        assert_eq!(got[0].1, "class htb 1:10 root leaf 10: prio 0 rate 100Mbit\n Sent 1 bytes\n\n");
+        assert_eq!(got[1], ("qdisc noqueue 0: root refcnt 2\n Sent 0 bytes 0 pkt\n".to_string(), String::new()));
+        // Counts that do not match the text: no guess.
+        assert_eq!(split_shows(text, &[(1, 1), (1, 0)]), None);
+        assert_eq!(split_shows(text, &[(2, 1)]), None);
+        assert_eq!(split_shows("", &[(0, 0)]), Some(vec![(String::new(), String::new())]));
     }
 
     #[test]

@@ -1,0 +1,484 @@
+//! What crosses the VM boundary, and how.
+//!
+//! * **In** (host → guest): `/lab/run.json` in a small cpio appended to the initramfs —
+//!   the [`Scenario`] exactly as loaded on the host (file name, sha256 and line numbers
+//!   included, so a failing tc line is reported as `FILE:LINE` of the user's file) and
+//!   the run's options.
+//! * **Progress** (guest → host, live): marker lines on the serial console,
+//!   `@@QDL:INIT <uptime> <kernel>`, `@@QDL:PHASE <name>`, `@@QDL:RUN <elapsed> <total>`.
+//!   The console is slow (about 250 kB/s under TCG) but always there, and it is also
+//!   where a kernel panic shows up.
+//! * **Out** (guest → host): the [`Envelope`] (a [`RunResult`] or the error) as JSON on a
+//!   virtio-serial port named [`RESULT_PORT`], backed by a file on the host, framed as
+//!   `QDL-RESULT 1 <length>\n<json>`. If the guest has no such port it falls back to the
+//!   console: `@@QDL:RESULT-B64 <chunk>` lines between `@@QDL:RESULT-BEGIN <length>` and
+//!   `@@QDL:RESULT-END`.
+
+use qdisc_scenario::scenario::{Endpoint, Host, Link, LinkKind, Scenario, TcLine, TcScript, Traffic, TrafficKind};
+use qdisc_scenario::{RunError, RunResult};
+use serde::{Deserialize, Serialize};
+
+/// The virtio-serial port the guest writes its result to.
+pub const RESULT_PORT: &str = "org.qdisc-lab.result";
+/// Format of `/lab/run.json`.
+pub const RUN_FORMAT: &str = "qdisc-lab/vm-run/1";
+/// Format of the guest's [`Envelope`].
+pub const ENVELOPE_FORMAT: &str = "qdisc-lab/vm-guest/1";
+/// Start of every console marker line.
+pub const MARK: &str = "@@QDL:";
+
+/// What the guest is asked to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuestRun {
+    pub format: String,
+    pub scenario: WireScenario,
+    pub interval_ns: u64,
+    pub snapshot_interval_ns: u64,
+}
+
+/// [`Scenario`], field for field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireScenario {
+    pub file: String,
+    pub sha256: String,
+    pub name: String,
+    pub duration: u64,
+    pub seed: u64,
+    pub hosts: Vec<String>,
+    pub links: Vec<WireLink>,
+    pub tc: Vec<WireTc>,
+    pub traffic: Vec<WireTraffic>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireLink {
+    pub a: [String; 2],
+    pub b: [String; 2],
+    /// The link's kind is veth (else eth).
+    #[serde(default)]
+    pub veth: bool,
+    pub rate: Option<u64>,
+    pub delay: u64,
+    pub loss: f64,
+    pub line: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireTc {
+    pub host: String,
+    /// (line, text, args)
+    pub lines: Vec<(usize, String, Vec<String>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireTraffic {
+    pub kind: WireKind,
+    pub from: String,
+    pub to: String,
+    pub start: u64,
+    pub duration: u64,
+    pub line: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WireKind {
+    Tcp { flows: u32, cc: String },
+    Udp { rate: u64, size: u32 },
+    Ping { interval: u64 },
+}
+
+impl From<&Scenario> for WireScenario {
+    fn from(s: &Scenario) -> Self {
+        WireScenario {
+            file: s.file.clone(),
+            sha256: s.sha256.clone(),
+            name: s.name.clone(),
+            duration: s.duration,
+            seed: s.seed,
+            hosts: s.hosts.iter().map(|h| h.name.clone()).collect(),
+            links: s
+                .links
+                .iter()
+                .map(|l| WireLink {
+                    a: [l.a.host.clone(), l.a.iface.clone()],
+                    b: [l.b.host.clone(), l.b.iface.clone()],
+                    veth: l.kind == LinkKind::Veth,
+                    rate: l.rate,
+                    delay: l.delay,
+                    loss: l.loss,
+                    line: l.line,
+                })
+                .collect(),
+            tc: s
+                .tc
+                .iter()
+                .map(|t| WireTc {
+                    host: t.host.clone(),
+                    lines: t.lines.iter().map(|l| (l.line, l.text.clone(), l.args.clone())).collect(),
+                })
+                .collect(),
+            traffic: s
+                .traffic
+                .iter()
+                .map(|t| WireTraffic {
+                    kind: match &t.kind {
+                        TrafficKind::Tcp { flows, cc } => WireKind::Tcp { flows: *flows, cc: cc.clone() },
+                        TrafficKind::Udp { rate, size } => WireKind::Udp { rate: *rate, size: *size },
+                        TrafficKind::Ping { interval } => WireKind::Ping { interval: *interval },
+                    },
+                    from: t.from.clone(),
+                    to: t.to.clone(),
+                    start: t.start,
+                    duration: t.duration,
+                    line: t.line,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<WireScenario> for Scenario {
+    fn from(w: WireScenario) -> Self {
+        let ep = |[host, iface]: [String; 2]| Endpoint { host, iface };
+        Scenario {
+            file: w.file,
+            sha256: w.sha256,
+            name: w.name,
+            duration: w.duration,
+            seed: w.seed,
+            hosts: w.hosts.into_iter().map(|name| Host { name }).collect(),
+            links: w
+                .links
+                .into_iter()
+                .map(|l| Link {
+                    a: ep(l.a),
+                    b: ep(l.b),
+                    kind: if l.veth { LinkKind::Veth } else { LinkKind::Eth },
+                    rate: l.rate,
+                    delay: l.delay,
+                    loss: l.loss,
+                    line: l.line,
+                })
+                .collect(),
+            tc: w
+                .tc
+                .into_iter()
+                .map(|t| TcScript {
+                    host: t.host,
+                    lines: t.lines.into_iter().map(|(line, text, args)| TcLine { line, text, args }).collect(),
+                })
+                .collect(),
+            traffic: w
+                .traffic
+                .into_iter()
+                .map(|t| Traffic {
+                    kind: match t.kind {
+                        WireKind::Tcp { flows, cc } => TrafficKind::Tcp { flows, cc },
+                        WireKind::Udp { rate, size } => TrafficKind::Udp { rate, size },
+                        WireKind::Ping { interval } => TrafficKind::Ping { interval },
+                    },
+                    from: t.from,
+                    to: t.to,
+                    start: t.start,
+                    duration: t.duration,
+                    line: t.line,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What the guest gives back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub format: String,
+    /// Guest uptime (s) when its init started, and when the run ended.
+    pub uptime_init_s: f64,
+    pub uptime_end_s: f64,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outcome {
+    Result { result: Box<RunResult> },
+    Unsupported { message: String },
+    TcScript { at: String, host: String, command: String, stderr: String, hint: Option<String> },
+    Failed { message: String },
+    Interrupted,
+}
+
+impl Outcome {
+    pub fn from_run(r: Result<RunResult, RunError>) -> Outcome {
+        match r {
+            Ok(result) => Outcome::Result { result: Box::new(result) },
+            Err(RunError::Unsupported(message)) => Outcome::Unsupported { message },
+            Err(RunError::TcScript { at, host, command, stderr, hint }) => {
+                Outcome::TcScript { at, host, command, stderr, hint }
+            }
+            Err(RunError::Failed(message)) => Outcome::Failed { message },
+            Err(RunError::Interrupted) => Outcome::Interrupted,
+        }
+    }
+
+    pub fn into_run(self) -> Result<RunResult, RunError> {
+        match self {
+            Outcome::Result { result } => Ok(*result),
+            Outcome::Unsupported { message } => Err(RunError::Unsupported(message)),
+            Outcome::TcScript { at, host, command, stderr, hint } => {
+                Err(RunError::TcScript { at, host, command, stderr, hint })
+            }
+            Outcome::Failed { message } => Err(RunError::Failed(message)),
+            Outcome::Interrupted => Err(RunError::Interrupted),
+        }
+    }
+}
+
+/// The envelope framed for the result port.
+pub fn frame(json: &[u8]) -> Vec<u8> {
+    let mut out = format!("QDL-RESULT 1 {}\n", json.len()).into_bytes();
+    out.extend_from_slice(json);
+    out
+}
+
+/// The envelope JSON out of what the result port received; `None` when nothing (or
+/// not all of it) arrived.
+pub fn unframe(bytes: &[u8]) -> Option<&[u8]> {
+    let nl = bytes.iter().position(|&b| b == b'\n')?;
+    let header = std::str::from_utf8(&bytes[..nl]).ok()?;
+    let len: usize = header.strip_prefix("QDL-RESULT 1 ")?.trim().parse().ok()?;
+    bytes.get(nl + 1..nl + 1 + len)
+}
+
+/// A console marker line, parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Marker {
+    Init { uptime: f64, kernel: String },
+    Phase(String),
+    Running { elapsed: f64, total: f64 },
+    Other(String),
+}
+
+/// Parse one console line (`\r` and kernel noise before the marker tolerated).
+pub fn parse_marker(line: &str) -> Option<Marker> {
+    let at = line.find(MARK)?;
+    let rest = line[at + MARK.len()..].trim_end_matches(['\r', '\n']);
+    let (word, args) = rest.split_once(' ').unwrap_or((rest, ""));
+    let mut nums = args.split_whitespace().map(|w| w.parse::<f64>());
+    Some(match word {
+        "INIT" => {
+            let mut w = args.split_whitespace();
+            Marker::Init {
+                uptime: w.next().and_then(|u| u.parse().ok()).unwrap_or(0.0),
+                kernel: w.next().unwrap_or("").to_string(),
+            }
+        }
+        // `PHASE NAME [t=UPTIME]`
+        "PHASE" => {
+            let a = args.trim();
+            let name = match a.rsplit_once(' ') {
+                Some((n, t)) if t.starts_with("t=") => n,
+                _ => a,
+            };
+            Marker::Phase(name.to_string())
+        }
+        "RUN" => match (nums.next(), nums.next()) {
+            (Some(Ok(elapsed)), Some(Ok(total))) => Marker::Running { elapsed, total },
+            _ => Marker::Other(rest.to_string()),
+        },
+        _ => Marker::Other(rest.to_string()),
+    })
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Standard base64 with padding (the console fallback).
+pub fn base64_encode(data: &[u8]) -> String {
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for c in data.chunks(3) {
+        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(B64[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let (mut acc, mut bits) = (0u32, 0);
+    for ch in text.bytes().filter(|b| !b.is_ascii_whitespace()) {
+        if ch == b'=' {
+            break;
+        }
+        let v = B64.iter().position(|&b| b == ch)? as u32;
+        acc = acc << 6 | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+/// The console fallback's lines for an envelope.
+pub fn console_result_lines(json: &[u8]) -> Vec<String> {
+    let b = base64_encode(json);
+    let mut lines = vec![format!("{MARK}RESULT-BEGIN {}", json.len())];
+    for chunk in b.as_bytes().chunks(96) {
+        lines.push(format!("{MARK}RESULT-B64 {}", std::str::from_utf8(chunk).unwrap()));
+    }
+    lines.push(format!("{MARK}RESULT-END"));
+    lines
+}
+
+/// The envelope JSON out of a console log (the fallback), if it is there whole.
+pub fn result_from_console(console: &str) -> Option<Vec<u8>> {
+    let mut len = None;
+    let mut b64 = String::new();
+    for line in console.lines() {
+        match parse_marker(line) {
+            Some(Marker::Other(rest)) => {
+                if let Some(n) = rest.strip_prefix("RESULT-BEGIN ") {
+                    len = n.trim().parse::<usize>().ok();
+                    b64.clear();
+                } else if let Some(c) = rest.strip_prefix("RESULT-B64 ") {
+                    b64.push_str(c.trim());
+                } else if rest == "RESULT-END" {
+                    let data = base64_decode(&b64)?;
+                    return (Some(data.len()) == len).then_some(data);
+                }
+            }
+            _ => continue,
+        }
+    }
+    None
+}
+
+/// Where a kernel panic is in a console log: from a few lines before "Kernel panic" to
+/// the end of its report (at most `max` lines).
+pub fn panic_excerpt(console: &str, max: usize) -> Option<String> {
+    let lines: Vec<&str> = console.lines().map(|l| l.trim_end_matches('\r')).collect();
+    let at = lines.iter().position(|l| l.contains("Kernel panic - not syncing"))?;
+    let from = at.saturating_sub(8);
+    let to = (from + max).min(lines.len());
+    Some(lines[from..to].join("\n"))
+}
+
+/// The last `n` non-empty lines of a console log, marker lines included.
+pub fn console_tail(console: &str, n: usize) -> String {
+    let lines: Vec<&str> = console.lines().map(|l| l.trim_end_matches('\r')).filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framing_round_trips_and_rejects_short_writes() {
+        let f = frame(b"{\"a\":1}");
+        assert_eq!(f, b"QDL-RESULT 1 7\n{\"a\":1}");
+        assert_eq!(unframe(&f), Some(&b"{\"a\":1}"[..]));
+        assert_eq!(unframe(&f[..f.len() - 1]), None, "truncated");
+        assert_eq!(unframe(b""), None);
+        assert_eq!(unframe(b"garbage\n{}"), None);
+    }
+
+    #[test]
+    fn markers() {
+        assert_eq!(
+            parse_marker("@@QDL:INIT 2.51 6.12.107+deb13-amd64\r"),
+            Some(Marker::Init { uptime: 2.51, kernel: "6.12.107+deb13-amd64".into() })
+        );
+        assert_eq!(parse_marker("[    3.1] x @@QDL:PHASE setup"), Some(Marker::Phase("setup".into())));
+        assert_eq!(parse_marker("@@QDL:PHASE traffic t=5.21\r"), Some(Marker::Phase("traffic".into())));
+        assert_eq!(parse_marker("@@QDL:RUN 1.50 3.00"), Some(Marker::Running { elapsed: 1.5, total: 3.0 }));
+        assert_eq!(parse_marker("@@QDL:DONE"), Some(Marker::Other("DONE".into())));
+        assert_eq!(parse_marker("[    0.000000] Linux version 6.12"), None);
+    }
+
+    #[test]
+    fn base64_like_coreutils() {
+        for (raw, enc) in [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foobar", "Zm9vYmFy")] {
+            assert_eq!(base64_encode(raw.as_bytes()), enc);
+            assert_eq!(base64_decode(enc).unwrap(), raw.as_bytes());
+        }
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(base64_decode(&base64_encode(&all)).unwrap(), all);
+        assert_eq!(base64_decode("Zm9v!"), None);
+    }
+
+    #[test]
+    fn result_from_the_console_fallback() {
+        let json = br#"{"format":"x","pad":"0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789"}"#;
+        let mut console = String::from("[    2.0] booting\n@@QDL:INIT 2.0 6.12\n");
+        for l in console_result_lines(json) {
+            console.push_str(&l);
+            console.push_str("\r\n");
+        }
+        console.push_str("[    9.0] reboot: Power down\n");
+        assert_eq!(result_from_console(&console).unwrap(), json);
+        // A truncated transfer is no result.
+        let cut = console.replace("@@QDL:RESULT-END", "");
+        assert_eq!(result_from_console(&cut), None);
+    }
+
+    #[test]
+    fn panic_excerpts() {
+        let console = "a\nb\n[ 1.0] Kernel panic - not syncing: VFS: Unable to mount root fs\n[ 1.1] CPU: 0\nc\n";
+        let e = panic_excerpt(console, 3).unwrap();
+        assert_eq!(e, "a\nb\n[ 1.0] Kernel panic - not syncing: VFS: Unable to mount root fs");
+        assert_eq!(panic_excerpt("all fine\n", 10), None);
+        assert_eq!(console_tail("1\n\n2\r\n3\n", 2), "2\n3");
+    }
+
+    #[test]
+    fn scenarios_cross_unchanged() {
+        let text = "name = \"t\"\nduration = \"2s\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n\
+                    [[link]]\nbetween = [\"a:eth0\", \"b:eth0\"]\nrate = \"10mbit\"\ndelay = \"5ms\"\nloss = \"1%\"\n\
+                    [tc.a]\nscript = \"\"\"\nqdisc add dev eth0 root fq_codel\n\"\"\"\n\
+                    [[traffic]]\nkind = \"tcp\"\nfrom = \"a\"\nto = \"b\"\nflows = 2\n\
+                    [[traffic]]\nkind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"1mbit\"\nsize = \"1000\"\n\
+                    [[traffic]]\nkind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"20ms\"\n";
+        let s = Scenario::from_bytes(text.as_bytes(), "dir/t.toml").unwrap_or_else(|e| panic!("{e}"));
+        let run = GuestRun {
+            format: RUN_FORMAT.into(),
+            scenario: WireScenario::from(&s),
+            interval_ns: 100_000_000,
+            snapshot_interval_ns: 100_000_000,
+        };
+        let json = serde_json::to_string(&run).unwrap();
+        let back: GuestRun = serde_json::from_str(&json).unwrap();
+        assert_eq!(Scenario::from(back.scenario), s);
+    }
+
+    #[test]
+    fn outcomes_cross_unchanged() {
+        let e = RunError::TcScript {
+            at: "f.toml:3".into(),
+            host: "a".into(),
+            command: "qdisc add".into(),
+            stderr: "Error".into(),
+            hint: None,
+        };
+        let env = Envelope {
+            format: ENVELOPE_FORMAT.into(),
+            uptime_init_s: 1.0,
+            uptime_end_s: 2.0,
+            outcome: Outcome::from_run(Err(e.clone())),
+        };
+        let back: Envelope = serde_json::from_str(&serde_json::to_string(&env).unwrap()).unwrap();
+        assert_eq!(back.outcome.into_run(), Err(e));
+        for e in [RunError::Unsupported("u".into()), RunError::Failed("f".into()), RunError::Interrupted] {
+            assert_eq!(Outcome::from_run(Err(e.clone())).into_run(), Err(e));
+        }
+    }
+}
