@@ -33,7 +33,27 @@ fn same_order(a: u64, b: u64) -> bool {
 
 /// Metrics that do not agree yet, with the reason; a gap that closes must be removed
 /// from here (the test says so).
-const KNOWN_GAPS: &[(&str, &str, &str)] = &[];
+const KNOWN_GAPS: &[(&str, &str, &str)] = &[
+    (
+        "scenarios/bufferbloat-fq_codel.toml",
+        "throughput",
+        "the Debian 13 kernel ran under TCG (no usable KVM here) and is CPU-bound at 82.9 Mbit/s \
+         behind the 100 Mbit/s shaper (the fixture's warning); the model reaches the shaper's 95 Mbit/s",
+    ),
+    (
+        "scenarios/bufferbloat-fq_codel.toml",
+        "rtt_p50",
+        "ping's 1.2 ms under TCG is mostly emulation cost per packet; with fq_codel the model's \
+         queueing delay for the sparse ping flow is ~0.5 ms",
+    ),
+    (
+        "scenarios/fq-flows-plimit.toml",
+        "throughput",
+        "under TCG the kernel's fq releases throttled flows 437 us late on average (fq's `latency` \
+         xstat in the fixture), so its 20 Mbit/s maxrate flows run ~8 % slow; the model releases \
+         them on time (5.2 % apart in total)",
+    ),
+];
 
 fn gap(scenario: &str, metric: &str, ok: bool, what: String) {
     match KNOWN_GAPS.iter().find(|g| g.0 == scenario && g.1 == metric) {
@@ -77,4 +97,19 @@ fn check(fixture: &str, scenario: &str, host: &str) {
 #[test]
 fn bufferbloat_pfifo_as_on_the_host_kernel() {
     check("host-bufferbloat-pfifo.json", "scenarios/bufferbloat-pfifo.toml", "client");
+}
+
+#[test]
+fn bufferbloat_fq_codel_as_on_debian_13() {
+    check("vm-bufferbloat-fq_codel.json", "scenarios/bufferbloat-fq_codel.toml", "client");
+}
+
+#[test]
+fn fq_flows_plimit_as_on_debian_13() {
+    check("vm-fq-flows-plimit.json", "scenarios/fq-flows-plimit.toml", "sender");
+}
+
+#[test]
+fn netem_path_as_on_debian_13() {
+    check("vm-netem-20ms.json", "scenarios/netem-20ms.toml", "client");
 }
