@@ -153,11 +153,11 @@ fn a_tc_script_failing_midway_leaves_nothing() {
     assert_clean();
     assert_eq!(e.exit_code(), 1);
     let RunError::TcScript { at, host, command, .. } = &e else { panic!("{e}") };
-    assert_eq!((at.as_str(), host.as_str()), ("broken.toml:25", "client"));
+    assert_eq!((at.as_str(), host.as_str()), ("broken.toml:27", "client"));
     assert_eq!(command, "qdisc add dev eth0 parent 1:99 handle 10: pfifo limit 1000");
     let msg = e.to_string();
     assert!(
-        msg.starts_with("broken.toml:25: tc script of host \"client\" failed: tc qdisc add dev eth0 parent 1:99"),
+        msg.starts_with("broken.toml:27: tc script of host \"client\" failed: tc qdisc add dev eth0 parent 1:99"),
         "{msg}"
     );
 }
@@ -196,16 +196,16 @@ fn refuses_what_this_kernel_lacks() {
     let cases = [
         (
             "fq-flows-plimit.toml",
-            "no sch_fq, needed by:\n    scenarios/fq-flows-plimit.toml:22: tc.sender: qdisc add dev eth0 root handle 1: fq maxrate 20mbit flow_limit 10",
+            "no sch_fq, needed by:\n    scenarios/fq-flows-plimit.toml:24: tc.sender: qdisc add dev eth0 root handle 1: fq maxrate 20mbit flow_limit 10",
         ),
         (
             "netem-20ms.toml",
-            "no sch_fq_codel, needed by:\n    scenarios/netem-20ms.toml:21: tc.client: qdisc add dev eth0 root fq_codel\n  \
+            "no sch_fq_codel, needed by:\n    scenarios/netem-20ms.toml:23: tc.client: qdisc add dev eth0 root fq_codel\n  \
              no sch_netem, needed by:\n    scenarios/netem-20ms.toml:14: link[0] client:eth0 — server:eth0 (delay 20ms)",
         ),
         (
             "bufferbloat-fq_codel.toml",
-            "no sch_fq_codel, needed by:\n    scenarios/bufferbloat-fq_codel.toml:25: tc.client: qdisc add dev eth0 parent 1:10 handle 10: fq_codel",
+            "no sch_fq_codel, needed by:\n    scenarios/bufferbloat-fq_codel.toml:27: tc.client: qdisc add dev eth0 parent 1:10 handle 10: fq_codel",
         ),
     ];
     for (file, missing) in cases {

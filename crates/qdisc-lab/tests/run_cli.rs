@@ -59,6 +59,6 @@ fn the_host_backend_refuses_fq_on_a_kernel_without_it() {
     }
     assert_eq!((code, out.as_str()), (2, ""));
     assert!(err.starts_with("qdisc-lab run: the running kernel ("), "{err}");
-    assert!(err.contains("no sch_fq, needed by:\n    ../../scenarios/fq-flows-plimit.toml:22: tc.sender: qdisc add dev eth0 root handle 1: fq maxrate 20mbit flow_limit 10\n"), "{err}");
+    assert!(err.contains("no sch_fq, needed by:\n    ../../scenarios/fq-flows-plimit.toml:24: tc.sender: qdisc add dev eth0 root handle 1: fq maxrate 20mbit flow_limit 10\n"), "{err}");
     assert!(err.ends_with("Run it on a kernel that has them: --backend vm (a Debian kernel under qemu).\n"), "{err}");
 }
