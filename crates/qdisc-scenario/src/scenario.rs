@@ -69,6 +69,9 @@ pub struct Link {
     /// What the two interfaces are (the simulator models both; the kernel lab always
     /// builds veth pairs through a wire namespace).
     pub kind: LinkKind,
+    /// Transmit queues of each of the two interfaces (a NIC with several gets mq with
+    /// a pfifo_fast per queue as its default root).
+    pub txqueues: u32,
     /// Wire rate in bytes per second, the same in both directions; `None`: no limit of
     /// its own (as fast as the machine moves packets).
     pub rate: Option<u64>,
@@ -316,6 +319,7 @@ struct RawHost {
 struct RawLink {
     between: Spanned<Vec<Spanned<String>>>,
     kind: Option<Spanned<String>>,
+    txqueues: Option<Spanned<i64>>,
     rate: Option<Spanned<String>>,
     delay: Option<Spanned<String>>,
     loss: Option<Spanned<String>>,
@@ -615,9 +619,16 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                 return Err(cx.at(v.span(), format!("link[{i}].kind"), format!("unknown kind {other:?} (eth or veth)")))
             }
         };
+        let txqueues = match &r.txqueues {
+            None => 1,
+            Some(v) => match u32::try_from(*v.get_ref()) {
+                Ok(n) if (1..=4096).contains(&n) => n,
+                _ => return Err(cx.at(v.span(), format!("link[{i}].txqueues"), "txqueues must be 1..4096")),
+            },
+        };
         let b = eps.pop().unwrap();
         let a = eps.pop().unwrap();
-        links.push(Link { a, b, kind, rate, delay, loss, line: cx.line_of(&l.span()) });
+        links.push(Link { a, b, kind, txqueues, rate, delay, loss, line: cx.line_of(&l.span()) });
     }
     if links.len() > 254 {
         return Err(top("link", "at most 254 links (link i uses the subnet 10.(i+1).0.0/24)"));

@@ -219,6 +219,7 @@ impl Sim {
                         let veth = l.kind == LinkKind::Veth;
                         // A NIC's wire rate is the link's; a veth has none.
                         net.iface(hi, &ep.iface, veth, if veth { None } else { l.rate }, l.rate);
+                        net.specs[hi as usize].last_mut().expect("just added").txqueues = l.txqueues;
                     }
                 }
             }

@@ -245,3 +245,31 @@ fn veth_links_with_delay_queue_as_netem_would() {
         assert!((s.rtt_ms - 20.001568).abs() < 1e-9, "{s:?}");
     }
 }
+
+#[test]
+fn a_multiqueue_nic_gets_mq_and_bql_per_queue() {
+    let s = scenario(
+        &(with(
+            r#"
+[[traffic]]
+kind = "tcp"
+from = "client"
+to = "server"
+flows = 8
+"#,
+        )
+        .replace("rate = \"1gbit\"", "txqueues = 4\nrate = \"1gbit\"")),
+    );
+    let mut sim = Sim::new(&s, KernelVersion(6, 12)).unwrap();
+    sim.run(|_| {});
+    assert_eq!(sim.ifaces[0].txqs.len(), 4);
+    let dev = sim.device(0);
+    assert_eq!(dev.root.q.kind(), "mq");
+    // skb_tx_hash spreads the 8 connections: more than one queue carried traffic, and
+    // each queue that did learnt its own BQL limit.
+    let used: Vec<usize> = (0..4).filter(|&i| sim.ifaces[0].txqs[i].dql.num_completed > 0).collect();
+    assert!(used.len() > 1, "{used:?}");
+    for i in used {
+        assert!(sim.ifaces[0].txqs[i].dql.limit > 0);
+    }
+}

@@ -241,8 +241,23 @@ impl Lab {
             for (b_side, ep) in [(false, &l.a), (true, &l.b)] {
                 let port = port_name(i, b_side);
                 let hns = self.host_ns(&ep.host);
-                wire_cmds
-                    .push(v(&["link", "add", "name", &port, "type", "veth", "peer", "name", &ep.iface, "netns", &hns]));
+                wire_cmds.push(v(&[
+                    "link",
+                    "add",
+                    "name",
+                    &port,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    &ep.iface,
+                    "netns",
+                    &hns,
+                    "numtxqueues",
+                    &l.txqueues.to_string(),
+                    "numrxqueues",
+                    &l.txqueues.to_string(),
+                ]));
                 wire_cmds.push(v(&["link", "set", "dev", &port, "master", &br]));
                 wire_cmds.push(v(&["link", "set", "dev", &port, "up"]));
             }
@@ -414,7 +429,7 @@ mod tests {
 
     fn link(rate: Option<u64>, delay: u64, loss: f64) -> Link {
         let e = |h: &str| Endpoint { host: h.into(), iface: "eth0".into() };
-        Link { a: e("a"), b: e("b"), kind: Default::default(), rate, delay, loss, line: 1 }
+        Link { a: e("a"), b: e("b"), kind: Default::default(), txqueues: 1, rate, delay, loss, line: 1 }
     }
 
     #[test]

@@ -57,6 +57,7 @@ pub struct WireLink {
     /// The link's kind is veth (else eth).
     #[serde(default)]
     pub veth: bool,
+    pub txqueues: u32,
     pub rate: Option<u64>,
     pub delay: u64,
     pub loss: f64,
@@ -104,6 +105,7 @@ impl From<&Scenario> for WireScenario {
                     a: [l.a.host.clone(), l.a.iface.clone()],
                     b: [l.b.host.clone(), l.b.iface.clone()],
                     veth: l.kind == LinkKind::Veth,
+                    txqueues: l.txqueues,
                     rate: l.rate,
                     delay: l.delay,
                     loss: l.loss,
@@ -155,6 +157,7 @@ impl From<WireScenario> for Scenario {
                     a: ep(l.a),
                     b: ep(l.b),
                     kind: if l.veth { LinkKind::Veth } else { LinkKind::Eth },
+                    txqueues: l.txqueues,
                     rate: l.rate,
                     delay: l.delay,
                     loss: l.loss,
