@@ -124,7 +124,8 @@ fn mistakes_are_named_exactly() {
         (with("duration = \"5s\"", "duration = \"5s"), "t.toml:2:15: invalid basic string, expected `\"`"),
         (with("duration = \"5s\"", "duration = 5"), "t.toml:2:12: duration: invalid type: integer `5`, expected a string"),
         (with("flows = 4", "flows = \"4\""), "t.toml:23:9: traffic[0].flows: invalid type: string \"4\", expected i64"),
-        (with("rate = \"1gbit\"", "rat = \"1gbit\""), "t.toml:11:1: link[0].rat: unknown field `rat`, expected one of `between`, `kind`, `rate`, `delay`, `loss`"),
+        (with("rate = \"1gbit\"", "rat = \"1gbit\""), "t.toml:11:1: link[0].rat: unknown field `rat`, expected one of `between`, `kind`, `txqueues`, `rate`, `delay`, `loss`"),
+        (with("rate = \"1gbit\"", "rate = \"1gbit\"\ntxqueues = 0"), "t.toml:12:12: link[0].txqueues: txqueues must be 1..4096"),
         (with("rate = \"1gbit\"", "rate = \"1gbit\"\nkind = \"wifi\""), "t.toml:12:8: link[0].kind: unknown kind \"wifi\" (eth or veth)"),
         // Units, tc's.
         (with("rate = \"1gbit\"", "rate = \"1gbps2\""), "t.toml:11:8: link[0].rate: invalid rate \"1gbps2\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\")"),
