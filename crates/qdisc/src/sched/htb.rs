@@ -369,11 +369,15 @@ struct Level {
     hprio: [HPrio; TC_HTB_NUMPRIO],
 }
 
-/// `struct htb_class`. Laid out in order (`repr(C)`): what classification,
-/// dequeue and `htb_charge_class` touch for every packet comes first, in about
-/// three cache lines; configuration and counters read by dumps follow.
+/// `struct htb_class`. Laid out in order (`repr(C)`) in 64-byte groups so that a
+/// packet touches as few lines of a cold class as possible: the first is all that
+/// classification and enqueue read (the leaf qdisc, level, activity); the next three
+/// are what dequeue and `htb_charge_class` read and write (buckets, deficits, rates,
+/// bstats); configuration and counters read only by dumps follow. (With 10,000
+/// leaves every packet meets a class that is not in cache.)
 #[repr(C)]
 struct Class {
+    // group 0
     /// Level 0: the leaf qdisc.
     leaf: Option<Node>,
     level: usize,
@@ -382,30 +386,34 @@ struct Class {
     /// Bit per priority at which this class is active.
     prio_activity: u32,
     cmode: Mode,
+    /// Queued in the wait queue of this level (`pq_node` linked); the entry's heap
+    /// slot is `Htb::pq_pos[minor]`.
+    pq: Option<u8>,
+    // group 1
     t_c: i64,
     tokens: i64,
     ctokens: i64,
+    /// Level 0: the per-level deficits.
+    deficit: [i32; TC_HTB_MAXDEPTH],
+    quantum: i32,
+    lends: u32,
+    // group 2
     mbuffer: i64,
     buffer: i64,
     cbuffer: i64,
     rate: PschedRatecfg,
+    borrows: u32,
+    overlimits: u32,
+    // group 3
     ceil: PschedRatecfg,
-    quantum: i32,
-    prio: u32,
-    /// Level 0: the per-level deficits.
-    deficit: [i32; TC_HTB_MAXDEPTH],
     /// bstats (bytes/packets only).
     bstats: Stats,
-    lends: u32,
-    borrows: u32,
-    /// Queued in the wait queue of this level (`pq_node` linked); the entry's heap
-    /// slot is `Htb::pq_pos[minor]`.
-    pq: Option<usize>,
+    // cold
+    prio: u32,
     classid: u32,
     children: u32,
     giants: u32,
     drops: u32,
-    overlimits: u32,
     /// Filters bound to this class (`filter_cnt`, `qdisc_class_in_use`).
     filter_cnt: u32,
     /// Level > 0: the feeds, one per priority.
@@ -900,13 +908,14 @@ impl Htb {
         }
         self.pq_seq += 1;
         let seq = self.pq_seq;
-        self.cl_mut(m).pq = Some(level);
+        self.cl_mut(m).pq = Some(level as u8);
         let Htb { levels, pq_pos, .. } = self;
         levels[level].wait_pq.push(WaitEntry { key, seq, minor: m }, pq_pos);
     }
 
     fn erase_from_wait_tree(&mut self, m: u32) {
         if let Some(level) = self.cl_mut(m).pq.take() {
+            let level = level as usize;
             let Htb { levels, pq_pos, .. } = self;
             let pos = pq_pos[m as usize] as usize;
             levels[level].wait_pq.remove(pos, pq_pos);
