@@ -201,6 +201,17 @@ fn local_verdict(v: Option<Enqueued>) -> LocalXmit {
     }
 }
 
+/// Timers are lazy: a flow has at most one pending event per side (`pending`), at the
+/// earliest time it was asked for. A timer pushed later (an RTO re-armed on every ACK)
+/// waits for that event, whose handler re-arms it; an earlier one gets an event of its own.
+fn arm(events: &mut crate::event::Events, pending: &mut Option<Instant>, want: Option<Instant>, now: Instant, ev: Ev) {
+    let Some(want) = want.map(|t| t.max(now)) else { return };
+    if pending.is_none_or(|p| want < p) {
+        *pending = Some(want);
+        events.at(want, ev);
+    }
+}
+
 /// Whether a device's tree has an fq qdisc (which marks its sockets SK_PACING_FQ).
 fn has_fq(dev: &qdisc::tree::Device) -> bool {
     dev.walk().iter().any(|(_, n)| n.q.kind() == "fq")
@@ -257,17 +268,10 @@ impl Sim {
         self.arm_sender(flow);
     }
 
-    /// Timers are lazy: a flow has at most one pending event per side, at the earliest
-    /// time it was asked for. A timer pushed later (an RTO re-armed on every ACK) waits
-    /// for that event, which re-arms it; an earlier one gets an event of its own.
     fn arm_sender(&mut self, flow: u32) {
-        let now = self.now;
         let f = &mut self.tcp[flow as usize];
-        let Some(want) = f.sender.as_ref().and_then(|s| s.next_timer()).map(|t| t.max(now)) else { return };
-        if f.sender_timer.is_none_or(|pending| want < pending) {
-            f.sender_timer = Some(want);
-            self.events.at(want, Ev::TcpSender { flow });
-        }
+        let want = f.sender.as_ref().and_then(|s| s.next_timer());
+        arm(&mut self.events, &mut f.sender_timer, want, self.now, Ev::TcpSender { flow });
     }
 
     pub fn tcp_sender_timer(&mut self, flow: u32) {
@@ -319,13 +323,9 @@ impl Sim {
     }
 
     fn arm_receiver(&mut self, flow: u32) {
-        let now = self.now;
         let f = &mut self.tcp[flow as usize];
-        let Some(want) = f.receiver.as_ref().and_then(|r| r.next_timer()).map(|t| t.max(now)) else { return };
-        if f.receiver_timer.is_none_or(|pending| want < pending) {
-            f.receiver_timer = Some(want);
-            self.events.at(want, Ev::TcpReceiver { flow });
-        }
+        let want = f.receiver.as_ref().and_then(|r| r.next_timer());
+        arm(&mut self.events, &mut f.receiver_timer, want, self.now, Ev::TcpReceiver { flow });
     }
 
     pub fn tcp_receiver_timer(&mut self, flow: u32) {
