@@ -96,6 +96,24 @@ pub enum LinkKind {
 }
 
 impl Link {
+    /// How the kernel lab's wire shapes this link, and the simulator's veth links with
+    /// it: netem (for delay or loss) or else tbf (for a rate alone).
+    pub fn wire_needs_netem(&self) -> bool {
+        self.delay > 0 || self.loss > 0.0
+    }
+
+    /// The wire's tbf burst: 1 ms at the rate, at least two full-sized frames.
+    pub fn wire_tbf_burst(&self) -> u64 {
+        (self.rate.unwrap_or(0) / 1000).max(2 * 1514)
+    }
+
+    /// The wire's netem limit: everything in flight over the delay line plus 50 ms of
+    /// queue, twice, in 1500-byte packets (no rate: 10 Gbit/s), at least 1000.
+    pub fn wire_netem_limit(&self) -> u64 {
+        let bps = self.rate.unwrap_or(1_250_000_000) as f64;
+        ((bps * (self.delay as f64 / 1e9 + 0.05) / 1500.0 * 2.0).ceil() as u64).max(1000)
+    }
+
     /// The IPv4 address of endpoint `b_side` (false: a, true: b) of link `index`.
     pub fn address(index: usize, b_side: bool) -> String {
         format!("10.{}.0.{}", index + 1, if b_side { 2 } else { 1 })

@@ -297,12 +297,18 @@ fn links(s: &Scenario) -> Vec<LinkInfo> {
         .enumerate()
         .map(|(i, l)| {
             let rate = l.rate.map(|r| qdisc::tc::units::fmt_rate(r, false));
-            let mut how = vec![match (l.kind, rate) {
+            let mut how = vec![match (l.kind, &rate) {
                 (LinkKind::Eth, Some(r)) => format!("simulated NICs (BQL, TSO/GRO, 24 B framing per frame) at {r}"),
                 (LinkKind::Eth, None) => "simulated NICs without a rate of their own".into(),
+                (LinkKind::Veth, _) if l.wire_needs_netem() => format!(
+                    "simulated veth pair through a bridge; where the kernel lab uses netem, pfifo limit {} on the \
+                     ports l{i}a/l{i}b{}",
+                    l.wire_netem_limit(),
+                    rate.map(|r| format!(", serialising at {r}")).unwrap_or_default()
+                ),
                 (LinkKind::Veth, Some(r)) => format!(
                     "simulated veth pair through a bridge; tbf rate {r} burst {}b latency 50ms on the ports l{i}a/l{i}b",
-                    (l.rate.unwrap_or(0) / 1000).max(2 * 1514)
+                    l.wire_tbf_burst()
                 ),
                 (LinkKind::Veth, None) => "simulated veth pair through a bridge".into(),
             }];

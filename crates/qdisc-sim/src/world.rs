@@ -144,14 +144,12 @@ pub fn addr(s: &Scenario, li: usize, host: &str) -> [u8; 16] {
 /// rate over the delay + 50 ms, at least 1000) in front of a port serialising at the rate.
 fn wire_qdisc(l: &qdisc_scenario::scenario::Link, dev: &str) -> Vec<String> {
     let mut a: Vec<String> = ["qdisc", "add", "dev", dev, "root", "handle", "1:"].map(String::from).to_vec();
-    if l.delay > 0 || l.loss > 0.0 {
-        let bps = l.rate.unwrap_or(1_250_000_000) as f64;
-        let packets = (bps * (l.delay as f64 / 1e9 + 0.05) / 1500.0 * 2.0).ceil() as u64;
-        a.extend(["pfifo".into(), "limit".into(), packets.max(1000).to_string()]);
+    if l.wire_needs_netem() {
+        a.extend(["pfifo".into(), "limit".into(), l.wire_netem_limit().to_string()]);
     } else {
         let rate = l.rate.unwrap_or(0);
         a.extend(["tbf".into(), "rate".into(), format!("{}bit", rate * 8), "burst".into()]);
-        a.extend([(rate / 1000).max(2 * 1514).to_string(), "latency".into(), "50ms".into()]);
+        a.extend([l.wire_tbf_burst().to_string(), "latency".into(), "50ms".into()]);
     }
     a
 }
@@ -247,7 +245,7 @@ impl Sim {
                     // (netem is not in the engine yet: a pfifo of netem's limit on a
                     // port that serialises at the rate, without framing overhead).
                     let w = net.host(&format!("link[{li}]"));
-                    let netem = l.delay > 0 || l.loss > 0.0;
+                    let netem = l.wire_needs_netem();
                     let port_rate = if netem { l.rate } else { None };
                     let (pa, pb) = (
                         net.iface(w, &format!("l{li}a"), true, port_rate, None),
@@ -498,13 +496,10 @@ impl Sim {
     fn receive(&mut self, h: u32, pkt: Packet) {
         let Some(meta) = self.metas.get(pkt.id as usize).and_then(|m| m.as_ref()) else { return };
         if meta.dst != h {
-            // Forwarding: the same bytes leave on the next hop (a new skb: no socket).
+            // Forwarding: the same bytes leave on the next hop (a GSO skb that crossed a
+            // veth whole stays one).
             let dst = meta.dst;
-            let mut fwd = Packet::new(pkt.id, pkt.len);
-            fwd.tos = pkt.tos;
-            fwd.hash = pkt.hash;
-            fwd.flow = pkt.flow.clone();
-            self.send(h, dst, fwd);
+            self.send(h, dst, crate::xmit::onward(&pkt, pkt.id, pkt.len, pkt.gso_segs, true));
             return;
         }
         let meta = self.take_meta(pkt.id).expect("present");

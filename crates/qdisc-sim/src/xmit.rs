@@ -154,18 +154,7 @@ impl Sim {
             }
             let ns = rate.map_or(0, |r| wire_ns(p.len as u64 + framing(veth) * p.gso_segs as u64, r));
             let arrive = began + qdisc::Duration(ns + d.delay);
-            let mut f = Packet::new(p.id, p.len);
-            if !last_hop {
-                f.flow = p.flow.clone();
-            }
-            f.gso_segs = p.gso_segs;
-            f.tos = p.tos;
-            f.hash = p.hash;
-            let d = &mut self.dirs[out as usize];
-            if d.frames.is_empty() {
-                self.events.at(arrive, Ev::Arrive { dir: out });
-            }
-            d.frames.push_back((arrive, f));
+            self.fly(out, arrive, onward(p, p.id, p.len, p.gso_segs, !last_hop));
             return;
         }
         let frames: Vec<(u32, u64)> = if p.gso_segs <= 1 {
@@ -198,23 +187,38 @@ impl Sim {
                 self.take_meta(id);
                 continue;
             }
-            let mut f = Packet::new(id, len);
-            f.tos = p.tos;
-            f.hash = p.hash;
-            if !last_hop {
-                // A router classifies it again; the destination only needs its meta.
-                f.flow = p.flow.clone();
-            }
             // Emitted at the end of the skb's serialisation: a segment that would be in
             // already (no propagation delay) arrives now, never in the past.
             let arrive = (t + qdisc::Duration(delay)).max(self.now);
-            let d = &mut self.dirs[out as usize];
-            if d.frames.is_empty() {
-                self.events.at(arrive, Ev::Arrive { dir: out });
-            }
-            d.frames.push_back((arrive, f));
+            self.fly(out, arrive, onward(p, id, len, 1, !last_hop));
         }
     }
+}
+
+impl Sim {
+    /// A frame on link direction `out`, arriving at `arrive` (frames of one direction
+    /// arrive in order, so only the head has an event).
+    fn fly(&mut self, out: u32, arrive: Instant, f: Packet) {
+        let d = &mut self.dirs[out as usize];
+        if d.frames.is_empty() {
+            self.events.at(arrive, Ev::Arrive { dir: out });
+        }
+        d.frames.push_back((arrive, f));
+    }
+}
+
+/// The skb the next hop builds for `p`'s bytes: `len` bytes in `segs` segments, the
+/// same dsfield and flow hash, no socket; the 5-tuple only where a qdisc may classify
+/// it again (`keep_flow`: not at the destination, which needs only the meta `id`).
+pub fn onward(p: &Packet, id: u64, len: u32, segs: u16, keep_flow: bool) -> Packet {
+    let mut f = Packet::new(id, len);
+    f.gso_segs = segs;
+    f.tos = p.tos;
+    f.hash = p.hash;
+    if keep_flow {
+        f.flow = p.flow.clone();
+    }
+    f
 }
 
 /// Bytes a frame takes on the wire beyond its length: Ethernet framing on a NIC,

@@ -369,7 +369,7 @@ pub fn port_name(i: usize, b_side: bool) -> String {
 /// wire port whose egress carries it; `None` when the link has nothing to realise.
 pub fn wire_qdisc(l: &Link, dev: &str) -> Option<Vec<String>> {
     let mut a: Vec<String> = ["qdisc", "add", "dev", dev, "root", "handle", "1:"].map(String::from).to_vec();
-    if l.delay > 0 || l.loss > 0.0 {
+    if l.wire_needs_netem() {
         a.push("netem".into());
         a.extend(["delay".into(), exact_time(l.delay)]);
         if l.loss > 0.0 {
@@ -378,17 +378,12 @@ pub fn wire_qdisc(l: &Link, dev: &str) -> Option<Vec<String>> {
         if let Some(r) = l.rate {
             a.extend(["rate".into(), format!("{}bit", r * 8)]);
         }
-        // Everything in flight over the delay line plus 50 ms of queue, twice, in
-        // 1500-byte packets; no rate: assume 10 Gbit/s.
-        let bps = l.rate.unwrap_or(1_250_000_000) as f64;
-        let packets = (bps * (l.delay as f64 / 1e9 + 0.05) / 1500.0 * 2.0).ceil() as u64;
-        a.extend(["limit".into(), packets.max(1000).to_string()]);
+        a.extend(["limit".into(), l.wire_netem_limit().to_string()]);
         Some(a)
     } else if let Some(r) = l.rate {
-        let burst = (r / 1000).max(2 * 1514);
         a.extend(["tbf", "rate"].map(String::from));
         a.push(format!("{}bit", r * 8));
-        a.extend(["burst".into(), burst.to_string(), "latency".into(), "50ms".into()]);
+        a.extend(["burst".into(), l.wire_tbf_burst().to_string(), "latency".into(), "50ms".into()]);
         Some(a)
     } else {
         None
@@ -411,7 +406,7 @@ pub fn describe(l: &Link, i: usize) -> String {
     match wire_qdisc(l, &port_name(i, true)) {
         None => "a bridge in the wire namespace, no rate/delay/loss of its own".into(),
         Some(args) => {
-            let kind = if l.delay > 0 || l.loss > 0.0 { "netem" } else { "tbf" };
+            let kind = if l.wire_needs_netem() { "netem" } else { "tbf" };
             let what = l.rate.map(|r| fmt_rate(r, false)).unwrap_or_else(|| "unlimited".into());
             format!(
                 "{kind} on the egress of each wire-namespace port ({what}); a→b: tc {}; b→a: the same on {}",
