@@ -28,14 +28,16 @@
 //! ("borrowed"). When nothing can send, the answer is the nearest wait-queue event
 //! (`Throttled { until }`), as the kernel arms its watchdog.
 //!
-//! Data structures for scale: classes live in a `Vec` indexed by minor; rows and
-//! feeds are [`MinorSet`]s (ordered sets of minors as a three-level bitmap: insert,
-//! remove and successor in a few word operations, no allocation once warm) with a
-//! saved DRR position; wait queues are indexed binary heaps ordered by
-//! `(pq_key, insertion)` — the order the kernel's rb-tree gives equal keys — with
-//! each class's heap slot kept so a class leaves the queue in O(log n). The kernel's
-//! class hash (which fixes the order `tc class show` lists classes in) is simulated
-//! bucket by bucket. Nothing on the datapath scans all classes.
+//! Data structures for scale: classes live inline in pages of 64 consecutive minors
+//! (a tree built from consecutive classids is consecutive memory); rows and feeds are
+//! [`MinorSet`]s (ordered sets of minors as a three-level bitmap: insert, remove and
+//! successor in a few word operations, no allocation once warm) with a saved DRR
+//! position; wait queues ([`WaitQueue`]) are radix heaps over ~1 µs blocks of the
+//! event time with a binary heap for the nearest block, ordered by
+//! `(pq_key, insertion)` — the order the kernel's rb-tree gives equal keys — so the
+//! long waits of thousands of borrowing leaves are queued and erased in O(1). The
+//! kernel's class hash (which fixes the order `tc class show` lists classes in) is
+//! simulated bucket by bucket. Nothing on the datapath scans all classes.
 
 use std::collections::VecDeque;
 
@@ -398,7 +400,6 @@ struct Class {
     quantum: i32,
     lends: u32,
     // group 2
-    mbuffer: i64,
     buffer: i64,
     cbuffer: i64,
     rate: PschedRatecfg,
@@ -422,6 +423,13 @@ struct Class {
     /// when a filter (or `skb->priority`) selects this class while it is inner.
     block: Block,
 }
+
+/// Classes are stored inline in pages of this many consecutive minors, allocated
+/// when a class first uses them: a tree of consecutive classids is consecutive
+/// memory, which the prefetcher follows as the round robin walks it, and a lone
+/// class at a high minor costs one page, not a table of every minor.
+const PAGE: usize = 64;
+type ClassPage = [Option<Class>; PAGE];
 
 /// The kernel's `Qdisc_class_hash` as far as its iteration order goes: buckets of
 /// classids, newest first within a bucket, doubling when the load passes 3/4.
@@ -516,8 +524,8 @@ pub struct Htb {
     direct_qlen: u32,
     direct: VecDeque<Packet>,
     direct_pkts: u32,
-    /// Classes by minor.
-    classes: Vec<Option<Box<Class>>>,
+    /// Classes by minor, in pages of [`PAGE`] consecutive minors ([`ClassPage`]).
+    classes: Vec<Option<Box<ClassPage>>>,
     /// Wait-queue heap slot of each queued class, by minor (see [`WaitQueue`]).
     pq_pos: Vec<u32>,
     hash: ClassHash,
@@ -580,14 +588,20 @@ impl Htb {
 
     // ---- lookups -------------------------------------------------------------------
 
+    fn get(&self, minor: u32) -> Option<&Class> {
+        self.classes.get(minor as usize / PAGE)?.as_ref()?[minor as usize % PAGE].as_ref()
+    }
+    fn get_mut(&mut self, minor: u32) -> Option<&mut Class> {
+        self.classes.get_mut(minor as usize / PAGE)?.as_mut()?[minor as usize % PAGE].as_mut()
+    }
     fn has(&self, minor: u32) -> bool {
-        self.classes.get(minor as usize).is_some_and(|c| c.is_some())
+        self.get(minor).is_some()
     }
     fn cl(&self, minor: u32) -> &Class {
-        self.classes[minor as usize].as_ref().expect("class exists")
+        self.get(minor).expect("class exists")
     }
     fn cl_mut(&mut self, minor: u32) -> &mut Class {
-        self.classes[minor as usize].as_mut().expect("class exists")
+        class_mut(&mut self.classes, minor)
     }
     /// `htb_find`: the class with this full classid, by minor.
     fn find_classid(&self, classid: u32) -> Option<u32> {
@@ -779,9 +793,8 @@ impl Htb {
 
     // ---- rows, feeds and the wait queue ------------------------------------------------
 
-    /// `htb_add_class_to_row`.
-    fn add_class_to_row(&mut self, m: u32, mask: u32) {
-        let level = self.cl(m).level;
+    /// `htb_add_class_to_row`: class `m` of `level`.
+    fn add_class_to_row(&mut self, m: u32, level: usize, mask: u32) {
         self.row_mask[level] |= mask;
         for prio in bits(mask) {
             self.levels[level].hprio[prio].set.insert(m);
@@ -789,8 +802,7 @@ impl Htb {
     }
 
     /// `htb_remove_class_from_row`: a DRR position on the class moves to the next one.
-    fn remove_class_from_row(&mut self, m: u32, mask: u32) {
-        let level = self.cl(m).level;
+    fn remove_class_from_row(&mut self, m: u32, level: usize, mask: u32) {
         let mut emptied = 0;
         for prio in bits(mask) {
             let hp = &mut self.levels[level].hprio[prio];
@@ -808,37 +820,41 @@ impl Htb {
     /// `htb_activate_prios`: link the class into its parent's feeds while it may
     /// borrow, walking up; the first ancestor that can send goes into its row.
     fn activate_prios(&mut self, m: u32) {
-        let mut cl = m;
-        let mut mask = self.cl(m).prio_activity;
-        while self.cl(cl).cmode == Mode::MayBorrow && mask != 0 {
-            let Some(p) = self.cl(cl).parent else { break };
+        let c = self.cl(m);
+        let (mut cl, mut mask, mut mode, mut level, mut parent) = (m, c.prio_activity, c.cmode, c.level, c.parent);
+        while mode == Mode::MayBorrow && mask != 0 {
+            let Some(p) = parent else { break };
+            let pc = class_mut(&mut self.classes, p);
+            let feeds = pc.inner.as_mut().expect("inner class");
             for prio in bits(mask) {
-                let feed = self.hp(PRef::Feed(p), prio);
+                let feed = &mut feeds[prio];
                 if !feed.set.is_empty() {
                     // The parent is already active at this priority.
                     mask &= !(1 << prio);
                 }
                 feed.set.insert(cl);
             }
-            self.cl_mut(p).prio_activity |= mask;
-            cl = p;
+            pc.prio_activity |= mask;
+            (cl, mode, level, parent) = (p, pc.cmode, pc.level, pc.parent);
         }
-        if self.cl(cl).cmode == Mode::CanSend && mask != 0 {
-            self.add_class_to_row(cl, mask);
+        if mode == Mode::CanSend && mask != 0 {
+            self.add_class_to_row(cl, level, mask);
         }
     }
 
     /// `htb_deactivate_prios`: the reverse walk; a feed position on the class is
     /// forgotten (its classid kept to resume from).
     fn deactivate_prios(&mut self, m: u32) {
-        let mut cl = m;
-        let mut mask = self.cl(m).prio_activity;
-        while self.cl(cl).cmode == Mode::MayBorrow && mask != 0 {
-            let Some(p) = self.cl(cl).parent else { break };
+        let c = self.cl(m);
+        let (mut cl, mut mask, mut mode, mut level, mut parent) = (m, c.prio_activity, c.cmode, c.level, c.parent);
+        while mode == Mode::MayBorrow && mask != 0 {
+            let Some(p) = parent else { break };
+            let pc = class_mut(&mut self.classes, p);
+            let feeds = pc.inner.as_mut().expect("inner class");
             let mm = mask;
             mask = 0;
             for prio in bits(mm) {
-                let feed = self.hp(PRef::Feed(p), prio);
+                let feed = &mut feeds[prio];
                 if feed.ptr == Some(cl) {
                     feed.last_ptr_id = Some(cl);
                     feed.ptr = None;
@@ -848,11 +864,11 @@ impl Htb {
                     mask |= 1 << prio;
                 }
             }
-            self.cl_mut(p).prio_activity &= !mask;
-            cl = p;
+            pc.prio_activity &= !mask;
+            (cl, mode, level, parent) = (p, pc.cmode, pc.level, pc.parent);
         }
-        if self.cl(cl).cmode == Mode::CanSend && mask != 0 {
-            self.remove_class_from_row(cl, mask);
+        if mode == Mode::CanSend && mask != 0 {
+            self.remove_class_from_row(cl, level, mask);
         }
     }
 
@@ -870,35 +886,34 @@ impl Htb {
         (Mode::MayBorrow, -toks)
     }
 
-    /// `htb_change_class_mode`: returns the delay until the next change.
-    fn change_class_mode(&mut self, m: u32, diff: i64) -> i64 {
-        let (new, delay) = Self::class_mode(self.cl(m), diff);
-        let c = self.cl_mut(m);
-        if new == c.cmode {
-            return delay;
-        }
+    /// The second half of `htb_change_class_mode` (the first is [`Htb::class_mode`]):
+    /// class `m` goes from mode `old` to `new`, moving between feeds and rows if it
+    /// is active.
+    fn set_mode(&mut self, m: u32, old: Mode, new: Mode) {
+        let c = class_mut(&mut self.classes, m);
         if new == Mode::CantSend {
             c.overlimits = c.overlimits.wrapping_add(1);
             self.stats.overlimit();
         }
-        if self.cl(m).prio_activity != 0 {
-            if self.cl(m).cmode != Mode::CantSend {
-                self.deactivate_prios(m);
-            }
-            self.cl_mut(m).cmode = new;
-            if new != Mode::CantSend {
-                self.activate_prios(m);
-            }
-        } else {
-            self.cl_mut(m).cmode = new;
+        if c.prio_activity == 0 {
+            c.cmode = new;
+            return;
         }
-        delay
+        if old != Mode::CantSend {
+            self.deactivate_prios(m);
+        }
+        self.cl_mut(m).cmode = new;
+        if new != Mode::CantSend {
+            self.activate_prios(m);
+        }
     }
 
     /// `htb_add_to_wait_tree`.
     fn add_to_wait_tree(&mut self, m: u32, delay: i64) {
         let now = self.now;
-        let level = self.cl(m).level;
+        let c = class_mut(&mut self.classes, m);
+        let level = c.level;
+        c.pq = Some(level as u8);
         let mut key = now + delay;
         if key == now {
             key += 1;
@@ -907,18 +922,14 @@ impl Htb {
             self.near_ev_cache[level] = key;
         }
         self.pq_seq += 1;
-        let seq = self.pq_seq;
-        self.cl_mut(m).pq = Some(level as u8);
-        let Htb { levels, pq_pos, .. } = self;
-        levels[level].wait_pq.push(WaitEntry { key, seq, minor: m }, pq_pos);
+        self.levels[level].wait_pq.push(WaitEntry { key, seq: self.pq_seq, minor: m }, &mut self.pq_pos);
     }
 
     fn erase_from_wait_tree(&mut self, m: u32) {
         if let Some(level) = self.cl_mut(m).pq.take() {
             let level = level as usize;
             let Htb { levels, pq_pos, .. } = self;
-            let pos = pq_pos[m as usize] as usize;
-            levels[level].wait_pq.remove(pos, pq_pos);
+            levels[level].wait_pq.remove(m, pq_pos);
         }
     }
 
@@ -947,10 +958,10 @@ impl Htb {
     fn charge_class(&mut self, m: u32, level: usize, pkt: &Packet) {
         let now = self.now;
         let len = pkt.len;
-        let mut cur = Some(m);
-        while let Some(x) = cur {
-            let c = self.cl_mut(x);
-            let diff = (now - c.t_c).min(c.mbuffer);
+        let mut x = m;
+        loop {
+            let c = class_mut(&mut self.classes, x);
+            let diff = (now - c.t_c).min(MBUFFER_NS);
             if c.level >= level {
                 if c.level == level {
                     c.lends = c.lends.wrapping_add(1);
@@ -958,8 +969,8 @@ impl Htb {
                 // htb_accnt_tokens
                 let mut toks = (diff + c.tokens).min(c.buffer);
                 toks -= c.rate.l2t_ns(len) as i64;
-                if toks <= -c.mbuffer {
-                    toks = 1 - c.mbuffer;
+                if toks <= -MBUFFER_NS {
+                    toks = 1 - MBUFFER_NS;
                 }
                 c.tokens = toks;
             } else {
@@ -969,16 +980,18 @@ impl Htb {
             // htb_accnt_ctokens
             let mut toks = (diff + c.ctokens).min(c.cbuffer);
             toks -= c.ceil.l2t_ns(len) as i64;
-            if toks <= -c.mbuffer {
-                toks = 1 - c.mbuffer;
+            if toks <= -MBUFFER_NS {
+                toks = 1 - MBUFFER_NS;
             }
             c.ctokens = toks;
             c.t_c = now;
-
-            let old = c.cmode;
-            let delay = self.change_class_mode(x, 0);
-            let new = self.cl(x).cmode;
+            if c.level != 0 {
+                c.bstats.sent(pkt);
+            }
+            let (old, parent) = (c.cmode, c.parent);
+            let (new, delay) = Self::class_mode(c, 0);
             if old != new {
+                self.set_mode(x, old, new);
                 if old != Mode::CanSend {
                     self.erase_from_wait_tree(x);
                 }
@@ -986,11 +999,10 @@ impl Htb {
                     self.add_to_wait_tree(x, delay);
                 }
             }
-            let c = self.cl_mut(x);
-            if c.level != 0 {
-                c.bstats.sent(pkt);
+            match parent {
+                Some(p) => x = p,
+                None => return,
             }
-            cur = c.parent;
         }
     }
 
@@ -999,18 +1011,21 @@ impl Htb {
     /// jiffies of work; virtual time never runs out.)
     fn do_events(&mut self, level: usize) -> i64 {
         loop {
-            let Some(e) = self.levels[level].wait_pq.first() else { return 0 };
-            if e.key > self.now {
+            let Htb { levels, pq_pos, now, classes, .. } = self;
+            let Some(e) = levels[level].wait_pq.first(pq_pos) else { return 0 };
+            if e.key > *now {
                 return e.key;
             }
             let m = e.minor;
-            let Htb { levels, pq_pos, .. } = self;
-            levels[level].wait_pq.remove(0, pq_pos);
-            self.cl_mut(m).pq = None;
-            let c = self.cl(m);
-            let diff = (self.now - c.t_c).min(c.mbuffer);
-            let delay = self.change_class_mode(m, diff);
-            if self.cl(m).cmode != Mode::CanSend {
+            levels[level].wait_pq.remove(m, pq_pos);
+            let c = class_mut(classes, m);
+            c.pq = None;
+            let diff = (*now - c.t_c).min(MBUFFER_NS);
+            let (old, (new, delay)) = (c.cmode, Self::class_mode(c, diff));
+            if new != old {
+                self.set_mode(m, old, new);
+            }
+            if new != Mode::CanSend {
                 self.add_to_wait_tree(m, delay);
             }
         }
@@ -1023,6 +1038,18 @@ impl Htb {
     fn lookup_leaf(&mut self, level: usize, prio: usize) -> Option<u32> {
         if self.levels[level].hprio[prio].set.is_empty() {
             return None;
+        }
+        // The usual case first: every position on the way down is valid (none was
+        // invalidated, none is past the end), so the walk only reads.
+        let mut hp = &self.levels[level].hprio[prio];
+        for _ in 0..TC_HTB_MAXDEPTH {
+            let (Some(c), None) = (hp.ptr, hp.last_ptr_id) else { break };
+            let cls = self.cl(c);
+            match (cls.level, &cls.inner) {
+                (0, _) => return Some(c),
+                (_, Some(feeds)) => hp = &feeds[prio],
+                _ => break,
+            }
         }
         let mut stk = [PRef::Row(level); TC_HTB_MAXDEPTH + 1];
         let mut sp = 0usize;
@@ -1076,18 +1103,19 @@ impl Htb {
 
     /// Take leaf `m`'s pending backlog reduction (`qdisc_tree_reduce_backlog` from
     /// the leaf): our qlen/backlog/drops, the report upwards, and `htb_qlen_notify`
-    /// (deactivate) when the leaf became empty.
-    fn collect_leaf(&mut self, m: u32) {
-        let leaf = self.cl_mut(m).leaf.as_mut().expect("leaf");
+    /// (deactivate) when the leaf became empty. Returns the leaf's qlen.
+    fn collect_leaf(&mut self, m: u32) -> u32 {
+        let leaf = class_mut(&mut self.classes, m).leaf.as_mut().expect("leaf");
         let r = leaf.q.take_reduce();
-        let empty = leaf.q.stats().qlen == 0;
+        let qlen = leaf.q.stats().qlen;
         if !r.is_zero() {
             r.apply(&mut self.stats);
             self.reduce.add(r.pkts, r.bytes);
-            if empty {
+            if qlen == 0 {
                 self.deactivate(m);
             }
         }
+        qlen
     }
 
     fn leaf_qlen(&self, m: u32) -> u32 {
@@ -1098,7 +1126,7 @@ impl Htb {
     fn dequeue_tree(&mut self, prio: usize, level: usize, now: Instant) -> Option<Packet> {
         let mut cl = self.lookup_leaf(level, prio);
         let mut start = cl;
-        let (c, pkt) = loop {
+        let (c, pkt, qlen) = loop {
             let c = cl?;
             if self.leaf_qlen(c) == 0 {
                 // An empty active leaf (its qdisc dropped, or was replaced): skip it.
@@ -1114,9 +1142,9 @@ impl Htb {
                 continue;
             }
             let d = self.cl_mut(c).leaf.as_mut().expect("leaf").q.dequeue(now);
-            self.collect_leaf(c);
+            let qlen = self.collect_leaf(c);
             match d {
-                Dequeued::Packet(p) => break (c, p),
+                Dequeued::Packet(p) => break (c, p, qlen),
                 Dequeued::Throttled { until } => {
                     // A non-work-conserving leaf: its own watchdog wakes the device.
                     self.child_wake = Some(self.child_wake.map_or(until, |w| w.min(until)));
@@ -1137,7 +1165,7 @@ impl Htb {
             cls.deficit[level] = cls.deficit[level].wrapping_add(cls.quantum);
             self.advance(level, prio, c);
         }
-        if self.leaf_qlen(c) == 0 {
+        if qlen == 0 {
             self.deactivate(c);
         }
         self.charge_class(c, level, &pkt);
@@ -1261,7 +1289,6 @@ impl Htb {
                 ceil: PschedRatecfg::default(),
                 buffer: 0,
                 cbuffer: 0,
-                mbuffer: MBUFFER_NS,
                 prio: 0,
                 quantum: 0,
                 tokens: ticks2ns(o.buffer),
@@ -1282,11 +1309,12 @@ impl Htb {
                 inner: None,
                 block: Block::new(self.handle),
             };
-            if self.classes.len() <= m as usize {
-                self.classes.resize_with(m as usize + 1, || None);
+            if self.pq_pos.len() <= m as usize {
+                self.classes.resize_with(m as usize / PAGE + 1, || None);
                 self.pq_pos.resize(m as usize + 1, 0);
             }
-            self.classes[m as usize] = Some(Box::new(c));
+            let page = self.classes[m as usize / PAGE].get_or_insert_with(|| Box::new(std::array::from_fn(|_| None)));
+            page[m as usize % PAGE] = Some(c);
             self.hash.insert(classid);
             if let Some(p) = parent {
                 self.cl_mut(p).children += 1;
@@ -1372,10 +1400,18 @@ impl Htb {
             pc.cmode = Mode::CanSend;
         }
         // htb_destroy_class: the class's filters go with it.
-        let gone = self.classes[m as usize].take().expect("class exists");
+        let gone = self.classes[m as usize / PAGE].as_mut().and_then(|p| p[m as usize % PAGE].take());
+        let gone = gone.expect("class exists");
         self.put_block(gone.block);
         Ok(())
     }
+}
+
+/// Class `m` by minor, borrowing only the class table (so the caller may touch the
+/// qdisc's other fields meanwhile).
+fn class_mut(classes: &mut [Option<Box<ClassPage>>], m: u32) -> &mut Class {
+    let page = classes[m as usize / PAGE].as_mut().expect("class exists");
+    page[m as usize % PAGE].as_mut().expect("class exists")
 }
 
 /// The set bits of a priority mask, lowest first (`ffz(~mask)` loops).
@@ -1505,64 +1541,150 @@ struct WaitEntry {
     minor: u32,
 }
 
-/// A level's wait queue (`q->hlevel[level].wait_pq`): a binary min-heap on
-/// (key, seq), each queued class's slot kept so it can be erased. (key, seq) pairs
-/// are unique, so the minimum — the only entry ever consumed in order — is exactly
-/// the rb-tree's `rb_first`. The slots live in one dense array indexed by minor
-/// (`pos`, [`Htb::pq_pos`]) rather than in the classes, so sifting touches no class.
-#[derive(Clone, Debug, Default)]
+/// log2 of a wait-queue block, ns: keys are grouped in blocks of ~1 µs.
+const BLOCK_SHIFT: u32 = 10;
+/// Far buckets: block numbers differ from the base's in bit 0 … 63 − BLOCK_SHIFT.
+const FAR_BUCKETS: usize = 64 - BLOCK_SHIFT as usize;
+/// `pos` of an entry held in a far bucket: the flag, the bucket, the index.
+const POS_FAR: u32 = 1 << 31;
+const POS_IDX_BITS: u32 = 17;
+
+/// A level's wait queue (`q->hlevel[level].wait_pq`): the classes that are not
+/// CAN_SEND, smallest (key, seq) first — the order the kernel's rb-tree gives, equal
+/// keys in insertion order. (key, seq) pairs are unique, so the minimum, the only
+/// entry ever consumed in order, is exactly the rb-tree's `rb_first`.
+///
+/// A radix heap over ~1 µs blocks of key with a binary heap at the bottom. Entries
+/// whose block is at most `base` sit in `near`, a min-heap on (key, seq); a later
+/// block goes, unordered, to the far bucket numbered by the highest bit in which it
+/// differs from `base`. Far entries are never compared until `near` runs dry: then
+/// the lowest non-empty bucket is redistributed around its smallest block, which
+/// becomes the new `base` (each entry only ever moves to a lower bucket). With
+/// thousands of borrowing leaves, most waits are long (a bucket deep in debt) and are
+/// erased again when the class sends: in a far bucket insert and erase are O(1),
+/// where a heap of every class paid two sifts through thousands of entries.
+///
+/// Each queued class's place is kept in one dense array indexed by minor (`pos`,
+/// [`Htb::pq_pos`]): a heap slot, or `POS_FAR | bucket << 17 | index`.
+#[derive(Clone, Debug)]
 struct WaitQueue {
-    heap: Vec<WaitEntry>,
+    near: Vec<WaitEntry>,
+    far: [Vec<WaitEntry>; FAR_BUCKETS],
+    /// Bit per non-empty far bucket.
+    far_mask: u64,
+    /// The block number that divides `near` from `far`.
+    base: u64,
+}
+
+impl Default for WaitQueue {
+    fn default() -> Self {
+        WaitQueue { near: Vec::new(), far: std::array::from_fn(|_| Vec::new()), far_mask: 0, base: 0 }
+    }
 }
 
 impl WaitQueue {
-    fn first(&self) -> Option<WaitEntry> {
-        self.heap.first().copied()
+    fn block(key: i64) -> u64 {
+        key.max(0) as u64 >> BLOCK_SHIFT
     }
+
+    /// `rb_first`: the smallest (key, seq), after pulling the nearest far bucket
+    /// into `near` when it is empty.
+    fn first(&mut self, pos: &mut [u32]) -> Option<WaitEntry> {
+        if self.near.is_empty() {
+            if self.far_mask == 0 {
+                return None;
+            }
+            let i = self.far_mask.trailing_zeros() as usize;
+            self.far_mask &= !(1 << i);
+            let mut bucket = std::mem::take(&mut self.far[i]);
+            self.base = bucket.iter().map(|e| Self::block(e.key)).min().expect("marked bucket");
+            for e in bucket.drain(..) {
+                self.push(e, pos);
+            }
+            self.far[i] = bucket;
+        }
+        self.near.first().copied()
+    }
+
+    fn push(&mut self, e: WaitEntry, pos: &mut [u32]) {
+        let b = Self::block(e.key);
+        if b <= self.base {
+            self.near.push(e);
+            self.sift_up(self.near.len() - 1, pos);
+        } else {
+            let i = 63 - (b ^ self.base).leading_zeros() as usize;
+            let v = &mut self.far[i];
+            pos[e.minor as usize] = POS_FAR | (i as u32) << POS_IDX_BITS | v.len() as u32;
+            v.push(e);
+            self.far_mask |= 1 << i;
+        }
+    }
+
+    /// Erase class `minor` (which must be queued).
+    fn remove(&mut self, minor: u32, pos: &mut [u32]) {
+        let p = pos[minor as usize];
+        if p & POS_FAR == 0 {
+            self.remove_near(p as usize, pos);
+            return;
+        }
+        let i = ((p & !POS_FAR) >> POS_IDX_BITS) as usize;
+        let j = (p & ((1 << POS_IDX_BITS) - 1)) as usize;
+        let v = &mut self.far[i];
+        v.swap_remove(j);
+        if let Some(moved) = v.get(j) {
+            pos[moved.minor as usize] = p;
+        }
+        if v.is_empty() {
+            self.far_mask &= !(1 << i);
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.near.len() + self.far.iter().map(Vec::len).sum::<usize>()
+    }
+
+    // The near heap.
     fn set(&mut self, i: usize, e: WaitEntry, pos: &mut [u32]) {
-        self.heap[i] = e;
+        self.near[i] = e;
         pos[e.minor as usize] = i as u32;
     }
     fn sift_up(&mut self, mut i: usize, pos: &mut [u32]) {
-        let e = self.heap[i];
+        let e = self.near[i];
         while i > 0 {
             let parent = (i - 1) / 2;
-            if self.heap[parent] <= e {
+            if self.near[parent] <= e {
                 break;
             }
-            let pe = self.heap[parent];
+            let pe = self.near[parent];
             self.set(i, pe, pos);
             i = parent;
         }
         self.set(i, e, pos);
     }
     fn sift_down(&mut self, mut i: usize, pos: &mut [u32]) {
-        let e = self.heap[i];
-        let n = self.heap.len();
+        let e = self.near[i];
+        let n = self.near.len();
         loop {
             let l = 2 * i + 1;
             if l >= n {
                 break;
             }
             let r = l + 1;
-            let c = if r < n && self.heap[r] < self.heap[l] { r } else { l };
-            if e <= self.heap[c] {
+            let c = if r < n && self.near[r] < self.near[l] { r } else { l };
+            if e <= self.near[c] {
                 break;
             }
-            let ce = self.heap[c];
+            let ce = self.near[c];
             self.set(i, ce, pos);
             i = c;
         }
         self.set(i, e, pos);
     }
-    fn push(&mut self, e: WaitEntry, pos: &mut [u32]) {
-        self.heap.push(e);
-        self.sift_up(self.heap.len() - 1, pos);
-    }
-    fn remove(&mut self, i: usize, pos: &mut [u32]) {
-        let last = self.heap.pop().expect("queued entry");
-        if i < self.heap.len() {
-            self.heap[i] = last;
+    fn remove_near(&mut self, i: usize, pos: &mut [u32]) {
+        let last = self.near.pop().expect("queued entry");
+        if i < self.near.len() {
+            self.near[i] = last;
             self.sift_down(i, pos);
             let j = pos[last.minor as usize] as usize;
             self.sift_up(j, pos);
@@ -1634,7 +1756,7 @@ impl Qdisc for Htb {
     /// Mirrors `htb_reset`: leaves reset, every class CAN_SEND and inactive, rows,
     /// feeds and wait queues emptied; buckets and the event cache are kept.
     fn reset(&mut self, now: Instant) {
-        for c in self.classes.iter_mut().flatten() {
+        for c in self.classes.iter_mut().flatten().flat_map(|p| p.iter_mut().flatten()) {
             if c.level > 0 {
                 c.inner = Some(Box::default());
             } else if let Some(l) = c.leaf.as_mut() {
@@ -1710,10 +1832,10 @@ impl Classful for Htb {
     }
     /// `htb_leaf`: inner classes have none.
     fn leaf(&self, minor: u32) -> Option<&Node> {
-        self.classes.get(minor as usize)?.as_ref()?.leaf.as_ref()
+        self.get(minor)?.leaf.as_ref()
     }
     fn leaf_mut(&mut self, minor: u32) -> Option<&mut Node> {
-        self.classes.get_mut(minor as usize)?.as_mut()?.leaf.as_mut()
+        self.get_mut(minor)?.leaf.as_mut()
     }
 
     /// Mirrors `htb_graft`: only leaves take a qdisc (EINVAL otherwise); None means a
@@ -1847,13 +1969,13 @@ impl Classful for Htb {
         if minor == 0 {
             return Some(&self.block);
         }
-        self.classes.get(minor as usize)?.as_ref().map(|c| &c.block)
+        self.get(minor).map(|c| &c.block)
     }
     fn block_mut(&mut self, minor: u32) -> Option<&mut Block> {
         if minor == 0 {
             return Some(&mut self.block);
         }
-        self.classes.get_mut(minor as usize)?.as_mut().map(|c| &mut c.block)
+        self.get_mut(minor).map(|c| &mut c.block)
     }
     /// `htb_bind_filter`.
     fn bind_filter(&mut self, classid: u32) {
@@ -1866,7 +1988,7 @@ impl Classful for Htb {
 
     /// `tcm_parent` of `htb_dump_class`: the parent class, or TC_H_ROOT.
     fn class_parent(&self, minor: u32) -> Option<u32> {
-        let c = self.classes.get(minor as usize)?.as_ref()?;
+        let c = self.get(minor)?;
         Some(c.parent.map_or(TC_H_ROOT, |p| self.cl(p).classid))
     }
 }
@@ -2508,26 +2630,47 @@ mod tests {
             assert_eq!(s.next_after(x), b.range(x + 1..).next().copied());
             assert_eq!((s.first(), s.len(), s.contains(x)), (b.first().copied(), b.len(), b.contains(&x)));
         }
-        // The wait queue pops in (key, seq) order whatever is erased in between.
+        // The wait queue pops in (key, seq) order whatever is erased in between, with
+        // keys near and far (so entries move between the far buckets and the heap).
         let mut pos = vec![0u32; 301];
         let (mut w, mut set) = (WaitQueue::default(), BTreeSet::new());
-        let mut queued = vec![false; 301];
-        for seq in 0..20_000u64 {
+        let mut queued: Vec<Option<WaitEntry>> = vec![None; 301];
+        let mut now = 0i64;
+        for seq in 0..100_000u64 {
             let m = 1 + next(300) as u32;
-            if queued[m as usize] {
-                let slot = pos[m as usize] as usize;
-                let e = w.heap[slot];
-                assert_eq!(e.minor, m);
-                w.remove(slot, &mut pos);
-                set.remove(&e);
-                queued[m as usize] = false;
-            } else {
-                let e = WaitEntry { key: next(50) as i64, seq, minor: m };
-                w.push(e, &mut pos);
-                set.insert(e);
-                queued[m as usize] = true;
+            match next(4) {
+                // Pop what is due, as do_events does.
+                0 => {
+                    now += next(5000) as i64;
+                    while let Some(e) = w.first(&mut pos) {
+                        assert_eq!(Some(&e), set.first());
+                        if e.key > now {
+                            break;
+                        }
+                        w.remove(e.minor, &mut pos);
+                        set.remove(&e);
+                        queued[e.minor as usize] = None;
+                    }
+                }
+                _ => {
+                    if let Some(e) = queued[m as usize].take() {
+                        w.remove(m, &mut pos);
+                        set.remove(&e);
+                    } else {
+                        let delay = match next(3) {
+                            0 => next(50) as i64,
+                            1 => next(1 << 20) as i64,
+                            _ => 1 << 30 | next(1 << 36) as i64,
+                        };
+                        let e = WaitEntry { key: now + 1 + delay, seq, minor: m };
+                        w.push(e, &mut pos);
+                        set.insert(e);
+                        queued[m as usize] = Some(e);
+                    }
+                }
             }
-            assert_eq!(w.first(), set.first().copied());
+            assert_eq!(w.len(), set.len());
+            assert_eq!(w.first(&mut pos), set.first().copied());
         }
     }
 
