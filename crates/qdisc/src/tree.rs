@@ -754,11 +754,12 @@ impl Device {
         r
     }
 
-    /// Ask the root qdisc for the next packet to put on the wire.
+    /// Ask the root qdisc for the next packet to put on the wire. (The root's backlog
+    /// reports go nowhere; they are cleared before rather than after the call so that
+    /// the packet is returned straight from the root, not copied through a local.)
     pub fn dequeue(&mut self, now: Instant) -> Dequeued {
-        let d = self.root.q.dequeue(now);
         let _ = self.root.q.take_reduce();
-        d
+        self.root.q.dequeue(now)
     }
 }
 

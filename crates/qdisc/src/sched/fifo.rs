@@ -111,10 +111,12 @@ impl Fifo {
         self.q.is_empty()
     }
 
-    fn tail(&mut self, mut pkt: Packet, now: Instant) -> Enqueued {
-        pkt.enqueued_at = now;
+    fn tail(&mut self, pkt: Packet, now: Instant) -> Enqueued {
         self.stats.queued(pkt.len);
         self.q.push_back(pkt);
+        // Stamped in place: an 8-byte store into the packet just before it is
+        // copied whole would stall the copy (store forwarding).
+        self.q.back_mut().expect("just pushed").enqueued_at = now;
         Enqueued::Success
     }
 }

@@ -922,7 +922,7 @@ impl Htb {
             self.near_ev_cache[level] = key;
         }
         self.pq_seq += 1;
-        self.levels[level].wait_pq.push(WaitEntry { key, seq: self.pq_seq, minor: m }, &mut self.pq_pos);
+        self.levels[level].wait_pq.push(WaitEntry { key, seq: self.pq_seq, minor: m as u64 }, &mut self.pq_pos);
     }
 
     fn erase_from_wait_tree(&mut self, m: u32) {
@@ -1016,7 +1016,7 @@ impl Htb {
             if e.key > *now {
                 return e.key;
             }
-            let m = e.minor;
+            let m = e.minor as u32;
             levels[level].wait_pq.remove(m, pq_pos);
             let c = class_mut(classes, m);
             c.pq = None;
@@ -1101,15 +1101,19 @@ impl Htb {
         }
     }
 
-    /// Run `op` on leaf `m`'s qdisc, then take the leaf's pending backlog reduction
+    /// Leaf `m`'s qdisc.
+    fn leaf_q(&mut self, m: u32) -> &mut dyn Qdisc {
+        class_mut(&mut self.classes, m).leaf.as_mut().expect("leaf").q.as_mut()
+    }
+
+    /// After an operation on leaf `m`'s qdisc, take its pending backlog reduction
     /// (`qdisc_tree_reduce_backlog` from the leaf): our qlen/backlog/drops, the report
     /// upwards, and `htb_qlen_notify` (deactivate) when the leaf became empty.
-    /// Returns `op`'s answer and the leaf's qlen.
-    fn with_leaf<R>(&mut self, m: u32, op: impl FnOnce(&mut dyn Qdisc) -> R) -> (R, u32) {
-        let leaf = class_mut(&mut self.classes, m).leaf.as_mut().expect("leaf");
-        let out = op(leaf.q.as_mut());
-        let r = leaf.q.take_reduce();
-        let qlen = leaf.q.stats().qlen;
+    /// Returns the leaf's qlen.
+    fn leaf_reduced(&mut self, m: u32) -> u32 {
+        let leaf = self.leaf_q(m);
+        let r = leaf.take_reduce();
+        let qlen = leaf.stats().qlen;
         if !r.is_zero() {
             r.apply(&mut self.stats);
             self.reduce.add(r.pkts, r.bytes);
@@ -1117,7 +1121,7 @@ impl Htb {
                 self.deactivate(m);
             }
         }
-        (out, qlen)
+        qlen
     }
 
     fn leaf_qlen(&self, m: u32) -> u32 {
@@ -1143,7 +1147,8 @@ impl Htb {
                 cl = next;
                 continue;
             }
-            let (d, qlen) = self.with_leaf(c, |q| q.dequeue(now));
+            let d = self.leaf_q(c).dequeue(now);
+            let qlen = self.leaf_reduced(c);
             match d {
                 Dequeued::Packet(p) => break (c, p, qlen),
                 Dequeued::Throttled { until } => {
@@ -1539,7 +1544,9 @@ impl MinorSet {
 struct WaitEntry {
     key: i64,
     seq: u64,
-    minor: u32,
+    /// The class's minor, as 8 bytes: an entry is then written and copied in three
+    /// equal words (a 4-byte write read back as part of an 8-byte word stalls).
+    minor: u64,
 }
 
 /// log2 of a wait-queue block, ns: keys are grouped in blocks of ~1 µs.
@@ -1607,11 +1614,12 @@ impl WaitQueue {
         self.near.first().copied()
     }
 
+    #[inline]
     fn push(&mut self, e: WaitEntry, pos: &mut [u32]) {
         let b = Self::block(e.key);
         if b <= self.base {
             self.near.push(e);
-            self.sift_up(self.near.len() - 1, pos);
+            self.sift_up(self.near.len() - 1, e, pos);
         } else {
             let i = 63 - (b ^ self.base).leading_zeros() as usize;
             let v = &mut self.far[i];
@@ -1650,8 +1658,9 @@ impl WaitQueue {
         self.near[i] = e;
         pos[e.minor as usize] = i as u32;
     }
-    fn sift_up(&mut self, mut i: usize, pos: &mut [u32]) {
-        let e = self.near[i];
+    /// Move `e`, which is at `i`, up to its place. (`e` is passed in, not read back:
+    /// reading an entry just written piecewise stalls on store forwarding.)
+    fn sift_up(&mut self, mut i: usize, e: WaitEntry, pos: &mut [u32]) {
         while i > 0 {
             let parent = (i - 1) / 2;
             if self.near[parent] <= e {
@@ -1663,8 +1672,8 @@ impl WaitQueue {
         }
         self.set(i, e, pos);
     }
-    fn sift_down(&mut self, mut i: usize, pos: &mut [u32]) {
-        let e = self.near[i];
+    /// Move `e`, which is at `i`, down to its place.
+    fn sift_down(&mut self, mut i: usize, e: WaitEntry, pos: &mut [u32]) {
         let n = self.near.len();
         loop {
             let l = 2 * i + 1;
@@ -1685,10 +1694,9 @@ impl WaitQueue {
     fn remove_near(&mut self, i: usize, pos: &mut [u32]) {
         let last = self.near.pop().expect("queued entry");
         if i < self.near.len() {
-            self.near[i] = last;
-            self.sift_down(i, pos);
+            self.sift_down(i, last, pos);
             let j = pos[last.minor as usize] as usize;
-            self.sift_up(j, pos);
+            self.sift_up(j, last, pos);
         }
     }
 }
@@ -1717,7 +1725,8 @@ impl Qdisc for Htb {
             }
             Target::Stolen => return Enqueued::Stolen,
             Target::Class(m) => {
-                let (r, _) = self.with_leaf(m, |q| q.enqueue(pkt, now));
+                let r = self.leaf_q(m).enqueue(pkt, now);
+                self.leaf_reduced(m);
                 if r != Enqueued::Success {
                     if r.counts_as_drop() {
                         self.stats.dropped();
@@ -2658,7 +2667,7 @@ mod tests {
                         if e.key > now {
                             break;
                         }
-                        w.remove(e.minor, &mut pos);
+                        w.remove(e.minor as u32, &mut pos);
                         set.remove(&e);
                         queued[e.minor as usize] = None;
                     }
@@ -2673,7 +2682,7 @@ mod tests {
                             1 => next(1 << 20) as i64,
                             _ => 1 << 30 | next(1 << 36) as i64,
                         };
-                        let e = WaitEntry { key: now + 1 + delay, seq, minor: m };
+                        let e = WaitEntry { key: now + 1 + delay, seq, minor: m as u64 };
                         w.push(e, &mut pos);
                         set.insert(e);
                         queued[m as usize] = Some(e);
