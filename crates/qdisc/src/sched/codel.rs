@@ -218,6 +218,7 @@ fn codel_drop(q: &mut impl CodelQueue, stats: &mut CodelStats, pkt: Packet) {
 
 /// `codel_dequeue`: the next packet to send from `q`, after whatever drops or
 /// marks the control law asks for at `now`.
+#[inline]
 pub fn codel_dequeue(
     q: &mut impl CodelQueue,
     params: &CodelParams,

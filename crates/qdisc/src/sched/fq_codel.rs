@@ -188,41 +188,86 @@ impl Flow {
     };
 }
 
-/// The packets of all buckets, chained per bucket (`skb->next`): one allocation
-/// per qdisc, slots reused last-freed first (a packet dequeued and enqueued again
-/// lands in the line it left).
-struct Slab {
-    pkts: Vec<Packet>,
-    /// The next slot of the same bucket (or of the free list).
+/// Packet slots kept inline in the qdisc: a leaf of a big htb holds a packet or
+/// three, and keeping them in the qdisc's own allocation saves cold lines (and
+/// pointer chases) per packet. A vacant slot is `None`: taking a packet out
+/// writes only the discriminant.
+const INLINE: usize = 4;
+
+/// The slots past the inline ones.
+#[derive(Default)]
+struct Spill {
+    pkts: Vec<Option<Packet>>,
     next: Vec<u32>,
-    free: u32,
 }
 
-impl Slab {
-    fn new() -> Self {
-        Slab { pkts: Vec::new(), next: Vec::new(), free: NIL }
+/// The packets of all buckets, chained per bucket (`skb->next`): slots
+/// `0..INLINE` live in the qdisc, the rest in [`Spill`]; slots are reused
+/// last-freed first (a packet dequeued and enqueued again lands in the line it
+/// left). A view over the qdisc's fields, which sit in different cache lines.
+struct Slab<'a> {
+    /// The head of the free list.
+    free: &'a mut u32,
+    /// The next slot of the same bucket (or of the free list), inline slots.
+    next: &'a mut [u32; INLINE],
+    pkts: &'a mut [Option<Packet>; INLINE],
+    spill: &'a mut Spill,
+}
+
+/// The [`Slab`] view of an [`FqCodel`]'s fields (a macro so that the borrows
+/// stay disjoint from the flows and counters).
+macro_rules! slab {
+    ($q:expr) => {
+        Slab { free: &mut $q.free, next: &mut $q.next, pkts: &mut $q.pkts, spill: &mut $q.spill }
+    };
+}
+
+/// The free list of an empty slab: the inline slots in order.
+const INLINE_FREE: [u32; INLINE] = {
+    let mut n = [NIL; INLINE];
+    let mut i = 0;
+    while i + 1 < INLINE {
+        n[i] = i as u32 + 1;
+        i += 1;
     }
-    /// A vacant slot's contents.
-    fn hole() -> Packet {
-        Packet::new(0, 0)
+    n
+};
+
+impl Slab<'_> {
+    #[inline]
+    fn link(&mut self, s: u32) -> &mut u32 {
+        match self.next.get_mut(s as usize) {
+            Some(n) => n,
+            None => &mut self.spill.next[s as usize - INLINE],
+        }
     }
     #[inline]
-    fn push_back(&mut self, q: &mut FlowQueue, pkt: Packet) {
-        let s = if self.free != NIL {
-            let s = self.free;
-            self.free = self.next[s as usize];
-            self.pkts[s as usize] = pkt;
-            self.next[s as usize] = NIL;
+    fn slot(&mut self, s: u32) -> &mut Option<Packet> {
+        match self.pkts.get_mut(s as usize) {
+            Some(p) => p,
+            None => &mut self.spill.pkts[s as usize - INLINE],
+        }
+    }
+    /// Queue `pkt` stamped `enqueued_at = now`. (Stamped in its slot, not before:
+    /// copying a packet right after an 8-byte store into it stalls store forwarding.)
+    #[inline]
+    fn push_back(&mut self, q: &mut FlowQueue, pkt: Packet, now: Instant) {
+        let s = *self.free;
+        let s = if s != NIL {
+            *self.free = *self.link(s);
+            self.slot(s).insert(pkt).enqueued_at = now;
+            *self.link(s) = NIL;
             s
         } else {
-            self.pkts.push(pkt);
-            self.next.push(NIL);
-            self.pkts.len() as u32 - 1
+            self.spill.pkts.push(None);
+            self.spill.pkts.last_mut().expect("pushed").insert(pkt).enqueued_at = now;
+            self.spill.next.push(NIL);
+            (INLINE + self.spill.pkts.len() - 1) as u32
         };
         if q.tail == NIL {
             q.head = s;
         } else {
-            self.next[q.tail as usize] = s;
+            *self.link(q.tail) = s;
         }
         q.tail = s;
     }
@@ -232,36 +277,34 @@ impl Slab {
         if s == NIL {
             return None;
         }
-        let i = s as usize;
-        q.head = self.next[i];
+        let free = *self.free;
+        let link = self.link(s);
+        q.head = *link;
+        *link = free;
+        *self.free = s;
         if q.head == NIL {
             q.tail = NIL;
         }
-        self.next[i] = self.free;
-        self.free = s;
-        Some(std::mem::replace(&mut self.pkts[i], Self::hole()))
-    }
-    /// Packets in one bucket (walks its chain; dumps and tests only).
-    fn count(&self, q: &FlowQueue) -> usize {
-        let (mut n, mut s) = (0, q.head);
-        while s != NIL {
-            n += 1;
-            s = self.next[s as usize];
-        }
-        n
-    }
-    fn clear(&mut self) {
-        self.pkts = Vec::new();
-        self.next = Vec::new();
-        self.free = NIL;
+        self.slot(s).take()
     }
 }
 
-/// Bucket → flow slot for the buckets used so far: an open-addressing table (linear
+/// Packets in one bucket (walks its chain; dumps and tests only).
+fn chain_len(next: &[u32; INLINE], spill: &Spill, q: &FlowQueue) -> usize {
+    let (mut n, mut s) = (0, q.head);
+    while s != NIL {
+        n += 1;
+        s = next.get(s as usize).copied().unwrap_or_else(|| spill.next[s as usize - INLINE]);
+    }
+    n
+}
+
+/// Bucket → position in `more` for the buckets used so far beyond the first (whose
+/// flow is inline and checked directly): an open-addressing table (linear
 /// probing, at most half full, never shrunk: a used bucket keeps its state as it does
 /// in the kernel's table), so an instance's memory follows the buckets it has seen
 /// rather than `flows` — 10,000 idle-ish fq_codel leaves do not each carry a 4 kB
-/// array, and a packet to a cold leaf walks fewer pages. An entry holds slot + 1
+/// array (and a single-flow instance allocates none). An entry holds position + 1
 /// (0: empty); the bucket it stands for is read from the flow itself, which the
 /// caller is about to touch anyway.
 #[derive(Default)]
@@ -303,8 +346,8 @@ impl BucketIndex {
         let n = flows.len();
         if n * 2 > self.table.len() {
             self.table = vec![0u32; (self.table.len() * 2).max(8)].into_boxed_slice();
-            for s in 0..n - 1 {
-                self.place(flows[s].bucket as usize, s);
+            for (s, f) in flows[..n - 1].iter().enumerate() {
+                self.place(f.bucket as usize, s);
             }
         }
         self.place(flows[n - 1].bucket as usize, n - 1);
@@ -321,6 +364,35 @@ impl BucketIndex {
 
     fn bytes(&self) -> usize {
         self.table.len() * std::mem::size_of::<u32>()
+    }
+}
+
+/// The flows by slot: slot 0 is stored in the qdisc itself (`first`, beside the
+/// other hot fields), slot s ≥ 1 at `more[s - 1]`.
+struct FlowsMut<'a> {
+    first: &'a mut Flow,
+    more: &'a mut [Flow],
+}
+
+/// The [`FlowsMut`] view of an [`FqCodel`]'s fields.
+macro_rules! flows {
+    ($q:expr) => {
+        FlowsMut { first: &mut $q.first, more: &mut $q.more }
+    };
+}
+
+#[inline]
+fn flow_mut<'a>(first: &'a mut Flow, more: &'a mut [Flow], s: u32) -> &'a mut Flow {
+    match (s as usize).checked_sub(1) {
+        None => first,
+        Some(i) => &mut more[i],
+    }
+}
+
+impl FlowsMut<'_> {
+    #[inline]
+    fn at(&mut self, s: u32) -> &mut Flow {
+        flow_mut(self.first, self.more, s)
     }
 }
 
@@ -342,32 +414,32 @@ impl FlowList {
         self.head == NIL
     }
     #[inline]
-    fn push_back(&mut self, flows: &mut [Flow], i: u32) {
-        flows[i as usize].next = NIL;
+    fn push_back(&mut self, flows: &mut FlowsMut, i: u32) {
+        flows.at(i).next = NIL;
         if self.tail == NIL {
             self.head = i;
         } else {
-            flows[self.tail as usize].next = i;
+            flows.at(self.tail).next = i;
         }
         self.tail = i;
         self.len += 1;
     }
     /// Remove the head (which must exist).
     #[inline]
-    fn pop_front(&mut self, flows: &[Flow]) {
-        let i = self.head;
-        self.head = flows[i as usize].next;
+    fn pop_front(&mut self, flows: &mut FlowsMut) {
+        self.head = flows.at(self.head).next;
         if self.head == NIL {
             self.tail = NIL;
         }
         self.len -= 1;
     }
     /// The buckets on the list, head first.
-    fn buckets(&self, flows: &[Flow]) -> Vec<u32> {
+    fn buckets(&self, q: &FqCodel) -> Vec<u32> {
         let (mut v, mut i) = (Vec::new(), self.head);
         while i != NIL {
-            v.push(flows[i as usize].bucket as u32);
-            i = flows[i as usize].next;
+            let f = q.flow_at(i);
+            v.push(f.bucket as u32);
+            i = f.next;
         }
         v
     }
@@ -376,7 +448,7 @@ impl FlowList {
 /// The CoDel callbacks over one bucket (`dequeue_func`/`drop_func` in sch_fq_codel.c).
 struct Bucket<'a> {
     queue: &'a mut FlowQueue,
-    slab: &'a mut Slab,
+    slab: Slab<'a>,
     memory_usage: &'a mut u32,
     stats: &'a mut Stats,
 }
@@ -400,53 +472,70 @@ impl CodelQueue for Bucket<'_> {
 }
 
 /// `struct fq_codel_sched_data` plus the qdisc's counters. Laid out in order
-/// (`repr(C)`), in 64-byte groups: the first two hold what every enqueue reads and
-/// writes, the third the counters both directions update, the fourth what dequeue
-/// and the parent's `take_reduce` add; the rest is configuration and dump-only
-/// state. Under an htb with thousands of leaves each packet meets a cold instance, so
-/// the hot part should span as few cache lines as possible. (Forcing 64-byte
-/// alignment measured slower: the allocator's padding spreads instances over more
-/// pages.)
+/// (`repr(C)`) so that a packet to a cold instance with one flow and a few
+/// packets — each leaf of a big htb — touches few lines, all at fixed offsets from
+/// the qdisc (no pointer to chase): what enqueue alone reads, then what both
+/// directions touch (the counters, the inline slots' links, the first flow), then
+/// what dequeue alone reads, so that each direction's fields are one contiguous
+/// span (152 and 192 bytes: three or four lines, whatever the allocation's offset
+/// in a line); then its packet slot; the rest only dumps, drops, and more flows
+/// or packets use. The `layout` test pins this. (Forcing 64-byte alignment, so
+/// that the spans and slots start on a line, measured slower both times it was
+/// tried: on a round robin over 10,000 leaves the allocator's padding spreads
+/// the instances, and hurts more than the saved lines help.)
 #[repr(C)]
 pub struct FqCodel {
-    // groups 0–1
-    /// The last bucket looked up and its flow slot (NIL: none yet): consecutive
-    /// packets of one flow skip the index. A slot never moves, so this never goes stale.
-    last_bucket: u32,
-    last_slot: u32,
+    // enqueue
+    /// `sch->limit`, packets.
+    limit: u32,
+    memory_limit: u32,
     /// The number of buckets (`flows_cnt`).
     flows_cnt: u32,
     /// `sch->handle`, for classification by skb->priority.
     handle: u32,
-    /// The materialised buckets, in order of first use.
-    flows: Vec<Flow>,
-    slab: Slab,
-    new_flows: FlowList,
-    old_flows: FlowList,
-    quantum: u32,
-    /// `sch->limit`, packets.
-    limit: u32,
-    // group 2
+    /// The last bucket looked up and its flow slot (NIL: none yet): consecutive
+    /// packets of one flow skip the index. A slot never moves, so this never goes stale.
+    last_bucket: u32,
+    last_slot: u32,
+    // both
     stats: Stats,
-    memory_usage: u32,
-    memory_limit: u32,
-    new_flow_count: u32,
     /// The latest time the qdisc was called with, standing in for `codel_get_time()`
     /// when class xstats compute `drop_next`.
     last_now: Instant,
-    // group 3
-    reduce: Reduce,
+    memory_usage: u32,
+    /// The head of the slab's free list.
+    free: u32,
+    quantum: u32,
+    /// `reduce` is non-zero, or may be (`take_reduce` need not read it otherwise).
+    reduce_pending: bool,
+    /// `parked` holds a packet.
+    has_parked: bool,
+    /// The inline slots' links (see [`Slab`]).
+    next: [u32; INLINE],
+    /// Flow slot 0 (see [`FlowsMut`]).
+    first: Flow,
+    // dequeue
+    new_flows: FlowList,
+    old_flows: FlowList,
     cparams: CodelParams,
     cstats: CodelStats,
+    // the rest
+    reduce: Reduce,
+    new_flow_count: u32,
+    /// The number of flows materialised (slot 0 plus `more`).
+    nflows: u32,
     drop_batch_size: u32,
     drop_overlimit: u32,
-    // cold
-    parked: Parked,
-    /// Bucket → flow slot of the buckets ever used.
-    index: BucketIndex,
     drop_overmemory: u32,
     /// TCQ_F_CAN_BYPASS as decided at init.
     bypass: bool,
+    pkts: [Option<Packet>; INLINE],
+    /// Flow slots 1…, in order of first use.
+    more: Vec<Flow>,
+    spill: Spill,
+    /// Bucket → position in `more`.
+    index: BucketIndex,
+    parked: Parked,
 }
 
 impl FqCodel {
@@ -456,34 +545,41 @@ impl FqCodel {
         let mut cparams = CodelParams::new(mtu);
         cparams.ecn = true;
         let mut q = FqCodel {
-            last_bucket: NIL,
-            last_slot: NIL,
-            flows: Vec::new(),
-            index: BucketIndex::default(),
-            flows_cnt: 0,
-            slab: Slab::new(),
+            stats: Stats::default(),
+            last_now: now,
+            memory_usage: 0,
+            free: 0,
+            quantum: mtu,
+            reduce_pending: false,
+            has_parked: false,
+            next: INLINE_FREE,
+            first: Flow::EMPTY,
             new_flows: FlowList::EMPTY,
             old_flows: FlowList::EMPTY,
-            stats: Stats::default(),
-            handle,
-            quantum: mtu,
-            limit: DEFAULT_LIMIT,
-            memory_usage: 0,
-            memory_limit: DEFAULT_MEMORY_LIMIT,
-            new_flow_count: 0,
-            last_now: now,
-            reduce: Reduce::default(),
             cparams,
             cstats: CodelStats::default(),
-            parked: Parked::default(),
+            reduce: Reduce::default(),
+            limit: DEFAULT_LIMIT,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
+            flows_cnt: 0,
+            handle,
+            last_bucket: NIL,
+            last_slot: NIL,
+            nflows: 0,
+            new_flow_count: 0,
             drop_batch_size: DEFAULT_DROP_BATCH,
-            drop_overmemory: 0,
             drop_overlimit: 0,
+            drop_overmemory: 0,
             bypass: false,
+            pkts: Default::default(),
+            more: Vec::new(),
+            spill: Spill::default(),
+            index: BucketIndex::default(),
+            parked: Parked::default(),
         };
         let flows = q.apply(o, DEFAULT_FLOWS, now)?;
-        // All buckets read as zeroed flows; a bucket's state and its index entry are
-        // allocated on its first packet.
+        // All buckets read as zeroed flows; a bucket's state (and, past the first,
+        // its index entry) is allocated on its first packet.
         q.flows_cnt = flows;
         q.bypass = q.limit >= 1;
         Ok(q)
@@ -541,14 +637,14 @@ impl FqCodel {
         // telling only the parents (`qdisc_dequeue_internal(sch, false)`).
         let (mut n, mut bytes) = (0i32, 0i64);
         while self.flows_cnt != 0 && (self.stats.qlen > self.limit || self.memory_usage > self.memory_limit) {
-            let p = match self.parked.0.take() {
+            let p = match self.take_parked() {
                 Some(p) => {
                     self.stats.unqueued(p.len);
                     Some(p)
                 }
                 None => {
                     let p = self.dequeue_inner(now);
-                    self.cstats.flush_drops(&mut self.reduce);
+                    self.flush_drops();
                     p
                 }
             };
@@ -556,7 +652,7 @@ impl FqCodel {
             n += 1;
             bytes += p.len as i64;
         }
-        self.reduce.add(n, bytes);
+        self.add_reduce(n, bytes);
         Ok(flows_cnt)
     }
 
@@ -597,12 +693,12 @@ impl FqCodel {
     }
     /// Bucket indices on new_flows / old_flows, head first.
     pub fn lists(&self) -> (Vec<u32>, Vec<u32>) {
-        (self.new_flows.buckets(&self.flows), self.old_flows.buckets(&self.flows))
+        (self.new_flows.buckets(self), self.old_flows.buckets(self))
     }
     /// (deficit, packets, bytes, CoDel vars) of bucket `idx` (0-based).
     pub fn bucket(&self, idx: usize) -> (i32, usize, u32, CodelVars) {
         let f = self.flow(idx).expect("bucket index in range");
-        (f.deficit, self.slab.count(&f.q), f.q.backlog, f.cvars)
+        (f.deficit, self.queued(f), f.q.backlog, f.cvars)
     }
     /// Memory per used bucket, at most: the flow state plus its index entries (the
     /// index is at most a quarter full right after it grows; the kernel's
@@ -610,14 +706,41 @@ impl FqCodel {
     pub fn bytes_per_flow() -> usize {
         std::mem::size_of::<Flow>() + 4 * std::mem::size_of::<u32>()
     }
-    /// Bytes this instance holds: itself, its flows, its index and its packet slab
-    /// (not what the packets point to).
+    /// Bytes this instance holds: itself (with its first flow and first packet
+    /// slots), its other flows, its index and its other packet slots (not what the
+    /// packets point to).
     pub fn memory_footprint(&self) -> usize {
         std::mem::size_of::<Self>()
-            + self.flows.capacity() * std::mem::size_of::<Flow>()
+            + self.more.capacity() * std::mem::size_of::<Flow>()
             + self.index.bytes()
-            + self.slab.pkts.capacity() * std::mem::size_of::<Packet>()
-            + self.slab.next.capacity() * std::mem::size_of::<u32>()
+            + self.spill.pkts.capacity() * std::mem::size_of::<Option<Packet>>()
+            + self.spill.next.capacity() * std::mem::size_of::<u32>()
+    }
+
+    /// The materialised flows, in slot order.
+    fn flows(&self) -> impl Iterator<Item = &Flow> {
+        std::iter::once(&self.first).take(self.nflows.min(1) as usize).chain(&self.more)
+    }
+
+    /// The flow in slot `s`.
+    fn flow_at(&self, s: u32) -> &Flow {
+        match (s as usize).checked_sub(1) {
+            None => &self.first,
+            Some(i) => &self.more[i],
+        }
+    }
+
+    /// Packets queued in flow `f` (walks its chain; dumps and tests only).
+    fn queued(&self, f: &Flow) -> usize {
+        chain_len(&self.next, &self.spill, &f.q)
+    }
+
+    /// The slot of bucket `idx`'s flow, if it was ever used.
+    fn find_slot(&self, idx: usize) -> Option<u32> {
+        if self.nflows > 0 && self.first.bucket as usize == idx {
+            return Some(0);
+        }
+        self.index.get(idx, &self.more).map(|i| i as u32 + 1)
     }
 
     /// Bucket `idx`'s flow (the zeroed flow if never used), None out of range.
@@ -625,40 +748,70 @@ impl FqCodel {
         if idx >= self.flows_cnt as usize {
             return None;
         }
-        Some(self.index.get(idx, &self.flows).map_or(&Flow::EMPTY, |s| &self.flows[s]))
+        Some(self.find_slot(idx).map_or(&Flow::EMPTY, |s| self.flow_at(s)))
     }
 
     /// The flow slot of bucket `idx`, materialising it on first use.
     #[inline]
-    fn flow_slot(&mut self, idx: usize) -> usize {
+    fn flow_slot(&mut self, idx: usize) -> u32 {
         if idx as u32 == self.last_bucket {
-            return self.last_slot as usize;
+            return self.last_slot;
         }
         self.lookup_slot(idx)
     }
 
-    fn lookup_slot(&mut self, idx: usize) -> usize {
-        let s = match self.index.get(idx, &self.flows) {
+    fn lookup_slot(&mut self, idx: usize) -> u32 {
+        let s = match self.find_slot(idx) {
             Some(s) => s,
             None => self.new_flow_slot(idx),
         };
         self.last_bucket = idx as u32;
-        self.last_slot = s as u32;
+        self.last_slot = s;
         s
     }
 
     #[cold]
-    fn new_flow_slot(&mut self, idx: usize) -> usize {
-        let n = self.flows.len();
-        if n == self.flows.capacity() {
+    fn new_flow_slot(&mut self, idx: usize) -> u32 {
+        let flow = Flow { bucket: idx as u16, ..Flow::EMPTY };
+        self.nflows += 1;
+        if self.nflows == 1 {
+            self.first = flow;
+            return 0;
+        }
+        let n = self.more.len();
+        if n == self.more.capacity() {
             // Grow without overshooting the bucket count (memory per flow stays
             // bounded by the flow size).
-            let more = n.max(4).min(self.flows_cnt as usize - n);
-            self.flows.reserve_exact(more);
+            let more = n.max(4).min(self.flows_cnt as usize - 1 - n);
+            self.more.reserve_exact(more);
         }
-        self.flows.push(Flow { bucket: idx as u16, ..Flow::EMPTY });
-        self.index.push(&self.flows);
-        n
+        self.more.push(flow);
+        self.index.push(&self.more);
+        n as u32 + 1
+    }
+
+    /// The parked packet, taken out (still counted in qlen/backlog).
+    #[inline]
+    fn take_parked(&mut self) -> Option<Packet> {
+        if !self.has_parked {
+            return None;
+        }
+        self.has_parked = false;
+        self.parked.0.take()
+    }
+
+    fn add_reduce(&mut self, pkts: i32, bytes: i64) {
+        self.reduce.add(pkts, bytes);
+        self.reduce_pending = true;
+    }
+
+    /// The qdiscs' `*_dequeue_drop`: this call's CoDel drops go to the parents.
+    #[inline]
+    fn flush_drops(&mut self) {
+        if self.cstats.drop_count != 0 {
+            self.cstats.flush_drops(&mut self.reduce);
+            self.reduce_pending = true;
+        }
     }
 
     // ---- the algorithm ----------------------------------------------------------
@@ -686,7 +839,7 @@ impl FqCodel {
         // The first bucket (in bucket order) with the largest backlog; bucket 0
         // when all are empty.
         let (mut maxbacklog, mut idx) = (0u32, 0usize);
-        for f in &self.flows {
+        for f in self.flows() {
             let (b, i) = (f.q.backlog, f.bucket as usize);
             if b > maxbacklog || (b == maxbacklog && b != 0 && i < idx) {
                 maxbacklog = b;
@@ -694,13 +847,14 @@ impl FqCodel {
             }
         }
         let threshold = maxbacklog >> 1;
-        let Some(s) = self.index.get(idx, &self.flows) else {
+        let Some(s) = self.find_slot(idx) else {
             // A never-used bucket: nothing to drop.
             return idx;
         };
-        let flow = &mut self.flows[s];
+        let flow = flow_mut(&mut self.first, &mut self.more, s);
+        let mut slab = slab!(self);
         let (mut len, mut mem, mut i) = (0u32, 0u32, 0u32);
-        while let Some(p) = self.slab.pop_front(&mut flow.q) {
+        while let Some(p) = slab.pop_front(&mut flow.q) {
             len = len.wrapping_add(p.len);
             mem = mem.wrapping_add(p.truesize);
             i += 1;
@@ -718,6 +872,19 @@ impl FqCodel {
         idx
     }
 
+    /// Take the head flow off new_flows (`from_new`) or old_flows, and put it at
+    /// the tail of old_flows if `to_old`.
+    #[inline]
+    fn leave_list(&mut self, from_new: bool, to_old: bool) {
+        let mut flows = flows!(self);
+        let list = if from_new { &mut self.new_flows } else { &mut self.old_flows };
+        let idx = list.head;
+        list.pop_front(&mut flows);
+        if to_old {
+            self.old_flows.push_back(&mut flows, idx);
+        }
+    }
+
     /// `__fq_codel_dequeue`: DRR over new_flows then old_flows, CoDel per bucket.
     fn dequeue_inner(&mut self, now: Instant) -> Option<Packet> {
         loop {
@@ -726,21 +893,16 @@ impl FqCodel {
                 (None, Some(i)) => (false, i),
                 (None, None) => return None,
             };
-            let flow = &mut self.flows[idx as usize];
+            let flow = flow_mut(&mut self.first, &mut self.more, idx);
             if flow.deficit <= 0 {
                 flow.deficit = flow.deficit.wrapping_add(self.quantum as i32);
                 flow.list = List::Old;
-                if from_new {
-                    self.new_flows.pop_front(&self.flows);
-                } else {
-                    self.old_flows.pop_front(&self.flows);
-                }
-                self.old_flows.push_back(&mut self.flows, idx);
+                self.leave_list(from_new, true);
                 continue;
             }
             let mut b = Bucket {
                 queue: &mut flow.q,
-                slab: &mut self.slab,
+                slab: slab!(self),
                 memory_usage: &mut self.memory_usage,
                 stats: &mut self.stats,
             };
@@ -749,14 +911,7 @@ impl FqCodel {
                     // Force a pass through old_flows so new flows cannot starve them.
                     let to_old = from_new && !self.old_flows.is_empty();
                     flow.list = if to_old { List::Old } else { List::None };
-                    if from_new {
-                        self.new_flows.pop_front(&self.flows);
-                    } else {
-                        self.old_flows.pop_front(&self.flows);
-                    }
-                    if to_old {
-                        self.old_flows.push_back(&mut self.flows, idx);
-                    }
+                    self.leave_list(from_new, to_old);
                 }
                 Some(p) => {
                     self.stats.sent(&p);
@@ -774,20 +929,19 @@ impl Qdisc for FqCodel {
     }
 
     /// `fq_codel_enqueue`.
-    fn enqueue(&mut self, mut pkt: Packet, now: Instant) -> Enqueued {
+    fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
         self.last_now = now;
         let idx = self.classify(&pkt);
-        pkt.enqueued_at = now;
         let (len, truesize) = (pkt.len, pkt.truesize);
         let slot = self.flow_slot(idx);
-        let flow = &mut self.flows[slot];
-        self.slab.push_back(&mut flow.q, pkt);
+        let flow = flow_mut(&mut self.first, &mut self.more, slot);
+        slab!(self).push_back(&mut flow.q, pkt, now);
         flow.q.backlog = flow.q.backlog.wrapping_add(len);
         self.stats.backlog = self.stats.backlog.wrapping_add(len);
         if flow.list == List::None {
             flow.list = List::New;
             flow.deficit = self.quantum as i32;
-            self.new_flows.push_back(&mut self.flows, slot as u32);
+            self.new_flows.push_back(&mut flows!(self), slot);
             self.new_flow_count = self.new_flow_count.wrapping_add(1);
         }
         self.memory_usage = self.memory_usage.wrapping_add(truesize);
@@ -807,32 +961,34 @@ impl Qdisc for FqCodel {
         if ret == idx {
             // Our parents never counted this packet (we answer CN), so they are
             // told one packet and `len` bytes less than what left.
-            self.reduce.add(dropped as i32 - 1, dropped_bytes as i32 as i64 - len as i64);
+            self.add_reduce(dropped as i32 - 1, dropped_bytes as i32 as i64 - len as i64);
             return Enqueued::Congested;
         }
-        self.reduce.add(dropped as i32, dropped_bytes as i64);
+        self.add_reduce(dropped as i32, dropped_bytes as i64);
         Enqueued::Success
     }
 
     /// `qdisc_dequeue_peeked` over `fq_codel_dequeue` (+ `fq_codel_dequeue_drop`).
     fn dequeue(&mut self, now: Instant) -> Dequeued {
         self.last_now = now;
-        if let Some(p) = self.parked.take(&mut self.stats) {
+        if let Some(p) = self.take_parked() {
+            self.stats.unqueued(p.len);
             return Dequeued::Packet(p);
         }
         let p = self.dequeue_inner(now);
-        self.cstats.flush_drops(&mut self.reduce);
+        self.flush_drops();
         p.map_or(Dequeued::Empty, Dequeued::Packet)
     }
 
     /// `fq_codel_peek`: dequeue and park (still counted in qlen/backlog).
     fn peek(&mut self, now: Instant) -> Option<&Packet> {
         self.last_now = now;
-        if self.parked.0.is_none() {
+        if !self.has_parked {
             if let Some(p) = self.dequeue_inner(now) {
                 self.parked.park(p, &mut self.stats);
+                self.has_parked = true;
             }
-            self.cstats.flush_drops(&mut self.reduce);
+            self.flush_drops();
         }
         self.parked.0.as_ref()
     }
@@ -843,14 +999,19 @@ impl Qdisc for FqCodel {
         self.last_now = now;
         self.new_flows = FlowList::EMPTY;
         self.old_flows = FlowList::EMPTY;
-        for f in &mut self.flows {
+        let first = std::iter::once(&mut self.first).take(self.nflows.min(1) as usize);
+        for f in first.chain(&mut self.more) {
             f.q = FlowQueue { head: NIL, tail: NIL, backlog: 0 };
             f.list = List::None;
             f.cvars = CodelVars::default();
         }
-        self.slab.clear();
+        self.pkts = Default::default();
+        self.next = INLINE_FREE;
+        self.free = 0;
+        self.spill = Spill::default();
         self.memory_usage = 0;
         self.parked.0 = None;
+        self.has_parked = false;
         self.stats.qlen = 0;
         self.stats.backlog = 0;
     }
@@ -862,6 +1023,10 @@ impl Qdisc for FqCodel {
         &mut self.stats
     }
     fn take_reduce(&mut self) -> Reduce {
+        if !self.reduce_pending {
+            return Reduce::default();
+        }
+        self.reduce_pending = false;
         std::mem::take(&mut self.reduce)
     }
 
@@ -953,7 +1118,7 @@ fn c_hash_x(v: u8) -> String {
 impl Classful for FqCodel {
     /// `fq_codel_walk`: buckets on either list (even if momentarily empty), in index order.
     fn class_minors(&self) -> Vec<u32> {
-        let mut v: Vec<u32> = self.flows.iter().filter(|f| f.list != List::None).map(|f| f.bucket as u32 + 1).collect();
+        let mut v: Vec<u32> = self.flows().filter(|f| f.list != List::None).map(|f| f.bucket as u32 + 1).collect();
         v.sort_unstable();
         v
     }
@@ -972,7 +1137,7 @@ impl Classful for FqCodel {
     /// `fq_codel_dump_class_stats`: the bucket's packet count and backlog only.
     fn class_stats(&self, minor: u32) -> Option<Stats> {
         let f = self.flow((minor as usize).checked_sub(1)?)?;
-        Some(Stats { qlen: self.slab.count(&f.q) as u32, backlog: f.q.backlog, ..Default::default() })
+        Some(Stats { qlen: self.queued(f) as u32, backlog: f.q.backlog, ..Default::default() })
     }
     /// No TCA_STATS_BASIC in fq_codel's class dump.
     fn class_has_basic_stats(&self) -> bool {
@@ -1494,13 +1659,35 @@ mod tests {
             u.dedup();
             u.len()
         };
-        assert_eq!(q.flows.len(), distinct);
+        assert_eq!(q.nflows as usize, distinct);
         let unused = (0..65536).find(|b| !used.contains(b)).unwrap();
         assert_eq!(q.bucket(unused as usize).0, 0);
         // Flows grow by doubling (up to twice the buckets used), the index likewise.
-        let grown = q.memory_footprint() - idle - q.slab.pkts.capacity() * 64 - q.slab.next.capacity() * 4;
+        let grown = q.memory_footprint() - idle - q.spill.pkts.capacity() * 64 - q.spill.next.capacity() * 4;
         assert!(grown <= 2 * distinct * FqCodel::bytes_per_flow(), "{grown} for {distinct} buckets");
         eprintln!("fq_codel: idle {idle} bytes, +{grown} for {distinct} buckets");
+    }
+
+    /// Each direction's fields are one span, as the struct's comment says.
+    #[test]
+    fn layout() {
+        use std::mem::{offset_of, size_of};
+        macro_rules! end {
+            ($f:ident, $t:ty) => {
+                offset_of!(FqCodel, $f) + size_of::<$t>()
+            };
+        }
+        assert_eq!(offset_of!(FqCodel, limit), 0);
+        let both = offset_of!(FqCodel, stats);
+        assert!(end!(last_slot, u32) <= both);
+        assert_eq!(both, 24);
+        assert_eq!(end!(first, Flow), both + 128);
+        let deq = offset_of!(FqCodel, new_flows);
+        assert_eq!(deq, both + 128);
+        assert_eq!(end!(cstats, CodelStats), deq + 64);
+        assert_eq!(end!(cparams, CodelParams), deq + 44);
+        assert_eq!(size_of::<Option<Packet>>(), 64);
+        eprintln!("fq_codel: {} bytes", size_of::<FqCodel>());
     }
 
     #[test]
