@@ -642,11 +642,7 @@ impl FqCodel {
                     self.stats.unqueued(p.len);
                     Some(p)
                 }
-                None => {
-                    let p = self.dequeue_inner(now);
-                    self.flush_drops();
-                    p
-                }
+                None => self.dequeue_inner(now).packet(),
             };
             let Some(p) = p else { break };
             n += 1;
@@ -885,13 +881,19 @@ impl FqCodel {
         }
     }
 
-    /// `__fq_codel_dequeue`: DRR over new_flows then old_flows, CoDel per bucket.
-    fn dequeue_inner(&mut self, now: Instant) -> Option<Packet> {
+    /// `__fq_codel_dequeue`: DRR over new_flows then old_flows, CoDel per bucket;
+    /// then `fq_codel_dequeue`'s report of this call's CoDel drops to the parents.
+    /// (The answer is built here, not converted by the caller: copying a packet
+    /// just written piecewise stalls on store forwarding.)
+    fn dequeue_inner(&mut self, now: Instant) -> Dequeued {
         loop {
             let (from_new, idx) = match (self.new_flows.front(), self.old_flows.front()) {
                 (Some(i), _) => (true, i),
                 (None, Some(i)) => (false, i),
-                (None, None) => return None,
+                (None, None) => {
+                    self.flush_drops();
+                    return Dequeued::Empty;
+                }
             };
             let flow = flow_mut(&mut self.first, &mut self.more, idx);
             if flow.deficit <= 0 {
@@ -916,7 +918,8 @@ impl FqCodel {
                 Some(p) => {
                     self.stats.sent(&p);
                     flow.deficit = flow.deficit.wrapping_sub(p.len as i32);
-                    return Some(p);
+                    self.flush_drops();
+                    return Dequeued::Packet(p);
                 }
             }
         }
@@ -975,20 +978,17 @@ impl Qdisc for FqCodel {
             self.stats.unqueued(p.len);
             return Dequeued::Packet(p);
         }
-        let p = self.dequeue_inner(now);
-        self.flush_drops();
-        p.map_or(Dequeued::Empty, Dequeued::Packet)
+        self.dequeue_inner(now)
     }
 
     /// `fq_codel_peek`: dequeue and park (still counted in qlen/backlog).
     fn peek(&mut self, now: Instant) -> Option<&Packet> {
         self.last_now = now;
         if !self.has_parked {
-            if let Some(p) = self.dequeue_inner(now) {
+            if let Dequeued::Packet(p) = self.dequeue_inner(now) {
                 self.parked.park(p, &mut self.stats);
                 self.has_parked = true;
             }
-            self.flush_drops();
         }
         self.parked.0.as_ref()
     }

@@ -1128,17 +1128,20 @@ impl Htb {
         self.cl(m).leaf.as_ref().map_or(0, |n| n.q.stats().qlen)
     }
 
-    /// `htb_dequeue_tree`: one packet at (prio, level), round robin over the leaves.
-    fn dequeue_tree(&mut self, prio: usize, level: usize, now: Instant) -> Option<Packet> {
+    /// `htb_dequeue_tree`: one packet at (prio, level), round robin over the leaves;
+    /// `Empty` when none can send. (The leaf's answer is passed on as it came, never
+    /// unpacked and rebuilt: each copy of a packet just written is a store-forwarding
+    /// stall.)
+    fn dequeue_tree(&mut self, prio: usize, level: usize, now: Instant) -> Dequeued {
         let mut cl = self.lookup_leaf(level, prio);
         let mut start = cl;
-        let (c, pkt, qlen) = loop {
-            let c = cl?;
+        loop {
+            let Some(c) = cl else { return Dequeued::Empty };
             if self.leaf_qlen(c) == 0 {
                 // An empty active leaf (its qdisc dropped, or was replaced): skip it.
                 self.deactivate(c);
                 if self.row_mask[level] & (1 << prio) == 0 {
-                    return None;
+                    return Dequeued::Empty;
                 }
                 let next = self.lookup_leaf(level, prio);
                 if cl == start {
@@ -1149,10 +1152,24 @@ impl Htb {
             }
             let d = self.leaf_q(c).dequeue(now);
             let qlen = self.leaf_reduced(c);
-            match d {
-                Dequeued::Packet(p) => break (c, p, qlen),
+            match &d {
+                Dequeued::Packet(pkt) => {
+                    let cls = self.cl_mut(c);
+                    cls.bstats.sent(pkt);
+                    cls.deficit[level] = cls.deficit[level].wrapping_sub(pkt.len as i32);
+                    if cls.deficit[level] < 0 {
+                        cls.deficit[level] = cls.deficit[level].wrapping_add(cls.quantum);
+                        self.advance(level, prio, c);
+                    }
+                    if qlen == 0 {
+                        self.deactivate(c);
+                    }
+                    self.charge_class(c, level, pkt);
+                    return d;
+                }
                 Dequeued::Throttled { until } => {
                     // A non-work-conserving leaf: its own watchdog wakes the device.
+                    let until = *until;
                     self.child_wake = Some(self.child_wake.map_or(until, |w| w.min(until)));
                 }
                 Dequeued::Empty => {}
@@ -1160,22 +1177,9 @@ impl Htb {
             self.advance(level, prio, c);
             cl = self.lookup_leaf(level, prio);
             if cl == start {
-                return None;
+                return Dequeued::Empty;
             }
-        };
-        let len = pkt.len;
-        let cls = self.cl_mut(c);
-        cls.bstats.sent(&pkt);
-        cls.deficit[level] = cls.deficit[level].wrapping_sub(len as i32);
-        if cls.deficit[level] < 0 {
-            cls.deficit[level] = cls.deficit[level].wrapping_add(cls.quantum);
-            self.advance(level, prio, c);
         }
-        if qlen == 0 {
-            self.deactivate(c);
-        }
-        self.charge_class(c, level, &pkt);
-        Some(pkt)
     }
 
     /// `htb_dequeue` without the peek slot.
@@ -1205,11 +1209,12 @@ impl Htb {
             next_event = next_event.min(event);
             let mask = self.row_mask[level];
             for prio in bits(mask) {
-                if let Some(p) = self.dequeue_tree(prio, level, now) {
-                    self.stats.sent(&p);
+                let d = self.dequeue_tree(prio, level, now);
+                if let Dequeued::Packet(p) = &d {
+                    self.stats.sent(p);
                     self.stats.unqueued(p.len);
                     self.watchdog = None;
-                    return Dequeued::Packet(p);
+                    return d;
                 }
             }
         }
