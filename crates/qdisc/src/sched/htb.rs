@@ -424,12 +424,66 @@ struct Class {
     block: Block,
 }
 
+impl Class {
+    /// An empty slot of a [`ClassPage`] (and the defaults a new class starts from).
+    fn vacant() -> Class {
+        Class {
+            leaf: None,
+            level: 0,
+            parent: None,
+            prio_activity: 0,
+            cmode: Mode::CanSend,
+            pq: None,
+            t_c: 0,
+            tokens: 0,
+            ctokens: 0,
+            deficit: [0; TC_HTB_MAXDEPTH],
+            quantum: 0,
+            lends: 0,
+            buffer: 0,
+            cbuffer: 0,
+            rate: PschedRatecfg::default(),
+            borrows: 0,
+            overlimits: 0,
+            ceil: PschedRatecfg::default(),
+            bstats: Stats::default(),
+            prio: 0,
+            classid: 0,
+            children: 0,
+            giants: 0,
+            drops: 0,
+            filter_cnt: 0,
+            inner: None,
+            block: Block::new(0),
+        }
+    }
+}
+
 /// Classes are stored inline in pages of this many consecutive minors, allocated
 /// when a class first uses them: a tree of consecutive classids is consecutive
 /// memory, which the prefetcher follows as the round robin walks it, and a lone
 /// class at a high minor costs one page, not a table of every minor.
 const PAGE: usize = 64;
-type ClassPage = [Option<Class>; PAGE];
+
+/// A page of classes: a bit per slot that holds one, and the slots (vacant ones hold
+/// [`Class::vacant`]). Presence is a bit in the page's first line, not a niche the
+/// compiler would put in some cold field of every class.
+struct ClassPage {
+    present: u64,
+    slots: [Class; PAGE],
+}
+
+impl ClassPage {
+    fn new() -> Box<ClassPage> {
+        Box::new(ClassPage { present: 0, slots: std::array::from_fn(|_| Class::vacant()) })
+    }
+    fn get(&self, i: usize) -> Option<&Class> {
+        (self.present >> i & 1 != 0).then(|| &self.slots[i])
+    }
+    fn get_mut(&mut self, i: usize) -> Option<&mut Class> {
+        (self.present >> i & 1 != 0).then(|| &mut self.slots[i])
+    }
+}
 
 /// The kernel's `Qdisc_class_hash` as far as its iteration order goes: buckets of
 /// classids, newest first within a bucket, doubling when the load passes 3/4.
@@ -589,10 +643,10 @@ impl Htb {
     // ---- lookups -------------------------------------------------------------------
 
     fn get(&self, minor: u32) -> Option<&Class> {
-        self.classes.get(minor as usize / PAGE)?.as_ref()?[minor as usize % PAGE].as_ref()
+        self.classes.get(minor as usize / PAGE)?.as_ref()?.get(minor as usize % PAGE)
     }
     fn get_mut(&mut self, minor: u32) -> Option<&mut Class> {
-        self.classes.get_mut(minor as usize / PAGE)?.as_mut()?[minor as usize % PAGE].as_mut()
+        self.classes.get_mut(minor as usize / PAGE)?.as_mut()?.get_mut(minor as usize % PAGE)
     }
     fn has(&self, minor: u32) -> bool {
         self.get(minor).is_some()
@@ -1294,38 +1348,20 @@ impl Htb {
             let c = Class {
                 classid,
                 parent,
-                children: 0,
-                level: 0,
-                rate: PschedRatecfg::default(),
-                ceil: PschedRatecfg::default(),
-                buffer: 0,
-                cbuffer: 0,
-                prio: 0,
-                quantum: 0,
                 tokens: ticks2ns(o.buffer),
                 ctokens: ticks2ns(o.cbuffer),
                 t_c: now.as_nanos() as i64,
-                cmode: Mode::CanSend,
-                prio_activity: 0,
-                pq: None,
-                bstats: Stats::default(),
-                lends: 0,
-                borrows: 0,
-                giants: 0,
-                drops: 0,
-                overlimits: 0,
-                filter_cnt: 0,
                 leaf: Some(leaf),
-                deficit: [0; TC_HTB_MAXDEPTH],
-                inner: None,
                 block: Block::new(self.handle),
+                ..Class::vacant()
             };
             if self.pq_pos.len() <= m as usize {
                 self.classes.resize_with(m as usize / PAGE + 1, || None);
                 self.pq_pos.resize(m as usize + 1, 0);
             }
-            let page = self.classes[m as usize / PAGE].get_or_insert_with(|| Box::new(std::array::from_fn(|_| None)));
-            page[m as usize % PAGE] = Some(c);
+            let page = self.classes[m as usize / PAGE].get_or_insert_with(ClassPage::new);
+            page.slots[m as usize % PAGE] = c;
+            page.present |= 1 << (m as usize % PAGE);
             self.hash.insert(classid);
             if let Some(p) = parent {
                 self.cl_mut(p).children += 1;
@@ -1411,8 +1447,9 @@ impl Htb {
             pc.cmode = Mode::CanSend;
         }
         // htb_destroy_class: the class's filters go with it.
-        let gone = self.classes[m as usize / PAGE].as_mut().and_then(|p| p[m as usize % PAGE].take());
-        let gone = gone.expect("class exists");
+        let page = self.classes[m as usize / PAGE].as_mut().expect("class exists");
+        page.present &= !(1 << (m as usize % PAGE));
+        let gone = std::mem::replace(&mut page.slots[m as usize % PAGE], Class::vacant());
         self.put_block(gone.block);
         Ok(())
     }
@@ -1422,7 +1459,7 @@ impl Htb {
 /// qdisc's other fields meanwhile).
 fn class_mut(classes: &mut [Option<Box<ClassPage>>], m: u32) -> &mut Class {
     let page = classes[m as usize / PAGE].as_mut().expect("class exists");
-    page[m as usize % PAGE].as_mut().expect("class exists")
+    page.get_mut(m as usize % PAGE).expect("class exists")
 }
 
 /// The set bits of a priority mask, lowest first (`ffz(~mask)` loops).
@@ -1770,16 +1807,19 @@ impl Qdisc for Htb {
     /// Mirrors `htb_reset`: leaves reset, every class CAN_SEND and inactive, rows,
     /// feeds and wait queues emptied; buckets and the event cache are kept.
     fn reset(&mut self, now: Instant) {
-        for c in self.classes.iter_mut().flatten().flat_map(|p| p.iter_mut().flatten()) {
-            if c.level > 0 {
-                c.inner = Some(Box::default());
-            } else if let Some(l) = c.leaf.as_mut() {
-                l.q.reset(now);
-                let _ = l.q.take_reduce();
+        for page in self.classes.iter_mut().flatten() {
+            let present = page.present;
+            for (_, c) in page.slots.iter_mut().enumerate().filter(|(i, _)| present >> i & 1 != 0) {
+                if c.level > 0 {
+                    c.inner = Some(Box::default());
+                } else if let Some(l) = c.leaf.as_mut() {
+                    l.q.reset(now);
+                    let _ = l.q.take_reduce();
+                }
+                c.prio_activity = 0;
+                c.cmode = Mode::CanSend;
+                c.pq = None;
             }
-            c.prio_activity = 0;
-            c.cmode = Mode::CanSend;
-            c.pq = None;
         }
         self.direct.clear();
         self.levels = Default::default();
