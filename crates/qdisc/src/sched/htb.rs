@@ -388,9 +388,11 @@ struct Class {
     /// Bit per priority at which this class is active.
     prio_activity: u32,
     cmode: Mode,
-    /// Queued in the wait queue of this level (`pq_node` linked); the entry's heap
-    /// slot is `Htb::pq_pos[minor]`.
+    /// Queued in the wait queue of this level (`pq_node` linked); the entry's place
+    /// is `Htb::pq_pos[minor]`.
     pq: Option<u8>,
+    /// Leaf: the priority it is served at (0..=7), read when it becomes active.
+    prio: u8,
     // group 1
     t_c: i64,
     tokens: i64,
@@ -410,7 +412,6 @@ struct Class {
     /// bstats (bytes/packets only).
     bstats: Stats,
     // cold
-    prio: u32,
     classid: u32,
     children: u32,
     giants: u32,
@@ -1387,7 +1388,7 @@ impl Htb {
             if o.quantum != 0 {
                 c.quantum = o.quantum as i32;
             }
-            c.prio = o.prio.min(TC_HTB_NUMPRIO as u32 - 1);
+            c.prio = o.prio.min(TC_HTB_NUMPRIO as u32 - 1) as u8;
         }
         c.buffer = ticks2ns(o.buffer);
         c.cbuffer = ticks2ns(o.cbuffer);
