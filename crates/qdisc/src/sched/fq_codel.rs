@@ -637,13 +637,7 @@ impl FqCodel {
         // telling only the parents (`qdisc_dequeue_internal(sch, false)`).
         let (mut n, mut bytes) = (0i32, 0i64);
         while self.flows_cnt != 0 && (self.stats.qlen > self.limit || self.memory_usage > self.memory_limit) {
-            let p = match self.take_parked() {
-                Some(p) => {
-                    self.stats.unqueued(p.len);
-                    Some(p)
-                }
-                None => self.dequeue_inner(now).packet(),
-            };
+            let p = self.take_parked().or_else(|| self.dequeue_inner(now).packet());
             let Some(p) = p else { break };
             n += 1;
             bytes += p.len as i64;
@@ -786,14 +780,15 @@ impl FqCodel {
         n as u32 + 1
     }
 
-    /// The parked packet, taken out (still counted in qlen/backlog).
+    /// The parked packet, taken out and uncounted (`Parked::take`), without
+    /// touching the parked slot's line when there is none.
     #[inline]
     fn take_parked(&mut self) -> Option<Packet> {
         if !self.has_parked {
             return None;
         }
         self.has_parked = false;
-        self.parked.0.take()
+        self.parked.take(&mut self.stats)
     }
 
     fn add_reduce(&mut self, pkts: i32, bytes: i64) {
@@ -975,7 +970,6 @@ impl Qdisc for FqCodel {
     fn dequeue(&mut self, now: Instant) -> Dequeued {
         self.last_now = now;
         if let Some(p) = self.take_parked() {
-            self.stats.unqueued(p.len);
             return Dequeued::Packet(p);
         }
         self.dequeue_inner(now)

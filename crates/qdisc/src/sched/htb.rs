@@ -484,6 +484,11 @@ impl ClassPage {
     fn get_mut(&mut self, i: usize) -> Option<&mut Class> {
         (self.present >> i & 1 != 0).then(|| &mut self.slots[i])
     }
+    /// The classes held.
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Class> {
+        let present = self.present;
+        self.slots.iter_mut().enumerate().filter(move |(i, _)| present >> i & 1 != 0).map(|(_, c)| c)
+    }
 }
 
 /// The kernel's `Qdisc_class_hash` as far as its iteration order goes: buckets of
@@ -647,7 +652,7 @@ impl Htb {
         self.classes.get(minor as usize / PAGE)?.as_ref()?.get(minor as usize % PAGE)
     }
     fn get_mut(&mut self, minor: u32) -> Option<&mut Class> {
-        self.classes.get_mut(minor as usize / PAGE)?.as_mut()?.get_mut(minor as usize % PAGE)
+        find_mut(&mut self.classes, minor)
     }
     fn has(&self, minor: u32) -> bool {
         self.get(minor).is_some()
@@ -1456,11 +1461,15 @@ impl Htb {
     }
 }
 
-/// Class `m` by minor, borrowing only the class table (so the caller may touch the
-/// qdisc's other fields meanwhile).
+/// Class `m` by minor, if it exists, borrowing only the class table (so the caller
+/// may touch the qdisc's other fields meanwhile).
+fn find_mut(classes: &mut [Option<Box<ClassPage>>], m: u32) -> Option<&mut Class> {
+    classes.get_mut(m as usize / PAGE)?.as_mut()?.get_mut(m as usize % PAGE)
+}
+
+/// Class `m`, which exists (see [`find_mut`]).
 fn class_mut(classes: &mut [Option<Box<ClassPage>>], m: u32) -> &mut Class {
-    let page = classes[m as usize / PAGE].as_mut().expect("class exists");
-    page.get_mut(m as usize % PAGE).expect("class exists")
+    find_mut(classes, m).expect("class exists")
 }
 
 /// The set bits of a priority mask, lowest first (`ffz(~mask)` loops).
@@ -1808,19 +1817,16 @@ impl Qdisc for Htb {
     /// Mirrors `htb_reset`: leaves reset, every class CAN_SEND and inactive, rows,
     /// feeds and wait queues emptied; buckets and the event cache are kept.
     fn reset(&mut self, now: Instant) {
-        for page in self.classes.iter_mut().flatten() {
-            let present = page.present;
-            for (_, c) in page.slots.iter_mut().enumerate().filter(|(i, _)| present >> i & 1 != 0) {
-                if c.level > 0 {
-                    c.inner = Some(Box::default());
-                } else if let Some(l) = c.leaf.as_mut() {
-                    l.q.reset(now);
-                    let _ = l.q.take_reduce();
-                }
-                c.prio_activity = 0;
-                c.cmode = Mode::CanSend;
-                c.pq = None;
+        for c in self.classes.iter_mut().flatten().flat_map(|p| p.iter_mut()) {
+            if c.level > 0 {
+                c.inner = Some(Box::default());
+            } else if let Some(l) = c.leaf.as_mut() {
+                l.q.reset(now);
+                let _ = l.q.take_reduce();
             }
+            c.prio_activity = 0;
+            c.cmode = Mode::CanSend;
+            c.pq = None;
         }
         self.direct.clear();
         self.levels = Default::default();
