@@ -93,6 +93,26 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// After a drain: the tree is empty, and every packet sent (of `sent` lengths, ids
+/// their indices) either arrived (`got`, `got_bytes`) or was dropped, in packets and bytes.
+fn check_drained(tc: &mut Tc, sent: &[u32], got: &BTreeSet<u64>, got_bytes: u64) -> Result<(), TestCaseError> {
+    let (_, _, drops, qlen, backlog) = root_counts(tc);
+    prop_assert_eq!((qlen, backlog), (0, 0), "queue empty after drain");
+    prop_assert_eq!(sent.len() as u64, got.len() as u64 + drops as u64);
+    let in_bytes: u64 = sent.iter().map(|&l| l as u64).sum();
+    let lost: u64 = (0..sent.len() as u64).filter(|id| !got.contains(id)).map(|id| sent[id as usize] as u64).sum();
+    prop_assert_eq!(in_bytes, got_bytes + lost, "bytes in = out + dropped");
+    Ok(())
+}
+
+/// A fixed seed keeps CI deterministic; PROPTEST_RNG_SEED / PROPTEST_CASES explore further.
+fn rng_seed() -> RngSeed {
+    std::env::var("PROPTEST_RNG_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(RngSeed::Fixed(20261122), RngSeed::Fixed)
+}
+
 fn root_counts(tc: &mut Tc) -> (u64, u64, u32, u32, u32) {
     let d = &mut tc.devices[0];
     d.root.q.sync_stats();
@@ -101,11 +121,10 @@ fn root_counts(tc: &mut Tc) -> (u64, u64, u32, u32, u32) {
 }
 
 proptest! {
-    // A fixed seed keeps CI deterministic; PROPTEST_RNG_SEED / PROPTEST_CASES explore further.
     #![proptest_config(ProptestConfig {
         cases: 256,
         failure_persistence: None,
-        rng_seed: std::env::var("PROPTEST_RNG_SEED").ok().and_then(|s| s.parse().ok()).map_or(RngSeed::Fixed(20261122), RngSeed::Fixed),
+        rng_seed: rng_seed(),
         ..ProptestConfig::default()
     })]
 
@@ -164,12 +183,7 @@ proptest! {
                 d => if let Some(until) = take(d, &mut got, &mut got_bytes) { now = until.0 },
             }
         }
-        let (_, _, drops, qlen, backlog) = root_counts(&mut tc);
-        prop_assert_eq!((qlen, backlog), (0, 0), "queue empty after drain");
-        prop_assert_eq!(sent.len() as u64, got.len() as u64 + drops as u64);
-        let in_bytes: u64 = sent.iter().map(|&l| l as u64).sum();
-        let lost: u64 = (0..sent.len() as u64).filter(|id| !got.contains(id)).map(|id| sent[id as usize] as u64).sum();
-        prop_assert_eq!(in_bytes, got_bytes + lost, "bytes in = out + dropped");
+        check_drained(&mut tc, &sent, &got, got_bytes)?;
     }
 
     #[test]
@@ -787,13 +801,7 @@ fn htb_case(start: u64, txqlen: u32, qdisc: &str, ops: &[HtbOp]) -> Result<Vec<S
         run.check()?;
         run.check_counters(&before)?;
     }
-    let (_, _, drops, qlen, backlog) = root_counts(&mut run.tc);
-    prop_assert_eq!((qlen, backlog), (0, 0), "queue empty after drain");
-    prop_assert_eq!(run.sent.len() as u64, run.got.len() as u64 + drops as u64);
-    let in_bytes: u64 = run.sent.iter().map(|&l| l as u64).sum();
-    let lost: u64 =
-        (0..run.sent.len() as u64).filter(|id| !run.got.contains(id)).map(|id| run.sent[id as usize] as u64).sum();
-    prop_assert_eq!(in_bytes, run.got_bytes + lost, "bytes in = out + dropped");
+    check_drained(&mut run.tc, &run.sent, &run.got, run.got_bytes)?;
     Ok(run.trace)
 }
 
@@ -803,7 +811,7 @@ proptest! {
     #![proptest_config(ProptestConfig {
         cases: 64,
         failure_persistence: None,
-        rng_seed: std::env::var("PROPTEST_RNG_SEED").ok().and_then(|s| s.parse().ok()).map_or(RngSeed::Fixed(20261122), RngSeed::Fixed),
+        rng_seed: rng_seed(),
         ..ProptestConfig::default()
     })]
 
