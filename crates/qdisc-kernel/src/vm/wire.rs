@@ -365,19 +365,76 @@ pub fn result_from_console(console: &str) -> Option<Vec<u8>> {
     None
 }
 
-/// Where a kernel panic is in a console log: from a few lines before "Kernel panic" to
-/// the end of its report (at most `max` lines).
+/// Lines that open a kernel oops report (`die()`, `__warn()`, the page-fault and
+/// general-protection handlers print one of these first).
+const OOPS_OPENERS: [&str; 7] = [
+    "------------[ cut here ]------------",
+    "BUG:",
+    "Oops:",
+    "general protection fault",
+    "invalid opcode",
+    "Unable to handle",
+    "WARNING:",
+];
+
+fn console_lines(console: &str) -> Vec<&str> {
+    console.lines().map(|l| l.trim_end_matches('\r')).collect()
+}
+
+/// The line opening the oops report that ends at `lines[at]`, if there is one within the
+/// 150 lines before it (a report with its call trace and module list runs 40–80 lines).
+fn oops_start(lines: &[&str], at: usize) -> Option<usize> {
+    let from = at.saturating_sub(150);
+    let i = (from..at).rev().find(|&i| OOPS_OPENERS.iter().any(|o| lines[i].contains(o)))?;
+    Some(if i > from && lines[i - 1].contains(OOPS_OPENERS[0]) { i - 1 } else { i })
+}
+
+/// A kernel panic in a console log: from the oops report that caused it (or a few lines
+/// before "Kernel panic" when there is none) to two lines after it, at most `max` lines
+/// (the middle is elided, the opening and the panic line stay).
 pub fn panic_excerpt(console: &str, max: usize) -> Option<String> {
-    let lines: Vec<&str> = console.lines().map(|l| l.trim_end_matches('\r')).collect();
+    let lines = console_lines(console);
     let at = lines.iter().position(|l| l.contains("Kernel panic - not syncing"))?;
-    let from = at.saturating_sub(8);
-    let to = (from + max).min(lines.len());
-    Some(lines[from..to].join("\n"))
+    let from = oops_start(&lines, at).unwrap_or(at.saturating_sub(8));
+    let shown = &lines[from..(at + 3).min(lines.len())];
+    let tail = 3.min(shown.len());
+    if shown.len() <= max || max <= tail + 1 {
+        return Some(shown.join("\n"));
+    }
+    let head = max - tail - 1;
+    let gap = format!("[… {} lines …]", shown.len() - head - tail);
+    Some(
+        shown[..head]
+            .iter()
+            .chain([&gap.as_str()])
+            .chain(&shown[shown.len() - tail..])
+            .copied()
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
+/// A kernel crash (an oops the kernel could not survive: `panic("Fatal exception…")`)
+/// in a console log, named by the oops report's first line.
+pub fn kernel_crash(console: &str) -> Option<String> {
+    let lines = console_lines(console);
+    let at = lines.iter().position(|l| l.contains("Kernel panic - not syncing: Fatal exception"))?;
+    let named = oops_start(&lines, at).map(|i| if lines[i].contains(OOPS_OPENERS[0]) { i + 1 } else { i });
+    Some(strip_timestamp(lines[named.unwrap_or(at)]).to_string())
+}
+
+/// A console line without its `[    1.372269] ` printk timestamp.
+fn strip_timestamp(line: &str) -> &str {
+    match line.trim_start().strip_prefix('[').and_then(|r| r.split_once("] ")) {
+        Some((t, rest)) if t.trim().parse::<f64>().is_ok() => rest,
+        _ => line,
+    }
 }
 
 /// The last `n` non-empty lines of a console log, marker lines included.
 pub fn console_tail(console: &str, n: usize) -> String {
-    let lines: Vec<&str> = console.lines().map(|l| l.trim_end_matches('\r')).filter(|l| !l.trim().is_empty()).collect();
+    let mut lines = console_lines(console);
+    lines.retain(|l| !l.trim().is_empty());
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
@@ -436,10 +493,46 @@ mod tests {
 
     #[test]
     fn panic_excerpts() {
-        let console = "a\nb\n[ 1.0] Kernel panic - not syncing: VFS: Unable to mount root fs\n[ 1.1] CPU: 0\nc\n";
-        let e = panic_excerpt(console, 3).unwrap();
-        assert_eq!(e, "a\nb\n[ 1.0] Kernel panic - not syncing: VFS: Unable to mount root fs");
+        // A panic without an oops: a few lines of context before it, two after.
+        let console = "0\n1\n2\n3\n4\n5\n6\n7\n8\n9\n\
+                       [ 1.0] Kernel panic - not syncing: VFS: Unable to mount root fs\n[ 1.1] CPU: 0\nc\nd\n";
+        let e = panic_excerpt(console, 40).unwrap();
+        assert_eq!(
+            e,
+            "2\n3\n4\n5\n6\n7\n8\n9\n[ 1.0] Kernel panic - not syncing: VFS: Unable to mount root fs\n[ 1.1] CPU: 0\nc"
+        );
         assert_eq!(panic_excerpt("all fine\n", 10), None);
+        assert_eq!(kernel_crash(console), None, "a configuration panic is not a crash");
+
+        // A crash: the excerpt opens with the oops report, however long; the middle is
+        // elided to fit `max`, the panic line stays.
+        let mut console = String::from(
+            "[    1.0] booting\n[    1.3] BUG: kernel NULL pointer dereference, address: 0000000000000008\n",
+        );
+        console.push_str("[    1.3] #PF: supervisor read access in kernel mode\n");
+        for i in 0..30 {
+            console.push_str(&format!("[    1.3]  trace_{i}+0x1/0x2\n"));
+        }
+        console.push_str(
+            "[    1.37] Kernel panic - not syncing: Fatal exception in interrupt\n[    1.37] Kernel Offset: disabled\n",
+        );
+        let e = panic_excerpt(&console, 10).unwrap();
+        let lines: Vec<&str> = e.lines().collect();
+        assert_eq!(lines.len(), 10);
+        assert_eq!(lines[0], "[    1.3] BUG: kernel NULL pointer dereference, address: 0000000000000008");
+        assert_eq!(lines[6], "[… 25 lines …]");
+        assert_eq!(lines[8], "[    1.37] Kernel panic - not syncing: Fatal exception in interrupt");
+        assert_eq!(lines[9], "[    1.37] Kernel Offset: disabled");
+        assert_eq!(panic_excerpt(&console, 100).unwrap().lines().count(), 34);
+        assert_eq!(
+            kernel_crash(&console).as_deref(),
+            Some("BUG: kernel NULL pointer dereference, address: 0000000000000008")
+        );
+        // A warning's "cut here" rule opens the excerpt, the line after it names the crash.
+        let warn = "[ 2.0] ------------[ cut here ]------------\n[ 2.0] WARNING: CPU: 1 at net/core/dev.c:1 f\n\
+                    [ 2.1] Kernel panic - not syncing: Fatal exception\n";
+        assert!(panic_excerpt(warn, 40).unwrap().starts_with("[ 2.0] ------------[ cut here ]"));
+        assert_eq!(kernel_crash(warn).as_deref(), Some("WARNING: CPU: 1 at net/core/dev.c:1 f"));
         assert_eq!(console_tail("1\n\n2\r\n3\n", 2), "2\n3");
     }
 
