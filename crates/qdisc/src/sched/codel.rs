@@ -226,12 +226,14 @@ pub fn codel_dequeue(
     stats: &mut CodelStats,
     now: Instant,
 ) -> Option<Packet> {
-    let Some(first) = q.dequeue() else {
+    // Kept as the Option it came in (unwrapping and rewrapping a packet copies it
+    // piecewise, which stalls the next whole copy on store forwarding).
+    let mut skb = q.dequeue();
+    if skb.is_none() {
         vars.dropping = false;
         return None;
-    };
+    }
     let now = codel_time(now);
-    let mut skb = Some(first);
     let mut drop = should_drop(skb.as_ref(), vars, params, stats, q.backlog(), now);
     'end: {
         if vars.dropping {

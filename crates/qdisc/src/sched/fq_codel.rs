@@ -255,7 +255,14 @@ impl Slab<'_> {
         let s = *self.free;
         let s = if s != NIL {
             *self.free = *self.link(s);
-            self.slot(s).insert(pkt).enqueued_at = now;
+            let slot = self.slot(s);
+            debug_assert!(slot.is_none(), "a free slot holds no packet");
+            // Written without dropping what was there (nothing): the drop would read
+            // the slot's line first, a cache miss on a cold leaf.
+            std::mem::forget(std::mem::replace(slot, Some(pkt)));
+            if let Some(p) = slot {
+                p.enqueued_at = now;
+            }
             *self.link(s) = NIL;
             s
         } else {
@@ -456,11 +463,15 @@ struct Bucket<'a> {
 impl CodelQueue for Bucket<'_> {
     #[inline]
     fn dequeue(&mut self) -> Option<Packet> {
-        let p = self.slab.pop_front(self.queue)?;
-        self.queue.backlog = self.queue.backlog.wrapping_sub(p.len);
-        *self.memory_usage = self.memory_usage.wrapping_sub(p.truesize);
-        self.stats.unqueued(p.len);
-        Some(p)
+        // The Option is passed on whole: unwrapping and rewrapping it copies the packet
+        // piecewise, and the next whole copy then stalls on store forwarding.
+        let p = self.slab.pop_front(self.queue);
+        if let Some(p) = &p {
+            self.queue.backlog = self.queue.backlog.wrapping_sub(p.len);
+            *self.memory_usage = self.memory_usage.wrapping_sub(p.truesize);
+            self.stats.unqueued(p.len);
+        }
+        p
     }
     fn drop(&mut self, _pkt: Packet) {
         self.stats.dropped();

@@ -982,7 +982,7 @@ impl Htb {
             self.near_ev_cache[level] = key;
         }
         self.pq_seq += 1;
-        self.levels[level].wait_pq.push(WaitEntry { key, seq: self.pq_seq, minor: m as u64 }, &mut self.pq_pos);
+        self.levels[level].wait_pq.push(WaitEntry::new(key, self.pq_seq, m), &mut self.pq_pos);
     }
 
     fn erase_from_wait_tree(&mut self, m: u32) {
@@ -1076,7 +1076,7 @@ impl Htb {
             if e.key > *now {
                 return e.key;
             }
-            let m = e.minor as u32;
+            let m = e.minor() as u32;
             levels[level].wait_pq.remove(m, pq_pos);
             let c = class_mut(classes, m);
             c.pq = None;
@@ -1590,15 +1590,25 @@ impl MinorSet {
     }
 }
 
-/// One wait-queue entry: the class `minor` changes mode at `key`; `seq` orders
-/// equal keys by insertion.
+/// One wait-queue entry: a class changes mode at `key`. `tie` is the insertion
+/// number above the class's 16-bit minor, so equal keys pop in insertion order, as
+/// the kernel's rb-tree gives them (wrong only after 2^48 insertions: nine years at
+/// a million a second). Two words are built in registers and stored whole; a
+/// three-word entry went through the stack and was copied back in pieces that
+/// straddled its stores, which stalls on store forwarding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct WaitEntry {
     key: i64,
-    seq: u64,
-    /// The class's minor, as 8 bytes: an entry is then written and copied in three
-    /// equal words (a 4-byte write read back as part of an 8-byte word stalls).
-    minor: u64,
+    tie: u64,
+}
+
+impl WaitEntry {
+    fn new(key: i64, seq: u64, minor: u32) -> WaitEntry {
+        WaitEntry { key, tie: seq << 16 | (minor & 0xffff) as u64 }
+    }
+    fn minor(self) -> usize {
+        (self.tie & 0xffff) as usize
+    }
 }
 
 /// log2 of a wait-queue block, ns: keys are grouped in blocks of ~1 µs.
@@ -1610,12 +1620,12 @@ const POS_FAR: u32 = 1 << 31;
 const POS_IDX_BITS: u32 = 17;
 
 /// A level's wait queue (`q->hlevel[level].wait_pq`): the classes that are not
-/// CAN_SEND, smallest (key, seq) first — the order the kernel's rb-tree gives, equal
-/// keys in insertion order. (key, seq) pairs are unique, so the minimum, the only
+/// CAN_SEND, smallest (key, insertion) first — the order the kernel's rb-tree gives, equal
+/// keys in insertion order. (key, tie) pairs are unique, so the minimum, the only
 /// entry ever consumed in order, is exactly the rb-tree's `rb_first`.
 ///
 /// A radix heap over ~1 µs blocks of key with a binary heap at the bottom. Entries
-/// whose block is at most `base` sit in `near`, a min-heap on (key, seq); a later
+/// whose block is at most `base` sit in `near`, a min-heap on (key, tie); a later
 /// block goes, unordered, to the far bucket numbered by the highest bit in which it
 /// differs from `base`. Far entries are never compared until `near` runs dry: then
 /// the lowest non-empty bucket is redistributed around its smallest block, which
@@ -1647,7 +1657,7 @@ impl WaitQueue {
         key.max(0) as u64 >> BLOCK_SHIFT
     }
 
-    /// `rb_first`: the smallest (key, seq), after pulling the nearest far bucket
+    /// `rb_first`: the smallest (key, tie), after pulling the nearest far bucket
     /// into `near` when it is empty.
     fn first(&mut self, pos: &mut [u32]) -> Option<WaitEntry> {
         if self.near.is_empty() {
@@ -1675,7 +1685,7 @@ impl WaitQueue {
         } else {
             let i = 63 - (b ^ self.base).leading_zeros() as usize;
             let v = &mut self.far[i];
-            pos[e.minor as usize] = POS_FAR | (i as u32) << POS_IDX_BITS | v.len() as u32;
+            pos[e.minor()] = POS_FAR | (i as u32) << POS_IDX_BITS | v.len() as u32;
             v.push(e);
             self.far_mask |= 1 << i;
         }
@@ -1693,7 +1703,7 @@ impl WaitQueue {
         let v = &mut self.far[i];
         v.swap_remove(j);
         if let Some(moved) = v.get(j) {
-            pos[moved.minor as usize] = p;
+            pos[moved.minor()] = p;
         }
         if v.is_empty() {
             self.far_mask &= !(1 << i);
@@ -1708,7 +1718,7 @@ impl WaitQueue {
     // The near heap.
     fn set(&mut self, i: usize, e: WaitEntry, pos: &mut [u32]) {
         self.near[i] = e;
-        pos[e.minor as usize] = i as u32;
+        pos[e.minor()] = i as u32;
     }
     /// Move `e`, which is at `i`, up to its place. (`e` is passed in, not read back:
     /// reading an entry just written piecewise stalls on store forwarding.)
@@ -1747,7 +1757,7 @@ impl WaitQueue {
         let last = self.near.pop().expect("queued entry");
         if i < self.near.len() {
             self.sift_down(i, last, pos);
-            let j = pos[last.minor as usize] as usize;
+            let j = pos[last.minor()] as usize;
             self.sift_up(j, last, pos);
         }
     }
@@ -2702,7 +2712,7 @@ mod tests {
             assert_eq!(s.next_after(x), b.range(x + 1..).next().copied());
             assert_eq!((s.first(), s.len(), s.contains(x)), (b.first().copied(), b.len(), b.contains(&x)));
         }
-        // The wait queue pops in (key, seq) order whatever is erased in between, with
+        // The wait queue pops in (key, insertion) order whatever is erased in between, with
         // keys near and far (so entries move between the far buckets and the heap).
         let mut pos = vec![0u32; 301];
         let (mut w, mut set) = (WaitQueue::default(), BTreeSet::new());
@@ -2719,9 +2729,9 @@ mod tests {
                         if e.key > now {
                             break;
                         }
-                        w.remove(e.minor as u32, &mut pos);
+                        w.remove(e.minor() as u32, &mut pos);
                         set.remove(&e);
-                        queued[e.minor as usize] = None;
+                        queued[e.minor()] = None;
                     }
                 }
                 _ => {
@@ -2734,7 +2744,7 @@ mod tests {
                             1 => next(1 << 20) as i64,
                             _ => 1 << 30 | next(1 << 36) as i64,
                         };
-                        let e = WaitEntry { key: now + 1 + delay, seq, minor: m as u64 };
+                        let e = WaitEntry::new(now + 1 + delay, seq, m);
                         w.push(e, &mut pos);
                         set.insert(e);
                         queued[m as usize] = Some(e);
