@@ -391,23 +391,17 @@ impl VmBackend {
         // Boot. A kernel crash before the guest's init ran cannot depend on the scenario
         // (seen once in about 170 TCG boots here: an oops in interrupt context at
         // 1.4 s): that boot is tried once more, and the result says so.
-        let mut boot =
-            boot_guest(&qemu_bin, &args, &dir.0, &result_file, Duration::from_nanos(s.duration), opts, progress)?;
+        let boot_once = |progress: &mut dyn Progress| {
+            boot_guest(&qemu_bin, &args, &dir.0, &result_file, Duration::from_nanos(s.duration), opts, progress)
+        };
+        let mut boot = boot_once(progress)?;
         let mut crashed = None;
         if boot.json.is_none() && boot.init.is_none() {
             if let Some(oops) = wire::kernel_crash(&boot.console) {
                 let _ = std::fs::rename(dir.0.join("console.out"), dir.0.join("console-crashed.out"));
                 let _ = std::fs::remove_file(&result_file);
                 crashed = Some(oops);
-                boot = boot_guest(
-                    &qemu_bin,
-                    &args,
-                    &dir.0,
-                    &result_file,
-                    Duration::from_nanos(s.duration),
-                    opts,
-                    progress,
-                )?;
+                boot = boot_once(progress)?;
             }
         }
         let Boot { qemu, status, console: text, json, t_qemu, init, t_traffic, traffic_wall, t_exit } = boot;

@@ -365,28 +365,20 @@ pub fn result_from_console(console: &str) -> Option<Vec<u8>> {
     None
 }
 
-/// Lines that open a kernel oops report (`die()`, `__warn()`, the page-fault and
-/// general-protection handlers print one of these first).
-const OOPS_OPENERS: [&str; 7] = [
-    "------------[ cut here ]------------",
-    "BUG:",
-    "Oops:",
-    "general protection fault",
-    "invalid opcode",
-    "Unable to handle",
-    "WARNING:",
-];
+/// Lines that name a kernel oops report (`die()`, `__warn()`, the page-fault and
+/// general-protection handlers print one of these first, a warning after [`CUT_HERE`]).
+const OOPS_OPENERS: [&str; 6] =
+    ["BUG:", "Oops:", "general protection fault", "invalid opcode", "Unable to handle", "WARNING:"];
+const CUT_HERE: &str = "------------[ cut here ]------------";
 
 fn console_lines(console: &str) -> Vec<&str> {
     console.lines().map(|l| l.trim_end_matches('\r')).collect()
 }
 
-/// The line opening the oops report that ends at `lines[at]`, if there is one within the
+/// The line naming the oops report that ends at `lines[at]`, if there is one within the
 /// 150 lines before it (a report with its call trace and module list runs 40–80 lines).
-fn oops_start(lines: &[&str], at: usize) -> Option<usize> {
-    let from = at.saturating_sub(150);
-    let i = (from..at).rev().find(|&i| OOPS_OPENERS.iter().any(|o| lines[i].contains(o)))?;
-    Some(if i > from && lines[i - 1].contains(OOPS_OPENERS[0]) { i - 1 } else { i })
+fn oops_opener(lines: &[&str], at: usize) -> Option<usize> {
+    (at.saturating_sub(150)..at).rev().find(|&i| OOPS_OPENERS.iter().any(|o| lines[i].contains(o)))
 }
 
 /// A kernel panic in a console log: from the oops report that caused it (or a few lines
@@ -395,7 +387,11 @@ fn oops_start(lines: &[&str], at: usize) -> Option<usize> {
 pub fn panic_excerpt(console: &str, max: usize) -> Option<String> {
     let lines = console_lines(console);
     let at = lines.iter().position(|l| l.contains("Kernel panic - not syncing"))?;
-    let from = oops_start(&lines, at).unwrap_or(at.saturating_sub(8));
+    let from = match oops_opener(&lines, at) {
+        Some(i) if i > 0 && lines[i - 1].contains(CUT_HERE) => i - 1,
+        Some(i) => i,
+        None => at.saturating_sub(8),
+    };
     let shown = &lines[from..(at + 3).min(lines.len())];
     let tail = 3.min(shown.len());
     if shown.len() <= max || max <= tail + 1 {
@@ -419,8 +415,7 @@ pub fn panic_excerpt(console: &str, max: usize) -> Option<String> {
 pub fn kernel_crash(console: &str) -> Option<String> {
     let lines = console_lines(console);
     let at = lines.iter().position(|l| l.contains("Kernel panic - not syncing: Fatal exception"))?;
-    let named = oops_start(&lines, at).map(|i| if lines[i].contains(OOPS_OPENERS[0]) { i + 1 } else { i });
-    Some(strip_timestamp(lines[named.unwrap_or(at)]).to_string())
+    Some(strip_timestamp(lines[oops_opener(&lines, at).unwrap_or(at)]).to_string())
 }
 
 /// A console line without its `[    1.372269] ` printk timestamp.
