@@ -18,6 +18,15 @@
 # Why each case gets a fresh netns: every case starts from the kernel's
 # default qdisc state (pfifo_fast / mq / noqueue) regardless of what previous
 # cases did, and nothing leaks onto the host's real interfaces.
+#
+# '# sysctl net.core.default_qdisc=KIND' in a case: that key is kernel-global
+# (it exists in the init netns only), so it is set on the HOST for as short a
+# time as possible -- from just before the case's devices come up (if the line
+# comes before the first step) or from that step, to the end of the case -- and
+# the host's value is put back after every case, on failure too: by the Python
+# code, by this script's exit trap, and, should this script be killed, by a
+# detached guard that restores it once this script is gone. Devices other
+# people bring up on this machine during such a window get that default.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,13 +52,36 @@ fi
 # Namespaces are named with our PID so concurrent runs can't collide and the
 # trap only ever removes what this run created.
 NS_PREFIX="qdl-$$-"
+# net.core.default_qdisc: the host's value, and a state file holding the value
+# this run last set there (empty once it is restored).
+DQ_FILE=/proc/sys/net/core/default_qdisc
+DQ_ORIG="$(cat "$DQ_FILE" 2>/dev/null || true)"   # empty: not in the init netns
+DQ_STATE="$(mktemp /tmp/qdl-default-qdisc.XXXXXX)"
+# Put the host's value back if it is still the one this run set.
+restore_default_qdisc() {
+    local set_by_us
+    set_by_us="$(cat "$DQ_STATE" 2>/dev/null || true)"
+    if [[ -n $set_by_us && -n $DQ_ORIG && "$(cat "$DQ_FILE")" == "$set_by_us" ]]; then
+        echo "$DQ_ORIG" >"$DQ_FILE"
+    fi
+    : >"$DQ_STATE"
+}
 cleanup() {
     local ns
+    restore_default_qdisc
+    rm -f "$DQ_STATE"
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
         [[ $ns == "$NS_PREFIX"* ]] && ip netns del "$ns" 2>/dev/null || true
     done
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT INT TERM HUP
+# The guard: outlives a SIGKILL of this script, then does what cleanup does.
+setsid sh -c '
+    while kill -0 "$1" 2>/dev/null; do sleep 0.5; done
+    set_by_us="$(cat "$2" 2>/dev/null)"
+    if [ -n "$set_by_us" ] && [ "$(cat "$3")" = "$set_by_us" ]; then echo "$4" >"$3"; fi
+    rm -f "$2"
+' qdl-default-qdisc-guard "$$" "$DQ_STATE" "$DQ_FILE" "$DQ_ORIG" </dev/null >/dev/null 2>&1 &
 
 mkdir -p "$OUT_DIR"
 
@@ -60,6 +92,7 @@ mkdir -p "$OUT_DIR"
     echo "ip (device setup only): $(ip -V)"
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "default_qdisc (host): $(cat /proc/sys/net/core/default_qdisc 2>/dev/null || echo n/a)"
+    echo "sysctl -V: $(sysctl -V)"
     echo
     echo "notes:"
     echo "- kind=eth devices are ifb (no IFF_NO_QUEUE -> pfifo_fast, or mq when txqueues>1)."
@@ -74,9 +107,14 @@ mkdir -p "$OUT_DIR"
     echo "  so its frames hit the kernel's noop qdisc and are never counted."
     echo "- Auto handles come from one kernel-global counter; before every case the"
     echo "  script cycles it so the case's first auto handle is 8001: (as after boot)."
+    echo "- '# sysctl net.core.default_qdisc=KIND' before a case's first step is set on"
+    echo "  the host just before its devices come up (as if booted with it) and listed"
+    echo "  under \"sysctl\"; after a step it is a step itself, run as 'sysctl -w' in the"
+    echo "  host netns (the key exists in the init netns only). The host's value is"
+    echo "  restored after every case."
 } >"$OUT_DIR/VERSIONS.txt"
 
-export TC CASES_DIR OUT_DIR NS_PREFIX
+export TC CASES_DIR OUT_DIR NS_PREFIX DQ_FILE DQ_ORIG DQ_STATE
 exec_status=0
 python3 - "$@" <<'PYEOF' || exec_status=$?
 """Run each case file in a fresh netns and dump byte-exact tc output as JSON."""
@@ -89,6 +127,11 @@ TC = os.environ["TC"]
 CASES_DIR = os.environ["CASES_DIR"]
 OUT_DIR = os.environ["OUT_DIR"]
 NS_PREFIX = os.environ["NS_PREFIX"]
+DQ_FILE = os.environ["DQ_FILE"]
+DQ_ORIG = os.environ["DQ_ORIG"]
+DQ_STATE = os.environ["DQ_STATE"]
+# The one sysctl a case may set (kernel-global, restored after every case).
+DQ_KEY = "net.core.default_qdisc"
 
 # Pin the locale: number formatting and error texts must not depend on the
 # caller's environment. TC_LIB_DIR points at the bpo package's own data dir.
@@ -108,7 +151,7 @@ def sh(*args):
 
 
 def parse_case(path):
-    devices, steps = [], []
+    devices, sysctls, steps = [], [], []
     with open(path, encoding="utf-8") as f:
         for raw in f:
             line = raw.rstrip("\n")
@@ -132,9 +175,15 @@ def parse_case(path):
                     devices.append(dev)
                 elif word == "send":
                     steps.append(("send", stripped, body.split()[1:]))
+                elif word == "sysctl":
+                    setting = body.split(None, 1)[1].strip()
+                    if steps:
+                        steps.append(("sysctl", stripped, [setting]))
+                    else:
+                        sysctls.append(setting)
                 continue
             steps.append(("tc", stripped, stripped.split()))
-    return devices, steps
+    return devices, sysctls, steps
 
 
 def dev_spec(d):
@@ -160,6 +209,57 @@ def setup_devices(ns, devices):
         # The default root qdisc is attached on the transition to up, after
         # txqueuelen is final (pfifo_fast/pfifo defaults derive from it).
         sh("ip", "-n", ns, "link", "set", n, "up")
+
+
+def sysctl_path(setting):
+    """The /proc/sys file `sysctl -w SETTING` writes, or None when it writes nothing
+    (no '='). procps' slashdot: a key whose first separator is '/' is a path as it
+    stands; otherwise every '.' and '/' swap."""
+    if "=" not in setting:
+        return None
+    key = setting.split("=", 1)[0].strip()
+    seps = [c for c in key if c in "./"]
+    if seps and seps[0] == ".":
+        key = key.translate(str.maketrans("./", "/."))
+    return "/proc/sys/" + key
+
+
+def check_sysctls(path, settings):
+    """Only net.core.default_qdisc may be written: it is the one restored."""
+    if settings and not DQ_ORIG:
+        raise ValueError(f"{path}: has '# sysctl' lines, but {DQ_FILE} cannot be read (not the init netns?)")
+    for s in settings:
+        p = sysctl_path(s)
+        if p is not None and p != DQ_FILE and os.path.exists(p):
+            raise ValueError(f"{path}: '# sysctl {s}': only {DQ_KEY} may be set (or a key that does not exist)")
+
+
+def sysctl_w(setting, check):
+    """`sysctl -w SETTING` on the host (init netns), noting in the state file what it
+    left in net.core.default_qdisc for the restore paths."""
+    with open(DQ_STATE, "w") as f:
+        f.write(setting.split("=", 1)[-1].strip())
+    p = subprocess.run(["sysctl", "-w", setting], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       stdin=subprocess.DEVNULL, env=RUN_ENV)
+    with open(DQ_FILE) as f:
+        now = f.read().strip()
+    with open(DQ_STATE, "w") as f:
+        f.write(now if now != DQ_ORIG else "")
+    if check and p.returncode:
+        raise RuntimeError(f"sysctl -w {setting} failed: {p.stderr.decode()}")
+    return p
+
+
+def restore_default_qdisc():
+    with open(DQ_STATE) as f:
+        set_by_us = f.read().strip()
+    if set_by_us:
+        with open(DQ_FILE) as f:
+            if f.read().strip() == set_by_us:
+                with open(DQ_FILE, "w") as w:
+                    w.write(DQ_ORIG + "\n")
+        with open(DQ_STATE, "w"):
+            pass
 
 
 def send_frames(ns, dev, length, count):
@@ -232,14 +332,27 @@ def prime_autohandle():
 
 
 def run_case(name, path, idx):
-    devices, steps = parse_case(path)
+    devices, sysctls, steps = parse_case(path)
+    check_sysctls(path, sysctls + [a[0] for k, _, a in steps if k == "sysctl"])
     ns = f"{NS_PREFIX}{idx}"
     prime_autohandle()
     subprocess.run(["ip", "netns", "add", ns], check=True, env=RUN_ENV)
     try:
+        # As if booted with them: set right before the devices come up.
+        for s in sysctls:
+            sysctl_w(s, check=True)
         setup_devices(ns, devices)
         out_steps = []
         for kind, line, args in steps:
+            if kind == "sysctl":
+                p = sysctl_w(args[0], check=False)
+                out_steps.append({
+                    "cmd": line,
+                    "stdout": p.stdout.decode("utf-8", "surrogateescape"),
+                    "stderr": p.stderr.decode("utf-8", "surrogateescape"),
+                    "exit": p.returncode,
+                })
+                continue
             if kind == "send":
                 send_frames(ns, args[0], int(args[1]), int(args[2]))
                 out_steps.append({"cmd": line, "stdout": "", "stderr": "", "exit": 0})
@@ -256,8 +369,12 @@ def run_case(name, path, idx):
                 "exit": p.returncode,
             })
     finally:
+        restore_default_qdisc()
         subprocess.run(["ip", "netns", "del", ns], env=RUN_ENV)
-    result = {"case": name, "devices": [dev_spec(d) for d in devices], "steps": out_steps}
+    result = {"case": name, "devices": [dev_spec(d) for d in devices]}
+    if sysctls:
+        result["sysctl"] = sysctls
+    result["steps"] = out_steps
     with open(os.path.join(OUT_DIR, name + ".json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2, ensure_ascii=False)
         f.write("\n")

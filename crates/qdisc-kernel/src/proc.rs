@@ -3,8 +3,9 @@
 //! Every long-running child (iperf3, ping) is a [`Proc`]: started in its own process
 //! group (so a terminal's Ctrl-C reaches qdisc-lab, which then stops them in order),
 //! its output going to files (a pipe could fill up and stall it), killed and reaped on
-//! drop. Every namespace a run creates is registered too. [`emergency_cleanup`] kills
-//! and deletes whatever is registered — for a second Ctrl-C, when an orderly teardown
+//! drop. Every namespace a run creates is registered too, and so is every global
+//! sysctl a run changed (with its value before). [`emergency_cleanup`] kills, deletes
+//! and puts back whatever is registered — for a second Ctrl-C, when an orderly teardown
 //! is not waited for.
 
 use std::collections::BTreeSet;
@@ -17,6 +18,8 @@ use std::time::{Duration, Instant};
 
 static PIDS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 static NAMESPACES: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+/// (/proc/sys file, value before the run), in the order changed.
+static SYSCTLS: Mutex<Vec<(PathBuf, String)>> = Mutex::new(Vec::new());
 
 /// A running child with its output in files.
 pub struct Proc {
@@ -116,9 +119,27 @@ pub fn forget_netns(name: &str) {
     NAMESPACES.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
 }
 
-/// Kill every registered child and delete every registered namespace, now. For a
-/// signal handler's last resort (a second Ctrl-C); normal runs clean up by drop.
+/// Remember a global sysctl's value before a run changed it, until [`forget_sysctl`].
+pub fn register_sysctl(path: &Path, original: &str) {
+    SYSCTLS.lock().unwrap_or_else(|e| e.into_inner()).push((path.to_path_buf(), original.to_string()));
+}
+
+pub fn forget_sysctl(path: &Path) {
+    SYSCTLS.lock().unwrap_or_else(|e| e.into_inner()).retain(|(p, _)| p != path);
+}
+
+/// Kill every registered child, delete every registered namespace and put every
+/// registered sysctl back, now. For a signal handler's last resort (a second Ctrl-C);
+/// normal runs clean up by drop.
 pub fn emergency_cleanup() {
+    let sysctls: Vec<(PathBuf, String)> = std::mem::take(&mut *SYSCTLS.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut restored = true;
+    for (path, value) in sysctls.iter().rev() {
+        restored &= std::fs::write(path, value).is_ok();
+    }
+    if !sysctls.is_empty() && restored {
+        let _ = std::fs::remove_file(Path::new(crate::host::settings::STATE_DIR).join("global-sysctls"));
+    }
     let pids: Vec<i32> = PIDS.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect();
     for p in pids {
         signal(p, libc::SIGKILL);

@@ -229,3 +229,181 @@ fn refuses_what_this_kernel_lacks() {
         assert_clean();
     }
 }
+
+/// The namespace of a host of this process's current run.
+fn host_ns(host: &str) -> Option<String> {
+    own_namespaces().into_iter().find(|n| n.ends_with(&format!("-{host}")))
+}
+
+/// The pids whose network namespace is `ns` and whose command line has all of `words`.
+fn pids_in(ns: &str, words: &[&str]) -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(want) = std::fs::metadata(format!("/run/netns/{ns}")).map(|m| m.ino()) else { return vec![] };
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let args: Vec<String> = cmd.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        let same_ns = std::fs::metadata(format!("/proc/{pid}/ns/net")).is_ok_and(|m| m.ino() == want);
+        if same_ns && words.iter().all(|w| args.iter().any(|a| a == w || a.ends_with(&format!("/{w}")))) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn sysctl(key: &str) -> String {
+    std::fs::read_to_string(format!("/proc/sys/net/core/{key}")).unwrap().trim().to_string()
+}
+
+/// A script's settings on the real kernel: `sysctl -w net.core.dev_weight` (global: the
+/// whole kernel has it during the run, and gets its value back after),
+/// `net.core.default_qdisc` (set while the rest of that host's script runs: the mq added
+/// after it gets that kind on its queues; put back right after), an XPS mask, and a UDP
+/// sender pinned to a CPU with two flows.
+#[test]
+fn settings_and_pins_are_applied_and_put_back() {
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let weight: u32 = sysctl("dev_weight").parse().unwrap();
+    let default_qdisc = sysctl("default_qdisc");
+    let text = format!(
+        r#"duration = "2s"
+[[host]]
+name = "a"
+cpus = 2
+[[host]]
+name = "b"
+cpus = 2
+[[link]]
+between = ["a:eth0", "b:eth0"]
+txqueues = 2
+rate = "100mbit"
+[tc.a]
+script = """
+sysctl -w net.core.dev_weight={w}
+sysctl -w net.core.default_qdisc=bfifo
+qdisc add dev eth0 root handle 1: mq
+echo 2 > /sys/class/net/eth0/queues/tx-1/xps_cpus
+"""
+[[traffic]]
+kind = "udp"
+from = "a"
+to = "b"
+rate = "5mbit"
+flows = 2
+sender_cpus = "1"
+"#,
+        w = weight + 1
+    );
+    let s = scenario(&text, "settings.toml");
+    // Watch the run from outside: the global value, the mask, the sender's CPUs.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let (mut weights, mut xps, mut allowed) = (Vec::new(), None, None);
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                weights.push(sysctl("dev_weight"));
+                if let Some(ns) = host_ns("a") {
+                    if xps.is_none() {
+                        let out = std::process::Command::new("ip")
+                            .args(["netns", "exec", &ns, "cat", "/sys/class/net/eth0/queues/tx-1/xps_cpus"])
+                            .output()
+                            .unwrap();
+                        let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                        xps = Some(v).filter(|v| v != "0" && !v.is_empty());
+                    }
+                    if allowed.is_none() {
+                        for pid in pids_in(&ns, &["iperf3", "-c", "-u"]) {
+                            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                            allowed = status
+                                .lines()
+                                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                                .map(|v| v.trim().to_string());
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            (weights, xps, allowed)
+        })
+    };
+    let r = HostBackend.run(&s, &RunOptions::default(), &mut NoProgress);
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (weights, xps, allowed) = watcher.join().unwrap();
+    let r = r.unwrap_or_else(|e| panic!("{e}"));
+    assert_clean();
+    // Put back: the machine is as it was.
+    assert_eq!(sysctl("dev_weight"), weight.to_string());
+    assert_eq!(sysctl("default_qdisc"), default_qdisc);
+    assert!(!std::path::Path::new("/run/qdisc-lab/global-sysctls").exists());
+    // Applied.
+    assert!(weights.contains(&(weight + 1).to_string()), "dev_weight never {}: {weights:?}", weight + 1);
+    assert_eq!(xps.as_deref(), Some("2"), "xps_cpus of a:eth0 tx-1");
+    assert_eq!(allowed.as_deref(), Some("1"), "the udp sender's CPUs");
+    let end = r.tc.end.iter().find(|d| d.host == "a" && d.dev == "eth0").unwrap();
+    let kinds: Vec<&str> = end.qdisc.as_array().unwrap().iter().map(|q| q["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["mq", "bfifo", "bfifo"], "mq's queues get the default_qdisc of the moment");
+    let t = &r.throughput[0];
+    assert_eq!((t.kind.as_str(), t.flows, t.streams.len()), ("udp", 2, 2));
+    // Each flow at its own 5 Mbit/s (iperf3's -b is per stream).
+    let bps = t.sender.bits_per_second;
+    assert!((bps - 10e6).abs() < 1e6, "two flows of 5 Mbit/s sent {bps} bit/s");
+    let w = r.warnings.join("\n");
+    assert!(w.contains(&format!("net.core.dev_weight = {} (host a, settings.toml:14) is global", weight + 1)), "{w}");
+    assert!(w.contains(&format!("then it was put back to {weight}")), "{w}");
+    assert!(w.contains("net.core.default_qdisc = bfifo (host a, settings.toml:15) is global"), "{w}");
+}
+
+/// What the machine cannot honour is refused before anything changes.
+#[test]
+fn settings_this_machine_cannot_honour_are_refused() {
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let n = qdisc_scenario::scenario::parse_cpulist(cpus.trim()).unwrap().len();
+    let weight = sysctl("dev_weight");
+    let text = format!(
+        r#"duration = "1s"
+[[host]]
+name = "a"
+cpus = 4096
+[[host]]
+name = "b"
+[[link]]
+between = ["a:eth0", "b:eth0"]
+[tc.a]
+script = "sysctl -w net.core.dev_weight=32"
+[tc.b]
+script = "sysctl -w net.core.dev_weight=16"
+[[traffic]]
+kind = "ping"
+from = "a"
+to = "b"
+sender_cpus = "{n}"
+"#
+    );
+    let s = scenario(&text, "refused.toml");
+    let e = HostBackend.run(&s, &RunOptions::default(), &mut NoProgress).unwrap_err();
+    assert_clean();
+    assert_eq!(e.exit_code(), 2);
+    let msg = e.to_string();
+    assert!(msg.starts_with("the kernel lab cannot run this scenario on this machine:\n"), "{msg}");
+    assert!(
+        msg.contains(&format!("refused.toml:13: traffic[0].sender_cpus names cpu {n}, but this machine has")),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(
+            "net.core.dev_weight is global to a kernel (not per network namespace) and the hosts set it differently: \
+             a sets 32 (refused.toml:10), b sets 16 (refused.toml:12)"
+        ),
+        "{msg}"
+    );
+    assert_eq!(sysctl("dev_weight"), weight);
+}

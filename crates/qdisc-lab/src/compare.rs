@@ -11,6 +11,14 @@
 //!   several qdiscs with the same handle, e.g. mq's children `0:`): drops, overlimits,
 //!   requeues and packets sent, from the final `tc -s` snapshot.
 //!
+//! Below the table, where either result has CPU figures ([`compare_cpu`]), a second
+//! table in the same layout, per host: busy % (100 − idle, averaged over its CPUs), the
+//! most waited-for contended locks (contended %, wait) and the largest `perf top`
+//! functions (share of busy time) of either side. A line above it says where each
+//! side's figures come from — the simulator's CPU model is not a measurement — and a
+//! host one side has no figures of reads "not measured" there, not 0. `--json` lists
+//! these rows after the others.
+//!
 //! The relative difference is (B − A) / A, printed like "+3.2%"; "n/a" when A is 0 or
 //! either value is missing. The comparison itself ([`compare`]) is a pure function of
 //! two [`RunResult`]s.
@@ -20,7 +28,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use qdisc_scenario::result::{StreamResult, Summary, TrafficResult};
+use qdisc_scenario::result::{HostCpu, StreamResult, Summary, TrafficResult};
 use qdisc_scenario::{RunOptions, RunResult, Scenario};
 use serde::Serialize;
 use serde_json::Value;
@@ -53,6 +61,8 @@ pub enum Unit {
     BitsPerSecond,
     Packets,
     Milliseconds,
+    Percent,
+    Seconds,
 }
 
 /// One metric of the two results.
@@ -94,6 +104,8 @@ pub fn value_text(v: Option<f64>, unit: Unit) -> String {
             Unit::BitsPerSecond => crate::run::bitrate(v).trim_start().to_string(),
             Unit::Packets => format!("{v}"),
             Unit::Milliseconds => format!("{v:.3} ms"),
+            Unit::Percent => format!("{v:.2}%"),
+            Unit::Seconds => format!("{v:.3} s"),
         },
     }
 }
@@ -238,6 +250,102 @@ fn entries_len(a: &RunResult, b: &RunResult) -> usize {
     a.throughput.len().max(b.throughput.len())
 }
 
+/// Contended locks compared per host: the most waited-for of each side.
+const CPU_LOCKS: usize = 3;
+/// `perf top` functions compared per host: the largest of each side.
+const CPU_FUNCTIONS: usize = 5;
+
+/// The CPU rows of one host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuRows {
+    pub host: String,
+    /// Whether A, B have CPU figures of this host (a side without reads "not measured").
+    pub in_a: bool,
+    pub in_b: bool,
+    pub rows: Vec<Row>,
+}
+
+/// Names in `a`'s order, then those only in `b`.
+fn union(a: Vec<String>, b: Vec<String>) -> Vec<String> {
+    let mut out = a;
+    for n in b {
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
+/// Per host that either result has CPU figures of (A's order, then B's): busy %, the
+/// top contended locks (contended %, wait) and the top functions of either side.
+pub fn compare_cpu(a: &RunResult, b: &RunResult) -> Vec<CpuRows> {
+    let hosts = union(a.cpu.iter().map(|h| h.host.clone()).collect(), b.cpu.iter().map(|h| h.host.clone()).collect());
+    let find = |r: &'_ RunResult, host: &str| -> Option<HostCpu> { r.cpu.iter().find(|h| h.host == host).cloned() };
+    let mut out = Vec::new();
+    for host in hosts {
+        let (ha, hb) = (find(a, &host), find(b, &host));
+        let mut rows = Vec::new();
+        let busy = |h: &Option<HostCpu>| h.as_ref().and_then(|h| crate::run::cpu_mean(&h.total)).map(|m| m[3]);
+        let cpus = match (&ha, &hb) {
+            (Some(x), Some(y)) if x.cpus != y.cpus => format!("{} (A) / {} (B) cpus", x.cpus, y.cpus),
+            (Some(h), _) | (_, Some(h)) => format!("{} cpu{}", h.cpus, if h.cpus == 1 { "" } else { "s" }),
+            (None, None) => unreachable!("the host is in one of them"),
+        };
+        rows.push(Row::new(format!("{host} busy, mean of {cpus}"), Unit::Percent, busy(&ha), busy(&hb)));
+        let locks = |h: &Option<HostCpu>| {
+            h.as_ref().map_or(Vec::new(), |h| {
+                crate::run::contended_locks(h, CPU_LOCKS).into_iter().map(|l| l.name.clone()).collect()
+            })
+        };
+        for name in union(locks(&ha), locks(&hb)) {
+            let lock = |h: &Option<HostCpu>| {
+                h.as_ref().and_then(|h| h.locks.iter().find(|l| l.name == name).cloned()).filter(|l| l.acquisitions > 0)
+            };
+            let (la, lb) = (lock(&ha), lock(&hb));
+            let pct = |l: &Option<qdisc_scenario::result::LockStats>| {
+                l.as_ref().map(|l| l.contended as f64 * 100.0 / l.acquisitions as f64)
+            };
+            rows.push(Row::new(format!("{host} lock {name} contended"), Unit::Percent, pct(&la), pct(&lb)));
+            let wait = |l: &Option<qdisc_scenario::result::LockStats>| l.as_ref().map(|l| l.wait_s);
+            rows.push(Row::new(format!("{host} lock {name} wait"), Unit::Seconds, wait(&la), wait(&lb)));
+        }
+        let functions = |h: &Option<HostCpu>| {
+            h.as_ref().map_or(Vec::new(), |h| {
+                crate::run::top_functions(h, CPU_FUNCTIONS).into_iter().map(|f| f.symbol.clone()).collect()
+            })
+        };
+        for symbol in union(functions(&ha), functions(&hb)) {
+            let share = |h: &Option<HostCpu>| {
+                h.as_ref().and_then(|h| h.functions.iter().find(|f| f.symbol == symbol)).map(|f| f.share)
+            };
+            rows.push(Row::new(format!("{host} perf top {symbol}"), Unit::Percent, share(&ha), share(&hb)));
+        }
+        out.push(CpuRows { host, in_a: ha.is_some(), in_b: hb.is_some(), rows });
+    }
+    out
+}
+
+/// Where one side's CPU figures come from, in words.
+fn cpu_origin(r: &RunResult) -> String {
+    if r.cpu.is_empty() {
+        return format!("not measured by backend {}", r.metadata.backend);
+    }
+    let (mut profiles, mut others): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+    for h in &r.cpu {
+        let (list, what) = if h.source == "model" { (&mut profiles, &h.profile) } else { (&mut others, &h.source) };
+        if !list.contains(&what.as_str()) {
+            list.push(what);
+        }
+    }
+    let mut parts: Vec<String> = Vec::new();
+    if !profiles.is_empty() {
+        let s = if profiles.len() == 1 { "" } else { "s" };
+        parts.push(format!("the simulator's CPU model (profile{s} {}), not a measurement", profiles.join(", ")));
+    }
+    parts.extend(others.iter().map(|o| o.to_string()));
+    parts.join(", ")
+}
+
 /// Column headers for the two results: their backends, or "A: host"/"B: host" when
 /// both ran on the same kind of backend.
 fn headers(a: &RunResult, b: &RunResult) -> (String, String) {
@@ -275,11 +383,45 @@ pub fn table(a: &RunResult, b: &RunResult, rows: &[Row]) -> String {
         .iter()
         .map(|r| [r.metric.clone(), value_text(r.a, r.unit), value_text(r.b, r.unit), rel_text(r.rel())])
         .collect();
+    out.push('\n');
+    aligned(&mut out, [ha, hb], &cells);
+    out
+}
+
+/// The CPU table as printed below the main one (nothing when neither result has CPU
+/// figures): a line saying where each side's figures come from, then the rows.
+pub fn cpu_table(a: &RunResult, b: &RunResult, hosts: &[CpuRows]) -> String {
+    let mut out = String::new();
+    if hosts.is_empty() {
+        return out;
+    }
+    let (ha, hb) = headers(a, b);
+    let _ = writeln!(
+        out,
+        "\ncpu: A ({}): {}; B ({}): {}",
+        a.metadata.backend,
+        cpu_origin(a),
+        b.metadata.backend,
+        cpu_origin(b)
+    );
+    let mut cells: Vec<[String; 4]> = Vec::new();
+    for h in hosts {
+        for r in &h.rows {
+            let cell = |measured: bool, v| if measured { value_text(v, r.unit) } else { "not measured".into() };
+            cells.push([r.metric.clone(), cell(h.in_a, r.a), cell(h.in_b, r.b), rel_text(r.rel())]);
+        }
+    }
+    aligned(&mut out, [ha, hb], &cells);
+    out
+}
+
+/// The header (metric, the two results' headers, (B−A)/A) and `cells`, metric left
+/// aligned, the rest right aligned, two spaces between columns.
+fn aligned(out: &mut String, [ha, hb]: [String; 2], cells: &[[String; 4]]) {
     let head = ["metric".to_string(), ha, hb, "(B−A)/A".to_string()];
     let w = |i: usize| cells.iter().map(|c| c[i].chars().count()).chain([head[i].chars().count()]).max().unwrap_or(0);
     let widths = [w(0), w(1), w(2), w(3)];
-    out.push('\n');
-    for c in std::iter::once(&head).chain(&cells) {
+    for c in std::iter::once(&head).chain(cells) {
         let pad = |s: &str, n: usize| " ".repeat(n.saturating_sub(s.chars().count()));
         let _ = writeln!(
             out,
@@ -294,7 +436,6 @@ pub fn table(a: &RunResult, b: &RunResult, rows: &[Row]) -> String {
             c[3]
         );
     }
-    out
 }
 
 #[derive(Serialize)]
@@ -382,8 +523,11 @@ pub fn run(c: &CompareArgs) -> ExitCode {
         }
         _ => return fail("either a scenario with --backends A,B, or --results A.json B.json, not both".into(), 2),
     };
-    let rows = compare(&a, &b);
+    let mut rows = compare(&a, &b);
+    let cpu = compare_cpu(&a, &b);
     print!("{}", table(&a, &b, &rows));
+    print!("{}", cpu_table(&a, &b, &cpu));
+    rows.extend(cpu.into_iter().flat_map(|h| h.rows));
     for (tag, r) in [("A", &a), ("B", &b)] {
         for w in &r.warnings {
             println!("warning ({tag}): {w}");
@@ -495,6 +639,7 @@ mod tests {
                 }],
                 periodic: vec![],
             },
+            cpu: Vec::new(),
             warnings: vec![],
         }
     }
@@ -586,6 +731,149 @@ mod tests {
         );
         // Total throughput of B, which has no tcp/udp traffic, is 0 bit/s, not missing.
         assert_eq!((rows[0].a, rows[0].b), (Some(90e6 * 0.99), Some(0.0)));
+    }
+
+    /// CPU figures of one host: per CPU its busy % (all softirq), the locks (name,
+    /// acquisitions, contended, wait_s) and the functions (symbol, share).
+    fn host_cpu(host: &str, busy: &[f64], locks: &[(&str, u64, u64, f64)], functions: &[(&str, f64)]) -> HostCpu {
+        use qdisc_scenario::result::{CpuTime, FunctionShare, LockStats};
+        HostCpu {
+            host: host.into(),
+            cpus: busy.len() as u32,
+            source: "model".into(),
+            profile: "default".into(),
+            total: busy
+                .iter()
+                .enumerate()
+                .map(|(i, &b)| CpuTime { cpu: i as u32, user: 0.0, sys: 0.0, softirq: b, idle: 100.0 - b })
+                .collect(),
+            intervals: vec![],
+            locks: locks
+                .iter()
+                .map(|&(name, acquisitions, contended, wait_s)| LockStats {
+                    name: name.into(),
+                    acquisitions,
+                    contended,
+                    wait_s,
+                })
+                .collect(),
+            functions: functions
+                .iter()
+                .map(|&(symbol, share)| FunctionShare { symbol: symbol.into(), seconds: share / 100.0, share })
+                .collect(),
+            rx_discards: Default::default(),
+        }
+    }
+
+    fn router_cpu() -> HostCpu {
+        host_cpu(
+            "router",
+            &[98.0, 99.0],
+            &[
+                ("eth1 tx-0 qdisc busylock", 1000, 1000, 3.994),
+                ("eth1 tx-0 qdisc root lock", 2000, 500, 0.5),
+                ("eth1 tx-0 _xmit_lock", 900, 0, 0.0),
+            ],
+            &[
+                ("native_queued_spin_lock_slowpath", 91.64),
+                ("ip_forward", 1.76),
+                ("fq_codel_enqueue", 1.5),
+                ("ip_rcv", 1.2),
+                ("napi_gro_receive", 1.1),
+                ("__dev_queue_xmit", 1.0),
+            ],
+        )
+    }
+
+    #[test]
+    fn cpu_of_one_side_only_is_not_measured_on_the_other() {
+        let mut a = result("sim", [(1, 50e6, 0), (2, 40e6, 10)], 20.0, 0);
+        let b = result("host", [(5, 60e6, 3), (7, 30e6, 10)], 22.0, 30);
+        a.cpu = vec![router_cpu()];
+        let cpu = compare_cpu(&a, &b);
+        assert_eq!(
+            cpu_table(&a, &b, &cpu),
+            "\ncpu: A (sim): the simulator's CPU model (profile default), not a measurement; \
+             B (host): not measured by backend host\n\
+             metric                                                sim          host  (B−A)/A\n\
+             router busy, mean of 2 cpus                        98.50%  not measured      n/a\n\
+             router lock eth1 tx-0 qdisc busylock contended    100.00%  not measured      n/a\n\
+             router lock eth1 tx-0 qdisc busylock wait         3.994 s  not measured      n/a\n\
+             router lock eth1 tx-0 qdisc root lock contended    25.00%  not measured      n/a\n\
+             router lock eth1 tx-0 qdisc root lock wait        0.500 s  not measured      n/a\n\
+             router perf top native_queued_spin_lock_slowpath   91.64%  not measured      n/a\n\
+             router perf top ip_forward                          1.76%  not measured      n/a\n\
+             router perf top fq_codel_enqueue                    1.50%  not measured      n/a\n\
+             router perf top ip_rcv                              1.20%  not measured      n/a\n\
+             router perf top napi_gro_receive                    1.10%  not measured      n/a\n"
+        );
+        // Not zeros: the side without figures has no values.
+        assert!(cpu.iter().flat_map(|h| &h.rows).all(|r| r.a.is_some() && r.b.is_none()));
+        // The same the other way round.
+        let t = cpu_table(&b, &a, &compare_cpu(&b, &a));
+        assert!(t.starts_with(
+            "\ncpu: A (host): not measured by backend host; B (sim): the simulator's CPU model (profile default), \
+             not a measurement\n"
+        ));
+        assert!(
+            t.contains("router busy, mean of 2 cpus                       not measured   98.50%      n/a\n"),
+            "{t}"
+        );
+        // Neither has CPU figures: no CPU table at all.
+        a.cpu.clear();
+        assert!(compare_cpu(&a, &b).is_empty());
+        assert_eq!(cpu_table(&a, &b, &[]), "");
+    }
+
+    #[test]
+    fn cpu_of_both_sides() {
+        let mut a = result("sim", [(1, 50e6, 0), (2, 40e6, 10)], 20.0, 0);
+        let mut b = result("sim", [(5, 60e6, 3), (7, 30e6, 10)], 22.0, 30);
+        a.cpu = vec![router_cpu(), host_cpu("client", &[10.0], &[("eth0 tx-0 _xmit_lock", 10, 0, 0.0)], &[])];
+        // B: the busylock no longer contended, another function in its top 5, 4 cpus, a
+        // host A does not have.
+        let mut r = router_cpu();
+        r.total.extend(r.total.clone());
+        r.cpus = 4;
+        r.locks[0].contended = 0;
+        r.functions[1].share = 0.5;
+        r.functions.sort_by(|x, y| y.share.total_cmp(&x.share));
+        b.cpu = vec![host_cpu("server", &[5.0, 15.0], &[], &[("recvmsg", 60.0)]), r];
+        let cpu = compare_cpu(&a, &b);
+        let hosts: Vec<(&str, bool, bool)> = cpu.iter().map(|h| (h.host.as_str(), h.in_a, h.in_b)).collect();
+        assert_eq!(hosts, [("router", true, true), ("client", true, false), ("server", false, true)]);
+        assert_eq!(
+            cpu_table(&a, &b, &cpu),
+            "\ncpu: A (sim): the simulator's CPU model (profile default), not a measurement; \
+             B (sim): the simulator's CPU model (profile default), not a measurement\n\
+             metric                                                  A: sim        B: sim  (B−A)/A\n\
+             router busy, mean of 2 (A) / 4 (B) cpus                 98.50%        98.50%    +0.0%\n\
+             router lock eth1 tx-0 qdisc busylock contended         100.00%         0.00%  -100.0%\n\
+             router lock eth1 tx-0 qdisc busylock wait              3.994 s       3.994 s    +0.0%\n\
+             router lock eth1 tx-0 qdisc root lock contended         25.00%        25.00%    +0.0%\n\
+             router lock eth1 tx-0 qdisc root lock wait             0.500 s       0.500 s    +0.0%\n\
+             router perf top native_queued_spin_lock_slowpath        91.64%        91.64%    +0.0%\n\
+             router perf top ip_forward                               1.76%         0.50%   -71.6%\n\
+             router perf top fq_codel_enqueue                         1.50%         1.50%    +0.0%\n\
+             router perf top ip_rcv                                   1.20%         1.20%    +0.0%\n\
+             router perf top napi_gro_receive                         1.10%         1.10%    +0.0%\n\
+             router perf top __dev_queue_xmit                         1.00%         1.00%    +0.0%\n\
+             client busy, mean of 1 cpu                              10.00%  not measured      n/a\n\
+             server busy, mean of 2 cpus                       not measured        10.00%      n/a\n\
+             server perf top recvmsg                           not measured        60.00%      n/a\n"
+        );
+        // The JSON lists the CPU rows after the others, a side without figures as null.
+        let mut rows = compare(&a, &b);
+        let n = rows.len();
+        rows.extend(cpu.into_iter().flat_map(|h| h.rows));
+        let j: Value = serde_json::from_str(&to_json(&a, &b, &rows)).unwrap();
+        let server = &j["rows"][n + 12];
+        assert_eq!(server["metric"], "server busy, mean of 2 cpus");
+        assert_eq!(
+            (server["unit"].as_str(), server["a"].is_null(), server["b"].as_f64()),
+            (Some("percent"), true, Some(10.0))
+        );
+        assert_eq!(j["rows"][n + 2]["unit"], "seconds");
     }
 
     #[test]

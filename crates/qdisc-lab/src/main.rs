@@ -1,7 +1,8 @@
 //! `qdisc-lab`: the Linux packet scheduler in userspace.
 //!
-//! * `qdisc-lab tc [--dev SPEC]... [tc options] OBJECT COMMAND …` — tc over in-memory
-//!   devices, printing exactly what iproute2 prints.
+//! * `qdisc-lab tc [--dev SPEC]... [--sysctl KEY=VALUE]... [tc options] OBJECT COMMAND …` —
+//!   tc over in-memory devices, printing exactly what iproute2 prints; `--sysctl
+//!   net.core.default_qdisc=KIND` brings the devices up as a host booted with it.
 //! * `qdisc-lab tc [--dev SPEC]... -batch FILE [-force]` — a tc batch file (`-` = stdin).
 //! * `qdisc-lab replay …` — push a pcap or generated traffic through a device's qdisc
 //!   tree at a wire rate in virtual time and report what happened.
@@ -33,8 +34,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// tc over in-memory devices: `qdisc-lab tc [--dev SPEC]... [-s] [-d] [-j] [-p] OBJECT COMMAND ...`
-    /// or `-batch FILE [-force]`. In a batch, a line may start with its own -s/-d/-j/-p.
+    /// tc over in-memory devices: `qdisc-lab tc [--dev SPEC]... [--sysctl KEY=VALUE]... [-s] [-d] [-j] [-p]
+    /// OBJECT COMMAND ...` or `-batch FILE [-force]`. In a batch, a line may start with its own -s/-d/-j/-p.
     #[command(allow_hyphen_values = true, disable_help_flag = true)]
     Tc {
         /// A device: NAME[,kind=veth|eth][,txqueues=N][,mtu=N][,txqueuelen=N][,speed=MBIT]
@@ -44,6 +45,14 @@ enum Cmd {
         /// Follow this kernel where versions differ (checked: 6.12, 6.18).
         #[arg(long = "kernel", value_name = "VERSION", default_value = "6.12")]
         kernel: String,
+        /// `sysctl -w KEY=VALUE` before the devices come up, as on a host booted with it
+        /// (repeatable, applied in order). Only net.core.default_qdisc=KIND: every device
+        /// then comes up with KIND as its root qdisc (mq with KIND per tx queue when it has
+        /// several; veth keeps noqueue; kinds that need options, like htb, give noqueue),
+        /// and KIND is what a deleted root or a new mq gets. Default pfifo_fast; Debian 13
+        /// boots with fq_codel. A key or value sysctl would refuse: its message, exit 1.
+        #[arg(long = "sysctl", value_name = "KEY=VALUE")]
+        sysctl: Vec<String>,
         /// tc's own arguments, exactly as for tc.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
@@ -80,7 +89,7 @@ pub fn devices(specs: &[String]) -> Result<Vec<DevSpec>, String> {
     Ok(out)
 }
 
-fn run_tc(dev: &[String], kernel: &str, args: &[String]) -> ExitCode {
+fn run_tc(dev: &[String], kernel: &str, sysctls: &[String], args: &[String]) -> ExitCode {
     let specs = match devices(dev) {
         Ok(s) => s,
         Err(e) => {
@@ -92,7 +101,20 @@ fn run_tc(dev: &[String], kernel: &str, args: &[String]) -> ExitCode {
         eprintln!("qdisc-lab: --kernel {kernel}: not a kernel version like 6.12");
         return ExitCode::from(2);
     };
-    let mut tc = Tc::with_kernel(&specs, kernel);
+    // Boot: the sysctls (as sysctl.d applies them), then the devices come up.
+    let mut tc = Tc::with_kernel(&[], kernel);
+    for s in sysctls {
+        if let Err(e) = tc.sysctl_w(s) {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    }
+    for d in &specs {
+        if let Err(e) = tc.add_device(d) {
+            eprintln!("qdisc-lab: --dev {}: {e}", d.name);
+            return ExitCode::from(2);
+        }
+    }
     let g = match parse_global(args) {
         Ok(g) => g,
         Err(e) => {
@@ -128,7 +150,7 @@ fn run_tc(dev: &[String], kernel: &str, args: &[String]) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Tc { dev, kernel, args } => run_tc(&dev, &kernel, &args),
+        Cmd::Tc { dev, kernel, sysctl, args } => run_tc(&dev, &kernel, &sysctl, &args),
         Cmd::Run(a) => run::run(&a),
         Cmd::Plot(a) => outputs::plot(&a),
         Cmd::Compare(a) => compare::run(&a),

@@ -7,7 +7,12 @@
 //! * `rtt-cdf.{png,svg}` — the distribution of those RTTs;
 //! * `qdisc-HOST-DEV.{png,svg}` — for every device, each qdisc's backlog (bytes and
 //!   packets) and its drops (cumulative, as `tc -s` counts them) from the periodic
-//!   `tc -s -j qdisc show` snapshots.
+//!   `tc -s -j qdisc show` snapshots;
+//! * `cpu-HOST.{png,svg}` — for every host with CPU figures: its busy time per reporting
+//!   interval averaged over its CPUs (and split into user, sys and softirq), and each
+//!   CPU's busy % — one line per CPU up to [`CPU_LINES_MAX`] CPUs, a heatmap above that
+//!   (CPU on the y axis, time on the x axis, colour = busy %). Figures of the
+//!   simulator's CPU model say "model, not a measurement" in their title and axes.
 //!
 //! A figure is first described as data ([`Figure`]: panels of labelled series), then
 //! drawn with plotters. Text is laid out (and, in PNGs, rasterised) with ab_glyph from a
@@ -59,7 +64,27 @@ pub struct Series {
 pub struct Panel {
     pub y_desc: String,
     pub series: Vec<Series>,
+    /// Drawn instead of series when set (its colour scale in place of the legend).
+    pub heatmap: Option<Heatmap>,
 }
+
+/// Rows of cells over the x axis, coloured by a value from 0 to 100 (percent).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heatmap {
+    /// Row k (0-based) spans y from k − 0.5 to k + 0.5, so the y labels are row numbers.
+    pub rows: u32,
+    /// (x from, x to, row, value 0–100).
+    pub cells: Vec<(f64, f64, u32, f64)>,
+    /// What the colour means (above the colour scale), e.g. "busy %".
+    pub scale_desc: String,
+}
+
+/// Up to this many CPUs a host's per-CPU busy time is drawn as one line per CPU; more
+/// as a heatmap.
+pub const CPU_LINES_MAX: u32 = 8;
+
+/// At most this many heatmap columns: longer runs average neighbouring intervals.
+const HEATMAP_COLUMNS_MAX: usize = 300;
 
 /// One image: a title and panels stacked vertically.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +96,8 @@ pub struct Figure {
     pub x_range: (f64, f64),
     pub panels: Vec<Panel>,
     pub size: (u32, u32),
+    /// Lines of text under the first panel's legend (e.g. that the figures are a model).
+    pub note: Vec<String>,
 }
 
 fn color(i: usize) -> RGBColor {
@@ -133,7 +160,22 @@ pub fn figures(r: &RunResult) -> Vec<Figure> {
     out.extend(throughput(r));
     out.extend(rtt(r));
     out.extend(qdiscs(r));
+    out.extend(cpus(r));
     out
+}
+
+/// `base`, or `base-2`, `base-3`… when `taken` has it already; the name is added to
+/// `taken`.
+fn unique_name(taken: &mut Vec<String>, base: String) -> String {
+    let mut name = base.clone();
+    for k in 2.. {
+        if !taken.contains(&name) {
+            break;
+        }
+        name = format!("{base}-{k}");
+    }
+    taken.push(name.clone());
+    name
 }
 
 fn throughput(r: &RunResult) -> Option<Figure> {
@@ -170,8 +212,10 @@ fn throughput(r: &RunResult) -> Option<Figure> {
         panels: vec![Panel {
             y_desc: format!("throughput ({unit}, per {} s)", qdisc::tc::units::fmt_g(r.metadata.interval_s, 6)),
             series,
+            heatmap: None,
         }],
         size: (1000, 600),
+        note: Vec::new(),
     })
 }
 
@@ -216,16 +260,18 @@ fn rtt(r: &RunResult) -> Vec<Figure> {
             title: title(r, "RTT"),
             x_desc: "time (s)".into(),
             x_range: (0.0, x_end(r, last)),
-            panels: vec![Panel { y_desc: "RTT (ms)".into(), series: over_time }],
+            panels: vec![Panel { y_desc: "RTT (ms)".into(), series: over_time, heatmap: None }],
             size: (1000, 600),
+            note: Vec::new(),
         },
         Figure {
             name: "rtt-cdf".into(),
             title: title(r, "RTT distribution"),
             x_desc: "RTT (ms)".into(),
             x_range: (0.0, if max_rtt > 0.0 { max_rtt * 1.05 } else { 1.0 }),
-            panels: vec![Panel { y_desc: "fraction of replies ≤ RTT".into(), series: cdf }],
+            panels: vec![Panel { y_desc: "fraction of replies ≤ RTT".into(), series: cdf, heatmap: None }],
             size: (1000, 600),
+            note: Vec::new(),
         },
     ]
 }
@@ -280,15 +326,7 @@ fn qdiscs(r: &RunResult) -> Vec<Figure> {
         .filter(|(_, qs)| !qs.is_empty())
         .map(|((host, dev), qs)| {
             // Unique file names even when two host/device pairs slug alike.
-            let base = format!("qdisc-{}", slug(&format!("{host}-{dev}")));
-            let mut name = base.clone();
-            for k in 2.. {
-                if !names.contains(&name) {
-                    break;
-                }
-                name = format!("{base}-{k}");
-            }
-            names.push(name.clone());
+            let name = unique_name(&mut names, format!("qdisc-{}", slug(&format!("{host}-{dev}"))));
             let max_bytes = qs.iter().flat_map(|(_, s)| &s[0]).map(|p| p.1).fold(0.0, f64::max);
             let (div, unit) = byte_unit(max_bytes);
             let panel = |k: usize, y_desc: String, div: f64| Panel {
@@ -305,6 +343,7 @@ fn qdiscs(r: &RunResult) -> Vec<Figure> {
                         width: if i == 0 { 4 } else { 2 },
                     })
                     .collect(),
+                heatmap: None,
             };
             let who =
                 if host.starts_with("link[") { format!("{dev} (wire of {host})") } else { format!("{host} {dev}") };
@@ -319,9 +358,136 @@ fn qdiscs(r: &RunResult) -> Vec<Figure> {
                     panel(2, "drops (packets, cumulative)".into(), 1.0),
                 ],
                 size: (1000, 1000),
+                note: Vec::new(),
             }
         })
         .collect()
+}
+
+/// Colours of the heatmap, 0 to 100 % in equal steps (ColorBrewer YlOrRd).
+const HEAT: [RGBColor; 6] = [
+    RGBColor(255, 255, 204),
+    RGBColor(254, 217, 118),
+    RGBColor(253, 141, 60),
+    RGBColor(240, 59, 32),
+    RGBColor(189, 0, 38),
+    RGBColor(100, 0, 30),
+];
+
+/// The heatmap colour of `v` percent (clamped to 0–100), interpolated linearly.
+fn heat_color(v: f64) -> RGBColor {
+    let x = v.clamp(0.0, 100.0) / 100.0 * (HEAT.len() - 1) as f64;
+    let i = (x.floor() as usize).min(HEAT.len() - 2);
+    let f = x - i as f64;
+    let (a, b) = (HEAT[i], HEAT[i + 1]);
+    let mix = |p: u8, q: u8| (p as f64 + (q as f64 - p as f64) * f).round() as u8;
+    RGBColor(mix(a.0, b.0), mix(a.1, b.1), mix(a.2, b.2))
+}
+
+/// One figure per host with CPU figures (`cpu-HOST`).
+fn cpus(r: &RunResult) -> Vec<Figure> {
+    let mut names: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    for h in &r.cpu {
+        if h.intervals.is_empty() {
+            continue;
+        }
+        let model = h.source == "model";
+        let tag = if model { " (model)" } else { "" };
+        let cpus = |n: u32| format!("{n} cpu{}", if n == 1 { "" } else { "s" });
+        let mid = |iv: &qdisc_scenario::result::CpuInterval| (iv.start + iv.end) / 2.0;
+        // Host-wide: the mean over CPUs, split by class.
+        let mean: Vec<(f64, [f64; 4])> =
+            h.intervals.iter().filter_map(|iv| Some((mid(iv), crate::run::cpu_mean(&iv.cpus)?))).collect();
+        let split = ["user", "sys", "softirq"];
+        let mut host_series = vec![Series {
+            label: "busy".into(),
+            points: mean.iter().map(|(t, m)| (*t, m[3])).collect(),
+            color: BLACK,
+            width: 2,
+        }];
+        for (k, what) in split.iter().enumerate().rev() {
+            host_series.push(Series {
+                label: (*what).into(),
+                points: mean.iter().map(|(t, m)| (*t, m[k])).collect(),
+                color: color(2 - k),
+                width: 1,
+            });
+        }
+        // Per CPU: the CPUs the intervals name, in order.
+        let mut ids: Vec<u32> = h.intervals.iter().flat_map(|iv| iv.cpus.iter().map(|c| c.cpu)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let n = h.cpus.max(ids.last().map_or(0, |l| l + 1));
+        let per_cpu = if n <= CPU_LINES_MAX {
+            Panel {
+                y_desc: format!("busy % per cpu{tag}"),
+                series: ids
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &c)| Series {
+                        label: format!("cpu {c}"),
+                        points: h
+                            .intervals
+                            .iter()
+                            .filter_map(|iv| Some((mid(iv), 100.0 - iv.cpus.iter().find(|x| x.cpu == c)?.idle)))
+                            .collect(),
+                        color: color(i),
+                        width: 1,
+                    })
+                    .collect(),
+                heatmap: None,
+            }
+        } else {
+            // Average k neighbouring intervals per column on long runs.
+            let k = h.intervals.len().div_ceil(HEATMAP_COLUMNS_MAX);
+            let mut cells = Vec::new();
+            for group in h.intervals.chunks(k) {
+                let (from, to) = (group[0].start, group[group.len() - 1].end);
+                for &c in &ids {
+                    let busy: Vec<f64> = group
+                        .iter()
+                        .filter_map(|iv| iv.cpus.iter().find(|x| x.cpu == c))
+                        .map(|x| 100.0 - x.idle)
+                        .collect();
+                    if !busy.is_empty() {
+                        cells.push((from, to, c, busy.iter().sum::<f64>() / busy.len() as f64));
+                    }
+                }
+            }
+            Panel {
+                y_desc: format!("cpu; colour = busy %{tag}"),
+                series: Vec::new(),
+                heatmap: Some(Heatmap { rows: n, cells, scale_desc: "busy %".into() }),
+            }
+        };
+        let last = h.intervals.iter().map(|iv| iv.end).fold(0.0, f64::max);
+        out.push(Figure {
+            name: unique_name(&mut names, format!("cpu-{}", slug(&h.host))),
+            title: format!("{} — CPU of {} ({}, {} backend)", r.scenario.name, h.host, h.source, r.metadata.backend),
+            x_desc: "time (s)".into(),
+            x_range: (0.0, x_end(r, last)),
+            panels: vec![
+                Panel {
+                    y_desc: format!(
+                        "busy %, mean of {}{tag}, per {} s",
+                        cpus(h.cpus),
+                        qdisc::tc::units::fmt_g(r.metadata.interval_s, 6)
+                    ),
+                    series: host_series,
+                    heatmap: None,
+                },
+                per_cpu,
+            ],
+            size: (1000, if n <= CPU_LINES_MAX { 800 } else { 1000 }),
+            note: if model {
+                vec!["the simulator's".into(), "CPU model,".into(), "not a measurement".into()]
+            } else {
+                Vec::new()
+            },
+        });
+    }
+    out
 }
 
 fn register_font() {
@@ -340,14 +506,25 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, fig: &Figure) -> Resul
     // The legends go right of the charts, one width for all panels so x axes line up.
     let font = ("sans-serif", 14).into_font();
     let mut legend_w = 0;
-    for s in fig.panels.iter().flat_map(|p| &p.series) {
-        legend_w = legend_w.max(body.estimate_text_size(&s.label, &font.clone().into()).map_err(e)?.0);
+    for label in fig.panels.iter().flat_map(|p| &p.series).map(|s| &s.label).chain(&fig.note) {
+        legend_w = legend_w.max(body.estimate_text_size(label, &font.clone().into()).map_err(e)?.0);
     }
     let legend_w = (legend_w + 50).min(fig.size.0 * 2 / 5);
     let areas = body.split_evenly((fig.panels.len().max(1), 1));
-    for (p, area) in fig.panels.iter().zip(&areas) {
+    for (k, (p, area)) in fig.panels.iter().zip(&areas).enumerate() {
         let (w, _) = area.dim_in_pixel();
         let (area, legend) = area.split_horizontally(w.saturating_sub(legend_w));
+        if k == 0 {
+            let grey = font.clone().color(&RGBColor(90, 90, 90)).pos(Pos::new(HPos::Left, VPos::Center));
+            for (i, line) in fig.note.iter().enumerate() {
+                let y = 24 + 22 * (p.series.len() as i32 + 1) + 18 * i as i32;
+                legend.draw(&Text::new(line.as_str(), (6, y), grey.clone())).map_err(e)?;
+            }
+        }
+        if let Some(h) = &p.heatmap {
+            draw_heatmap(&area, &legend, fig, p, h).map_err(e)?;
+            continue;
+        }
         let ymax = p.series.iter().flat_map(|s| &s.points).map(|p| p.1).fold(0.0, f64::max);
         let ymax = if ymax > 0.0 { ymax * 1.08 } else { 1.0 };
         let mut chart = ChartBuilder::on(&area)
@@ -378,6 +555,59 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, fig: &Figure) -> Resul
         }
     }
     root.present().map_err(e)
+}
+
+/// A heatmap panel: cells as filled rectangles, its colour scale in the legend area.
+fn draw_heatmap<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    legend: &DrawingArea<DB, Shift>,
+    fig: &Figure,
+    p: &Panel,
+    h: &Heatmap,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let rows = h.rows.max(1) as f64;
+    let mut chart = ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(75)
+        .build_cartesian_2d(fig.x_range.0..fig.x_range.1, -0.5..rows - 0.5)?;
+    chart
+        .configure_mesh()
+        .x_desc(fig.x_desc.as_str())
+        .y_desc(p.y_desc.as_str())
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 15))
+        .x_label_formatter(&|v| qdisc::tc::units::fmt_g(*v, 6))
+        // Rows are whole numbers; a tick between two rows gets no label.
+        .y_label_formatter(&|v| if v.fract() == 0.0 { format!("{v:.0}") } else { String::new() })
+        .disable_mesh()
+        .draw()?;
+    chart.draw_series(h.cells.iter().map(|&(x0, x1, row, v)| {
+        let y = row as f64;
+        Rectangle::new([(x0, y - 0.5), (x1, y + 0.5)], heat_color(v).filled())
+    }))?;
+    // The colour scale: a vertical bar, 100 % at the top, labelled every 25 %.
+    let (_, lh) = legend.dim_in_pixel();
+    let (top, bottom) = (40, (lh as i32 - 60).max(60));
+    let (x0, x1) = (8, 28);
+    let font = ("sans-serif", 14).into_font();
+    legend.draw(&Text::new(h.scale_desc.as_str(), (x0, 14), font.clone().color(&BLACK)))?;
+    let steps = 100;
+    for i in 0..steps {
+        let v = (i as f64 + 0.5) * 100.0 / steps as f64;
+        let y = |k: i32| bottom - (bottom - top) * k / steps;
+        legend.draw(&Rectangle::new([(x0, y(i + 1)), (x1, y(i))], heat_color(v).filled()))?;
+    }
+    legend.draw(&Rectangle::new(
+        [(x0, top), (x1, bottom)],
+        ShapeStyle { color: BLACK.to_rgba(), filled: false, stroke_width: 1 },
+    ))?;
+    for pct in [0, 25, 50, 75, 100] {
+        let y = bottom - (bottom - top) * pct / 100;
+        let text = font.clone().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+        legend.draw(&Text::new(format!("{pct}%"), (x1 + 6, y), text))?;
+    }
+    Ok(())
 }
 
 /// A figure as SVG text.
@@ -626,6 +856,145 @@ mod tests {
         r.rtt.clear();
         r.tc.periodic.clear();
         assert!(figures(&r).is_empty());
+    }
+
+    /// A host's CPU figures: `intervals` intervals of 0.1 s in which cpu c is busy
+    /// (c · 10 + k) % 100 percent in interval k (a third of it sys, the rest softirq).
+    fn host_cpu(host: &str, cpus: u32, intervals: usize, source: &str) -> qdisc_scenario::result::HostCpu {
+        use qdisc_scenario::result::{CpuInterval, CpuTime, HostCpu};
+        let split = |c: u32, busy: f64| CpuTime {
+            cpu: c,
+            user: 0.0,
+            sys: busy / 3.0,
+            softirq: busy * 2.0 / 3.0,
+            idle: 100.0 - busy,
+        };
+        HostCpu {
+            host: host.into(),
+            cpus,
+            source: source.into(),
+            profile: "default".into(),
+            total: (0..cpus).map(|c| split(c, 50.0)).collect(),
+            intervals: (0..intervals)
+                .map(|k| CpuInterval {
+                    start: k as f64 * 0.1,
+                    end: (k + 1) as f64 * 0.1,
+                    cpus: (0..cpus).map(|c| split(c, ((c as usize * 10 + k) % 100) as f64)).collect(),
+                })
+                .collect(),
+            locks: vec![],
+            functions: vec![],
+            rx_discards: Default::default(),
+        }
+    }
+
+    #[test]
+    fn cpu_figures() {
+        let mut r = fixture();
+        r.throughput.clear();
+        r.total.clear();
+        r.rtt.clear();
+        r.tc.periodic.clear();
+        r.metadata.backend = "sim".into();
+        r.cpu = vec![host_cpu("client", 2, 30, "model"), host_cpu("router 1", 48, 30, "model")];
+        let figs = figures(&r);
+        let names: Vec<&str> = figs.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["cpu-client", "cpu-router-1"]);
+        // Both say they are the model's figures, not a measurement.
+        for f in &figs {
+            assert!(f.title.ends_with("(model, sim backend)"), "{}", f.title);
+            assert_eq!(f.note, ["the simulator's", "CPU model,", "not a measurement"]);
+            assert!(f.panels.iter().all(|p| p.y_desc.contains("(model)")), "{:?}", f.panels);
+        }
+        assert_eq!(
+            figs[0].title,
+            "small: htb 100 Mbit/s, bfifo limit 100000, 2 flows — CPU of client (model, sim backend)"
+        );
+        // 2 cpus: the mean split by class, then one line per cpu.
+        let labels = |f: &Figure, p: usize| f.panels[p].series.iter().map(|s| s.label.clone()).collect::<Vec<_>>();
+        assert_eq!(labels(&figs[0], 0), ["busy", "softirq", "sys", "user"]);
+        assert_eq!(figs[0].panels[0].y_desc, "busy %, mean of 2 cpus (model), per 0.1 s");
+        // Interval 3: cpu 0 busy 3 %, cpu 1 13 %: mean 8 %, of it a third sys.
+        let (t, busy) = figs[0].panels[0].series[0].points[3];
+        assert!((t - 0.35).abs() < 1e-9 && (busy - 8.0).abs() < 1e-9, "{t} {busy}");
+        assert!((figs[0].panels[0].series[2].points[3].1 - 8.0 / 3.0).abs() < 1e-9);
+        assert_eq!(labels(&figs[0], 1), ["cpu 0", "cpu 1"]);
+        assert_eq!(figs[0].panels[1].series[1].points[3], (0.35000000000000003, 13.0));
+        assert!(figs[0].panels[1].heatmap.is_none());
+        // 48 cpus: a heatmap, a cell per cpu and interval.
+        let p = &figs[1].panels[1];
+        assert!(p.series.is_empty());
+        assert_eq!(p.y_desc, "cpu; colour = busy % (model)");
+        let h = p.heatmap.as_ref().unwrap();
+        assert_eq!((h.rows, h.cells.len(), h.scale_desc.as_str()), (48, 48 * 30, "busy %"));
+        assert_eq!(h.cells[30 * 48 - 1], (2.9000000000000004, 3.0, 47, 99.0));
+        // A measured host is not called a model.
+        r.cpu = vec![host_cpu("client", 2, 3, "measured")];
+        r.metadata.backend = "vm".into();
+        let f = &figures(&r)[0];
+        assert!(f.title.ends_with("— CPU of client (measured, vm backend)") && f.note.is_empty());
+        assert!(!f.panels.iter().any(|p| p.y_desc.contains("model")));
+        // No intervals: no figure.
+        r.cpu[0].intervals.clear();
+        assert!(figures(&r).is_empty());
+    }
+
+    #[test]
+    fn long_runs_average_heatmap_columns() {
+        let mut r = fixture();
+        r.cpu = vec![host_cpu("router", 16, 1000, "model")];
+        let figs = figures(&r);
+        let h = figs.last().unwrap().panels[1].heatmap.as_ref().unwrap();
+        // 1000 intervals, at most 300 columns: 4 intervals per column, 250 columns.
+        assert_eq!(h.cells.len(), 250 * 16);
+        let (x0, x1, row, v) = h.cells[16 + 2];
+        assert!((x0 - 0.4).abs() < 1e-9 && (x1 - 0.8).abs() < 1e-9 && row == 2, "{x0} {x1} {row}");
+        // cpu 2 in intervals 4–7: 24, 25, 26, 27 % busy.
+        assert!((v - 25.5).abs() < 1e-9, "{v}");
+    }
+
+    #[test]
+    fn cpu_svg_and_png() {
+        let mut r = fixture();
+        r.throughput.clear();
+        r.total.clear();
+        r.rtt.clear();
+        r.tc.periodic.clear();
+        r.cpu = vec![host_cpu("client", 2, 20, "model"), host_cpu("router", 48, 20, "model")];
+        let dir = std::env::temp_dir().join(format!("qdisc-lab-cpu-plot-test-{}", std::process::id()));
+        let files = write_all(&r, &dir).unwrap();
+        let names: Vec<String> = files.iter().map(|f| f.file_name().unwrap().to_string_lossy().into()).collect();
+        assert_eq!(names, ["cpu-client.svg", "cpu-client.png", "cpu-router.svg", "cpu-router.png"]);
+        for fig in figures(&r) {
+            let one = std::fs::read_to_string(dir.join(format!("{}.svg", fig.name))).unwrap();
+            assert_eq!(one, svg(&fig).unwrap(), "{}", fig.name);
+            assert!(one.contains(&xml(&fig.title)), "{}: no title", fig.name);
+            assert!(one.contains(">\nnot a measurement\n</text>"), "{}: no note", fig.name);
+            for p in &fig.panels {
+                assert!(one.contains(&xml(&p.y_desc)), "{}: no {}", fig.name, p.y_desc);
+            }
+            assert_eq!(std::fs::read(dir.join(format!("{}.png", fig.name))).unwrap(), png(&fig).unwrap());
+        }
+        let heat = std::fs::read_to_string(dir.join("cpu-router.svg")).unwrap();
+        // The colour scale, and cells in the colours of 0 % and 99 % busy.
+        for text in [">\nbusy %\n</text>", ">\n100%\n</text>", ">\n0%\n</text>"] {
+            assert!(heat.contains(text), "{text}");
+        }
+        for c in [heat_color(0.0), heat_color(99.0)] {
+            assert!(heat.contains(&format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2)), "{c:?}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn heat_colours() {
+        assert_eq!(heat_color(0.0), HEAT[0]);
+        assert_eq!(heat_color(-5.0), HEAT[0]);
+        assert_eq!(heat_color(100.0), HEAT[5]);
+        assert_eq!(heat_color(140.0), HEAT[5]);
+        assert_eq!(heat_color(40.0), HEAT[2]);
+        // Halfway between the first two stops.
+        assert_eq!(heat_color(10.0), RGBColor(255, 236, 161));
     }
 
     #[test]

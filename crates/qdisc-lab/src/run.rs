@@ -1,7 +1,8 @@
 //! `qdisc-lab run [--backend sim|host|vm [--kernel K]] SCENARIO [--json FILE]`: run a
 //! scenario in the simulator (the default) or on a real kernel and print what people
 //! already read — iperf3-like interval lines and totals, ping-like RTT statistics (with percentiles), `tc -s qdisc show` of each
-//! device — and optionally the whole [`RunResult`] as JSON, plots and iperf3 JSON
+//! device, and where the backend gives CPU figures a short block per host (busy time,
+//! contended locks, `perf top`-like functions, rx discards; [`cpu_report`]) — and optionally the whole [`RunResult`] as JSON, plots and iperf3 JSON
 //! (`--plot DIR`, `--iperf3-json DIR`: outputs.rs).
 //!
 //! Exit status: 0 done; 1 the run failed (a tc line, a tool); 2 it cannot run here
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use qdisc_kernel::vm::{KernelChoice, VmBackend};
 use qdisc_kernel::HostBackend;
-use qdisc_scenario::result::{Interval, TrafficResult};
+use qdisc_scenario::result::{CpuTime, HostCpu, Interval, TrafficResult};
 use qdisc_scenario::{Backend, Progress, RunOptions, RunResult, Scenario};
 
 /// The backend called `name` (as in `--backend NAME`): the one place where backends
@@ -409,10 +410,111 @@ pub fn report(r: &RunResult) -> String {
             out.push_str(c);
         }
     }
+    cpu_report(&mut out, &r.cpu);
     for w in &r.warnings {
         let _ = writeln!(out, "\nwarning: {w}");
     }
     out
+}
+
+/// Mean over CPUs of (user, sys, softirq, busy = 100 − idle), percent; `None` without
+/// CPUs.
+pub fn cpu_mean(cpus: &[CpuTime]) -> Option<[f64; 4]> {
+    if cpus.is_empty() {
+        return None;
+    }
+    let n = cpus.len() as f64;
+    let mean = |f: fn(&CpuTime) -> f64| cpus.iter().map(f).sum::<f64>() / n;
+    Some([mean(|c| c.user), mean(|c| c.sys), mean(|c| c.softirq), mean(|c| 100.0 - c.idle)])
+}
+
+/// How a host's CPU figures were obtained, as the reports name it: "model" (the
+/// simulator's CPU model with its profile) or what else `source` says.
+pub fn cpu_source(h: &HostCpu) -> String {
+    if h.profile.is_empty() {
+        h.source.clone()
+    } else {
+        format!("{}, profile {}", h.source, h.profile)
+    }
+}
+
+/// Locks shown in reports: at most `n` that were contended, most waited-for first.
+pub fn contended_locks(h: &HostCpu, n: usize) -> Vec<&qdisc_scenario::result::LockStats> {
+    let mut locks: Vec<_> = h.locks.iter().filter(|l| l.contended > 0).collect();
+    locks.sort_by(|x, y| y.wait_s.total_cmp(&x.wait_s));
+    locks.truncate(n);
+    locks
+}
+
+/// Functions shown in reports: the `n` largest shares, leaving out those that would
+/// read 0.00%.
+pub fn top_functions(h: &HostCpu, n: usize) -> Vec<&qdisc_scenario::result::FunctionShare> {
+    let mut f: Vec<_> = h.functions.iter().filter(|f| f.share >= 0.005).collect();
+    f.sort_by(|x, y| y.share.total_cmp(&x.share));
+    f.truncate(n);
+    f
+}
+
+/// The CPU block of every host with CPU figures (nothing when there are none), after a
+/// line saying that "model" figures are the simulator's CPU model, not a measurement:
+///
+/// ```text
+/// cpu router (48 cpus, model, profile default): busy 13.1% (user 0.0 sys 0.0 softirq 13.1), per cpu 0.0–96.2%
+///   lock eth1 tx-0 qdisc busylock: 4381192 acquisitions, 58.6% contended, waited 2.262 s
+///   perf top (model):  27.62% native_queued_spin_lock_slowpath
+///                      18.11% ip_forward
+///   rx_discards: eth0 559994
+/// ```
+///
+/// Busy time is 100 − idle, averaged over the host's CPUs (the range over its CPUs
+/// after it); then the three most waited-for contended locks (or how many locks none of
+/// which was contended), the eight largest functions and the NICs that discarded frames.
+pub fn cpu_report(out: &mut String, hosts: &[HostCpu]) {
+    if hosts.is_empty() {
+        return;
+    }
+    out.push('\n');
+    if hosts.iter().any(|h| h.source == "model") {
+        out.push_str("CPU figures marked \"model\" come from the simulator's CPU model, not a measurement.\n");
+    }
+    for h in hosts {
+        let model = h.source == "model";
+        let _ = write!(out, "cpu {} ({} cpu{}, {})", h.host, h.cpus, if h.cpus == 1 { "" } else { "s" }, cpu_source(h));
+        if let Some([user, sys, softirq, busy]) = cpu_mean(&h.total) {
+            let _ = write!(out, ": busy {busy:.1}% (user {user:.1} sys {sys:.1} softirq {softirq:.1})");
+            if h.total.len() > 1 {
+                let busy = h.total.iter().map(|c| 100.0 - c.idle);
+                let (lo, hi) = busy.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), b| (lo.min(b), hi.max(b)));
+                let _ = write!(out, ", per cpu {lo:.1}–{hi:.1}%");
+            }
+        }
+        out.push('\n');
+        let locks = contended_locks(h, 3);
+        if locks.is_empty() && !h.locks.is_empty() {
+            let n = h.locks.len();
+            let _ = writeln!(out, "  locks: none contended ({n} lock{})", if n == 1 { "" } else { "s" });
+        }
+        for l in locks {
+            let _ = writeln!(
+                out,
+                "  lock {}: {} acquisitions, {:.1}% contended, waited {:.3} s",
+                l.name,
+                l.acquisitions,
+                l.contended as f64 * 100.0 / l.acquisitions.max(1) as f64,
+                l.wait_s
+            );
+        }
+        let head = if model { "  perf top (model): " } else { "  perf top: " };
+        for (i, f) in top_functions(h, 8).into_iter().enumerate() {
+            let lead = if i == 0 { head.to_string() } else { " ".repeat(head.chars().count()) };
+            let _ = writeln!(out, "{lead}{:6.2}% {}", f.share, f.symbol);
+        }
+        let discards: Vec<String> =
+            h.rx_discards.iter().filter(|(_, &n)| n > 0).map(|(dev, n)| format!("{dev} {n}")).collect();
+        if !discards.is_empty() {
+            let _ = writeln!(out, "  rx_discards: {}", discards.join(", "));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -426,5 +528,99 @@ mod tests {
         assert_eq!(bytes(5 * 1024 * 1024 * 1024 / 2), "2.50 GBytes");
         assert_eq!(bitrate(94_100_000.0), "94.1 Mbits/sec");
         assert_eq!(bitrate(9_650_000_000.0), "9.65 Gbits/sec");
+    }
+
+    fn cpu_time(cpu: u32, user: f64, sys: f64, softirq: f64) -> CpuTime {
+        CpuTime { cpu, user, sys, softirq, idle: 100.0 - user - sys - softirq }
+    }
+
+    /// A 4-cpu router of the model with contended locks, nine functions and rx
+    /// discards, and a 1-cpu host whose locks were never contended.
+    fn hosts() -> Vec<HostCpu> {
+        use qdisc_scenario::result::{FunctionShare, LockStats};
+        let lock = |name: &str, acquisitions, contended, wait_s| LockStats {
+            name: name.into(),
+            acquisitions,
+            contended,
+            wait_s,
+        };
+        let f = |symbol: &str, share| FunctionShare { symbol: symbol.into(), seconds: share / 10.0, share };
+        vec![
+            HostCpu {
+                host: "router".into(),
+                cpus: 4,
+                source: "model".into(),
+                profile: "default".into(),
+                total: vec![
+                    cpu_time(0, 0.0, 1.0, 99.0),
+                    cpu_time(1, 0.0, 0.0, 97.2),
+                    cpu_time(2, 0.0, 0.2, 98.0),
+                    cpu_time(3, 0.0, 0.0, 95.8),
+                ],
+                intervals: vec![],
+                locks: vec![
+                    lock("eth1 tx-0 qdisc busylock", 190_791, 190_791, 3.994),
+                    lock("eth1 tx-0 _xmit_lock", 90_000, 0, 0.0),
+                    lock("eth1 tx-0 qdisc root lock", 381_582, 95_000, 0.25),
+                    lock("eth0 rx napi lock", 1000, 1, 0.000001),
+                    lock("eth0 tx-0 qdisc root lock", 1000, 2, 0.00002),
+                ],
+                functions: vec![
+                    f("native_queued_spin_lock_slowpath", 91.64),
+                    f("ip_forward", 1.76),
+                    f("fq_codel_enqueue", 1.5),
+                    f("ip_rcv", 1.2),
+                    f("napi_gro_receive", 1.1),
+                    f("__dev_queue_xmit", 1.0),
+                    f("fq_codel_dequeue", 0.9),
+                    f("sch_direct_xmit", 0.5),
+                    f("mlx5e_xmit", 0.4),
+                ],
+                rx_discards: [("eth0".to_string(), 1_850_899), ("eth1".to_string(), 0)].into(),
+            },
+            HostCpu {
+                host: "client".into(),
+                cpus: 1,
+                source: "measured".into(),
+                profile: String::new(),
+                total: vec![cpu_time(0, 2.0, 3.0, 5.04)],
+                intervals: vec![],
+                locks: vec![lock("eth0 tx-0 _xmit_lock", 10, 0, 0.0)],
+                // A share that would read 0.00% is left out.
+                functions: vec![f("[user] application", 99.996), f("icmp_rcv", 0.004)],
+                rx_discards: Default::default(),
+            },
+        ]
+    }
+
+    #[test]
+    fn cpu_blocks() {
+        let mut out = String::new();
+        cpu_report(&mut out, &hosts());
+        assert_eq!(
+            out,
+            "\n\
+             CPU figures marked \"model\" come from the simulator's CPU model, not a measurement.\n\
+             cpu router (4 cpus, model, profile default): busy 97.8% (user 0.0 sys 0.3 softirq 97.5), per cpu 95.8–100.0%\n\
+             \x20 lock eth1 tx-0 qdisc busylock: 190791 acquisitions, 100.0% contended, waited 3.994 s\n\
+             \x20 lock eth1 tx-0 qdisc root lock: 381582 acquisitions, 24.9% contended, waited 0.250 s\n\
+             \x20 lock eth0 tx-0 qdisc root lock: 1000 acquisitions, 0.2% contended, waited 0.000 s\n\
+             \x20 perf top (model):  91.64% native_queued_spin_lock_slowpath\n\
+             \x20                     1.76% ip_forward\n\
+             \x20                     1.50% fq_codel_enqueue\n\
+             \x20                     1.20% ip_rcv\n\
+             \x20                     1.10% napi_gro_receive\n\
+             \x20                     1.00% __dev_queue_xmit\n\
+             \x20                     0.90% fq_codel_dequeue\n\
+             \x20                     0.50% sch_direct_xmit\n\
+             \x20 rx_discards: eth0 1850899\n\
+             cpu client (1 cpu, measured): busy 10.0% (user 2.0 sys 3.0 softirq 5.0)\n\
+             \x20 locks: none contended (1 lock)\n\
+             \x20 perf top: 100.00% [user] application\n"
+        );
+        // No CPU figures (the kernel backends): no block at all.
+        let mut out = String::new();
+        cpu_report(&mut out, &[]);
+        assert_eq!(out, "");
     }
 }

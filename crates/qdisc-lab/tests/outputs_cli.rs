@@ -164,3 +164,116 @@ fn run_and_compare_on_the_host() {
     assert_eq!(j["results"].as_array().unwrap().len(), 2);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// CPU figures of one host, as the simulator's model gives them: `cpus` CPUs, three
+/// intervals of 0.1 s, cpu c busy 10·(c+1) %.
+fn model_cpu(host: &str, cpus: u32) -> qdisc_scenario::result::HostCpu {
+    use qdisc_scenario::result::{CpuInterval, CpuTime, FunctionShare, HostCpu, LockStats};
+    let split = |c: u32| {
+        let busy = 10.0 * (c + 1) as f64;
+        CpuTime { cpu: c, user: 0.0, sys: 0.0, softirq: busy, idle: 100.0 - busy }
+    };
+    HostCpu {
+        host: host.into(),
+        cpus,
+        source: "model".into(),
+        profile: "default".into(),
+        total: (0..cpus).map(split).collect(),
+        intervals: (0..3)
+            .map(|k| CpuInterval {
+                start: k as f64 * 0.1,
+                end: (k + 1) as f64 * 0.1,
+                cpus: (0..cpus).map(split).collect(),
+            })
+            .collect(),
+        locks: vec![LockStats {
+            name: "eth0 tx-0 qdisc root lock".into(),
+            acquisitions: 400,
+            contended: 100,
+            wait_s: 0.25,
+        }],
+        functions: vec![FunctionShare { symbol: "htb_dequeue".into(), seconds: 0.01, share: 55.5 }],
+        rx_discards: [("eth0".to_string(), 7)].into(),
+    }
+}
+
+/// A saved result with CPU figures: the plot of its host, and compare's CPU table
+/// against a result without any.
+#[test]
+fn cpu_figures_of_a_saved_result() {
+    let dir = tmp("cpu");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut r = read_result(Path::new(&fixture("small-host-a.json")));
+    r.metadata.backend = "sim".into();
+    r.cpu = vec![model_cpu("client", 2)];
+    let saved = dir.join("with-cpu.json");
+    std::fs::write(&saved, serde_json::to_string(&r).unwrap()).unwrap();
+
+    let plots = dir.join("plots");
+    let (code, out, err) = qdisc_lab(&["plot", saved.to_str().unwrap(), "--out", plots.to_str().unwrap()]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let names: Vec<String> =
+        out.lines().map(|l| Path::new(l).file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(names[names.len() - 2..], ["cpu-client.svg", "cpu-client.png"]);
+    let svg = std::fs::read_to_string(plots.join("cpu-client.svg")).unwrap();
+    for text in ["CPU of client (model, sim backend)", "not a measurement", "cpu 0", "cpu 1", "busy % per cpu (model)"]
+    {
+        assert!(svg.contains(text), "{text}");
+    }
+
+    let json = dir.join("compare.json");
+    let (code, out, err) = qdisc_lab(&[
+        "compare",
+        "--results",
+        saved.to_str().unwrap(),
+        &fixture("small-host-b.json"),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    // The table of compare-small-host.txt with A now a sim result, then the CPU table.
+    let main = std::fs::read_to_string(fixture("compare-small-host.txt"))
+        .unwrap()
+        .replace("A: backend host", "A: backend sim")
+        .replace("A: host", "    sim")
+        .replace("B: host", "   host");
+    let cpu = "\ncpu: A (sim): the simulator's CPU model (profile default), not a measurement; \
+               B (host): not measured by backend host\n\
+               metric                                               sim          host  (B−A)/A\n\
+               client busy, mean of 2 cpus                       15.00%  not measured      n/a\n\
+               client lock eth0 tx-0 qdisc root lock contended   25.00%  not measured      n/a\n\
+               client lock eth0 tx-0 qdisc root lock wait       0.250 s  not measured      n/a\n\
+               client perf top htb_dequeue                       55.50%  not measured      n/a\n";
+    assert_eq!(out, main + cpu);
+    // --json: the CPU rows after the others, B's values null (not 0).
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = j["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), out.lines().filter(|l| l.contains("  ")).count() - 2);
+    let busy = &rows[rows.len() - 4];
+    assert_eq!(busy["metric"], "client busy, mean of 2 cpus");
+    assert_eq!((busy["unit"].as_str(), busy["a"].as_f64(), busy["b"].is_null()), (Some("percent"), Some(15.0), true));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// In the simulator: `run` prints a CPU block per host, saying the figures are a
+/// model, and `--plot` draws each host's CPU.
+#[test]
+fn run_in_the_simulator_reports_and_plots_cpu() {
+    let dir = tmp("sim-cpu");
+    let plots = dir.join("plots");
+    let (code, out, err) =
+        qdisc_lab(&["run", "scenarios/bufferbloat-fq_codel.toml", "--plot", plots.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("\nCPU figures marked \"model\" come from the simulator's CPU model, not a measurement.\n"),
+        "{out}"
+    );
+    for host in ["client", "server"] {
+        assert!(out.contains(&format!("\ncpu {host} (4 cpus, model, profile default): busy ")), "{out}");
+        let svg = std::fs::read_to_string(plots.join(format!("cpu-{host}.svg"))).unwrap();
+        assert!(svg.contains(&format!("CPU of {host} (model, sim backend)")) && svg.contains("not a measurement"));
+        assert!(plots.join(format!("cpu-{host}.png")).exists());
+    }
+    assert!(out.contains("\n  perf top (model): "), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

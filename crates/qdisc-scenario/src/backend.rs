@@ -81,7 +81,8 @@ pub enum RunError {
     /// a tool is missing, no privileges …). Nothing was changed. The message says what
     /// is missing and what to use instead.
     Unsupported(String),
-    /// A line of a host's tc script failed.
+    /// A line of a host's tc script failed: a tc command, or a setting (`sysctl`,
+    /// `echo … > …/xps_cpus`, whose `command` is the line as written).
     TcScript {
         /// `FILE:LINE` of the command in the scenario.
         at: String,
@@ -115,7 +116,10 @@ impl fmt::Display for RunError {
         match self {
             RunError::Unsupported(m) | RunError::Failed(m) => write!(f, "{m}"),
             RunError::TcScript { at, host, command, stderr, hint } => {
-                write!(f, "{at}: tc script of host {host:?} failed: tc {command}")?;
+                // A setting line (sysctl, echo) is shown as written; a tc line without
+                // its program name.
+                let tc = if command.starts_with("sysctl") || command.starts_with("echo") { "" } else { "tc " };
+                write!(f, "{at}: tc script of host {host:?} failed: {tc}{command}")?;
                 for l in stderr.lines().filter(|l| !l.trim().is_empty()) {
                     write!(f, "\n  {l}")?;
                 }

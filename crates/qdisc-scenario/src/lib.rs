@@ -9,12 +9,14 @@
 //!   validated in one place; every mistake is reported as `FILE:LINE:COL: FIELD: message`.
 //! * [`result`]: [`RunResult`], serde, with a JSON Schema generated from the types
 //!   (`docs/run-result.schema.json`, described in `docs/run-result.md`).
+//! * [`profile`]: CPU cost profiles of the simulator's CPU model (data with sources).
 //! * [`iperf3`]: a traffic entry of a result as `iperf3 -J` JSON.
 //! * [`backend`]: the [`Backend`] trait every backend (host namespaces, a VM, the
 //!   simulator) implements, the options of a run, progress reporting and errors.
 
 pub mod backend;
 pub mod iperf3;
+pub mod profile;
 pub mod result;
 pub mod scenario;
 pub mod schema;

@@ -38,6 +38,11 @@ pub struct RunResult {
     /// One entry per ping `[[traffic]]` entry, in file order.
     pub rtt: Vec<RttResult>,
     pub tc: TcResult,
+    /// CPU time per host: per CPU, per lock, per kernel function. The simulator's
+    /// figures come from its CPU model (`source` = "model"); empty where a backend
+    /// does not measure CPU time.
+    #[serde(default)]
+    pub cpu: Vec<HostCpu>,
     /// Things the reader should know (e.g. a fidelity limit that applied to this run).
     pub warnings: Vec<String>,
 }
@@ -256,6 +261,73 @@ impl RttStats {
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Where one host's CPU time went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HostCpu {
+    pub host: String,
+    /// Cores of the host.
+    pub cpus: u32,
+    /// "model": the simulator's CPU model with the profile named below (not a
+    /// measurement); "measured": read from the kernel.
+    pub source: String,
+    /// The cost profile ("default" or its file).
+    pub profile: String,
+    /// Per CPU over the whole run.
+    pub total: Vec<CpuTime>,
+    /// Per reporting interval: every CPU's split of that interval.
+    pub intervals: Vec<CpuInterval>,
+    /// Spinlocks with at least one acquisition, most waited-for first.
+    pub locks: Vec<LockStats>,
+    /// Where the busy time went, by kernel function (`perf top`'s rows), largest first.
+    pub functions: Vec<FunctionShare>,
+    /// Frames each NIC dropped because its rx ring was full (`rx_discards_phy`).
+    pub rx_discards: BTreeMap<String, u64>,
+}
+
+/// One CPU's time split, percent of the span (user + sys + softirq + idle = 100).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CpuTime {
+    pub cpu: u32,
+    pub user: f64,
+    pub sys: f64,
+    pub softirq: f64,
+    pub idle: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CpuInterval {
+    /// Seconds on the scenario clock.
+    pub start: f64,
+    pub end: f64,
+    pub cpus: Vec<CpuTime>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LockStats {
+    /// What it guards, e.g. "eth0 tx-0 qdisc root lock".
+    pub name: String,
+    pub acquisitions: u64,
+    /// Acquisitions that found it held and waited.
+    pub contended: u64,
+    /// Total time CPUs spent waiting (spinning) for it, seconds.
+    pub wait_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FunctionShare {
+    /// Kernel symbol (or "[user] application").
+    pub symbol: String,
+    /// CPU seconds, summed over the host's CPUs.
+    pub seconds: f64,
+    /// Percent of the host's busy time (`perf top`'s Overhead).
+    pub share: f64,
 }
 
 /// tc statistics of every device.

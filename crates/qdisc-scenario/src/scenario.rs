@@ -24,6 +24,8 @@ use sha2::{Digest, Sha256};
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
+use crate::profile::Profile;
+
 /// A validated scenario: what every backend runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
@@ -42,9 +44,44 @@ pub struct Scenario {
     pub traffic: Vec<Traffic>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+/// Cores of a host whose `[[host]]` entry does not say.
+pub const DEFAULT_CPUS: u32 = 4;
+
+/// The `sysctl` keys a script may set (`sysctl -w KEY=VALUE`), in the order the errors
+/// list them. All of them are global to a kernel, none per network namespace (see
+/// docs/scenarios.md, "Settings").
+pub const SYSCTL_KEYS: [&str; 7] = [
+    "net.core.default_qdisc",
+    "net.core.dev_weight",
+    "net.core.dev_weight_tx_bias",
+    "net.core.dev_weight_rx_bias",
+    "net.core.netdev_budget",
+    "net.core.netdev_budget_usecs",
+    "net.core.netdev_max_backlog",
+];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Host {
     pub name: String,
+    /// Cores of the host, 1..=4096 (default: [`DEFAULT_CPUS`] = 4).
+    pub cpus: u32,
+    /// CPU cost profile: what `profile = "..."` named — "default" (bundled) or a file
+    /// path, resolved relative to the scenario file's directory.
+    pub profile: crate::profile::Profile,
+}
+
+impl Host {
+    /// "4 cpus (0-3)", "1 cpu (0)": how errors name a host's cores.
+    pub fn cpus_phrase(&self) -> String {
+        cpus_phrase(self.cpus)
+    }
+}
+
+fn cpus_phrase(n: u32) -> String {
+    match n {
+        1 => "1 cpu (0)".into(),
+        n => format!("{n} cpus (0-{})", n - 1),
+    }
 }
 
 /// `host:iface`.
@@ -120,14 +157,69 @@ impl Link {
     }
 }
 
-/// A host's tc commands, exactly as written (one command per line).
-#[derive(Debug, Clone, PartialEq)]
+/// A host's script, exactly as written (one command per line): its tc commands and,
+/// in the same order in the file, its settings (`sysctl`, `echo … > …/xps_cpus`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcScript {
     pub host: String,
+    /// tc commands, in script order.
     pub lines: Vec<TcLine>,
+    /// The other lines, in script order; `line` interleaves them with `lines`.
+    pub settings: Vec<Setting>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+/// A non-tc line of a host's script: a setting the user would type on a real host.
+/// One line may give several (`sysctl -w A=1 B=2`): each has the line's number and text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting {
+    /// Line number in the scenario file (1-based).
+    pub line: usize,
+    /// The line as written (trimmed).
+    pub text: String,
+    pub kind: SettingKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingKind {
+    /// `sysctl -w KEY=VALUE` (also `sysctl KEY=VALUE`, and `echo VALUE >
+    /// /proc/sys/net/core/NAME`): one of [`SYSCTL_KEYS`], with a value the kernel
+    /// accepts. `key` is dotted (`net.core.dev_weight`); an integer `value` is in
+    /// canonical decimal form, `default_qdisc`'s as written.
+    Sysctl { key: String, value: String },
+    /// `echo MASK > /sys/class/net/DEV/queues/tx-N/xps_cpus`: the CPUs (sorted,
+    /// deduplicated) of the hex cpumask (kernel bitmap format: hex groups of 32 bits
+    /// separated by commas, e.g. "ffff,ffffffff"; "0" = no XPS for that queue).
+    XpsCpus { dev: String, txq: u32, cpus: Vec<u32> },
+}
+
+impl TcScript {
+    /// Every line of the script in file order: tc commands and settings interleaved.
+    pub fn in_order(&self) -> Vec<ScriptItem<'_>> {
+        let mut v: Vec<ScriptItem<'_>> = self.lines.iter().map(ScriptItem::Tc).collect();
+        v.extend(self.settings.iter().map(ScriptItem::Setting));
+        // Stable: the settings of one line keep their order.
+        v.sort_by_key(|i| i.line());
+        v
+    }
+}
+
+/// One line of a [`TcScript`], see [`TcScript::in_order`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScriptItem<'a> {
+    Tc(&'a TcLine),
+    Setting(&'a Setting),
+}
+
+impl ScriptItem<'_> {
+    pub fn line(&self) -> usize {
+        match self {
+            ScriptItem::Tc(t) => t.line,
+            ScriptItem::Setting(s) => s.line,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TcLine {
     /// Line number in the scenario file (1-based).
     pub line: usize,
@@ -148,14 +240,23 @@ pub struct Traffic {
     pub duration: u64,
     /// Line of the `[[traffic]]` entry in the file.
     pub line: usize,
+    /// `sender_cpus = "0-47"` (taskset -c cpulist syntax), sorted and deduplicated: the
+    /// sending threads run on these CPUs of `from` — thread/flow k of the entry on the
+    /// k-th CPU of the list, round robin. `None`: free (the simulator places them).
+    pub sender_cpus: Option<Vec<u32>>,
+    /// `receiver_cpus`: the same for the receiving threads on `to` (tcp and udp only:
+    /// a ping is answered by the kernel, with no thread to place).
+    pub receiver_cpus: Option<Vec<u32>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum TrafficKind {
     /// Bulk TCP, `flows` parallel connections with congestion control `cc`.
     Tcp { flows: u32, cc: String },
-    /// Constant-bitrate UDP: `rate` bytes/s of `size`-byte payloads.
-    Udp { rate: u64, size: u32 },
+    /// Constant-bitrate UDP: `flows` streams of `size`-byte payloads, each at `rate`
+    /// bytes/s (iperf3's `-b` is per stream); `None`: `rate = "unlimited"`, as fast as
+    /// the sender can (iperf3 `-b 0`).
+    Udp { rate: Option<u64>, size: u32, flows: u32 },
     /// ICMP echo every `interval` nanoseconds.
     Ping { interval: u64 },
 }
@@ -240,6 +341,94 @@ impl Scenario {
     pub fn tc_of(&self, host: &str) -> Option<&TcScript> {
         self.tc.iter().find(|t| t.host == host)
     }
+
+    /// A host by name.
+    pub fn host(&self, name: &str) -> Option<&Host> {
+        self.hosts.iter().find(|h| h.name == name)
+    }
+}
+
+/// A CPU set in the kernel's bitmap format (`%*pb`, what `xps_cpus` reads back without
+/// leading zero groups): hex groups of 32 CPUs separated by commas, the last group
+/// CPUs 0–31; "0" for none.
+pub fn cpumask_string(cpus: &[u32]) -> String {
+    let Some(&max) = cpus.iter().max() else { return "0".into() };
+    let mut groups = vec![0u32; max as usize / 32 + 1];
+    for &c in cpus {
+        groups[c as usize / 32] |= 1 << (c % 32);
+    }
+    let mut out = String::new();
+    for (i, g) in groups.iter().rev().enumerate() {
+        if i == 0 {
+            out.push_str(&format!("{g:x}"));
+        } else {
+            out.push_str(&format!(",{g:08x}"));
+        }
+    }
+    out
+}
+
+/// A cpulist as `taskset -c` reads it (util-linux `cpulist_parse`): `N`, `N-M` or
+/// `N-M:STRIDE`, separated by commas. Sorted, deduplicated.
+pub fn parse_cpulist(s: &str) -> Result<Vec<u32>, String> {
+    let bad = || format!("invalid cpu list {s:?} (taskset -c syntax, e.g. \"0-3\", \"0,2\", \"0-47:2\")");
+    let num = |t: &str| -> Result<u32, String> {
+        if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        t.parse::<u32>().map_err(|_| bad())
+    };
+    let mut out = BTreeSet::new();
+    for item in s.split(',') {
+        let (range, stride) = match item.split_once(':') {
+            Some((r, st)) => (r, num(st)?),
+            None => (item, 1),
+        };
+        let (a, b) = match range.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None if stride == 1 && !item.contains(':') => {
+                let n = num(range)?;
+                (n, n)
+            }
+            None => return Err(bad()),
+        };
+        if a > b || stride == 0 {
+            return Err(bad());
+        }
+        if b >= 1 << 16 {
+            return Err(format!("cpu {b} in {s:?} is beyond any machine (at most 4096 cpus)"));
+        }
+        out.extend((a..=b).step_by(stride as usize));
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// A hex cpumask as the kernel's `bitmap_parse` reads it (e.g. `xps_cpus`): groups of
+/// 1–8 hex digits separated by commas, the last group CPUs 0–31. Returns the CPUs
+/// (sorted) and the number of groups.
+pub fn parse_cpumask(s: &str) -> Result<(Vec<u32>, usize), String> {
+    let bad = || {
+        format!(
+            "invalid xps mask {s:?} (hex groups of up to 32 bits separated by commas, e.g. \"f\" or \"ffff,ffffffff\"; \"0\" = no XPS)"
+        )
+    };
+    let groups: Vec<&str> = s.split(',').collect();
+    if groups.len() > 128 {
+        return Err(bad());
+    }
+    let mut cpus = Vec::new();
+    for (i, g) in groups.iter().rev().enumerate() {
+        if g.is_empty() || g.len() > 8 || !g.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        let v = u32::from_str_radix(g, 16).map_err(|_| bad())?;
+        for bit in 0..32 {
+            if v & (1 << bit) != 0 {
+                cpus.push(i as u32 * 32 + bit);
+            }
+        }
+    }
+    Ok((cpus, groups.len()))
 }
 
 /// Breadth-first search over the links (in file order, so ties are deterministic).
@@ -330,6 +519,8 @@ struct RawScenario {
 #[serde(deny_unknown_fields)]
 struct RawHost {
     name: Spanned<String>,
+    cpus: Option<Spanned<i64>>,
+    profile: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -362,6 +553,8 @@ struct RawTraffic {
     rate: Option<Spanned<String>>,
     size: Option<Spanned<String>>,
     interval: Option<Spanned<String>>,
+    sender_cpus: Option<Spanned<String>>,
+    receiver_cpus: Option<Spanned<String>>,
 }
 
 // ---------------------------------------------------------------------------------
@@ -556,6 +749,9 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
     }
     let mut hosts = Vec::new();
     let mut seen = BTreeSet::new();
+    // Profiles are read once per name; relative names are relative to the file.
+    let mut profiles: BTreeMap<String, Profile> = BTreeMap::new();
+    let scenario_dir = Path::new(cx.file).parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     for (i, h) in raw.host.iter().enumerate() {
         let n = &h.get_ref().name;
         let field = format!("host[{i}].name");
@@ -572,7 +768,26 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
         if !seen.insert(n.get_ref().clone()) {
             return Err(cx.at(n.span(), field, format!("host {:?} is declared twice", n.get_ref())));
         }
-        hosts.push(Host { name: n.get_ref().clone() });
+        let cpus = match &h.get_ref().cpus {
+            None => DEFAULT_CPUS,
+            Some(v) => match u32::try_from(*v.get_ref()) {
+                Ok(n) if (1..=4096).contains(&n) => n,
+                _ => return Err(cx.at(v.span(), format!("host[{i}].cpus"), "cpus must be 1..4096")),
+            },
+        };
+        let spec = h.get_ref().profile.as_ref().map_or("default", |p| p.get_ref().as_str());
+        let profile = match profiles.get(spec) {
+            Some(p) => Profile::clone(p),
+            None => {
+                let p = Profile::load(spec, scenario_dir).map_err(|e| {
+                    let span = h.get_ref().profile.as_ref().map_or(h.span(), |p| p.span());
+                    cx.at(span, format!("host[{i}].profile"), e)
+                })?;
+                profiles.insert(spec.to_string(), p.clone());
+                p
+            }
+        };
+        hosts.push(Host { name: n.get_ref().clone(), cpus, profile });
     }
     let host_list = || hosts.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", ");
 
@@ -664,9 +879,17 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                 format!("unknown host {host:?} (hosts: {})", host_list()),
             ));
         }
-        let ifaces: Vec<String> = used.iter().filter(|(h, _)| h == host).map(|(_, i)| i.clone()).collect();
-        let lines = script_lines(cx, script, &field, host, &ifaces)?;
-        tc.push(TcScript { host: host.clone(), lines });
+        let mut ifaces: Vec<(String, u32, usize)> = links
+            .iter()
+            .enumerate()
+            .flat_map(|(li, l)| [(li, l, &l.a), (li, l, &l.b)])
+            .filter(|(_, _, e)| &e.host == host)
+            .map(|(li, l, e)| (e.iface.clone(), l.txqueues, li))
+            .collect();
+        ifaces.sort();
+        let h = hosts.iter().find(|h| &h.name == host).expect("checked above");
+        let (lines, settings) = script_lines(cx, script, &field, h, &ifaces)?;
+        tc.push(TcScript { host: host.clone(), lines, settings });
     }
     tc.sort_by_key(|s| hosts.iter().position(|h| h.name == s.host));
 
@@ -677,9 +900,9 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
         let f = |name: &str| format!("traffic[{i}].{name}");
         let kind = r.kind.get_ref().as_str();
         let takes: &[&str] = match kind {
-            "tcp" => &["flows", "cc"],
-            "udp" => &["rate", "size"],
-            "ping" => &["interval"],
+            "tcp" => &["flows", "cc", "sender_cpus", "receiver_cpus"],
+            "udp" => &["rate", "size", "flows", "sender_cpus", "receiver_cpus"],
+            "ping" => &["interval", "sender_cpus"],
             _ => {
                 return Err(cx.at(
                     r.kind.span(),
@@ -688,13 +911,14 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                 ))
             }
         };
-        let optional: [(&str, Option<Range<usize>>); 6] = [
+        let optional: [(&str, Option<Range<usize>>); 7] = [
             ("flows", r.flows.as_ref().map(|v| v.span())),
             ("cc", r.cc.as_ref().map(|v| v.span())),
             ("rate", r.rate.as_ref().map(|v| v.span())),
             ("size", r.size.as_ref().map(|v| v.span())),
             ("interval", r.interval.as_ref().map(|v| v.span())),
-            ("", None),
+            ("sender_cpus", r.sender_cpus.as_ref().map(|v| v.span())),
+            ("receiver_cpus", r.receiver_cpus.as_ref().map(|v| v.span())),
         ];
         for (name, span) in optional {
             if let Some(span) = span {
@@ -752,13 +976,28 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                 d
             }
         };
+        let flows = match &r.flows {
+            None => 1,
+            Some(v) if (1..=128).contains(v.get_ref()) => *v.get_ref() as u32,
+            Some(v) => return Err(cx.at(v.span(), f("flows"), "must be between 1 and 128")),
+        };
+        let pins = |v: &Option<Spanned<String>>, name: &str, host: &str| -> Result<Option<Vec<u32>>, LoadError> {
+            let Some(v) = v else { return Ok(None) };
+            let cpus = parse_cpulist(v.get_ref().trim()).map_err(|e| cx.at(v.span(), f(name), e))?;
+            let h = hosts.iter().find(|h| h.name == host).expect("checked above");
+            if let Some(&c) = cpus.iter().find(|&&c| c >= h.cpus) {
+                return Err(cx.at(
+                    v.span(),
+                    f(name),
+                    format!("host {host} has {}: cpu {c} does not exist", h.cpus_phrase()),
+                ));
+            }
+            Ok(Some(cpus))
+        };
+        let sender_cpus = pins(&r.sender_cpus, "sender_cpus", &from)?;
+        let receiver_cpus = pins(&r.receiver_cpus, "receiver_cpus", &to)?;
         let kind = match kind {
             "tcp" => {
-                let flows = match &r.flows {
-                    None => 1,
-                    Some(v) if (1..=128).contains(v.get_ref()) => *v.get_ref() as u32,
-                    Some(v) => return Err(cx.at(v.span(), f("flows"), "must be between 1 and 128")),
-                };
                 let cc = match &r.cc {
                     None => "cubic".to_string(),
                     Some(v) => {
@@ -780,10 +1019,23 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                     return Err(cx.at(
                         t.span(),
                         f("rate"),
-                        "missing: udp traffic needs a rate (e.g. rate = \"50mbit\")",
+                        "missing: udp traffic needs a rate per flow (e.g. rate = \"50mbit\", or \"unlimited\")",
                     ));
                 };
-                let rate = parse_rate(cx, rv, &f("rate"))?;
+                let rate = if rv.get_ref().trim() == "unlimited" {
+                    None
+                } else if get_rate64(rv.get_ref().trim()).is_none() {
+                    return Err(cx.at(
+                        rv.span(),
+                        f("rate"),
+                        format!(
+                            "invalid rate {:?} (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")",
+                            rv.get_ref()
+                        ),
+                    ));
+                } else {
+                    Some(parse_rate(cx, rv, &f("rate"))?)
+                };
                 let size = match &r.size {
                     None => 1400,
                     Some(v) => {
@@ -794,7 +1046,7 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                         s
                     }
                 };
-                TrafficKind::Udp { rate, size }
+                TrafficKind::Udp { rate, size, flows }
             }
             _ => {
                 let interval = match &r.interval {
@@ -810,21 +1062,32 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                 TrafficKind::Ping { interval }
             }
         };
-        traffic.push(Traffic { kind, from, to, start, duration: tdur, line: cx.line_of(&t.span()) });
+        traffic.push(Traffic {
+            kind,
+            from,
+            to,
+            start,
+            duration: tdur,
+            line: cx.line_of(&t.span()),
+            sender_cpus,
+            receiver_cpus,
+        });
     }
 
     Ok(Scenario { file: cx.file.into(), sha256, name, duration, seed, hosts, links, tc, traffic })
 }
 
-/// Split a script into tc command lines, each with its line number in the file, and
-/// check what can be checked without a kernel: the devices it names are the host's.
+/// Split a script into tc command lines and settings, each with its line number in the
+/// file, and check what can be checked without a kernel: the devices it names are the
+/// host's, settings are ones the kernel would take on a host like this one.
+/// `ifaces`: the host's interfaces (sorted by name), each with its tx queues and link.
 fn script_lines(
     cx: &Cx,
     script: &Spanned<String>,
     field: &str,
-    host: &str,
-    ifaces: &[String],
-) -> Result<Vec<TcLine>, LoadError> {
+    host: &Host,
+    ifaces: &[(String, u32, usize)],
+) -> Result<(Vec<TcLine>, Vec<Setting>), LoadError> {
     // Where each line of the (decoded) string sits in the file: find its text in the
     // raw string, in order. Escapes could make a line unfindable; it then gets the
     // string's own position.
@@ -832,6 +1095,12 @@ fn script_lines(
     let raw = cx.text.get(span.clone()).unwrap_or("");
     let mut cursor = 0usize;
     let mut out = Vec::new();
+    let mut settings = Vec::new();
+    let names: Vec<&str> = ifaces.iter().map(|(n, _, _)| n.as_str()).collect();
+    let not_ours = |d: &str| {
+        let has = if names.is_empty() { "none".to_string() } else { names.join(", ") };
+        format!("device {d:?} is not an interface of host {:?} (its interfaces: {has})", host.name)
+    };
     for (k, line) in script.get_ref().lines().enumerate() {
         let text = line.trim();
         let offset = if text.is_empty() {
@@ -848,6 +1117,16 @@ fn script_lines(
         }
         let at = offset.unwrap_or(span.start);
         let here = |msg: String| cx.at(at..at, field, format!("script line {}: {msg}", k + 1));
+        let line_no = line_col(cx.text, at).0;
+        if args[0] == "sysctl" || args[0] == "echo" {
+            let kinds = if args[0] == "sysctl" {
+                sysctl_line(&args[1..]).map_err(here)?
+            } else {
+                vec![echo_line(&args[1..], host, ifaces, &not_ours).map_err(here)?]
+            };
+            settings.extend(kinds.into_iter().map(|kind| Setting { line: line_no, text: text.to_string(), kind }));
+            continue;
+        }
         if args[0] == "tc" {
             args.remove(0);
             if args.is_empty() {
@@ -864,17 +1143,173 @@ fn script_lines(
                 let Some(d) = args.get(j + 1) else {
                     return Err(here("\"dev\" without a device name".into()));
                 };
-                if !ifaces.iter().any(|i| i == d) && d != "lo" {
-                    let has = if ifaces.is_empty() { "none".to_string() } else { ifaces.join(", ") };
-                    return Err(here(format!(
-                        "device {d:?} is not an interface of host {host:?} (its interfaces: {has})"
-                    )));
+                if !names.contains(&d.as_str()) && d != "lo" {
+                    return Err(here(not_ours(d)));
                 }
             }
         }
-        out.push(TcLine { line: line_col(cx.text, at).0, text: text.to_string(), args });
+        out.push(TcLine { line: line_no, text: text.to_string(), args });
+    }
+    // Settings and tc lines are put in order by their line in the file: one line of the
+    // file cannot hold both (a "\n" escape in a one-line string would).
+    if let Some(st) = settings.iter().find(|st| out.iter().any(|t| t.line == st.line)) {
+        return Err(cx.at(
+            script.span(),
+            field,
+            format!(
+                "line {}: {:?} shares its line of the file with a tc command; give each setting a line of its own \
+                 (a multi-line string, \"\"\"…\"\"\")",
+                st.line, st.text
+            ),
+        ));
+    }
+    Ok((out, settings))
+}
+
+/// `sysctl [-w] [-q] KEY=VALUE…` (the words after `sysctl`).
+fn sysctl_line(args: &[String]) -> Result<Vec<SettingKind>, String> {
+    let mut out = Vec::new();
+    for a in args {
+        if a.starts_with('-') {
+            if a != "-w" && a != "-q" {
+                return Err(format!("sysctl option {a:?} is not supported (write settings as sysctl -w KEY=VALUE)"));
+            }
+            continue;
+        }
+        let Some((key, value)) = a.split_once('=') else {
+            return Err(format!("sysctl {a}: reading a setting changes nothing; write it as sysctl -w {a}=VALUE"));
+        };
+        out.push(sysctl_setting(key, value)?);
+    }
+    if out.is_empty() {
+        return Err("sysctl without KEY=VALUE (e.g. sysctl -w net.core.dev_weight=64)".into());
     }
     Ok(out)
+}
+
+/// One `KEY=VALUE`, checked as the kernel checks it (net/core/sysctl_net_core.c).
+fn sysctl_setting(key: &str, value: &str) -> Result<SettingKind, String> {
+    // procps takes `/` as well as `.` between the parts of a key.
+    let key = key.trim().replace('/', ".");
+    if !SYSCTL_KEYS.contains(&key.as_str()) {
+        return Err(format!("unknown sysctl key {key:?} (supported: {})", SYSCTL_KEYS.join(", ")));
+    }
+    let value = value.trim();
+    if key == "net.core.default_qdisc" {
+        qdisc::tree::check_default_qdisc(value).map_err(|e| format!("{key} = {value:?} is refused: {e}"))?;
+        return Ok(SettingKind::Sysctl { key, value: value.to_string() });
+    }
+    let (min, max, why) = sysctl_range(&key).expect("an integer key");
+    let Some(n) = parse_c_int(value) else {
+        return Err(format!("{key} = {value:?}: not an integer"));
+    };
+    let n = Some(n).filter(|n| (min..=max).contains(n));
+    let Some(n) = n else {
+        return Err(format!("{key} = {value} is out of range: the kernel takes {min} to {max}{why}"));
+    };
+    Ok(SettingKind::Sysctl { key, value: n.to_string() })
+}
+
+/// An integer as `proc_dointvec` reads it (`proc_get_long`: an optional `-`, then
+/// `strtoul` with base 0: `0x` hex, a leading `0` octal, else decimal). `None`: not
+/// one, or beyond 64 bits.
+fn parse_c_int(s: &str) -> Option<i64> {
+    let (neg, t) = match s.strip_prefix('-') {
+        Some(t) => (true, t),
+        None => (false, s),
+    };
+    let (digits, radix) = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        (h, 16)
+    } else if t.len() > 1 && t.starts_with('0') {
+        (&t[1..], 8)
+    } else {
+        (t, 10)
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let v = i64::try_from(u64::from_str_radix(digits, radix).ok()?).ok()?;
+    Some(if neg { -v } else { v })
+}
+
+/// The values the kernel accepts for an integer key of [`SYSCTL_KEYS`] (6.12 and 6.18,
+/// net/core/sysctl_net_core.c, `net_core_table`): `proc_dointvec` takes any `int`;
+/// the dev_weight family is `proc_dointvec_minmax` with `extra1 = SYSCTL_ONE`;
+/// netdev_budget_usecs has `extra1 = netdev_budget_usecs_min`, 2 jiffies
+/// (`2 * USEC_PER_SEC / HZ`, 8000 with Debian's and this project's HZ=250). With the
+/// reason printed after a range error.
+pub fn sysctl_range(key: &str) -> Option<(i64, i64, &'static str)> {
+    let int = (i32::MIN as i64, i32::MAX as i64, "");
+    match key {
+        "net.core.dev_weight" | "net.core.dev_weight_tx_bias" | "net.core.dev_weight_rx_bias" => {
+            Some((1, i32::MAX as i64, ""))
+        }
+        "net.core.netdev_budget_usecs" => Some((8000, i32::MAX as i64, " (at least 2 jiffies: 8000 µs at HZ=250)")),
+        "net.core.netdev_budget" | "net.core.netdev_max_backlog" => Some(int),
+        _ => None,
+    }
+}
+
+/// `echo [-n] VALUE > PATH` (the words after `echo`): an xps_cpus mask, or a sysctl
+/// through /proc/sys.
+fn echo_line(
+    args: &[String],
+    host: &Host,
+    ifaces: &[(String, u32, usize)],
+    not_ours: &dyn Fn(&str) -> String,
+) -> Result<SettingKind, String> {
+    const FORM: &str = "expected echo MASK > /sys/class/net/DEV/queues/tx-N/xps_cpus";
+    let args: Vec<&str> = args.iter().map(String::as_str).skip_while(|a| *a == "-n").collect();
+    let joined = args.join(" ");
+    let Some((value, path)) = joined.split_once('>') else {
+        return Err(format!("{FORM} (an echo without \">\" sets nothing)"));
+    };
+    let (value, path) = (value.trim(), path.trim());
+    if path.starts_with('>') || value.is_empty() || path.is_empty() || value.contains(' ') || path.contains(' ') {
+        return Err(FORM.into());
+    }
+    if let Some(name) = path.strip_prefix("/proc/sys/") {
+        return sysctl_setting(name, value);
+    }
+    let parts: Vec<&str> = path.strip_prefix("/sys/class/net/").map(|r| r.split('/').collect()).unwrap_or_default();
+    let [dev, "queues", q, "xps_cpus"] = parts[..] else {
+        return Err(format!(
+            "echo to {path:?} is not supported: the only /sys file a script can write is \
+             /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS)"
+        ));
+    };
+    let Some((_, txqueues, link)) = ifaces.iter().find(|(n, _, _)| n == dev) else {
+        return Err(not_ours(dev));
+    };
+    let txq = q
+        .strip_prefix("tx-")
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|n| n.parse::<u32>().ok())
+        .ok_or_else(|| format!("{q:?} is not a tx queue (tx-0, tx-1, …)"))?;
+    if txq >= *txqueues {
+        let has = if *txqueues == 1 {
+            "1 tx queue (tx-0)".to_string()
+        } else {
+            format!("{txqueues} tx queues (tx-0 to tx-{})", txqueues - 1)
+        };
+        return Err(format!(
+            "{dev} of host {} has {has}, as link[{link}].txqueues says: tx-{txq} does not exist",
+            host.name
+        ));
+    }
+    let (cpus, groups) = parse_cpumask(value)?;
+    if let Some(&c) = cpus.iter().find(|&&c| c >= host.cpus) {
+        return Err(format!("host {} has {}: cpu {c} does not exist", host.name, host.cpus_phrase()));
+    }
+    let most = host.cpus.div_ceil(32) as usize;
+    if groups > most {
+        return Err(format!(
+            "xps mask {value:?} has {groups} groups of 32 cpus; host {} has {}: the kernel takes at most {most}",
+            host.name,
+            host.cpus_phrase()
+        ));
+    }
+    Ok(SettingKind::XpsCpus { dev: dev.to_string(), txq, cpus })
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@ const KNOWN: &[&str] = &[
     "$ref",
     "title",
     "description",
+    // An annotation (no effect on validity): the value a missing property stands for.
+    "default",
     "type",
     "properties",
     "required",

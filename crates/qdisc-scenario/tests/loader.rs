@@ -2,7 +2,9 @@
 //! `FILE:LINE:COL: FIELD: message`; random mutations of valid files never panic.
 
 use proptest::prelude::*;
-use qdisc_scenario::scenario::TrafficKind;
+use qdisc_scenario::scenario::{
+    cpumask_string, parse_cpulist, parse_cpumask, ScriptItem, Setting, SettingKind, TrafficKind, DEFAULT_CPUS,
+};
 use qdisc_scenario::Scenario;
 
 const SCENARIOS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
@@ -37,6 +39,9 @@ from = "a"
 to = "b"
 interval = "10ms"
 "#;
+
+/// The second line of BASE's script (line 16 of the file), to replace with a setting.
+const CLASS: &str = "class add dev eth0 parent 1: classid 1:10 htb rate 100mbit";
 
 fn load(text: &str) -> Result<Scenario, String> {
     Scenario::from_bytes(text.as_bytes(), "t.toml").map_err(|e| e.to_string())
@@ -113,8 +118,119 @@ fn optional_things() {
     assert_eq!(s.tc[0].lines[0].args[0], "qdisc");
     assert_eq!(s.tc[0].lines[0].line, 19);
     assert_eq!((s.links[0].delay, s.links[0].loss), (20_000_000, 0.5));
-    assert_eq!(s.traffic[1].kind, TrafficKind::Udp { rate: 1_250_000, size: 1400 });
+    assert_eq!(s.traffic[1].kind, TrafficKind::Udp { rate: Some(1_250_000), size: 1400, flows: 1 });
     assert_eq!((s.traffic[1].start, s.traffic[1].duration), (1_000_000_000, 2_000_000_000));
+}
+
+#[test]
+fn hosts_have_cpus_and_a_profile() {
+    let s = load(BASE).unwrap();
+    assert_eq!((s.hosts[0].cpus, DEFAULT_CPUS), (4, 4));
+    assert_eq!(s.hosts[0].profile.origin, "default");
+    assert_eq!(s.hosts[0].cpus_phrase(), "4 cpus (0-3)");
+    let s = load(&with("name = \"a\"", "name = \"a\"\ncpus = 48\nprofile = \"default\"")).unwrap();
+    assert_eq!((s.hosts[0].cpus, s.hosts[1].cpus), (48, 4));
+    assert_eq!(s.host("a").unwrap().profile, s.host("b").unwrap().profile);
+    // A profile file, relative to the scenario's directory.
+    let dir = std::env::temp_dir().join(format!("qdl-loader-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("p")).unwrap();
+    std::fs::write(
+        dir.join("p/mine.toml"),
+        qdisc_scenario::profile::DEFAULT.replace("name = \"default\"", "name = \"mine\""),
+    )
+    .unwrap();
+    let file = dir.join("s.toml");
+    std::fs::write(&file, with("name = \"a\"", "name = \"a\"\nprofile = \"p/mine.toml\"")).unwrap();
+    let s = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.hosts[0].profile.name, "mine");
+    assert_eq!(s.hosts[1].profile.name, "default");
+    std::fs::write(dir.join("p/bad.toml"), "name = 1\n").unwrap();
+    std::fs::write(&file, with("name = \"a\"", "name = \"a\"\nprofile = \"p/bad.toml\"")).unwrap();
+    let e = Scenario::load(&file).unwrap_err().to_string();
+    assert!(e.starts_with(&format!("{}:6:11: host[0].profile: ", file.display())), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn pins_and_udp_flows() {
+    let s = load(
+        &with("name = \"a\"", "name = \"a\"\ncpus = 48")
+            .replace("flows = 4", "flows = 4\nsender_cpus = \"0-47\"\nreceiver_cpus = \"2,0,2\"")
+            .replace("kind = \"ping\"", "kind = \"udp\"\nrate = \"unlimited\"\nflows = 48\nsender_cpus = \"0-47:2\"")
+            .replace("interval = \"10ms\"\n", ""),
+    )
+    .unwrap();
+    assert_eq!(s.traffic[0].sender_cpus, Some((0..48).collect()));
+    assert_eq!(s.traffic[0].receiver_cpus, Some(vec![0, 2]));
+    assert_eq!(s.traffic[1].kind, TrafficKind::Udp { rate: None, size: 1400, flows: 48 });
+    assert_eq!(s.traffic[1].sender_cpus, Some((0..48).step_by(2).collect()));
+    assert_eq!(s.traffic[1].receiver_cpus, None);
+    assert_eq!(load(BASE).unwrap().traffic[0].sender_cpus, None);
+    // cpulists as taskset reads them.
+    assert_eq!(parse_cpulist("5"), Ok(vec![5]));
+    assert_eq!(parse_cpulist("3,1-2,1"), Ok(vec![1, 2, 3]));
+    assert_eq!(parse_cpulist("0-10:5"), Ok(vec![0, 5, 10]));
+    for bad in ["", ",", "a", "1-", "-1", "2-1", "0-4:0", "5:2", "1 2", "99999999999"] {
+        assert!(parse_cpulist(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn settings_are_parsed_in_script_order() {
+    let script = "sysctl -w net.core.dev_weight=0x20 net/core/netdev_budget=600\n\
+                  qdisc add dev eth0 root handle 1: mq\n\
+                  echo -n ffff,ffffffff > /sys/class/net/eth0/queues/tx-1/xps_cpus\n\
+                  echo 0 > /sys/class/net/eth0/queues/tx-0/xps_cpus\n\
+                  sysctl net.core.default_qdisc=pfifo_fast\n\
+                  echo 010 > /proc/sys/net/core/netdev_max_backlog\n";
+    let text = with(
+        "qdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 100mbit\n",
+        script,
+    )
+    .replace("name = \"a\"", "name = \"a\"\ncpus = 48")
+    .replace("rate = \"1gbit\"", "rate = \"1gbit\"\ntxqueues = 2");
+    let s = load(&text).unwrap();
+    let t = &s.tc[0];
+    let sysctl = |line, text: &str, key: &str, value: &str| Setting {
+        line,
+        text: text.into(),
+        kind: SettingKind::Sysctl { key: key.into(), value: value.into() },
+    };
+    let first = "sysctl -w net.core.dev_weight=0x20 net/core/netdev_budget=600";
+    assert_eq!(
+        t.settings,
+        vec![
+            sysctl(17, first, "net.core.dev_weight", "32"),
+            sysctl(17, first, "net.core.netdev_budget", "600"),
+            Setting {
+                line: 19,
+                text: "echo -n ffff,ffffffff > /sys/class/net/eth0/queues/tx-1/xps_cpus".into(),
+                kind: SettingKind::XpsCpus { dev: "eth0".into(), txq: 1, cpus: (0..48).collect() },
+            },
+            Setting {
+                line: 20,
+                text: "echo 0 > /sys/class/net/eth0/queues/tx-0/xps_cpus".into(),
+                kind: SettingKind::XpsCpus { dev: "eth0".into(), txq: 0, cpus: vec![] },
+            },
+            sysctl(21, "sysctl net.core.default_qdisc=pfifo_fast", "net.core.default_qdisc", "pfifo_fast"),
+            sysctl(22, "echo 010 > /proc/sys/net/core/netdev_max_backlog", "net.core.netdev_max_backlog", "8"),
+        ]
+    );
+    assert_eq!(t.lines.len(), 1);
+    assert_eq!(t.lines[0].line, 18);
+    let order: Vec<usize> = t.in_order().iter().map(ScriptItem::line).collect();
+    assert_eq!(order, [17, 17, 18, 19, 20, 21, 22]);
+    assert!(matches!(t.in_order()[2], ScriptItem::Tc(_)));
+    // The kernel's bitmap format both ways.
+    assert_eq!(cpumask_string(&(0..48).collect::<Vec<_>>()), "ffff,ffffffff");
+    assert_eq!(cpumask_string(&[]), "0");
+    assert_eq!(cpumask_string(&[1, 2]), "6");
+    assert_eq!(cpumask_string(&[33]), "2,00000000");
+    assert_eq!(parse_cpumask("2,00000000"), Ok((vec![33], 2)));
+    assert_eq!(parse_cpumask("F"), Ok((vec![0, 1, 2, 3], 1)));
+    for bad in ["", ",1", "1,", "123456789", "0x1", "g", "1 2"] {
+        assert!(parse_cpumask(bad).is_err(), "{bad:?}");
+    }
 }
 
 #[test]
@@ -152,13 +268,50 @@ fn mistakes_are_named_exactly() {
         (with("class add dev eth0", "-n foo class add dev eth0"), "t.toml:16:1: tc.a.script: script line 2: option \"-n\" is not allowed: each script runs in its host's namespace"),
         // Traffic kinds and their fields.
         (with("kind = \"tcp\"", "kind = \"tpc\""), "t.toml:20:8: traffic[0].kind: unknown traffic kind \"tpc\" (expected \"tcp\", \"udp\" or \"ping\")"),
-        (with("flows = 4", "flows = 4\ninterval = \"1s\""), "t.toml:24:12: traffic[0].interval: does not apply to kind \"tcp\" (tcp takes: from, to, start, duration, flows, cc)"),
+        (with("flows = 4", "flows = 4\ninterval = \"1s\""), "t.toml:24:12: traffic[0].interval: does not apply to kind \"tcp\" (tcp takes: from, to, start, duration, flows, cc, sender_cpus, receiver_cpus)"),
         (with("flows = 4", "flows = 0"), "t.toml:23:9: traffic[0].flows: must be between 1 and 128"),
         (with("flows = 4", "flows = 4\ncc = \"cu bic\""), "t.toml:24:6: traffic[0].cc: invalid congestion control name \"cu bic\" (e.g. \"cubic\", \"bbr\", \"reno\")"),
         (with("flows = 4", "flows = 4\nstart = \"5s\""), "t.toml:24:9: traffic[0].start: starts at 5s but the scenario lasts 5s"),
         (with("flows = 4", "flows = 4\nstart = \"1s\"\nduration = \"4500ms\""), "t.toml:25:12: traffic[0].duration: ends at 5500ms but the scenario lasts 5s"),
-        (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\""), "t.toml:25:1: traffic[1].rate: missing: udp traffic needs a rate (e.g. rate = \"50mbit\")"),
+        (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\""), "t.toml:25:1: traffic[1].rate: missing: udp traffic needs a rate per flow (e.g. rate = \"50mbit\", or \"unlimited\")"),
         (with("to = \"b\"\ninterval", "to = \"c\"\ninterval").replace("[[link]]", "[[host]]\nname = \"c\"\n[[link]]"), "t.toml:30:6: traffic[1].to: no path of [[link]]s joins \"a\" and \"c\""),
+        // Hosts: cores and CPU profiles.
+        (with("name = \"a\"", "name = \"a\"\ncpus = 0"), "t.toml:6:8: host[0].cpus: cpus must be 1..4096"),
+        (with("name = \"a\"", "name = \"a\"\ncpus = 4097"), "t.toml:6:8: host[0].cpus: cpus must be 1..4096"),
+        (with("name = \"a\"", "name = \"a\"\ncpus = \"4\""), "t.toml:6:8: host[0].cpus: invalid type: string \"4\", expected i64"),
+        (with("name = \"a\"", "name = \"a\"\nprofile = \"nope.toml\""), "t.toml:6:11: host[0].profile: unknown profile \"nope.toml\": not \"default\" and ./nope.toml cannot be read: No such file or directory (os error 2)"),
+        // Traffic pins.
+        (with("flows = 4", "flows = 4\nsender_cpus = \"7\""), "t.toml:24:15: traffic[0].sender_cpus: host a has 4 cpus (0-3): cpu 7 does not exist"),
+        (with("name = \"b\"", "name = \"b\"\ncpus = 1").replace("flows = 4", "flows = 4\nreceiver_cpus = \"0,1\""), "t.toml:25:17: traffic[0].receiver_cpus: host b has 1 cpu (0): cpu 1 does not exist"),
+        (with("flows = 4", "flows = 4\nsender_cpus = \"0-\""), "t.toml:24:15: traffic[0].sender_cpus: invalid cpu list \"0-\" (taskset -c syntax, e.g. \"0-3\", \"0,2\", \"0-47:2\")"),
+        (with("flows = 4", "flows = 4\nsender_cpus = \"3-1\""), "t.toml:24:15: traffic[0].sender_cpus: invalid cpu list \"3-1\" (taskset -c syntax, e.g. \"0-3\", \"0,2\", \"0-47:2\")"),
+        (with("interval = \"10ms\"", "interval = \"10ms\"\nreceiver_cpus = \"0\""), "t.toml:30:17: traffic[1].receiver_cpus: does not apply to kind \"ping\" (ping takes: from, to, start, duration, interval, sender_cpus)"),
+        // udp: flows, "unlimited".
+        (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"lots\""), "t.toml:29:8: traffic[1].rate: invalid rate \"lots\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")"),
+        (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"unlimited\"\nflows = 129"), "t.toml:30:9: traffic[1].flows: must be between 1 and 128"),
+        // Settings in a script: sysctl.
+        (with(CLASS, "sysctl -w net.core.foo=1"), "t.toml:16:1: tc.a.script: script line 2: unknown sysctl key \"net.core.foo\" (supported: net.core.default_qdisc, net.core.dev_weight, net.core.dev_weight_tx_bias, net.core.dev_weight_rx_bias, net.core.netdev_budget, net.core.netdev_budget_usecs, net.core.netdev_max_backlog)"),
+        (with(CLASS, "sysctl -w net.core.dev_weight=0"), "t.toml:16:1: tc.a.script: script line 2: net.core.dev_weight = 0 is out of range: the kernel takes 1 to 2147483647"),
+        (with(CLASS, "sysctl net.core.dev_weight_rx_bias=2147483648"), "t.toml:16:1: tc.a.script: script line 2: net.core.dev_weight_rx_bias = 2147483648 is out of range: the kernel takes 1 to 2147483647"),
+        (with(CLASS, "sysctl -w net.core.netdev_budget_usecs=2000"), "t.toml:16:1: tc.a.script: script line 2: net.core.netdev_budget_usecs = 2000 is out of range: the kernel takes 8000 to 2147483647 (at least 2 jiffies: 8000 µs at HZ=250)"),
+        (with(CLASS, "sysctl -w net.core.netdev_max_backlog=-2147483649"), "t.toml:16:1: tc.a.script: script line 2: net.core.netdev_max_backlog = -2147483649 is out of range: the kernel takes -2147483648 to 2147483647"),
+        (with(CLASS, "sysctl -w net.core.netdev_budget=lots"), "t.toml:16:1: tc.a.script: script line 2: net.core.netdev_budget = \"lots\": not an integer"),
+        (with(CLASS, "sysctl -w net.core.default_qdisc=nosuch"), "t.toml:16:1: tc.a.script: script line 2: net.core.default_qdisc = \"nosuch\" is refused: sysctl: setting key \"net.core.default_qdisc\": No such file or directory"),
+        (with(CLASS, "sysctl -p /etc/sysctl.conf"), "t.toml:16:1: tc.a.script: script line 2: sysctl option \"-p\" is not supported (write settings as sysctl -w KEY=VALUE)"),
+        (with(CLASS, "sysctl net.core.dev_weight"), "t.toml:16:1: tc.a.script: script line 2: sysctl net.core.dev_weight: reading a setting changes nothing; write it as sysctl -w net.core.dev_weight=VALUE"),
+        (with(CLASS, "echo 0 > /proc/sys/net/core/dev_weight"), "t.toml:16:1: tc.a.script: script line 2: net.core.dev_weight = 0 is out of range: the kernel takes 1 to 2147483647"),
+        // Settings in a script: XPS.
+        (with(CLASS, "echo xyz > /sys/class/net/eth0/queues/tx-0/xps_cpus"), "t.toml:16:1: tc.a.script: script line 2: invalid xps mask \"xyz\" (hex groups of up to 32 bits separated by commas, e.g. \"f\" or \"ffff,ffffffff\"; \"0\" = no XPS)"),
+        (with(CLASS, "echo 0x1 > /sys/class/net/eth0/queues/tx-0/xps_cpus"), "t.toml:16:1: tc.a.script: script line 2: invalid xps mask \"0x1\" (hex groups of up to 32 bits separated by commas, e.g. \"f\" or \"ffff,ffffffff\"; \"0\" = no XPS)"),
+        (with(CLASS, "echo 80 > /sys/class/net/eth0/queues/tx-0/xps_cpus"), "t.toml:16:1: tc.a.script: script line 2: host a has 4 cpus (0-3): cpu 7 does not exist"),
+        (with(CLASS, "echo 0,1 > /sys/class/net/eth0/queues/tx-0/xps_cpus"), "t.toml:16:1: tc.a.script: script line 2: xps mask \"0,1\" has 2 groups of 32 cpus; host a has 4 cpus (0-3): the kernel takes at most 1"),
+        (with(CLASS, "echo 1 > /sys/class/net/eth1/queues/tx-0/xps_cpus"), "t.toml:16:1: tc.a.script: script line 2: device \"eth1\" is not an interface of host \"a\" (its interfaces: eth0)"),
+        (with(CLASS, "echo 1 > /sys/class/net/eth0/queues/tx-1/xps_cpus"), "t.toml:16:1: tc.a.script: script line 2: eth0 of host a has 1 tx queue (tx-0), as link[0].txqueues says: tx-1 does not exist"),
+        (with(CLASS, "echo 1 > /sys/class/net/eth0/queues/tx-4/xps_cpus").replace("rate = \"1gbit\"", "rate = \"1gbit\"\ntxqueues = 4"), "t.toml:17:1: tc.a.script: script line 2: eth0 of host a has 4 tx queues (tx-0 to tx-3), as link[0].txqueues says: tx-4 does not exist"),
+        (with(CLASS, "echo 1 > /sys/class/net/eth0/queues/tx-0/xps_rxqs"), "t.toml:16:1: tc.a.script: script line 2: echo to \"/sys/class/net/eth0/queues/tx-0/xps_rxqs\" is not supported: the only /sys file a script can write is /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS)"),
+        (with(CLASS, "echo 1 > /tmp/x"), "t.toml:16:1: tc.a.script: script line 2: echo to \"/tmp/x\" is not supported: the only /sys file a script can write is /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS)"),
+        (with(CLASS, "echo 1"), "t.toml:16:1: tc.a.script: script line 2: expected echo MASK > /sys/class/net/DEV/queues/tx-N/xps_cpus (an echo without \">\" sets nothing)"),
+        (with("script = \"\"\"\nqdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 100mbit\n\"\"\"", "script = \"sysctl -w net.core.dev_weight=32\\nqdisc add dev eth0 root handle 1: htb default 10\""), "t.toml:14:10: tc.a.script: line 14: \"sysctl -w net.core.dev_weight=32\" shares its line of the file with a tc command; give each setting a line of its own (a multi-line string, \"\"\"…\"\"\")"),
         // Whole-file things.
         (with("duration = \"5s\"\n", ""), "t.toml:1:1: duration: missing (the length of the run, e.g. duration = \"10s\")"),
     ];

@@ -114,6 +114,29 @@ pub fn sample() -> RunResult {
                 devices: vec![DeviceSnapshot { qdisc_text: None, class_text: None, ..dev }],
             }],
         },
+        cpu: vec![HostCpu {
+            host: "client".into(),
+            cpus: 2,
+            source: "model".into(),
+            profile: "default".into(),
+            total: vec![
+                CpuTime { cpu: 0, user: 1.5, sys: 20.25, softirq: 3.0, idle: 75.25 },
+                CpuTime { cpu: 1, user: 0.0, sys: 0.0, softirq: 0.0, idle: 100.0 },
+            ],
+            intervals: vec![CpuInterval {
+                start: 0.0,
+                end: 0.1,
+                cpus: vec![CpuTime { cpu: 0, user: 0.0, sys: 50.0, softirq: 0.0, idle: 50.0 }],
+            }],
+            locks: vec![LockStats {
+                name: "eth0 tx-0 qdisc root lock".into(),
+                acquisitions: 10,
+                contended: 2,
+                wait_s: 1e-6,
+            }],
+            functions: vec![FunctionShare { symbol: "udp_sendmsg".into(), seconds: 0.01, share: 61.5 }],
+            rx_discards: [("eth0".to_string(), 3u64)].into_iter().collect(),
+        }],
         warnings: vec![],
     }
 }

@@ -16,14 +16,20 @@ use std::sync::Arc;
 use qdisc::{Enqueued, FlowKey, Instant, Socket};
 use qdisc_scenario::result::RttSample;
 
+use crate::cpu::{Class, Func, Step, Work};
 use crate::event::Ev;
 use crate::tcp::{self, LocalXmit};
 use crate::world::{Meta, Payload, Sim};
+use crate::xmit::{Then, XmitTask};
 
 /// Socket ids: TCP senders are `1 + flow`; the rest are tagged in the high bits.
 const RECEIVER: u64 = 1 << 40;
 const UDP: u64 = 2 << 40;
 const PING: u64 = 3 << 40;
+/// iperf3's TCP write size (`-l` default, 128 KiB), and the room in the send buffer
+/// that wakes a writer blocked on a full one.
+const BLOCK: u64 = 128 * 1024;
+const WAKE: u64 = BLOCK / 2;
 /// Bytes of UDP + IPv4 + Ethernet headers.
 const UDP_HEADERS: u32 = 8 + 20 + 14;
 /// An ICMP echo of ping's default 56 data bytes, with IPv4 and Ethernet headers.
@@ -45,6 +51,11 @@ pub struct TcpFlow {
     pub end: Instant,
     sender_timer: Option<Instant>,
     receiver_timer: Option<Instant>,
+    /// The CPUs of the sender's and the receiver's threads.
+    pub snd_cpu: u32,
+    pub rcv_cpu: u32,
+    /// The sending application waits for room in the send buffer.
+    app_blocked: bool,
 }
 
 impl TcpFlow {
@@ -80,6 +91,9 @@ impl TcpFlow {
             end,
             sender_timer: None,
             receiver_timer: None,
+            snd_cpu: 0,
+            rcv_cpu: 0,
+            app_blocked: false,
         }
     }
 
@@ -94,12 +108,17 @@ pub struct UdpApp {
     pub dst: u32,
     key: FlowKey,
     sk: Arc<Socket>,
-    /// Payload bytes per second.
-    pub rate: u64,
+    /// Payload bytes per second; `None`: as fast as the sender's CPU goes (iperf3 -b 0).
+    pub rate: Option<u64>,
+    /// The CPUs of the sender's and the receiver's threads.
+    pub cpu: u32,
+    pub rcv_cpu: u32,
     pub size: u32,
     pub start: Instant,
     pub end: Instant,
     next_seq: u64,
+    /// Datagrams scheduled so far (the next is due at start + scheduled·gap).
+    scheduled: u64,
     /// Sender's totals: datagrams and payload bytes.
     pub sent: u64,
     pub sent_bytes: u64,
@@ -120,13 +139,15 @@ impl UdpApp {
         src: u32,
         dst: u32,
         key: FlowKey,
-        rate: u64,
+        rate: Option<u64>,
         size: u32,
         start: Instant,
         end: Instant,
         id: u32,
     ) -> Self {
         UdpApp {
+            cpu: 0,
+            rcv_cpu: 0,
             traffic,
             src,
             dst,
@@ -137,6 +158,7 @@ impl UdpApp {
             start,
             end,
             next_seq: 0,
+            scheduled: 0,
             sent: 0,
             sent_bytes: 0,
             received: 0,
@@ -164,6 +186,8 @@ pub struct PingApp {
     pub end: Instant,
     pub transmitted: u64,
     pub samples: Vec<RttSample>,
+    /// The CPU of the ping process.
+    pub cpu: u32,
 }
 
 impl PingApp {
@@ -189,6 +213,7 @@ impl PingApp {
             end,
             transmitted: 0,
             samples: Vec::new(),
+            cpu: 0,
         }
     }
 }
@@ -231,7 +256,38 @@ impl Sim {
             }
         }
         self.tcp[flow as usize].sender = Some(sender);
+        if self.hosts[src as usize].cpu.is_some() {
+            // iperf3's thread writes into the socket on its CPU (Work::TcpWrite).
+            let c = self.tcp[flow as usize].snd_cpu;
+            self.give(src, c, Work::TcpWrite { flow }, false);
+        } else {
+            self.tcp_send(flow);
+        }
+    }
+
+    /// iperf3's `write()` of a 128 KiB block on CPU `c` (as much as the send buffer
+    /// takes): `tcp_sendmsg` per skb and the copy, then `tcp_push` sends what TCP
+    /// allows. The thread blocks while the buffer is full; ACKs wake it.
+    pub fn tcp_write_on(&mut self, h: u32, c: u32, flow: u32) -> Step {
+        let f = &mut self.tcp[flow as usize];
+        let Some(s) = f.sender.as_mut() else { return Step::Done(0) };
+        if self.now >= f.end {
+            return Step::Done(0);
+        }
+        // A blocking write sleeps until sk_stream_wspace is back to half a block.
+        let bytes = s.write_room().min(BLOCK);
+        if bytes < WAKE {
+            f.app_blocked = true;
+            return Step::Done(0);
+        }
+        s.app_write(bytes);
+        let k = &self.cpus(h).costs;
+        let (call, copy) = (k.tcp_sendmsg * bytes.div_ceil(65536), k.copy(bytes));
+        self.cpus(h).charge(c, Class::Sys, Func::TcpSendmsg as u16, call);
+        self.cpus(h).charge(c, Class::Sys, Func::Copy as u16, copy);
         self.tcp_send(flow);
+        self.give(h, c, Work::TcpWrite { flow }, false);
+        Step::Done(call + copy)
     }
 
     /// `tcp_write_xmit`: send what the sender allows now, then re-arm its timer.
@@ -264,6 +320,13 @@ impl Sim {
             if v == LocalXmit::Dropped {
                 break;
             }
+        }
+        // sk_stream_write_space: a blocked writer wakes once there is room again.
+        let f = &mut self.tcp[flow as usize];
+        if f.app_blocked && f.sender.as_ref().is_some_and(|s| s.write_room() >= WAKE) {
+            f.app_blocked = false;
+            let (src, c) = (f.src, f.snd_cpu);
+            self.give(src, c, Work::TcpWrite { flow }, false);
         }
         self.arm_sender(flow);
     }
@@ -306,7 +369,10 @@ impl Sim {
         let now = self.now;
         let f = &mut self.tcp[flow as usize];
         let Some(r) = f.receiver.as_mut() else { return };
-        if let Some(ack) = r.on_segment(&seg, ce, now) {
+        let (dst, rcv_cpu, bytes) = (f.dst, f.rcv_cpu, seg.len as u64);
+        let ack = r.on_segment(&seg, ce, now);
+        self.charge_app(dst, rcv_cpu, Func::Recvmsg, bytes);
+        if let Some(ack) = ack {
             self.tcp_send_ack(flow, ack);
         }
         self.arm_receiver(flow);
@@ -352,32 +418,78 @@ impl Sim {
 
     pub fn tcp_ack(&mut self, flow: u32, ack: tcp::Ack) {
         let now = self.now;
-        if let Some(s) = self.tcp[flow as usize].sender.as_mut() {
+        let f = &mut self.tcp[flow as usize];
+        if let Some(s) = f.sender.as_mut() {
             s.on_ack(&ack, now);
         }
         self.tcp_send(flow);
     }
 
-    pub fn udp_send(&mut self, app: u32) {
+    /// A UDP datagram is due: on a host with CPUs the sender's thread sends it.
+    pub fn udp_due(&mut self, app: u32) {
+        let (src, cpu) = (self.udp[app as usize].src, self.udp[app as usize].cpu);
+        if self.hosts[src as usize].cpu.is_some() {
+            self.give(src, cpu, Work::UdpSend { app }, false);
+            self.udp_next(app);
+        } else {
+            self.udp_send(app);
+        }
+    }
+
+    /// The next datagram of a rate-limited sender: datagram k leaves at start + k·gap
+    /// (no drift), or later if its CPU is late.
+    fn udp_next(&mut self, app: u32) {
+        let u = &mut self.udp[app as usize];
+        let Some(rate) = u.rate else { return };
+        let gap = (u.size as u128 * 1_000_000_000 / rate.max(1) as u128).max(1) as u64;
+        u.scheduled += 1;
+        let next = u.start + qdisc::Duration(gap * u.scheduled);
+        if next < u.end {
+            self.events.at(next, Ev::Udp { app });
+        }
+    }
+
+    /// Build the next datagram of a sender (its sequence number advances).
+    fn udp_datagram(&mut self, app: u32) -> (u32, u32, qdisc::Packet) {
         let now = self.now;
         let u = &mut self.udp[app as usize];
-        if now >= u.end {
-            return;
-        }
         let (src, dst, key, sk, seq) = (u.src, u.dst, u.key, u.sk.clone(), u.next_seq);
         u.next_seq += 1;
         u.sent += 1;
         u.sent_bytes += u.size as u64;
-        let gap = (u.size as u128 * 1_000_000_000 / u.rate.max(1) as u128).max(1) as u64;
         let len = u.size + UDP_HEADERS;
-        let start = u.start;
         let meta = Meta { src, dst, payload: Payload::Udp { app, seq, sent_at: now } };
         let mut pkt = self.packet(len, 1, &key, meta);
         pkt.sk = Some(sk);
+        (src, dst, pkt)
+    }
+
+    /// A host without CPUs sends at once.
+    pub fn udp_send(&mut self, app: u32) {
+        if self.now >= self.udp[app as usize].end {
+            return;
+        }
+        let (src, dst, pkt) = self.udp_datagram(app);
         self.send(src, dst, pkt);
-        // Datagram k leaves at start + k·gap (no drift).
-        let next = start + qdisc::Duration(gap * (seq + 1));
-        self.events.at(next, Ev::Udp { app });
+        self.udp_next(app);
+    }
+
+    /// The sender thread on CPU `c`: iperf3's loop (user), `sendto` (sys), then the
+    /// datagram's `dev_queue_xmit` on this CPU. An unlimited sender loops right after.
+    pub fn udp_send_on(&mut self, h: u32, c: u32, app: u32) -> Step {
+        if self.now >= self.udp[app as usize].end {
+            return Step::Done(0);
+        }
+        let (src, dst, pkt) = self.udp_datagram(app);
+        let k = &self.cpus(h).costs;
+        let (user, sys) = (k.app_send, k.udp_sendmsg);
+        self.cpus(h).charge(c, Class::User, Func::App as u16, user);
+        self.cpus(h).charge(c, Class::Sys, Func::UdpSendmsg as u16, sys);
+        let Some(iface) = self.hosts[src as usize].route[dst as usize] else { return Step::Done(user + sys) };
+        let then = if self.udp[app as usize].rate.is_none() { Then::UdpNext(app) } else { Then::Nothing };
+        self.cpus(h).cpus[c as usize].cur = Some(Work::Xmit(XmitTask::send(iface, pkt, then)));
+        self.cpus(h).cpus[c as usize].cur_class = Class::Sys;
+        Step::Busy(user + sys + self.xmit_cost(h, c))
     }
 
     pub fn udp_receive(&mut self, app: u32, seq: u64, sent_at: Instant) {
@@ -392,37 +504,91 @@ impl Sim {
             u.jitter += (d - u.jitter) / 16.0;
         }
         u.last_transit = Some(transit);
+        let (dst, c, size) = (u.dst, u.rcv_cpu, u.size as u64);
+        self.charge_app(dst, c, Func::Recvmsg, size);
     }
 
-    pub fn ping_send(&mut self, app: u32) {
+    /// The receiving (or, for TCP, sending) application's syscall and copy of `bytes`
+    /// on its thread's CPU: load on that CPU (it does not hold the packet up).
+    fn charge_app(&mut self, h: u32, c: u32, func: Func, bytes: u64) {
+        let Some(hc) = self.hosts[h as usize].cpu.as_ref() else { return };
+        let k = &hc.costs;
+        let per_call = if func == Func::TcpSendmsg { k.tcp_sendmsg } else { k.recvmsg };
+        let ns = per_call + k.copy(bytes);
+        self.give(h, c, Work::Burn { func, class: Class::Sys, ns }, false);
+    }
+
+    /// An echo request is due: on a host with CPUs the ping process sends it.
+    pub fn ping_due(&mut self, app: u32) {
         let now = self.now;
         let p = &mut self.ping[app as usize];
         if now >= p.end {
             return;
         }
+        let next = p.start + qdisc::Duration(p.interval * (p.transmitted + 1));
+        self.events.at(next, Ev::Ping { app });
+        let (src, cpu) = (p.src, p.cpu);
+        if self.hosts[src as usize].cpu.is_some() {
+            self.give(src, cpu, Work::PingSend { app }, false);
+        } else {
+            let (src, dst, pkt) = self.ping_request(app);
+            self.send(src, dst, pkt);
+        }
+    }
+
+    fn ping_request(&mut self, app: u32) -> (u32, u32, qdisc::Packet) {
+        let now = self.now;
+        let p = &mut self.ping[app as usize];
         let (src, dst, key, sk, seq) = (p.src, p.dst, p.key, p.sk.clone(), p.transmitted);
         p.transmitted += 1;
-        let next = p.start + qdisc::Duration(p.interval * p.transmitted);
         let meta = Meta { src, dst, payload: Payload::Ping { app, seq, sent_at: now, reply: false } };
         let mut pkt = self.packet(PING_LEN, 1, &key, meta);
         pkt.sk = Some(sk);
-        self.send(src, dst, pkt);
-        self.events.at(next, Ev::Ping { app });
+        (src, dst, pkt)
+    }
+
+    /// The ping process on CPU `c`: `sendto` of the echo request, then its xmit.
+    pub fn ping_send_on(&mut self, h: u32, c: u32, app: u32) -> Step {
+        let (src, dst, pkt) = self.ping_request(app);
+        let ns = self.cpus(h).costs.udp_sendmsg;
+        self.cpus(h).charge(c, Class::Sys, Func::UdpSendmsg as u16, ns);
+        let Some(iface) = self.hosts[src as usize].route[dst as usize] else { return Step::Done(ns) };
+        self.cpus(h).cpus[c as usize].cur = Some(Work::Xmit(XmitTask::send(iface, pkt, Then::Nothing)));
+        Step::Busy(ns + self.xmit_cost(h, c))
     }
 
     pub fn ping_receive(&mut self, app: u32, seq: u64, sent_at: Instant, reply: bool, from: u32) {
-        let now = self.now;
         if !reply {
-            // The far host's ICMP answers at once (no socket).
+            // The far host's ICMP answers at once (no socket), from the CPU that received it.
             let p = &self.ping[app as usize];
             let key = FlowKey { src: p.key.dst, dst: p.key.src, ..p.key };
             let me = p.dst;
             let meta = Meta { src: me, dst: from, payload: Payload::Ping { app, seq, sent_at, reply: true } };
             let pkt = self.packet(PING_LEN, 1, &key, meta);
-            self.send(me, from, pkt);
+            match (self.on_cpu, self.hosts[me as usize].route[from as usize]) {
+                (Some((h, c)), Some(iface)) if h == me => {
+                    self.cpus(h).cpus[c as usize].cur = Some(Work::Xmit(XmitTask::send(iface, pkt, Then::Nothing)));
+                    self.inline_ns += self.xmit_cost(h, c);
+                }
+                _ => {
+                    self.send(me, from, pkt);
+                }
+            }
             return;
         }
-        let rtt = (now - sent_at).as_nanos() as f64 / 1e6;
-        self.ping[app as usize].samples.push(RttSample { seq: seq + 1, t: now.as_nanos() as f64 / 1e9, rtt_ms: rtt });
+        let (src, cpu) = (self.ping[app as usize].src, self.ping[app as usize].cpu);
+        if self.hosts[src as usize].cpu.is_some() {
+            // The reply wakes the ping process, which reads it on its CPU.
+            self.give(src, cpu, Work::PingRecv { app, seq, sent_at }, false);
+        } else {
+            self.ping_record(app, seq, sent_at, 0);
+        }
+    }
+
+    /// ping prints the reply `ns` from now.
+    pub fn ping_record(&mut self, app: u32, seq: u64, sent_at: Instant, ns: u64) {
+        let at = self.now + qdisc::Duration(ns);
+        let rtt = (at - sent_at).as_nanos() as f64 / 1e6;
+        self.ping[app as usize].samples.push(RttSample { seq: seq + 1, t: at.as_nanos() as f64 / 1e9, rtt_ms: rtt });
     }
 }

@@ -28,6 +28,8 @@ pub enum Ev {
     Udp { app: u32 },
     /// The next echo request of a ping.
     Ping { app: u32 },
+    /// CPU `cpu` of host `host` ends a step or is handed a lock (cpu.rs).
+    Cpu { host: u32, cpu: u32 },
     /// Reporting interval / tc snapshot boundary.
     Sample,
 }
@@ -68,6 +70,11 @@ impl Events {
     pub fn at(&mut self, at: Instant, ev: Ev) {
         self.seq += 1;
         self.heap.push(Entry { at, seq: self.seq, ev });
+    }
+
+    /// When the earliest pending event is due.
+    pub fn next_at(&self) -> Option<Instant> {
+        self.heap.peek().map(|e| e.at)
     }
 
     /// The next event, if it is due no later than `end`.

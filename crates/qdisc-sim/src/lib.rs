@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 mod apps;
+pub mod cpu;
 mod event;
 mod report;
 mod rng;
@@ -53,7 +54,7 @@ pub fn simulate(
     progress.phase("simulating");
     let total = s.duration as f64 / 1e9;
     let mut cancelled = false;
-    sim.run(|sim| {
+    let run = sim.run(|sim| {
         if opts.cancelled() {
             cancelled = true;
             sim.end = sim.now;
@@ -66,6 +67,7 @@ pub fn simulate(
         }
     });
     progress.finish();
+    run?;
     if cancelled {
         return Err(RunError::Interrupted);
     }

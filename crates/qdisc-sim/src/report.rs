@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use qdisc::tc::TcOpts;
 use qdisc::Instant;
 use qdisc_scenario::result::{
-    DeviceSnapshot, Interval, LinkInfo, Metadata, RttResult, RttStats, RunResult, ScenarioInfo, StreamResult, Summary,
-    TcResult, TcSample, TrafficResult, FORMAT,
+    CpuInterval, CpuTime, DeviceSnapshot, FunctionShare, HostCpu, Interval, LinkInfo, LockStats, Metadata, RttResult,
+    RttStats, RunResult, ScenarioInfo, StreamResult, Summary, TcResult, TcSample, TrafficResult, FORMAT,
 };
 use qdisc_scenario::scenario::{LinkKind, Scenario, TrafficKind};
 
@@ -33,6 +33,23 @@ pub struct Recorder {
     /// Per UDP sender: (bytes, datagrams) at the last boundary, and the intervals.
     udp: Vec<((u64, u64), Vec<Interval>)>,
     periodic: Vec<TcSample>,
+    /// Per host with CPUs: each CPU's busy time by class at the last boundary, and
+    /// the intervals so far.
+    cpu: Vec<(Vec<[u64; 3]>, Vec<CpuInterval>)>,
+}
+
+/// A CPU's split of a span of `span` ns in which it was busy `now - then` by class.
+fn cpu_time(cpu: u32, now: &[u64; 3], then: &[u64; 3], span: u64) -> CpuTime {
+    let pct = |k: usize| ((now[k] - then[k]) as f64 * 100.0 / span.max(1) as f64).min(100.0);
+    let (user, sys, softirq) = (pct(0), pct(1), pct(2));
+    let round = |x: f64| (x * 100.0).round() / 100.0;
+    CpuTime {
+        cpu,
+        user: round(user),
+        sys: round(sys),
+        softirq: round(softirq),
+        idle: round((100.0 - user - sys - softirq).max(0.0)),
+    }
 }
 
 impl Recorder {
@@ -44,6 +61,11 @@ impl Recorder {
             tcp: sim.tcp.iter().map(|_| ((0, 0), Vec::new())).collect(),
             udp: sim.udp.iter().map(|_| ((0, 0), Vec::new())).collect(),
             periodic: Vec::new(),
+            cpu: sim
+                .hosts
+                .iter()
+                .map(|h| (h.cpu.as_ref().map_or(Vec::new(), |c| vec![[0; 3]; c.cpus.len()]), Vec::new()))
+                .collect(),
         }
     }
 
@@ -65,6 +87,16 @@ impl Recorder {
     }
 
     fn close(&mut self, sim: &Sim, now: Instant) {
+        let span = (now - self.last).as_nanos();
+        for (h, host) in sim.hosts.iter().enumerate() {
+            let Some(hc) = host.cpu.as_ref() else { continue };
+            let (prev, ivs) = &mut self.cpu[h];
+            let cpus = hc.cpus.iter().enumerate().map(|(i, c)| cpu_time(i as u32, &c.acct, &prev[i], span)).collect();
+            ivs.push(CpuInterval { start: secs(self.last), end: secs(now), cpus });
+            for (p, c) in prev.iter_mut().zip(&hc.cpus) {
+                *p = c.acct;
+            }
+        }
         for (i, f) in sim.tcp.iter().enumerate() {
             let (start, end) = (self.last.max(f.start), now.min(f.end));
             let Some(s) = f.sender.as_ref() else { continue };
@@ -226,6 +258,12 @@ impl Recorder {
             throughput,
             rtt,
             tc: TcResult { end, periodic: self.periodic },
+            cpu: sim
+                .hosts
+                .iter()
+                .zip(std::mem::take(&mut self.cpu))
+                .filter_map(|(h, (_, intervals))| host_cpu(sim, h, intervals, s.duration))
+                .collect(),
             warnings,
         }
     }
@@ -289,6 +327,57 @@ fn traffic_result(
         sum: grid.into_values().collect(),
         streams,
     }
+}
+
+/// A host's CPU report: totals, locks, functions (the CPU model's figures).
+fn host_cpu(sim: &Sim, h: &crate::world::Host, intervals: Vec<CpuInterval>, duration: u64) -> Option<HostCpu> {
+    let hc = h.cpu.as_ref()?;
+    let total = hc.cpus.iter().enumerate().map(|(i, c)| cpu_time(i as u32, &c.acct, &[0; 3], duration)).collect();
+    let mut locks: Vec<LockStats> = hc
+        .locks
+        .iter()
+        .filter(|l| l.acquisitions > 0)
+        .map(|l| LockStats {
+            name: l.name.clone(),
+            acquisitions: l.acquisitions,
+            contended: l.contended,
+            wait_s: l.wait_ns as f64 / 1e9,
+        })
+        .collect();
+    locks.sort_by(|a, b| b.wait_s.total_cmp(&a.wait_s).then(b.acquisitions.cmp(&a.acquisitions)));
+    let busy: u64 = hc.funcs.ns.iter().sum();
+    let mut functions: Vec<FunctionShare> = hc
+        .funcs
+        .names
+        .iter()
+        .zip(&hc.funcs.ns)
+        .filter(|(_, &ns)| ns > 0)
+        .map(|(n, &ns)| FunctionShare {
+            symbol: n.clone(),
+            seconds: ns as f64 / 1e9,
+            share: (ns as f64 * 10000.0 / busy.max(1) as f64).round() / 100.0,
+        })
+        .collect();
+    functions.sort_by(|a, b| b.seconds.total_cmp(&a.seconds).then(a.symbol.cmp(&b.symbol)));
+    let rx_discards = h
+        .ifaces
+        .iter()
+        .flatten()
+        .map(|&i| &sim.ifaces[i as usize])
+        .filter(|i| !i.veth)
+        .map(|i| (i.name.clone(), i.rx_discards))
+        .collect();
+    Some(HostCpu {
+        host: h.name.clone(),
+        cpus: hc.cpus.len() as u32,
+        source: "model".into(),
+        profile: hc.profile.origin.clone(),
+        total,
+        intervals,
+        locks,
+        functions,
+        rx_discards,
+    })
 }
 
 fn links(s: &Scenario) -> Vec<LinkInfo> {

@@ -16,7 +16,7 @@
 //! packet's `id`. A packet dropped inside a qdisc leaves its entry behind; entries
 //! are small and the table is freed with the run.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use qdisc::dql::Dql;
@@ -27,6 +27,7 @@ use qdisc_scenario::backend::RunError;
 use qdisc_scenario::scenario::{LinkKind, Scenario, TrafficKind};
 
 use crate::apps::{PingApp, TcpFlow, UdpApp};
+use crate::cpu::{HostCpus, Work};
 use crate::event::{Ev, Events};
 use crate::rng::Rng;
 use crate::tcp;
@@ -39,6 +40,11 @@ pub const ETH_WIRE_OVERHEAD: u32 = 24;
 pub const TX_RING: u32 = 1024;
 /// `dev_tx_weight`: packets one `__qdisc_run` may send before yielding.
 pub const QDISC_QUOTA: u32 = 64;
+/// Descriptors of a NIC's rx ring per queue: what arrives while it is full is
+/// dropped by the NIC (`rx_discards_phy`).
+pub const RX_RING: u32 = 1024;
+/// Events at one instant after which the run is declared a livelock.
+pub const LIVELOCK_EVENTS: u64 = 50_000_000;
 
 /// What a packet is, for its endpoints.
 #[derive(Clone, Debug)]
@@ -63,6 +69,9 @@ pub struct Host {
     pub ifaces: Vec<Option<u32>>,
     /// Next-hop interface towards each host (by host index); `None` for itself.
     pub route: Vec<Option<u32>>,
+    /// Its CPUs (scenario hosts); `None` for the kernel lab's wire, which is not
+    /// part of either host and moves packets at no CPU cost.
+    pub cpu: Option<HostCpus>,
 }
 
 pub struct TxQueue {
@@ -75,6 +84,25 @@ pub struct TxQueue {
     pub watchdog: Option<Instant>,
     /// A NET_TX softirq run is pending.
     pub net_tx: bool,
+    /// The qdisc of this queue (queue 0 for a shared root): `__QDISC_STATE_RUNNING`,
+    /// `__QDISC_STATE_MISSED` and its locks (on hosts with CPUs).
+    pub running: bool,
+    pub missed: bool,
+    pub root_lock: u32,
+    pub busylock: u32,
+    /// pfifo_fast's band ring producer lock (`TCQ_F_NOLOCK`).
+    pub producer_lock: u32,
+    /// The tx queue's `_xmit_lock`.
+    pub xmit_lock: u32,
+    /// The CPU that armed the watchdog (its hrtimer fires there).
+    pub last_cpu: u32,
+    /// Frames off the wire whose completion the driver has not processed yet, and
+    /// whether its TX poll is scheduled (hosts with CPUs).
+    pub completed: VecDeque<Packet>,
+    pub tx_poll: bool,
+    /// A packet a shared root dequeued for a stopped tx queue, sent first when it
+    /// wakes (`dev_requeue_skb`; not counted in the qdisc's stats here).
+    pub requeued: Option<Packet>,
 }
 
 pub struct Iface {
@@ -95,6 +123,13 @@ pub struct Iface {
     pub ring: VecDeque<(u32, Packet)>,
     /// The frame on the wire and when its serialisation began.
     pub on_wire: Option<(u32, Packet, Instant)>,
+    /// XPS: the tx queues of each CPU of the host (empty: no map for that CPU).
+    pub xps: Vec<Vec<u32>>,
+    /// Each rx queue's ring: packets waiting for NAPI (hosts with CPUs), and whether
+    /// its NAPI poll is scheduled.
+    pub rx_ring: Vec<(VecDeque<Packet>, bool)>,
+    /// Frames the NIC dropped because the ring was full (`rx_discards_phy`).
+    pub rx_discards: u64,
 }
 
 /// One direction of a link.
@@ -125,6 +160,12 @@ pub struct Sim {
     pub warnings: Vec<String>,
     /// Packets that went through any interface's transmit path.
     pub packets: u64,
+    /// The CPU whose work is executing (host, cpu), while a CPU runs a step.
+    pub on_cpu: Option<(u32, u32)>,
+    /// CPU time spent by synchronous work inside the running step (TCP output).
+    pub inline_ns: u64,
+    /// `sk_tx_queue_get`: the tx queue cached in a socket, per (socket, interface).
+    pub sk_txq: HashMap<(u64, u32), u32>,
 }
 
 /// The address of `host` on the interfaces of link `li` (see `Scenario::address_on`),
@@ -152,6 +193,26 @@ fn wire_qdisc(l: &qdisc_scenario::scenario::Link, dev: &str) -> Vec<String> {
         a.extend([l.wire_tbf_burst().to_string(), "latency".into(), "50ms".into()]);
     }
     a
+}
+
+/// The `net.core.default_qdisc` a host's script sets before its first tc command (the
+/// last such line), as if set at boot: the host's devices come up with it. With the
+/// error to report if the engine refuses it.
+fn default_qdisc<'a>(s: &'a Scenario, host: &str) -> Option<(&'a str, impl FnOnce(String) -> RunError + 'a)> {
+    use qdisc_scenario::scenario::SettingKind;
+    let script = s.tc_of(host)?;
+    let first_tc = script.lines.first().map_or(usize::MAX, |l| l.line);
+    let st = script.settings.iter().rev().find(|st| {
+        st.line < first_tc && matches!(&st.kind, SettingKind::Sysctl { key, .. } if key == "net.core.default_qdisc")
+    })?;
+    let SettingKind::Sysctl { value, .. } = &st.kind else { unreachable!() };
+    Some((value.as_str(), move |e: String| RunError::TcScript {
+        at: format!("{}:{}", s.file, st.line),
+        host: script.host.clone(),
+        command: st.text.clone(),
+        stderr: e,
+        hint: None,
+    }))
 }
 
 /// Hosts, interfaces and link directions while a network is put together.
@@ -192,6 +253,9 @@ impl Builder {
             txqs: Vec::new(),
             ring: VecDeque::new(),
             on_wire: None,
+            xps: Vec::new(),
+            rx_ring: Vec::new(),
+            rx_discards: 0,
         });
         id
     }
@@ -265,8 +329,13 @@ impl Sim {
         }
         let mut hosts: Vec<Host> = Vec::new();
         for (hi, name) in net.names.iter().enumerate() {
-            let tc = Tc::with_kernel(&net.specs[hi], kernel);
-            hosts.push(Host { name: name.clone(), tc, ifaces: net.map[hi].clone(), route: Vec::new() });
+            let tc = match default_qdisc(s, name) {
+                // As on a host that booted with the sysctl set (its devices came up after).
+                Some((kind, fail)) => Tc::with_default_qdisc(&net.specs[hi], kernel, kind).map_err(fail)?,
+                None => Tc::with_kernel(&net.specs[hi], kernel),
+            };
+            let cpu = s.hosts.get(hi).map(|h| HostCpus::new(h.cpus, &h.profile));
+            hosts.push(Host { name: name.clone(), tc, ifaces: net.map[hi].clone(), route: Vec::new(), cpu });
         }
         for (w, li, l) in wires {
             for port in [format!("l{li}a"), format!("l{li}b")] {
@@ -304,49 +373,126 @@ impl Sim {
             ping: Vec::new(),
             warnings: Vec::new(),
             packets: 0,
+            on_cpu: None,
+            inline_ns: 0,
+            sk_txq: HashMap::new(),
         };
         sim.apply_scripts(s)?;
         for i in 0..sim.ifaces.len() {
             let n = sim.device(i as u32).info.num_tx_queues.max(1);
-            sim.ifaces[i].txqs = (0..n)
-                .map(|_| TxQueue {
+            let h = sim.ifaces[i].host;
+            let name = sim.ifaces[i].name.clone();
+            let mut lock = |what: String| sim.hosts[h as usize].cpu.as_mut().map_or(0, |c| c.lock(what));
+            let txqs: Vec<TxQueue> = (0..n)
+                .map(|q| TxQueue {
                     dql: Dql::new(Instant::ZERO),
                     stopped: false,
                     in_ring: 0,
                     watchdog: None,
                     net_tx: false,
+                    running: false,
+                    missed: false,
+                    root_lock: lock(format!("{name} tx-{q} qdisc root lock")),
+                    busylock: lock(format!("{name} tx-{q} qdisc busylock")),
+                    producer_lock: lock(format!("{name} tx-{q} pfifo_fast producer lock")),
+                    xmit_lock: lock(format!("{name} tx-{q} _xmit_lock")),
+                    last_cpu: 0,
+                    requeued: None,
+                    completed: VecDeque::new(),
+                    tx_poll: false,
                 })
                 .collect();
+            sim.ifaces[i].txqs = txqs;
+            sim.ifaces[i].rx_ring = (0..n).map(|_| (VecDeque::new(), false)).collect();
         }
+        sim.default_xps(s);
         sim.add_traffic(s, &host_ix)?;
         sim.events.at(Instant::ZERO, Ev::Sample);
         Ok(sim)
     }
 
+    /// Each host's script in file order: tc commands through the host's tc, and the
+    /// settings the simulator models — sysctls (`net.core.default_qdisc` as on a
+    /// running kernel: for qdiscs attached from then on; before the script's first tc
+    /// command it acts as set at boot, see [`default_qdisc`]) and XPS maps
+    /// ([`Sim::default_xps`] reads those).
     fn apply_scripts(&mut self, s: &Scenario) -> Result<(), RunError> {
+        use qdisc_scenario::scenario::{ScriptItem, SettingKind};
         for script in &s.tc {
             let h = self.hosts.iter().position(|h| h.name == script.host).expect("validated host");
-            for line in &script.lines {
-                let out = self.hosts[h].tc.exec(&line.args, TcOpts::default());
-                if out.code != 0 {
+            let first_tc = script.lines.first().map_or(usize::MAX, |l| l.line);
+            for item in script.in_order() {
+                let (line, text, result) = match item {
+                    ScriptItem::Tc(line) => {
+                        let out = self.hosts[h].tc.exec(&line.args, TcOpts::default());
+                        for w in out.stderr.lines().filter(|l| !l.trim().is_empty() && out.code == 0) {
+                            self.warnings
+                                .push(format!("{}:{}: host {}: tc {}: {w}", s.file, line.line, script.host, line.text));
+                        }
+                        (line.line, &line.text, if out.code == 0 { Ok(()) } else { Err(out.stderr) })
+                    }
+                    ScriptItem::Setting(st) => {
+                        let r = match &st.kind {
+                            SettingKind::Sysctl { key, value } => {
+                                let boot = st.line < first_tc;
+                                self.apply_sysctl(h, key, value, boot)
+                            }
+                            SettingKind::XpsCpus { .. } => Ok(()),
+                        };
+                        (st.line, &st.text, r)
+                    }
+                };
+                if let Err(stderr) = result {
                     return Err(RunError::TcScript {
-                        at: format!("{}:{}", s.file, line.line),
+                        at: format!("{}:{}", s.file, line),
                         host: script.host.clone(),
-                        command: line.text.clone(),
-                        stderr: out.stderr,
+                        command: text.clone(),
+                        stderr,
                         hint: None,
                     });
-                }
-                for w in out.stderr.lines().filter(|l| !l.trim().is_empty()) {
-                    self.warnings
-                        .push(format!("{}:{}: host {}: tc {}: {w}", s.file, line.line, script.host, line.text));
                 }
             }
         }
         Ok(())
     }
 
+    /// A sysctl of host `h` the simulator models (the loader accepts only known keys
+    /// with values in the kernel's ranges).
+    fn apply_sysctl(&mut self, h: usize, key: &str, value: &str, boot: bool) -> Result<(), String> {
+        let host = &mut self.hosts[h];
+        let cpu = host.cpu.as_mut().expect("scenario hosts have CPUs");
+        let int = || value.parse::<i64>().map_err(|e| format!("{value}: {e}"));
+        match key {
+            // Set at boot, it was applied when the host's devices were built.
+            "net.core.default_qdisc" if boot => {}
+            "net.core.default_qdisc" => host.tc.set_default_qdisc(value)?,
+            "net.core.dev_weight" => cpu.dev_weight = int()?.clamp(1, u32::MAX as i64) as u32,
+            "net.core.dev_weight_tx_bias" => cpu.tx_bias = int()?.clamp(1, u32::MAX as i64) as u32,
+            "net.core.netdev_budget" => cpu.budget = int()?.clamp(1, u32::MAX as i64) as u32,
+            // netdev_budget_usecs, netdev_max_backlog, dev_weight_rx_bias: the receive
+            // side they bound is not modelled at that grain yet.
+            _ => {}
+        }
+        // dev_tx_weight = dev_weight × dev_weight_tx_bias (proc_do_dev_weight).
+        cpu.tx_quota = cpu.dev_weight.saturating_mul(cpu.tx_bias).max(1);
+        Ok(())
+    }
+
     fn add_traffic(&mut self, s: &Scenario, host_ix: &dyn Fn(&str) -> u32) -> Result<(), RunError> {
+        // Where the scheduler puts threads that are not pinned: round robin over the
+        // host's CPUs from a place that follows the scenario's seed.
+        let mut free: Vec<u64> =
+            (0..self.hosts.len() as u64).map(|h| Rng::new(s.seed ^ (h << 32)).next_u64()).collect();
+        let mut place = |sim: &Sim, h: u32, pins: &Option<Vec<u32>>, k: usize| -> u32 {
+            let n = sim.hosts[h as usize].cpu.as_ref().map_or(1, |c| c.cpus.len()) as u64;
+            match pins {
+                Some(list) if !list.is_empty() => list[k % list.len()],
+                _ => {
+                    free[h as usize] += 1;
+                    (free[h as usize] % n) as u32
+                }
+            }
+        };
         for (ti, t) in s.traffic.iter().enumerate() {
             let (src, dst) = (host_ix(&t.from), host_ix(&t.to));
             let path = s.path(&t.from, &t.to).expect("validated route");
@@ -385,20 +531,30 @@ impl Sim {
                         // iperf3: the client's ephemeral ports count up, one server port per entry.
                         let k = key(40000 + id as u16, 5201 + ti as u16, 6);
                         let rtt = qdisc::Duration(base_rtt);
-                        self.tcp.push(TcpFlow::new(ti, stream, src, dst, k, cc, rtt, start, end, id));
+                        let mut f = TcpFlow::new(ti, stream, src, dst, k, cc, rtt, start, end, id);
+                        f.snd_cpu = place(self, src, &t.sender_cpus, stream as usize);
+                        f.rcv_cpu = place(self, dst, &t.receiver_cpus, stream as usize);
+                        self.tcp.push(f);
                         self.events.at(start, Ev::TcpStart { flow: id });
                     }
                 }
-                TrafficKind::Udp { rate, size } => {
-                    let id = self.udp.len() as u32;
-                    let k = key(50000 + id as u16, 5201 + ti as u16, 17);
-                    self.udp.push(UdpApp::new(ti, src, dst, k, *rate, *size, start, end, id));
-                    self.events.at(start, Ev::Udp { app: id });
+                TrafficKind::Udp { rate, size, flows } => {
+                    for stream in 0..*flows as usize {
+                        let id = self.udp.len() as u32;
+                        let k = key(50000 + id as u16, 5201 + ti as u16, 17);
+                        let mut u = UdpApp::new(ti, src, dst, k, *rate, *size, start, end, id);
+                        u.cpu = place(self, src, &t.sender_cpus, stream);
+                        u.rcv_cpu = place(self, dst, &t.receiver_cpus, stream);
+                        self.udp.push(u);
+                        self.events.at(start, Ev::Udp { app: id });
+                    }
                 }
                 TrafficKind::Ping { interval } => {
                     let id = self.ping.len() as u32;
                     let k = key(0, 0, 1);
-                    self.ping.push(PingApp::new(ti, src, dst, k, *interval, start, end, id));
+                    let mut p = PingApp::new(ti, src, dst, k, *interval, start, end, id);
+                    p.cpu = place(self, src, &t.sender_cpus, 0);
+                    self.ping.push(p);
                     self.events.at(start, Ev::Ping { app: id });
                 }
             }
@@ -441,39 +597,153 @@ impl Sim {
 
     /// Send a packet from host `h` towards its destination (`ip_output` → `dev_queue_xmit`).
     /// Returns the qdisc's verdict (`None`: no route, dropped).
+    ///
+    /// This is the synchronous path (TCP's output needs the qdisc's verdict at once):
+    /// on a host with CPUs its cost is charged to the CPU running the step, but it
+    /// takes no locks (docs/cpu-model.md).
     pub fn send(&mut self, h: u32, dst: u32, pkt: Packet) -> Option<qdisc::Enqueued> {
         let iface = self.hosts[h as usize].route[dst as usize]?;
+        if let Some((ch, c)) = self.on_cpu.filter(|&(ch, _)| ch == h) {
+            use crate::cpu::Func;
+            let (enq_f, deq_f, enq, deq) = self.qdisc_costs(ch, iface, 0);
+            let veth = self.ifaces[iface as usize].veth;
+            let hc = self.cpus(ch);
+            let k = &hc.costs;
+            let (tx, dq, sd) = (k.tcp_transmit_skb, k.dev_queue_xmit, k.sch_direct_xmit);
+            let (ndo_f, ndo) =
+                if veth { (Func::VethXmit, k.veth_xmit) } else { (Func::NdoStartXmit, k.ndo_start_xmit) };
+            let class = hc.cpus[c as usize].cur_class;
+            let mut spent = 0;
+            for (f, ns) in [
+                (Func::TcpTransmitSkb as u16, tx),
+                (Func::DevQueueXmit as u16, dq),
+                (enq_f, enq),
+                (deq_f, deq),
+                (Func::SchDirectXmit as u16, sd),
+                (ndo_f as u16, ndo),
+            ] {
+                hc.charge(c, class, f, ns);
+                spent += ns;
+            }
+            self.inline_ns += spent;
+        }
         Some(self.dev_queue_xmit(iface, pkt))
     }
 
-    /// Run the scenario to its end.
-    pub fn run(&mut self, mut on_sample: impl FnMut(&mut Sim)) {
-        while let Some((at, ev)) = self.events.pop_until(self.end) {
-            assert!(at >= self.now, "event {ev:?} at {at} scheduled before now ({})", self.now);
-            self.now = at;
-            match ev {
-                Ev::Arrive { dir } => self.arrive(dir),
-                Ev::TxDone { iface } => self.tx_done(iface),
-                Ev::Watchdog { iface, txq } => {
-                    let q = &mut self.ifaces[iface as usize].txqs[txq as usize];
-                    if q.watchdog == Some(at) {
-                        q.watchdog = None;
-                        self.qdisc_run(iface, txq);
+    /// XPS: what drivers install at init (CPU c → queue c mod queues, for devices with
+    /// several queues), replaced per device by the scenario's `xps_cpus` lines.
+    fn default_xps(&mut self, s: &Scenario) {
+        use qdisc_scenario::scenario::SettingKind;
+        for i in 0..self.ifaces.len() {
+            let h = self.ifaces[i].host as usize;
+            let Some(cpus) = self.hosts[h].cpu.as_ref().map(|c| c.cpus.len()) else { continue };
+            let n = self.ifaces[i].txqs.len();
+            let mut xps: Vec<Vec<u32>> = vec![Vec::new(); cpus];
+            let lines: Vec<(u32, Vec<u32>)> =
+                s.tc.iter()
+                    .filter(|t| t.host == self.hosts[h].name)
+                    .flat_map(|t| &t.settings)
+                    .filter_map(|st| match &st.kind {
+                        SettingKind::XpsCpus { dev, txq, cpus } if *dev == self.ifaces[i].name => {
+                            Some((*txq, cpus.clone()))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+            if lines.is_empty() {
+                if n > 1 {
+                    for (c, m) in xps.iter_mut().enumerate() {
+                        m.push((c % n) as u32);
                     }
                 }
-                Ev::NetTx { iface, txq } => {
-                    self.ifaces[iface as usize].txqs[txq as usize].net_tx = false;
-                    self.qdisc_run(iface, txq);
+            } else {
+                // Later lines for the same queue replace earlier ones, as writes to sysfs do.
+                let mut per_q: Vec<Vec<u32>> = vec![Vec::new(); n];
+                for (q, cs) in lines {
+                    per_q[q as usize] = cs;
                 }
-                Ev::TcpStart { flow } => self.tcp_start(flow),
-                Ev::TcpSender { flow } => self.tcp_sender_timer(flow),
-                Ev::TcpReceiver { flow } => self.tcp_receiver_timer(flow),
-                Ev::Udp { app } => self.udp_send(app),
-                Ev::Ping { app } => self.ping_send(app),
+                for (q, cs) in per_q.iter().enumerate() {
+                    for &c in cs {
+                        xps[c as usize].push(q as u32);
+                    }
+                }
+            }
+            self.ifaces[i].xps = xps;
+        }
+    }
+
+    /// Run the scenario to its end; an error if time stops advancing (a livelock:
+    /// endless work at one instant, e.g. traffic on a path that costs no time).
+    pub fn run(&mut self, mut on_sample: impl FnMut(&mut Sim)) -> Result<(), RunError> {
+        let mut same = (self.now, 0u64);
+        while let Some((at, ev)) = self.events.pop_until(self.end) {
+            assert!(at >= self.now, "event {ev:?} at {at} scheduled before now ({})", self.now);
+            if at == same.0 {
+                same.1 += 1;
+                if same.1 > LIVELOCK_EVENTS {
+                    return Err(RunError::Failed(format!(
+                        "the simulation stopped advancing at t={}: {} events at one instant (the last: {ev:?}); \
+                         a path with no rate, no delay and no CPU cost?",
+                        at, same.1
+                    )));
+                }
+            } else {
+                same = (at, 0);
+            }
+            self.now = at;
+            match ev {
                 Ev::Sample => on_sample(self),
+                ev => self.handle(ev),
             }
         }
         self.now = self.end;
+        Ok(())
+    }
+
+    /// Handle an event. On hosts with CPUs, timers and softirqs become work on a CPU.
+    pub fn handle(&mut self, ev: Ev) {
+        let at = self.now;
+        match ev {
+            Ev::Arrive { dir } => self.arrive(dir),
+            Ev::TxDone { iface } => self.tx_done(iface),
+            Ev::Watchdog { iface, txq } => {
+                let q = &mut self.ifaces[iface as usize].txqs[txq as usize];
+                if q.watchdog == Some(at) {
+                    q.watchdog = None;
+                    let c = q.last_cpu;
+                    let h = self.ifaces[iface as usize].host;
+                    if self.hosts[h as usize].cpu.is_some() {
+                        self.net_tx_schedule(h, c, iface, txq);
+                    } else {
+                        self.qdisc_run(iface, txq);
+                    }
+                }
+            }
+            Ev::NetTx { iface, txq } => {
+                self.ifaces[iface as usize].txqs[txq as usize].net_tx = false;
+                self.qdisc_run(iface, txq);
+            }
+            Ev::TcpStart { flow } | Ev::TcpSender { flow } | Ev::TcpReceiver { flow } if self.on_cpu.is_none() => {
+                // TCP's timers fire at their instant (the timer softirq of the
+                // thread's CPU); what they send occupies that CPU afterwards.
+                let f = &self.tcp[flow as usize];
+                let (h, c) = if matches!(ev, Ev::TcpReceiver { .. }) { (f.dst, f.rcv_cpu) } else { (f.src, f.snd_cpu) };
+                self.on_cpu = Some((h, c));
+                self.handle(ev);
+                self.on_cpu = None;
+                let ns = std::mem::take(&mut self.inline_ns);
+                if ns > 0 && self.hosts[h as usize].cpu.is_some() {
+                    self.give(h, c, Work::Occupy { ns }, true);
+                }
+            }
+            Ev::TcpStart { flow } => self.tcp_start(flow),
+            Ev::TcpSender { flow } => self.tcp_sender_timer(flow),
+            Ev::TcpReceiver { flow } => self.tcp_receiver_timer(flow),
+            Ev::Udp { app } => self.udp_due(app),
+            Ev::Ping { app } => self.ping_due(app),
+            Ev::Cpu { host, cpu } => self.cpu_run(host, cpu),
+            Ev::Sample => {}
+        }
     }
 
     /// A frame reaches the far end of link direction `dir`.
@@ -489,7 +759,79 @@ impl Sim {
             return;
         }
         let host = self.ifaces[to as usize].host;
-        self.receive(host, pkt);
+        if self.hosts[host as usize].cpu.is_none() {
+            self.receive(host, pkt);
+            return;
+        }
+        // RSS: the rx queue by flow hash; NAPI runs on the CPU its interrupt is
+        // affine to (queue i → CPU i mod cpus, as drivers spread them).
+        let i = &mut self.ifaces[to as usize];
+        let n = i.rx_ring.len() as u64;
+        let rxq = ((pkt.hash as u64 * n) >> 32) as usize;
+        let (ring, scheduled) = &mut i.rx_ring[rxq];
+        if ring.len() >= RX_RING as usize {
+            i.rx_discards += 1;
+            self.take_meta(pkt.id);
+            return;
+        }
+        ring.push_back(pkt);
+        if !*scheduled {
+            *scheduled = true;
+            let cpus = self.cpus(host).cpus.len() as u32;
+            self.give(host, rxq as u32 % cpus, Work::Napi { iface: to, rxq: rxq as u32 }, true);
+        }
+    }
+
+    /// A NAPI poll of `iface`'s rx queue `rxq` on CPU `c`: up to 64 packets (the
+    /// driver's weight), each through the driver and IP, delivered on the way; a packet
+    /// to forward ends the step, its xmit runs next and the poll goes on after it.
+    /// With packets left after 64 the poll is queued again behind other softirq work.
+    pub fn napi_poll(&mut self, h: u32, c: u32, iface: u32, rxq: u32, mut done: u32) -> crate::cpu::Step {
+        use crate::cpu::{Class, Func, Step};
+        const NAPI_WEIGHT: u32 = 64;
+        let k = self.cpus(h).costs.clone();
+        let mut ns = 0;
+        loop {
+            let (ring, scheduled) = &mut self.ifaces[iface as usize].rx_ring[rxq as usize];
+            if done == NAPI_WEIGHT && !ring.is_empty() {
+                self.give(h, c, Work::Napi { iface, rxq }, true);
+                return Step::Done(ns);
+            }
+            let Some(pkt) = ring.pop_front() else {
+                *scheduled = false;
+                return Step::Done(ns);
+            };
+            done += 1;
+            let hc = self.cpus(h);
+            hc.charge(c, Class::Softirq, Func::NapiGroReceive as u16, k.napi_gro_receive);
+            hc.charge(c, Class::Softirq, Func::IpRcv as u16, k.ip_rcv);
+            ns += k.napi_gro_receive + k.ip_rcv;
+            let Some(meta) = self.metas.get(pkt.id as usize).and_then(|m| m.as_ref()) else { continue };
+            if meta.dst != h {
+                let dst = meta.dst;
+                self.cpus(h).charge(c, Class::Softirq, Func::IpForward as u16, k.ip_forward);
+                ns += k.ip_forward;
+                let Some(out) = self.hosts[h as usize].route[dst as usize] else { continue };
+                let p = crate::xmit::onward(&pkt, pkt.id, pkt.len, pkt.gso_segs, true);
+                let t = crate::xmit::XmitTask::send(out, p, crate::xmit::Then::Napi { iface, rxq, done });
+                self.cpus(h).cpus[c as usize].cur = Some(Work::Xmit(t));
+                return Step::Busy(ns + self.xmit_cost(h, c));
+            }
+            let (f, cost) = match meta.payload {
+                Payload::Tcp { .. } | Payload::TcpAck { .. } => (Func::TcpV4Rcv, k.tcp_v4_rcv),
+                Payload::Udp { .. } => (Func::UdpRcv, k.udp_rcv),
+                Payload::Ping { reply: false, .. } => (Func::IcmpRcv, k.icmp_rcv),
+                Payload::Ping { reply: true, .. } => (Func::UdpRcv, k.udp_rcv),
+            };
+            self.cpus(h).charge(c, Class::Softirq, f as u16, cost);
+            ns += cost;
+            self.receive(h, pkt);
+            if let Some(Work::Xmit(t)) = self.cpus(h).cpus[c as usize].cur.as_mut() {
+                // An echo reply leaves from here; the poll goes on after it.
+                t.then = crate::xmit::Then::Napi { iface, rxq, done };
+                return Step::Busy(ns);
+            }
+        }
     }
 
     /// `ip_rcv`: deliver locally or forward.

@@ -1,5 +1,7 @@
 //! The simulated network without TCP: UDP and ping through qdiscs, NICs, links and
-//! routers, with expectations derived by hand from rates, sizes and delays.
+//! routers, with expectations derived by hand from rates, sizes and delays. Hosts use
+//! a profile in which CPU work costs nothing (`tests/zero-cost.toml`): the network
+//! alone (CPU costs are tested in `cpu.rs`).
 
 use qdisc::tree::KernelVersion;
 use qdisc_scenario::backend::{NoProgress, RunError, RunOptions};
@@ -11,8 +13,10 @@ duration = "2s"
 seed = 3
 [[host]]
 name = "client"
+profile = "tests/zero-cost.toml"
 [[host]]
 name = "server"
+profile = "tests/zero-cost.toml"
 [[link]]
 between = ["client:eth0", "server:eth0"]
 rate = "1gbit"
@@ -58,10 +62,13 @@ fn routed_path_adds_every_hop() {
 duration = "1s"
 [[host]]
 name = "snd"
+profile = "tests/zero-cost.toml"
 [[host]]
 name = "rtr"
+profile = "tests/zero-cost.toml"
 [[host]]
 name = "rcv"
+profile = "tests/zero-cost.toml"
 [[link]]
 between = ["snd:eth0", "rtr:eth0"]
 rate = "10gbit"
@@ -196,7 +203,7 @@ fn a_failing_tc_line_names_its_place() {
     .unwrap_err();
     match e {
         RunError::TcScript { at, host, stderr, .. } => {
-            assert_eq!((at.as_str(), host.as_str()), ("t.toml:15", "client"));
+            assert_eq!((at.as_str(), host.as_str()), ("t.toml:17", "client"));
             assert!(stderr.contains("rate"), "{stderr}");
         }
         other => panic!("{other:?}"),

@@ -2,6 +2,10 @@
 //! sch_generic.c that decide where qdiscs live (§1.7 of the reference):
 //! default attachment, handle allocation, `tc_modify_qdisc`'s create/change/graft
 //! decision table, deletion, refcounts, and the order dumps list qdiscs in.
+//!
+//! Default attachment follows `net.core.default_qdisc` ([`check_default_qdisc`],
+//! `Tc::set_default_qdisc`): the kind a device comes up with, gets back when its root
+//! is deleted, and an mq puts on its tx queues.
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -9,7 +13,7 @@ use std::collections::BTreeMap;
 use crate::packet::Packet;
 use crate::qdisc::{tc_h_maj, tc_h_min, Dequeued, DevInfo, Enqueued, Node, TC_H_ROOT, TC_H_UNSPEC};
 use crate::sched::ingress::{INGRESS_HANDLE, TC_H_INGRESS};
-use crate::sched::{self, mq, noqueue, pfifo_fast, Opts};
+use crate::sched::{self, noqueue, Opts};
 use crate::stats::Reduce;
 use crate::tc::{Errno, TcError};
 use crate::time::Instant;
@@ -126,6 +130,9 @@ pub struct Device {
     pub kernel: KernelVersion,
     /// sysfs `speed` in Mbit/s, if the device reports one.
     pub speed: Option<u32>,
+    /// `default_qdisc_ops` (`net.core.default_qdisc`), which is kernel-global: the
+    /// `Tc` owning the device keeps every device's copy the same.
+    pub(crate) default_qdisc: &'static str,
 }
 
 /// The kernel whose behaviour a device follows where versions differ: error texts,
@@ -193,13 +200,65 @@ impl std::fmt::Display for KernelVersion {
     }
 }
 
+/// `default_qdisc_ops` as the kernel starts (net/sched/sch_generic.c): pfifo_fast,
+/// which `net.core.default_qdisc` replaces. (A kernel built with another
+/// CONFIG_DEFAULT_NET_SCH sets that at boot through `qdisc_set_default`: Debian's
+/// kernels say fq_codel, and so does systemd's sysctl.d, so a stock Debian 13 host
+/// runs with fq_codel. The goldens' hosts and [`crate::tc::Tc::with_kernel`] keep
+/// pfifo_fast.)
+pub const DEFAULT_QDISC: &str = "pfifo_fast";
+
+/// The sysctl naming the default qdisc.
+pub const DEFAULT_QDISC_SYSCTL: &str = "net.core.default_qdisc";
+
+/// Would `sysctl -w net.core.default_qdisc=KIND` be accepted? The error is what
+/// procps' sysctl prints when the kernel refuses the write (exit status 1):
+/// `sysctl: setting key "net.core.default_qdisc": No such file or directory`.
+///
+/// `set_default_qdisc` (net/core/sysctl_net_core.c) reads the value with
+/// `proc_dostring` into an IFNAMSIZ buffer — up to a newline or NUL, at most 15
+/// bytes, the rest silently cut — and `qdisc_set_default` (net/sched/sch_api.c) looks
+/// the name up among the registered qdiscs (loading `sch_KIND` if needed): anything
+/// registered is taken, classful or not, and ENOENT (which sysctl reports) otherwise.
+/// So htb, tbf, prio, mq, ingress and noqueue are all accepted; what devices then get
+/// is decided at attachment (see [`Device`]: those that cannot be made without options
+/// or at a root fall back to noqueue). Kinds this engine does not implement are refused
+/// as on a kernel without their module.
+///
+/// The sysctl is kernel-global: it lives in the init network namespace's
+/// `net_core_table` only (a child netns has no /proc/sys/net/core/default_qdisc).
+pub fn check_default_qdisc(kind: &str) -> Result<(), String> {
+    default_qdisc_ops(kind).map(|_| ())
+}
+
+/// `qdisc_set_default`'s lookup of a value written to `net.core.default_qdisc`: the
+/// registered kind it names (see [`check_default_qdisc`]).
+pub(crate) fn default_qdisc_ops(value: &str) -> Result<&'static str, String> {
+    // proc_dostring into char id[IFNAMSIZ].
+    let v = value.as_bytes();
+    let v = &v[..v.iter().position(|&c| c == b'\n' || c == 0).unwrap_or(v.len())];
+    let v = &v[..v.len().min(15)];
+    sched::KINDS
+        .iter()
+        .find(|k| k.as_bytes() == v)
+        .copied()
+        .ok_or_else(|| format!("sysctl: setting key \"{DEFAULT_QDISC_SYSCTL}\": No such file or directory"))
+}
+
 /// `hash_32(handle, 4)`: the bucket of the device's 16-bucket qdisc hash.
 fn bucket(handle: u32) -> u32 {
     handle.wrapping_mul(0x61C8_8647) >> 28
 }
 
 impl Device {
+    /// A device as it comes up on a kernel with the default `net.core.default_qdisc`.
     pub fn new(spec: &DevSpec) -> Self {
+        Self::with_default_qdisc(spec, DEFAULT_QDISC, Instant::ZERO)
+    }
+
+    /// A device coming up (`dev_activate`) at `now` while `net.core.default_qdisc` is
+    /// `default_qdisc` (a kind [`default_qdisc_ops`] returned).
+    pub(crate) fn with_default_qdisc(spec: &DevSpec, default_qdisc: &'static str, now: Instant) -> Self {
         let info = DevInfo {
             name: spec.name.clone(),
             mtu: spec.mtu,
@@ -215,31 +274,50 @@ impl Device {
             index: BTreeMap::new(),
             kernel: KernelVersion::default(),
             speed: spec.speed,
+            default_qdisc,
         };
-        d.root = d.default_root();
+        d.root = d.default_root(now);
         d
     }
 
-    /// `attach_default_qdiscs`.
-    fn default_root(&self) -> Node {
-        let mut n = if self.kind == DevKind::Veth {
-            Node::new(0, TC_H_ROOT, Box::new(noqueue::Noqueue::default()))
-        } else if self.info.num_tx_queues > 1 {
-            match mq::Mq::new(&self.info, 0, TC_H_ROOT) {
-                Ok(m) => return Node::new(0, TC_H_ROOT, Box::new(m)),
-                Err(_) => Node::new(0, TC_H_ROOT, Box::new(noqueue::Noqueue::default())),
-            }
-        } else {
-            match pfifo_fast::PfifoFast::new(&self.info) {
-                Ok(p) => Node::new(0, TC_H_ROOT, Box::new(p)),
-                // "If setup fails, the device falls back to noqueue."
-                Err(_) => Node::new(0, TC_H_ROOT, Box::new(noqueue::Noqueue::default())),
-            }
+    /// The kind `net.core.default_qdisc` names for this device's kernel.
+    pub fn default_qdisc(&self) -> &'static str {
+        self.default_qdisc
+    }
+
+    /// `attach_default_qdiscs` (net/sched/sch_generic.c), which `dev_activate` runs
+    /// when the device comes up and again when its root qdisc was deleted:
+    /// * a single-queue or IFF_NO_QUEUE device: `attach_one_default_qdisc` on every
+    ///   tx queue — noqueue if IFF_NO_QUEUE (veth), else `qdisc_create_dflt` of
+    ///   `net.core.default_qdisc` — and txq 0's qdisc becomes the root, referenced by
+    ///   the tx queue and by dev->qdisc (refcnt 2);
+    /// * a multiqueue device: `qdisc_create_dflt` of mq, whose `mq_init` gives each tx
+    ///   queue the default kind (refcnt 1: mq's `attach` hands its children to the
+    ///   queues instead);
+    /// * if that failed (the default kind needs options, as htb/tbf/prio do, or cannot
+    ///   be a root or a tx queue's qdisc, as mq/ingress; or pfifo_fast on a device with
+    ///   txqueuelen 0), the kernel warns "default qdisc (KIND) fail, fallback to
+    ///   noqueue" and attaches noqueue as for IFF_NO_QUEUE (refcnt 2).
+    ///
+    /// All of them have handle 0 (`qdisc_alloc` sets none).
+    fn default_root(&self, now: Instant) -> Node {
+        let info = &self.info;
+        let no_queue = self.kind == DevKind::Veth;
+        let one_default = |no_queue: bool| {
+            // attach_one_default_qdisc for txq 0 (the others get their own, unseen).
+            let kind = if no_queue { "noqueue" } else { self.default_qdisc };
+            sched::create_dflt(kind, info, TC_H_ROOT, self.default_qdisc, now).map(|q| {
+                let mut n = Node::new(0, TC_H_ROOT, q);
+                n.refcnt = 2;
+                n
+            })
         };
-        // txq 0's own default qdisc, also referenced by dev->qdisc (every tx queue
-        // of a noqueue device gets its own).
-        n.refcnt = 2;
-        n
+        let root = if info.num_tx_queues <= 1 || no_queue {
+            one_default(no_queue)
+        } else {
+            sched::create_dflt("mq", info, TC_H_ROOT, self.default_qdisc, now).map(|q| Node::new(0, TC_H_ROOT, q))
+        };
+        root.or_else(|| one_default(true)).expect("noqueue's init cannot fail")
     }
 
     /// Record the handles of the subtree at `path` in the index.
@@ -519,7 +597,7 @@ impl Device {
         } else {
             handle
         };
-        let q = sched::create(kind, opts, &self.info, handle, clid, now)?;
+        let q = sched::create_with_default(kind, opts, &self.info, handle, clid, now, self.default_qdisc)?;
         let mut node = Node::new(handle, clid, q);
         if clid == TC_H_INGRESS {
             self.ingress = Some(node);
@@ -646,9 +724,10 @@ impl Device {
         }
         match parent_path {
             None if q == [INGRESS] => self.ingress = None,
-            // Root deleted: the device is reactivated with its default qdisc.
+            // Root deleted: the device is reactivated with its default qdisc, of the
+            // kind `net.core.default_qdisc` names now (qdisc_graft → dev_activate).
             None => {
-                self.root = self.default_root();
+                self.root = self.default_root(now);
                 self.index.clear();
             }
             Some(pp) => {
@@ -702,19 +781,36 @@ impl Device {
     /// (the caller's wire or ring is free). With mq, the tx queue is picked as
     /// `skb_tx_hash` does and its own qdisc decides.
     pub fn xmit(&mut self, pkt: Packet, now: Instant, driver_idle: bool) -> Xmit {
+        let txq = self.txq_of(&pkt);
+        self.xmit_on(pkt, txq, now, driver_idle)
+    }
+
+    /// [`Device::xmit`] on a tx queue the caller picked (`netdev_core_pick_tx`: the
+    /// socket's cached queue, XPS, else `skb_tx_hash`); it matters under mq, where
+    /// each queue has its own qdisc.
+    pub fn xmit_on(&mut self, pkt: Packet, txq: usize, now: Instant, driver_idle: bool) -> Xmit {
         if self.root.q.kind() == "noqueue" {
             return Xmit::Direct(pkt);
         }
-        let txq = if self.root.q.kind() == "mq" {
-            let minor = self.txq_of(&pkt) as u32 + 1;
+        let mq = self.root.q.kind() == "mq";
+        let txq = if mq {
+            let minor = txq as u32 + 1;
             self.root.q.as_classful_mut().and_then(|c| c.leaf_mut(minor))
         } else {
             Some(&mut self.root)
         };
         if let Some(q) = txq {
+            // A tx queue whose qdisc has no enqueue (mq with noqueue per queue, from
+            // `net.core.default_qdisc=noqueue`): straight to the driver, as above.
+            if q.q.kind() == "noqueue" {
+                return Xmit::Direct(pkt);
+            }
             if driver_idle && q.q.can_bypass() && q.q.stats().qlen == 0 {
                 q.q.stats_mut().sent(&pkt);
-                self.root.q.sync_stats();
+                // mq sums its queues when dumped (as mq_dump does), not per packet.
+                if !mq {
+                    self.root.q.sync_stats();
+                }
                 return Xmit::Direct(pkt);
             }
         }

@@ -3,11 +3,13 @@
 //! for byte. Two captures: goldens/kernel (this machine's kernel, by
 //! scripts/capture-goldens.sh) and goldens/kernel-6.12 (Debian 13's kernel under
 //! qemu, by scripts/capture-goldens-vm.sh); each is replayed with our devices set to
-//! follow the kernel named in its VERSIONS.txt.
+//! follow the kernel named in its VERSIONS.txt. A case's `"sysctl"` settings were in
+//! force when its devices came up (as at boot); a `# sysctl KEY=VALUE` step is
+//! `sysctl -w KEY=VALUE`, compared like a tc command.
 
 use std::path::PathBuf;
 
-use qdisc::tc::{makeargs, Tc};
+use qdisc::tc::{makeargs, Output, Tc};
 use qdisc::tree::{DevSpec, KernelVersion};
 use qdisc::{Dequeued, Packet};
 use serde_json::Value;
@@ -75,6 +77,29 @@ fn send(tc: &mut Tc, words: &[&str]) {
     }
 }
 
+/// The case's devices, brought up with its boot-time sysctls in force.
+fn boot(specs: &[DevSpec], kernel: KernelVersion, sysctls: Option<&Value>) -> Tc {
+    let Some(sysctls) = sysctls else { return Tc::with_kernel(specs, kernel) };
+    let mut tc = Tc::with_kernel(&[], kernel);
+    for s in sysctls.as_array().expect("\"sysctl\" is a list") {
+        let s = s.as_str().unwrap();
+        tc.sysctl_w(s).unwrap_or_else(|e| panic!("boot-time sysctl {s}: {e}"));
+    }
+    for d in specs {
+        tc.add_device(d).unwrap();
+    }
+    tc
+}
+
+/// `sysctl -w SETTING` as procps prints it: the new value on stdout, or the error on
+/// stderr with status 1.
+fn sysctl(tc: &mut Tc, setting: &str) -> Output {
+    match tc.sysctl_w(setting) {
+        Ok(stdout) => Output { stdout, stderr: String::new(), code: 0 },
+        Err(e) => Output { stdout: String::new(), stderr: format!("{e}\n"), code: 1 },
+    }
+}
+
 #[test]
 fn host_kernel_goldens_match_byte_for_byte() {
     check_dir("kernel", 40);
@@ -109,14 +134,17 @@ fn check_dir(name: &str, at_least: usize) {
         }
         let specs: Vec<DevSpec> =
             case["devices"].as_array().unwrap().iter().map(|d| DevSpec::parse(d.as_str().unwrap()).unwrap()).collect();
-        let mut tc = Tc::with_kernel(&specs, kernel);
+        let mut tc = boot(&specs, kernel, case.get("sysctl"));
         for step in case["steps"].as_array().unwrap() {
             let cmd = step["cmd"].as_str().unwrap();
             if let Some(rest) = cmd.strip_prefix("# send ") {
                 send(&mut tc, &rest.split_whitespace().collect::<Vec<_>>());
                 continue;
             }
-            let got = tc.run(&makeargs(cmd));
+            let got = match cmd.strip_prefix("# sysctl ") {
+                Some(setting) => sysctl(&mut tc, setting),
+                None => tc.run(&makeargs(cmd)),
+            };
             if let Some((_, _, _, why)) =
                 KNOWN_GAPS.iter().find(|(d, n, s, _)| *d == dir_name && *n == case_name && *s == cmd)
             {

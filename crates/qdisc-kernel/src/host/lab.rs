@@ -241,22 +241,30 @@ impl Lab {
             for (b_side, ep) in [(false, &l.a), (true, &l.b)] {
                 let port = port_name(i, b_side);
                 let hns = self.host_ns(&ep.host);
+                // The queue counts on both sides, before `type` and after `peer`: a veth
+                // end created without IFLA_NUM_TX_QUEUES of its own gets
+                // real_num_tx_queues = 1 (`veth_init_queues`), whatever it allocated.
+                let q = l.txqueues.to_string();
                 wire_cmds.push(v(&[
                     "link",
                     "add",
                     "name",
                     &port,
+                    "numtxqueues",
+                    &q,
+                    "numrxqueues",
+                    &q,
                     "type",
                     "veth",
                     "peer",
                     "name",
                     &ep.iface,
+                    "numtxqueues",
+                    &q,
+                    "numrxqueues",
+                    &q,
                     "netns",
                     &hns,
-                    "numtxqueues",
-                    &l.txqueues.to_string(),
-                    "numrxqueues",
-                    &l.txqueues.to_string(),
                 ]));
                 wire_cmds.push(v(&["link", "set", "dev", &port, "master", &br]));
                 wire_cmds.push(v(&["link", "set", "dev", &port, "up"]));

@@ -20,6 +20,7 @@
 //! ignores `-j` for `-s class show`.
 
 pub mod lab;
+pub mod settings;
 pub mod tc;
 pub mod tools;
 
@@ -30,11 +31,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use qdisc_scenario::result::{self, LinkInfo, Metadata, ScenarioInfo, TcResult, TcSample, Wallclock};
-use qdisc_scenario::scenario::{Scenario, TrafficKind};
+use qdisc_scenario::scenario::{Scenario, ScriptItem, SettingKind, TrafficKind};
 use qdisc_scenario::{Backend, Progress, RunError, RunOptions, RunResult};
 
 use crate::proc::Proc;
 use lab::{port_name, Lab};
+use settings::GlobalSysctls;
 use tc::Target;
 
 /// Runs of this process so far (namespace names must differ between concurrent runs).
@@ -153,6 +155,15 @@ impl HostBackend {
                 )));
             }
         }
+        // Pins, XPS masks and global sysctls this machine can honour.
+        let (setting_problems, setting_warnings) = settings::preflight(s);
+        if !setting_problems.is_empty() {
+            return Err(RunError::Unsupported(format!(
+                "the kernel lab cannot run this scenario on this machine:\n  {}",
+                setting_problems.join("\n  ")
+            )));
+        }
+        warnings.extend(setting_warnings);
         // What the kernel must have.
         let kernel = kernel_release();
         let mut problems = Vec::new();
@@ -269,6 +280,13 @@ impl HostBackend {
         let mut warnings = tools.warnings.clone();
         let cancelled = || if opts.cancelled() { Err(RunError::Interrupted) } else { Ok(()) };
         cancelled()?;
+        // The kernel's global sysctls the scripts set: one run at a time changes them,
+        // and they are put back whatever happens (`sysctls` drops last).
+        let mut sysctls = GlobalSysctls::new(opts.cancel.clone());
+        let has_sysctls = s.tc.iter().flat_map(|t| &t.settings).any(|st| matches!(st.kind, SettingKind::Sysctl { .. }));
+        if has_sysctls {
+            warnings.extend(sysctls.acquire().map_err(RunError::Unsupported)?);
+        }
 
         // Setup. From here on `lab` (and the Procs, declared after it so they drop
         // first) tear everything down whatever happens.
@@ -277,10 +295,42 @@ impl HostBackend {
         let mut lab =
             Lab::new(prefix, tools.tc.clone()).map_err(|e| RunError::Failed(format!("scratch directory: {e}")))?;
         lab.build(s).map_err(|e| RunError::Failed(format!("building the topology: {e}")))?;
+        // Global sysctls set for the whole run: (value, host, line), the last of each.
+        let mut global: std::collections::BTreeMap<String, (String, String, usize)> = Default::default();
         for script in &s.tc {
             let ns = lab.host_ns(&script.host);
-            for line in &script.lines {
+            let mut scoped = Vec::new();
+            for item in script.in_order() {
                 cancelled()?;
+                let line = match item {
+                    ScriptItem::Tc(line) => line,
+                    ScriptItem::Setting(st) => {
+                        let r = match &st.kind {
+                            SettingKind::Sysctl { key, value } => {
+                                let r = sysctls.set(key, value);
+                                if r.is_ok() {
+                                    if settings::scoped_to_script(key) {
+                                        scoped.push((key.clone(), value.clone(), st.line));
+                                    } else {
+                                        global.insert(key.clone(), (value.clone(), script.host.clone(), st.line));
+                                    }
+                                }
+                                r
+                            }
+                            SettingKind::XpsCpus { dev, txq, cpus } => settings::set_xps(&ns, dev, *txq, cpus),
+                        };
+                        if let Err(stderr) = r {
+                            return Err(RunError::TcScript {
+                                at: format!("{}:{}", s.file, st.line),
+                                host: script.host.clone(),
+                                command: st.text.clone(),
+                                stderr,
+                                hint: None,
+                            });
+                        }
+                        continue;
+                    }
+                };
                 let out = Command::new(&tools.tc)
                     .arg("-n")
                     .arg(&ns)
@@ -307,6 +357,29 @@ impl HostBackend {
                     });
                 }
             }
+            // default_qdisc acts when the kernel attaches qdiscs: this host's later lines
+            // saw it; nothing else does.
+            for (key, value, line) in scoped {
+                let before = sysctls.original(&key).map(str::to_string);
+                sysctls.restore(&key).map_err(|e| RunError::Failed(format!("host {}: {e}", script.host)))?;
+                if let Some(before) = before.filter(|b| *b != value) {
+                    warnings.push(format!(
+                        "{key} = {value} (host {}, {}:{line}) is global to the kernel, not per network namespace: \
+                         it was set only while the rest of host {}'s script ran, then put back to {before}",
+                        script.host, s.file, script.host
+                    ));
+                }
+            }
+        }
+        for (key, (value, host, line)) in &global {
+            if let Some(before) = sysctls.original(key).filter(|b| b != value) {
+                warnings.push(format!(
+                    "{key} = {value} (host {host}, {}:{line}) is global to the kernel, not per network namespace: \
+                     the whole kernel ran with it (every host and the wire) until the run ended, then it was put back \
+                     to {before}",
+                    s.file
+                ));
+            }
         }
         let mut servers = Vec::new();
         for (i, t) in s.traffic.iter().enumerate() {
@@ -318,6 +391,9 @@ impl HostBackend {
             let mut cmd = Command::new("ip");
             cmd.args(["netns", "exec", &lab.host_ns(&t.to)]).arg(tools.iperf3.as_ref().unwrap());
             cmd.args(["-s", "-1", "-B", &dst, "-p", &port]);
+            if let Some(cpus) = &t.receiver_cpus {
+                settings::pin(&mut cmd, cpus);
+            }
             let label = format!("iperf3 server of traffic[{i}] on {}", t.to);
             let mut p = Proc::spawn(cmd, &label, lab.dir(), &format!("server{i}"))
                 .map_err(|e| RunError::Failed(format!("{label}: {e}")))?;
@@ -387,6 +463,9 @@ impl HostBackend {
                 let mut cmd = Command::new("ip");
                 cmd.args(["netns", "exec", &lab.host_ns(&t.from)]);
                 let label = format!("traffic[{}] ({} {} → {})", r.index, t.kind.name(), t.from, t.to);
+                if let Some(cpus) = &t.sender_cpus {
+                    settings::pin(&mut cmd, cpus);
+                }
                 match &t.kind {
                     TrafficKind::Ping { interval } => {
                         // Sends until we interrupt it at the entry's end (ping's own -c
@@ -404,8 +483,11 @@ impl HostBackend {
                             TrafficKind::Tcp { flows, cc } => {
                                 cmd.args(["-P", &flows.to_string(), "-C", cc]);
                             }
-                            TrafficKind::Udp { rate, size } => {
-                                cmd.args(["-u", "-b", &(rate * 8).to_string(), "-l", &size.to_string()]);
+                            TrafficKind::Udp { rate, size, flows } => {
+                                // -b is per stream; 0: unlimited.
+                                let bits = rate.map_or(0, |r| r * 8);
+                                cmd.args(["-u", "-b", &bits.to_string(), "-l", &size.to_string()]);
+                                cmd.args(["-P", &flows.to_string()]);
                             }
                             TrafficKind::Ping { .. } => unreachable!(),
                         }
@@ -516,6 +598,7 @@ impl HostBackend {
         }
         drop(servers);
         lab.teardown().map_err(|e| RunError::Failed(format!("teardown: {e}")))?;
+        sysctls.restore_all().map_err(|e| RunError::Failed(format!("teardown: global sysctls: {e}")))?;
         let teardown_s = t_down.elapsed().as_secs_f64();
 
         let interval_s = opts.interval.as_secs_f64();
@@ -543,6 +626,7 @@ impl HostBackend {
             throughput,
             rtt,
             tc: TcResult { end, periodic },
+            cpu: Vec::new(),
             warnings,
         })
     }
@@ -558,7 +642,7 @@ impl HostBackend {
             dst,
             start_s: secs(t.start),
             flows: match t.kind {
-                TrafficKind::Tcp { flows, .. } => flows,
+                TrafficKind::Tcp { flows, .. } | TrafficKind::Udp { flows, .. } => flows,
                 _ => 1,
             },
         }

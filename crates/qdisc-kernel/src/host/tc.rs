@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use qdisc_scenario::result::DeviceSnapshot;
-use qdisc_scenario::scenario::Scenario;
+use qdisc_scenario::scenario::{Scenario, SettingKind};
 
 use super::lab::{self, port_name};
 
@@ -76,6 +76,16 @@ pub fn needed_qdiscs(s: &Scenario) -> BTreeMap<String, Vec<String>> {
                 need.entry(kind.to_string())
                     .or_default()
                     .push(format!("{}:{}: tc.{}: {}", s.file, line.line, t.host, line.text));
+            }
+        }
+        // `sysctl -w net.core.default_qdisc=KIND` loads sch_KIND too (qdisc_set_default).
+        for st in &t.settings {
+            if let SettingKind::Sysctl { key, value } = &st.kind {
+                if key == "net.core.default_qdisc" {
+                    need.entry(value.clone())
+                        .or_default()
+                        .push(format!("{}:{}: tc.{}: {}", s.file, st.line, t.host, st.text));
+                }
             }
         }
     }

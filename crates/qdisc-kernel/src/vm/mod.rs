@@ -1,7 +1,7 @@
 //! The VM backend: a scenario on a chosen Debian kernel, booted under qemu.
 //!
 //! ```text
-//! host                                                 guest (qemu, 2 vCPUs, 1 GiB)
+//! host                                                 guest (qemu, ≤ 64 vCPUs, 1 GiB)
 //! ─────────────────────────────────────────────        ─────────────────────────────────────────
 //! kernel::fetch     Debian kernel .deb → cache          PID 1 = the qdisc-lab binary (guest::main)
 //! image::base       modules + Debian userland → cpio     mounts /proc /sys /dev /run /tmp
@@ -64,8 +64,8 @@ pub const GUEST_INIT: &str = "usr/bin/qdisc-lab";
 /// (`qdisc-lab vm-guest`, which calls [`guest::main`]).
 pub const GUEST_ARG: &str = "vm-guest";
 
-/// Guest size.
-const CPUS: u32 = 2;
+/// Guest size: vCPUs at most (see [`guest_cpus`]), memory.
+const MAX_CPUS: u32 = 64;
 const MEMORY_MIB: u32 = 1024;
 /// From starting qemu to the guest's init, at most.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
@@ -80,6 +80,16 @@ pub fn cache_dir() -> PathBuf {
         PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into())).join(".cache/qdisc-lab")
     });
     base.join("vm")
+}
+
+/// The guest's vCPUs (`-smp`): the largest host's `cpus`, but no more than this
+/// machine's online CPUs (more vCPUs than cores only slow an emulated guest down, and
+/// distort a KVM one's timing) nor [`MAX_CPUS`]. Hosts with more cores than that run on
+/// fewer, and the guest's result says so.
+pub fn guest_cpus(s: &Scenario) -> u32 {
+    let want = s.hosts.iter().map(|h| h.cpus).max().unwrap_or(1);
+    let machine = crate::host::settings::machine_cpus().len() as u32;
+    want.min(machine).clamp(1, MAX_CPUS)
 }
 
 /// Timings of the last run, for measurements.
@@ -376,7 +386,7 @@ impl VmBackend {
         let result_file = dir.0.join("result");
         let spec = QemuSpec {
             accel,
-            cpus: CPUS,
+            cpus: guest_cpus(s),
             memory_mib: MEMORY_MIB,
             kernel: kernel.vmlinux.clone().unwrap_or_else(|| kernel.vmlinuz.clone()),
             initrd,
@@ -440,7 +450,7 @@ impl VmBackend {
         r.metadata.tools.insert("kernel-package".into(), kernel.package.clone());
         r.metadata.tools.insert(
             "qemu".into(),
-            format!("{} ({}, {CPUS} vCPUs, {MEMORY_MIB} MiB)", qemu_version(&qemu_bin), accel.name()),
+            format!("{} ({}, {} vCPUs, {MEMORY_MIB} MiB)", qemu_version(&qemu_bin), accel.name(), spec.cpus),
         );
         if let Some(oops) = crashed {
             r.warnings.push(format!(
@@ -448,11 +458,12 @@ impl VmBackend {
             ));
         }
         if accel == Accel::Tcg {
-            r.warnings.push(
+            r.warnings.push(format!(
                 "the VM ran under TCG (software emulation, no usable KVM here): packet rates are far below a real \
-                 machine's and every tool shares two emulated CPUs"
-                    .into(),
-            );
+                 machine's and every tool shares {} emulated CPU{}",
+                spec.cpus,
+                if spec.cpus == 1 { "" } else { "s" }
+            ));
         }
         timing.total_s = t_call.elapsed().as_secs_f64();
         if let (Some(w), Some(tt)) = (r.wallclock.as_mut(), t_traffic) {

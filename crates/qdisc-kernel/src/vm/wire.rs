@@ -14,14 +14,17 @@
 //!   console: `@@QDL:RESULT-B64 <chunk>` lines between `@@QDL:RESULT-BEGIN <length>` and
 //!   `@@QDL:RESULT-END`.
 
-use qdisc_scenario::scenario::{Endpoint, Host, Link, LinkKind, Scenario, TcLine, TcScript, Traffic, TrafficKind};
+use qdisc_scenario::profile::Profile;
+use qdisc_scenario::scenario::{
+    Endpoint, Host, Link, LinkKind, Scenario, Setting, SettingKind, TcLine, TcScript, Traffic, TrafficKind,
+};
 use qdisc_scenario::{RunError, RunResult};
 use serde::{Deserialize, Serialize};
 
 /// The virtio-serial port the guest writes its result to.
 pub const RESULT_PORT: &str = "org.qdisc-lab.result";
 /// Format of `/lab/run.json`.
-pub const RUN_FORMAT: &str = "qdisc-lab/vm-run/1";
+pub const RUN_FORMAT: &str = "qdisc-lab/vm-run/2";
 /// Format of the guest's [`Envelope`].
 pub const ENVELOPE_FORMAT: &str = "qdisc-lab/vm-guest/1";
 /// Start of every console marker line.
@@ -44,10 +47,22 @@ pub struct WireScenario {
     pub name: String,
     pub duration: u64,
     pub seed: u64,
-    pub hosts: Vec<String>,
+    pub hosts: Vec<WireHost>,
     pub links: Vec<WireLink>,
     pub tc: Vec<WireTc>,
     pub traffic: Vec<WireTraffic>,
+}
+
+/// A host. Its CPU profile crosses as the text of its file (the guest has no copy of
+/// it, and does not model CPU costs anyway): `None` for the bundled default, or when
+/// the file can no longer be read (the guest then keeps the default's costs under the
+/// file's name).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireHost {
+    pub name: String,
+    pub cpus: u32,
+    pub profile: String,
+    pub profile_text: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,6 +84,21 @@ pub struct WireTc {
     pub host: String,
     /// (line, text, args)
     pub lines: Vec<(usize, String, Vec<String>)>,
+    pub settings: Vec<WireSetting>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireSetting {
+    pub line: usize,
+    pub text: String,
+    pub kind: WireSettingKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WireSettingKind {
+    Sysctl { key: String, value: String },
+    XpsCpus { dev: String, txq: u32, cpus: Vec<u32> },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,13 +109,15 @@ pub struct WireTraffic {
     pub start: u64,
     pub duration: u64,
     pub line: usize,
+    pub sender_cpus: Option<Vec<u32>>,
+    pub receiver_cpus: Option<Vec<u32>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WireKind {
     Tcp { flows: u32, cc: String },
-    Udp { rate: u64, size: u32 },
+    Udp { rate: Option<u64>, size: u32, flows: u32 },
     Ping { interval: u64 },
 }
 
@@ -97,7 +129,18 @@ impl From<&Scenario> for WireScenario {
             name: s.name.clone(),
             duration: s.duration,
             seed: s.seed,
-            hosts: s.hosts.iter().map(|h| h.name.clone()).collect(),
+            hosts: s
+                .hosts
+                .iter()
+                .map(|h| WireHost {
+                    name: h.name.clone(),
+                    cpus: h.cpus,
+                    profile: h.profile.origin.clone(),
+                    profile_text: (h.profile.origin != "default")
+                        .then(|| std::fs::read_to_string(&h.profile.origin).ok())
+                        .flatten(),
+                })
+                .collect(),
             links: s
                 .links
                 .iter()
@@ -118,6 +161,22 @@ impl From<&Scenario> for WireScenario {
                 .map(|t| WireTc {
                     host: t.host.clone(),
                     lines: t.lines.iter().map(|l| (l.line, l.text.clone(), l.args.clone())).collect(),
+                    settings: t
+                        .settings
+                        .iter()
+                        .map(|st| WireSetting {
+                            line: st.line,
+                            text: st.text.clone(),
+                            kind: match &st.kind {
+                                SettingKind::Sysctl { key, value } => {
+                                    WireSettingKind::Sysctl { key: key.clone(), value: value.clone() }
+                                }
+                                SettingKind::XpsCpus { dev, txq, cpus } => {
+                                    WireSettingKind::XpsCpus { dev: dev.clone(), txq: *txq, cpus: cpus.clone() }
+                                }
+                            },
+                        })
+                        .collect(),
                 })
                 .collect(),
             traffic: s
@@ -126,7 +185,9 @@ impl From<&Scenario> for WireScenario {
                 .map(|t| WireTraffic {
                     kind: match &t.kind {
                         TrafficKind::Tcp { flows, cc } => WireKind::Tcp { flows: *flows, cc: cc.clone() },
-                        TrafficKind::Udp { rate, size } => WireKind::Udp { rate: *rate, size: *size },
+                        TrafficKind::Udp { rate, size, flows } => {
+                            WireKind::Udp { rate: *rate, size: *size, flows: *flows }
+                        }
                         TrafficKind::Ping { interval } => WireKind::Ping { interval: *interval },
                     },
                     from: t.from.clone(),
@@ -134,6 +195,8 @@ impl From<&Scenario> for WireScenario {
                     start: t.start,
                     duration: t.duration,
                     line: t.line,
+                    sender_cpus: t.sender_cpus.clone(),
+                    receiver_cpus: t.receiver_cpus.clone(),
                 })
                 .collect(),
         }
@@ -149,7 +212,18 @@ impl From<WireScenario> for Scenario {
             name: w.name,
             duration: w.duration,
             seed: w.seed,
-            hosts: w.hosts.into_iter().map(|name| Host { name }).collect(),
+            hosts: w
+                .hosts
+                .into_iter()
+                .map(|h| {
+                    let profile = match &h.profile_text {
+                        Some(text) => Profile::parse(text, &h.profile).unwrap_or_else(|_| Profile::default_profile()),
+                        None => Profile::default_profile(),
+                    };
+                    let profile = Profile { origin: h.profile, ..profile };
+                    Host { name: h.name, cpus: h.cpus, profile }
+                })
+                .collect(),
             links: w
                 .links
                 .into_iter()
@@ -170,6 +244,18 @@ impl From<WireScenario> for Scenario {
                 .map(|t| TcScript {
                     host: t.host,
                     lines: t.lines.into_iter().map(|(line, text, args)| TcLine { line, text, args }).collect(),
+                    settings: t
+                        .settings
+                        .into_iter()
+                        .map(|st| Setting {
+                            line: st.line,
+                            text: st.text,
+                            kind: match st.kind {
+                                WireSettingKind::Sysctl { key, value } => SettingKind::Sysctl { key, value },
+                                WireSettingKind::XpsCpus { dev, txq, cpus } => SettingKind::XpsCpus { dev, txq, cpus },
+                            },
+                        })
+                        .collect(),
                 })
                 .collect(),
             traffic: w
@@ -178,7 +264,7 @@ impl From<WireScenario> for Scenario {
                 .map(|t| Traffic {
                     kind: match t.kind {
                         WireKind::Tcp { flows, cc } => TrafficKind::Tcp { flows, cc },
-                        WireKind::Udp { rate, size } => TrafficKind::Udp { rate, size },
+                        WireKind::Udp { rate, size, flows } => TrafficKind::Udp { rate, size, flows },
                         WireKind::Ping { interval } => TrafficKind::Ping { interval },
                     },
                     from: t.from,
@@ -186,6 +272,8 @@ impl From<WireScenario> for Scenario {
                     start: t.start,
                     duration: t.duration,
                     line: t.line,
+                    sender_cpus: t.sender_cpus,
+                    receiver_cpus: t.receiver_cpus,
                 })
                 .collect(),
         }
@@ -533,11 +621,14 @@ mod tests {
 
     #[test]
     fn scenarios_cross_unchanged() {
-        let text = "name = \"t\"\nduration = \"2s\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n\
+        let text = "name = \"t\"\nduration = \"2s\"\n[[host]]\nname = \"a\"\ncpus = 8\n[[host]]\nname = \"b\"\n\
                     [[link]]\nbetween = [\"a:eth0\", \"b:eth0\"]\nrate = \"10mbit\"\ndelay = \"5ms\"\nloss = \"1%\"\n\
-                    [tc.a]\nscript = \"\"\"\nqdisc add dev eth0 root fq_codel\n\"\"\"\n\
+                    [tc.a]\nscript = \"\"\"\nsysctl -w net.core.dev_weight=32\nqdisc add dev eth0 root fq_codel\n\
+                    echo 3 > /sys/class/net/eth0/queues/tx-0/xps_cpus\n\"\"\"\n\
                     [[traffic]]\nkind = \"tcp\"\nfrom = \"a\"\nto = \"b\"\nflows = 2\n\
                     [[traffic]]\nkind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"1mbit\"\nsize = \"1000\"\n\
+                    [[traffic]]\nkind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"unlimited\"\nflows = 3\n\
+                    sender_cpus = \"0-1\"\nreceiver_cpus = \"1\"\n\
                     [[traffic]]\nkind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"20ms\"\n";
         let s = Scenario::from_bytes(text.as_bytes(), "dir/t.toml").unwrap_or_else(|e| panic!("{e}"));
         let run = GuestRun {
@@ -549,6 +640,21 @@ mod tests {
         let json = serde_json::to_string(&run).unwrap();
         let back: GuestRun = serde_json::from_str(&json).unwrap();
         assert_eq!(Scenario::from(back.scenario), s);
+        assert_eq!(s.hosts[0].cpus, 8);
+        assert_eq!(s.tc[0].settings.len(), 2);
+        // A profile from a file crosses as its text.
+        let dir = std::env::temp_dir().join(format!("qdl-wire-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let prof = qdisc_scenario::profile::DEFAULT.replace("name = \"default\"", "name = \"mine\"");
+        std::fs::write(dir.join("mine.toml"), prof).unwrap();
+        let file = dir.join("t.toml");
+        std::fs::write(&file, text.replace("cpus = 8\n", "cpus = 8\nprofile = \"mine.toml\"\n")).unwrap();
+        let s = Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        let json = serde_json::to_string(&WireScenario::from(&s)).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let back = Scenario::from(serde_json::from_str::<WireScenario>(&json).unwrap());
+        assert_eq!(back.hosts[0].profile.name, "mine");
+        assert_eq!(back, s);
     }
 
     #[test]

@@ -96,6 +96,9 @@ pub struct TcpSender {
 
     pub(super) snd_una: u64,
     pub(super) snd_nxt: u64,
+    /// Bytes the application has written into the socket (`write_seq`); `None`: it
+    /// always has more queued than the send buffer holds.
+    pub(super) written: Option<u64>,
     pub(super) snd_wnd: u64,
     pub(super) max_window: u64,
     pub(super) sb: Scoreboard,
@@ -190,6 +193,7 @@ impl TcpSender {
             now,
             snd_una: 0,
             snd_nxt: 0,
+            written: None,
             snd_wnd: cfg.rcv_wnd,
             max_window: cfg.rcv_wnd,
             sb: Scoreboard::new(mss),
@@ -277,7 +281,30 @@ impl TcpSender {
     /// Bytes queued by the application and not sent yet (`tcp_write_queue_empty` when 0):
     /// whatever `sndbuf` leaves beside the data in flight.
     pub(super) fn unsent_bytes(&self) -> u64 {
-        self.cfg.sndbuf.saturating_sub(self.snd_nxt - self.snd_una)
+        let room = self.cfg.sndbuf.saturating_sub(self.snd_nxt - self.snd_una);
+        match self.written {
+            Some(w) => room.min(w.saturating_sub(self.snd_nxt)),
+            None => room,
+        }
+    }
+
+    /// The application wrote `bytes` more into the socket (from then on, what it has
+    /// written bounds what TCP can send).
+    pub fn app_write(&mut self, bytes: u64) {
+        self.written = Some(self.written.unwrap_or(self.snd_una) + bytes);
+    }
+
+    /// Room in the send buffer for the application's next write (`sk_stream_wspace`).
+    /// With an unlimited `sndbuf` (the model's default) what is written but not yet
+    /// sent is kept to 4 MiB (`tcp_wmem`'s maximum), so a writer ahead of TCP blocks.
+    pub fn write_room(&self) -> u64 {
+        const UNSENT_MAX: u64 = 4 << 20;
+        let written = self.written.unwrap_or(self.snd_nxt);
+        if self.cfg.sndbuf == u64::MAX {
+            UNSENT_MAX.saturating_sub(written.saturating_sub(self.snd_nxt))
+        } else {
+            self.cfg.sndbuf.saturating_sub(written - self.snd_una)
+        }
     }
 
     /// `tcp_rto_min_us`.

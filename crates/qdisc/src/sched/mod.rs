@@ -113,6 +113,8 @@ pub fn parse_warning(opts: &Opts) -> &str {
 
 /// Kernel side: `qdisc_create` → `ops->init`. `handle` is the new qdisc's handle
 /// (children it creates hang below it), `parent` where it is being attached.
+/// An mq made here gets the boot-time default qdisc ([`crate::tree::DEFAULT_QDISC`])
+/// on its tx queues; [`create_with_default`] takes `net.core.default_qdisc`.
 pub fn create(
     kind: &str,
     opts: Option<&Opts>,
@@ -120,6 +122,34 @@ pub fn create(
     handle: u32,
     parent: u32,
     now: Instant,
+) -> Result<Box<dyn Qdisc>, TcError> {
+    create_with_default(kind, opts, dev, handle, parent, now, crate::tree::DEFAULT_QDISC)
+}
+
+/// `qdisc_create_dflt` (net/sched/sch_generic.c): a qdisc the kernel makes on its own
+/// — handle 0, `ops->init` without options — or None when that init fails (htb, tbf
+/// and prio want options; mq and ingress refuse the place). `default_qdisc` is
+/// `net.core.default_qdisc`, for an mq's own tx queue children.
+pub fn create_dflt(
+    kind: &str,
+    dev: &DevInfo,
+    parent: u32,
+    default_qdisc: &str,
+    now: Instant,
+) -> Option<Box<dyn Qdisc>> {
+    create_with_default(kind, None, dev, 0, parent, now, default_qdisc).ok()
+}
+
+/// [`create`] with `net.core.default_qdisc` (`default_qdisc_ops`, a kind of
+/// [`KINDS`]) set to `default_qdisc`: only `mq_init` reads it.
+pub fn create_with_default(
+    kind: &str,
+    opts: Option<&Opts>,
+    dev: &DevInfo,
+    handle: u32,
+    parent: u32,
+    now: Instant,
+    default_qdisc: &str,
 ) -> Result<Box<dyn Qdisc>, TcError> {
     let fifo = |k: FifoKind| -> Result<Box<dyn Qdisc>, TcError> {
         match opts {
@@ -169,7 +199,7 @@ pub fn create(
             Some(Opts::Fq(o)) => Ok(Box::new(fq::Fq::new(o, dev, handle, now)?)),
             _ => Err(TcError::invalid()),
         },
-        "mq" => Ok(Box::new(mq::Mq::new(dev, handle, parent)?)),
+        "mq" => Ok(Box::new(mq::Mq::new(dev, handle, parent, default_qdisc, now)?)),
         _ => Err(TcError::kernel("Specified qdisc kind is unknown")),
     }
 }

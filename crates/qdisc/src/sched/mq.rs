@@ -11,7 +11,7 @@
 
 use crate::packet::Packet;
 use crate::qdisc::{tc_h_maj, tc_h_make, Classful, Dequeued, DevInfo, Enqueued, Node, Qdisc, TC_H_ROOT};
-use crate::sched::{fifo, pfifo_fast, Opts};
+use crate::sched::{self, Opts};
 use crate::stats::Stats;
 use crate::tc::{Errno, Out, TcError};
 use crate::time::Instant;
@@ -23,24 +23,26 @@ pub struct Mq {
     stats: Stats,
 }
 
-/// `get_default_qdisc_ops` for a tx queue: the system default (pfifo_fast here,
-/// as `net.core.default_qdisc` ships) below real_num_tx_queues.
-pub fn default_child(dev: &DevInfo, parent: u32) -> Node {
-    let q: Box<dyn Qdisc> = match pfifo_fast::PfifoFast::new(dev) {
-        Ok(p) => Box::new(p),
-        // txqueuelen 0: pfifo_fast's init fails; the kernel then leaves noop.
-        Err(_) => Box::new(fifo::Fifo::with_limit(fifo::FifoKind::Pfifo, 0, dev)),
-    };
-    Node::new(0, parent, q)
-}
-
 impl Mq {
-    /// `mq_init`: only as root of a multiqueue device.
-    pub fn new(dev: &DevInfo, handle: u32, parent: u32) -> Result<Self, TcError> {
+    /// `mq_init`: only as root of a multiqueue device; each tx queue gets its default
+    /// qdisc (`qdisc_create_dflt`, handle 0, parent `<major>:<txq+1>`) of the kind
+    /// `get_default_qdisc_ops` (include/net/sch_generic.h) names: `default_qdisc`
+    /// (`net.core.default_qdisc`) below real_num_tx_queues, pfifo_fast above — and
+    /// every tx queue of a [`DevInfo`] is a real one. If one of them cannot be made (htb/tbf/prio/mq/ingress as
+    /// `net.core.default_qdisc`, or pfifo_fast on a device with txqueuelen 0), mq_init
+    /// fails with ENOMEM: `tc qdisc add … mq` is refused, and a default mq root falls
+    /// back to noqueue ([`crate::tree`]).
+    pub fn new(dev: &DevInfo, handle: u32, parent: u32, default_qdisc: &str, now: Instant) -> Result<Self, TcError> {
         if parent != TC_H_ROOT || dev.num_tx_queues <= 1 {
             return Err(TcError::errno(Errno::EOPNOTSUPP));
         }
-        let txqs = (0..dev.num_tx_queues).map(|i| default_child(dev, tc_h_make(tc_h_maj(handle), i + 1))).collect();
+        let mut txqs = Vec::with_capacity(dev.num_tx_queues as usize);
+        for ntx in 0..dev.num_tx_queues {
+            let parent = tc_h_make(tc_h_maj(handle), ntx + 1);
+            let q = sched::create_dflt(default_qdisc, dev, parent, default_qdisc, now)
+                .ok_or_else(|| TcError::errno(Errno::ENOMEM))?;
+            txqs.push(Node::new(0, parent, q));
+        }
         Ok(Mq { txqs, next: 0, stats: Stats::default() })
     }
 
@@ -174,11 +176,15 @@ mod tests {
         DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: 1000, num_tx_queues: n }
     }
 
+    fn mq(d: &DevInfo, handle: u32, parent: u32) -> Result<Mq, TcError> {
+        Mq::new(d, handle, parent, crate::tree::DEFAULT_QDISC, Instant::ZERO)
+    }
+
     #[test]
     fn only_root_of_multiqueue() {
-        assert!(Mq::new(&dev(1), 0, TC_H_ROOT).is_err());
-        assert!(Mq::new(&dev(4), 0x10000, 0x20001).is_err());
-        let mq = Mq::new(&dev(4), 0x10000, TC_H_ROOT).unwrap();
+        assert!(mq(&dev(1), 0, TC_H_ROOT).is_err());
+        assert!(mq(&dev(4), 0x10000, 0x20001).is_err());
+        let mq = mq(&dev(4), 0x10000, TC_H_ROOT).unwrap();
         assert_eq!(mq.class_minors(), vec![1, 2, 3, 4]);
         assert_eq!(mq.leaf(2).unwrap().parent, 0x10002);
         assert_eq!(crate::qdisc::tc_h_min(mq.leaf(4).unwrap().parent), 4);
@@ -186,7 +192,7 @@ mod tests {
 
     #[test]
     fn stats_are_sums_and_hash_picks_queue() {
-        let mut mq = Mq::new(&dev(4), 0, TC_H_ROOT).unwrap();
+        let mut mq = mq(&dev(4), 0, TC_H_ROOT).unwrap();
         let now = Instant::ZERO;
         // hash 0 → txq 0; hash 0xC000_0000 → txq 3.
         mq.enqueue(Packet::new(1, 100).with_hash(0), now);

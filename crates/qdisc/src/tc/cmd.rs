@@ -7,7 +7,7 @@ use crate::sched::ingress::{INGRESS_HANDLE, TC_H_INGRESS};
 use crate::tc::show::{self, QdiscFilter};
 use crate::tc::{matches, Args, Errno, Out, TcError};
 use crate::time::Instant;
-use crate::tree::{DevSpec, Device, KernelVersion, NlFlags};
+use crate::tree::{self, DevSpec, Device, KernelVersion, NlFlags};
 
 /// tc's global options.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -43,6 +43,30 @@ pub struct Tc {
     pub(crate) warn: String,
     /// The netns's tc actions (gact, police) by kind and index.
     pub(crate) actions: crate::classify::action::ActionTable,
+    /// The kernel devices added later follow.
+    kernel: KernelVersion,
+    /// `net.core.default_qdisc` (kernel-global; each device keeps a copy).
+    default_qdisc: &'static str,
+}
+
+/// The `sysctl -w` keys this engine models (see [`Tc::sysctl_w`]).
+pub const SYSCTLS: &[&str] = &[tree::DEFAULT_QDISC_SYSCTL];
+
+/// procps' `slashdot`: a key whose first separator is already `new` is left alone;
+/// otherwise every `old` becomes `new` and every `new` becomes `old`
+/// (`net.core/x` → `net/core.x`).
+fn slashdot(key: &str, old: char, new: char) -> String {
+    match key.chars().find(|&c| c == '.' || c == '/') {
+        Some(c) if c != new => key
+            .chars()
+            .map(|c| match c {
+                c if c == old => new,
+                c if c == new => old,
+                c => c,
+            })
+            .collect(),
+        _ => key.to_string(),
+    }
 }
 
 const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show ] dev STRING
@@ -254,23 +278,93 @@ impl Tc {
         Self::with_kernel(specs, KernelVersion::default())
     }
 
-    /// Devices following kernel `k` where versions differ.
+    /// Devices following kernel `k` where versions differ, with the kernel's built-in
+    /// default qdisc ([`tree::DEFAULT_QDISC`], pfifo_fast).
     pub fn with_kernel(specs: &[DevSpec], k: KernelVersion) -> Self {
-        let mut tc = Self::new_inner(specs);
-        for d in &mut tc.devices {
-            d.kernel = k;
-        }
-        tc
+        Self::boot(specs, k, tree::DEFAULT_QDISC)
     }
 
-    fn new_inner(specs: &[DevSpec]) -> Self {
-        Tc {
-            devices: specs.iter().map(Device::new).collect(),
+    /// Devices as on a host that booted with `net.core.default_qdisc=KIND` (a
+    /// sysctl.d setting, or the kernel's CONFIG_DEFAULT_NET_SCH): each comes up with
+    /// KIND as its root qdisc (handle 0, default parameters), a multiqueue device with
+    /// mq and KIND on every tx queue, an IFF_NO_QUEUE one (veth) with noqueue — and with
+    /// noqueue too when KIND cannot be made there (see [`tree::check_default_qdisc`]).
+    /// The error is sysctl's for a kind the kernel refuses.
+    pub fn with_default_qdisc(specs: &[DevSpec], k: KernelVersion, kind: &str) -> Result<Tc, String> {
+        Ok(Self::boot(specs, k, tree::default_qdisc_ops(kind)?))
+    }
+
+    fn boot(specs: &[DevSpec], k: KernelVersion, default_qdisc: &'static str) -> Self {
+        let mut tc = Tc {
+            devices: Vec::with_capacity(specs.len()),
             autohandle: 0x8000_0000,
             now: Instant::ZERO,
             warn: String::new(),
             actions: Default::default(),
+            kernel: k,
+            default_qdisc,
+        };
+        for s in specs {
+            tc.bring_up(s);
         }
+        tc
+    }
+
+    /// `ip link add` + `ip link set up`: the device gets its default qdiscs now.
+    fn bring_up(&mut self, spec: &DevSpec) {
+        let mut d = Device::with_default_qdisc(spec, self.default_qdisc, self.now);
+        d.kernel = self.kernel;
+        self.devices.push(d);
+    }
+
+    /// `ip link add NAME … ; ip link set NAME up` at [`Tc::now`]: a device created
+    /// after boot, with the default qdiscs of the current `net.core.default_qdisc`.
+    pub fn add_device(&mut self, spec: &DevSpec) -> Result<(), String> {
+        if self.device(&spec.name).is_some() {
+            return Err("RTNETLINK answers: File exists".into());
+        }
+        self.bring_up(spec);
+        Ok(())
+    }
+
+    /// `sysctl -w net.core.default_qdisc=KIND` (`set_default_qdisc` in
+    /// net/core/sysctl_net_core.c → `qdisc_set_default` in net/sched/sch_api.c): later
+    /// default attachments use KIND — a device whose root is deleted, an mq's tx queues
+    /// (`tc qdisc add … mq`), devices added later — while existing qdiscs stay as they
+    /// are. The setting is kernel-global, so it holds for every device. The error is
+    /// what sysctl prints for a kind the kernel refuses (unknown or not implemented
+    /// here); classful and mq-like kinds are accepted, see [`tree::check_default_qdisc`].
+    pub fn set_default_qdisc(&mut self, kind: &str) -> Result<(), String> {
+        let kind = tree::default_qdisc_ops(kind)?;
+        self.default_qdisc = kind;
+        for d in &mut self.devices {
+            d.default_qdisc = kind;
+        }
+        Ok(())
+    }
+
+    /// What /proc/sys/net/core/default_qdisc reads (`qdisc_get_default`).
+    pub fn default_qdisc(&self) -> &'static str {
+        self.default_qdisc
+    }
+
+    /// `sysctl -w KEY=VALUE` (procps-ng 4) on the keys this engine models
+    /// ([`SYSCTLS`]): `Ok` with what sysctl prints (`KEY = VALUE\n`), or `Err` with
+    /// its message (no newline; sysctl exits with status 1). A key the engine does not
+    /// model is refused as one the kernel lacks (`sysctl: cannot stat
+    /// /proc/sys/net/core/foo: No such file or directory`).
+    pub fn sysctl_w(&mut self, setting: &str) -> Result<String, String> {
+        // parse_setting_line: KEY=VALUE, blanks around both stripped.
+        let Some((key, value)) = setting.split_once('=') else {
+            return Err("sysctl: command line(0): invalid syntax, continuing...".into());
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let path = slashdot(key, '.', '/');
+        if !SYSCTLS.iter().any(|k| slashdot(k, '.', '/') == path) {
+            return Err(format!("sysctl: cannot stat /proc/sys/{path}: No such file or directory"));
+        }
+        self.set_default_qdisc(value)?;
+        Ok(format!("{} = {value}\n", slashdot(&path, '/', '.')))
     }
 
     /// `ip link set dev NAME txqueuelen N`: later default qdiscs and default limits

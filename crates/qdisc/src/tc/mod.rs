@@ -12,7 +12,7 @@ mod show;
 pub mod units;
 
 pub use cmd::get_tc_classid;
-pub use cmd::{makeargs, parse_global, Global, Output, Tc, TcOpts};
+pub use cmd::{makeargs, parse_global, Global, Output, Tc, TcOpts, SYSCTLS};
 pub use out::Out;
 pub use show::classid as show_classid;
 
@@ -74,6 +74,7 @@ pub enum Errno {
     ELOOP,
     EBUSY,
     ENODEV,
+    ENOMEM,
 }
 
 impl Errno {
@@ -88,6 +89,7 @@ impl Errno {
             Errno::ELOOP => "Too many levels of symbolic links",
             Errno::EBUSY => "Device or resource busy",
             Errno::ENODEV => "No such device",
+            Errno::ENOMEM => "Cannot allocate memory",
         }
     }
 }

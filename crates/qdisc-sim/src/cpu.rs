@@ -1,0 +1,504 @@
+//! Hosts have CPUs: cores that execute the packet path's work in virtual time, with
+//! costs from the host's profile (`qdisc_scenario::profile`), and the spinlocks the
+//! kernel takes on the way (docs/cpu-model.md).
+//!
+//! ```text
+//!  event ─► work on a CPU's queue ─► the CPU runs it: effects at its start, then busy
+//!           (softirq before process;   for its cost; a lock held elsewhere parks the CPU
+//!            netdev_budget fairness)  in the lock's FIFO (spinning: its time is burnt)
+//! ```
+//!
+//! * A CPU runs one work item at a time. Softirq work (NAPI receive, TX completion,
+//!   NET_TX) runs before process work (application threads); after `netdev_budget`
+//!   softirq items in a row with process work waiting, one process item runs (the
+//!   kernel hands the rest of a long softirq run to ksoftirqd, a normal thread).
+//! * A CPU that was idle starts new work after `wakeup_latency` (interrupt delivery,
+//!   idle exit, scheduler wake-up); a busy CPU queues it.
+//! * Locks are queued spinlocks (`native_queued_spin_lock_slowpath`): FIFO; an
+//!   uncontended acquire costs `lock.uncontended` (plus `lock.transfer` when another
+//!   CPU held it last); a handover to a waiter costs `lock.transfer` plus
+//!   `lock.per_waiter` for every other CPU still waiting (up to `waiters_cap`).
+//!   Waiting CPUs spin: their time counts as busy, in the spinlock's row.
+//! * Accounting: per CPU, busy nanoseconds by class (user, sys, softirq); per host,
+//!   nanoseconds by kernel function (the rows of `perf top`); per lock,
+//!   acquisitions, contended acquisitions and the time spent waiting.
+//!
+//! Everything here is a model: the constants are the profile's, and reports say so.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use qdisc::Instant;
+use qdisc_scenario::profile::Profile;
+
+use crate::event::Ev;
+use crate::world::Sim;
+
+/// What a CPU's time is spent as (`/proc/stat`'s columns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    User = 0,
+    Sys = 1,
+    Softirq = 2,
+}
+
+/// Kernel functions (and the application) that CPU time is charged to. Qdisc kinds
+/// get their `<kind>_enqueue`/`<kind>_dequeue` rows at run time (see [`Funcs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Func {
+    Spin,
+    Lock,
+    App,
+    UdpSendmsg,
+    TcpSendmsg,
+    Copy,
+    TcpTransmitSkb,
+    DevQueueXmit,
+    SchDirectXmit,
+    NdoStartXmit,
+    VethXmit,
+    NapiConsumeSkb,
+    NapiGroReceive,
+    IpRcv,
+    IpForward,
+    UdpRcv,
+    TcpV4Rcv,
+    IcmpRcv,
+    Recvmsg,
+}
+
+const FIXED: [&str; 19] = [
+    "native_queued_spin_lock_slowpath",
+    "_raw_spin_lock",
+    "[user] application",
+    "udp_sendmsg",
+    "tcp_sendmsg",
+    "copy_user_generic",
+    "__tcp_transmit_skb",
+    "__dev_queue_xmit",
+    "sch_direct_xmit",
+    "ndo_start_xmit",
+    "veth_xmit",
+    "napi_consume_skb",
+    "napi_gro_receive",
+    "ip_rcv",
+    "ip_forward",
+    "udp_rcv",
+    "tcp_v4_rcv",
+    "icmp_rcv",
+    "recvmsg",
+];
+
+/// The profile's costs as the model reads them, per packet, in nanoseconds.
+#[derive(Clone, Debug)]
+pub struct Costs {
+    pub app_send: u64,
+    pub udp_sendmsg: u64,
+    pub tcp_sendmsg: u64,
+    pub copy_per_kib: u64,
+    pub tcp_transmit_skb: u64,
+    pub dev_queue_xmit: u64,
+    pub sch_direct_xmit: u64,
+    pub ndo_start_xmit: u64,
+    pub veth_xmit: u64,
+    pub napi_consume_skb: u64,
+    pub napi_gro_receive: u64,
+    pub ip_rcv: u64,
+    pub ip_forward: u64,
+    pub udp_rcv: u64,
+    pub tcp_v4_rcv: u64,
+    pub icmp_rcv: u64,
+    pub recvmsg: u64,
+    pub wakeup_latency: u64,
+    pub bridge_forward: u64,
+    pub lock_uncontended: u64,
+    pub lock_transfer: u64,
+    pub lock_per_waiter: u64,
+    pub lock_waiters_cap: u32,
+}
+
+impl Costs {
+    pub fn of(p: &Profile) -> Costs {
+        let c = &p.cost;
+        Costs {
+            app_send: c.app_send.ns,
+            udp_sendmsg: c.udp_sendmsg.ns,
+            tcp_sendmsg: c.tcp_sendmsg.ns,
+            copy_per_kib: c.copy_per_kib.ns,
+            tcp_transmit_skb: c.tcp_transmit_skb.ns,
+            dev_queue_xmit: c.dev_queue_xmit.ns,
+            sch_direct_xmit: c.sch_direct_xmit.ns,
+            ndo_start_xmit: c.ndo_start_xmit.ns,
+            veth_xmit: c.veth_xmit.ns,
+            napi_consume_skb: c.napi_consume_skb.ns,
+            napi_gro_receive: c.napi_gro_receive.ns,
+            ip_rcv: c.ip_rcv.ns,
+            ip_forward: c.ip_forward.ns,
+            udp_rcv: c.udp_rcv.ns,
+            tcp_v4_rcv: c.tcp_v4_rcv.ns,
+            icmp_rcv: c.icmp_rcv.ns,
+            recvmsg: c.recvmsg.ns,
+            wakeup_latency: c.wakeup_latency.ns,
+            bridge_forward: c.bridge_forward.ns,
+            lock_uncontended: p.lock.uncontended.ns,
+            lock_transfer: p.lock.transfer.ns,
+            lock_per_waiter: p.lock.per_waiter.ns,
+            lock_waiters_cap: p.lock.waiters_cap,
+        }
+    }
+
+    /// Copying `bytes` between user and kernel memory.
+    pub fn copy(&self, bytes: u64) -> u64 {
+        bytes * self.copy_per_kib / 1024
+    }
+}
+
+/// Nanoseconds per function row of one host.
+pub struct Funcs {
+    pub names: Vec<String>,
+    pub ns: Vec<u64>,
+    /// Qdisc kind → (enqueue row, dequeue row, enqueue ns, dequeue ns).
+    kinds: BTreeMap<String, (u16, u16, u64, u64)>,
+}
+
+impl Funcs {
+    fn new() -> Funcs {
+        Funcs { names: FIXED.iter().map(|s| s.to_string()).collect(), ns: vec![0; FIXED.len()], kinds: BTreeMap::new() }
+    }
+
+    /// The rows and costs of a qdisc kind's enqueue and dequeue.
+    pub fn kind(&mut self, profile: &Profile, kind: &str) -> (u16, u16, u64, u64) {
+        if let Some(k) = self.kinds.get(kind) {
+            return *k;
+        }
+        let c = profile.qdisc_cost(kind);
+        let e = self.names.len() as u16;
+        self.names.push(format!("{kind}_enqueue"));
+        self.names.push(format!("{kind}_dequeue"));
+        self.ns.extend([0, 0]);
+        let k = (e, e + 1, c.enqueue, c.dequeue);
+        self.kinds.insert(kind.to_string(), k);
+        k
+    }
+}
+
+/// A spinlock of a host.
+pub struct Lock {
+    pub name: String,
+    pub holder: Option<u32>,
+    /// The CPU that held it last (its line is in that CPU's cache).
+    last: Option<u32>,
+    pub waiters: VecDeque<(u32, Instant)>,
+    pub acquisitions: u64,
+    pub contended: u64,
+    pub wait_ns: u64,
+}
+
+/// Work a CPU can be given.
+pub enum Work {
+    /// `dev_queue_xmit` of a packet, or (`pkt: None`) a NET_TX run of a qdisc.
+    Xmit(Box<crate::xmit::XmitTask>),
+    /// NAPI poll of interface `iface`'s rx queue `rxq`.
+    Napi { iface: u32, rxq: u32 },
+    /// The same poll going on after a packet it forwarded (`done` packets so far).
+    NapiFrom { iface: u32, rxq: u32, done: u32 },
+    /// The driver's TX completion poll of `iface`'s tx queue `txq`.
+    TxPoll { iface: u32, txq: u32 },
+    /// A UDP sender thread's next datagram.
+    UdpSend { app: u32 },
+    /// A ping's echo request.
+    PingSend { app: u32 },
+    /// A ping's echo reply reached its socket: the process reads it.
+    PingRecv { app: u32, seq: u64, sent_at: Instant },
+    /// A TCP sender's application writes into its socket.
+    TcpWrite { flow: u32 },
+    /// CPU time already charged to its functions (work done synchronously at a
+    /// timer's instant) that still occupies the CPU.
+    Occupy { ns: u64 },
+    /// CPU time with no effect of its own (a receiver's copy, an application's loop).
+    Burn { func: Func, class: Class, ns: u64 },
+}
+
+/// What a work item left to do after a step.
+pub enum Step {
+    /// Busy for this long, then continue (`cur` stays).
+    Busy(u64),
+    /// Parked on a lock; the lock's release wakes the CPU.
+    Wait,
+    /// Finished after this long.
+    Done(u64),
+}
+
+pub struct Cpu {
+    /// Running (or parked on a lock); when false, the CPU is idle.
+    pub busy: bool,
+    /// A CPU event is pending for this instant.
+    pub scheduled: Option<Instant>,
+    /// The work item in progress across steps (an xmit waiting for a lock …).
+    pub cur: Option<Work>,
+    pub cur_class: Class,
+    pub softirq: VecDeque<Work>,
+    pub process: VecDeque<Work>,
+    /// Softirq items run in a row while process work waited.
+    softirq_run: u32,
+    /// Busy nanoseconds by class (user, sys, softirq).
+    pub acct: [u64; 3],
+    /// When the last work item ends: until then the CPU is still busy (new work
+    /// starts then, without a wake-up); after it, it is idle.
+    pub free_at: Instant,
+}
+
+/// The CPUs of one host and what they share.
+pub struct HostCpus {
+    pub cpus: Vec<Cpu>,
+    pub profile: Profile,
+    pub costs: Costs,
+    pub funcs: Funcs,
+    pub locks: Vec<Lock>,
+    /// `dev_tx_weight` (`dev_weight` × `dev_weight_tx_bias`): the quota of a qdisc run.
+    pub tx_quota: u32,
+    /// `netdev_budget`: softirq items before process work gets a turn.
+    pub budget: u32,
+    /// `net.core.dev_weight` and `dev_weight_tx_bias` (their product is `tx_quota`).
+    pub dev_weight: u32,
+    pub tx_bias: u32,
+}
+
+impl HostCpus {
+    pub fn new(n: u32, profile: &Profile) -> HostCpus {
+        HostCpus {
+            cpus: (0..n)
+                .map(|_| Cpu {
+                    busy: false,
+                    scheduled: None,
+                    cur: None,
+                    cur_class: Class::Sys,
+                    softirq: VecDeque::new(),
+                    process: VecDeque::new(),
+                    softirq_run: 0,
+                    acct: [0; 3],
+                    free_at: Instant::ZERO,
+                })
+                .collect(),
+            costs: Costs::of(profile),
+            profile: profile.clone(),
+            funcs: Funcs::new(),
+            locks: Vec::new(),
+            tx_quota: 64,
+            budget: 300,
+            dev_weight: 64,
+            tx_bias: 1,
+        }
+    }
+
+    pub fn lock(&mut self, name: String) -> u32 {
+        self.locks.push(Lock {
+            name,
+            holder: None,
+            last: None,
+            waiters: VecDeque::new(),
+            acquisitions: 0,
+            contended: 0,
+            wait_ns: 0,
+        });
+        self.locks.len() as u32 - 1
+    }
+
+    /// Charge `ns` of CPU `c`'s time to a function row.
+    pub fn charge(&mut self, c: u32, class: Class, func: u16, ns: u64) {
+        self.cpus[c as usize].acct[class as usize] += ns;
+        self.funcs.ns[func as usize] += ns;
+    }
+
+    /// Try to take lock `l` for CPU `c`: `Some(cost)` if it is free (taken now), `None`
+    /// if the CPU queues behind the holder.
+    pub fn acquire(&mut self, l: u32, c: u32, now: Instant) -> Option<u64> {
+        let (unc, transfer) = (self.costs.lock_uncontended, self.costs.lock_transfer);
+        let lk = &mut self.locks[l as usize];
+        lk.acquisitions += 1;
+        if lk.holder.is_none() {
+            lk.holder = Some(c);
+            let cost = unc + if lk.last.is_some_and(|x| x != c) { transfer } else { 0 };
+            let class = self.cpus[c as usize].cur_class;
+            self.charge(c, class, Func::Lock as u16, cost);
+            return Some(cost);
+        }
+        lk.contended += 1;
+        lk.waiters.push_back((c, now));
+        None
+    }
+
+    /// Release lock `l` held by CPU `c`; the next waiter (if any) gets it after the
+    /// handover: returns that CPU and when it holds the lock.
+    pub fn release(&mut self, l: u32, c: u32, now: Instant) -> Option<(u32, Instant)> {
+        let costs = &self.costs;
+        let lk = &mut self.locks[l as usize];
+        debug_assert_eq!(lk.holder, Some(c), "{} released by a CPU that does not hold it", lk.name);
+        lk.holder = None;
+        lk.last = Some(c);
+        let (next, since) = lk.waiters.pop_front()?;
+        let others = (lk.waiters.len() as u64).min(costs.lock_waiters_cap as u64);
+        let at = now + qdisc::Duration(costs.lock_transfer + costs.lock_per_waiter * others);
+        lk.holder = Some(next);
+        let waited = (at - since).as_nanos();
+        lk.wait_ns += waited;
+        let class = self.cpus[next as usize].cur_class;
+        self.charge(next, class, Func::Spin as u16, waited);
+        Some((next, at))
+    }
+}
+
+impl Sim {
+    /// The CPUs of host `h` (scenario hosts have them; the kernel lab's wire does not).
+    pub fn cpus(&mut self, h: u32) -> &mut HostCpus {
+        self.hosts[h as usize].cpu.as_mut().expect("a host with CPUs")
+    }
+
+    /// Give CPU `c` of host `h` work: softirq (interrupt-driven) or process context.
+    pub fn give(&mut self, h: u32, c: u32, w: Work, softirq: bool) {
+        let now = self.now;
+        let hc = self.cpus(h);
+        let lat = hc.costs.wakeup_latency;
+        let cpu = &mut hc.cpus[c as usize];
+        if matches!(w, Work::TxPoll { .. }) {
+            // Drivers poll the TX completion queue first in every NAPI poll, before
+            // up to 64 received packets: completions do not wait behind the rx ring.
+            cpu.softirq.push_front(w);
+        } else if softirq {
+            cpu.softirq.push_back(w);
+        } else if let (Work::Burn { func, class, ns }, Some(Work::Burn { func: f, class: k, ns: n })) =
+            (&w, cpu.process.back_mut())
+        {
+            // A thread's queued syscalls of one kind add up (the queue stays bounded
+            // however far behind the thread falls).
+            if (*func, *class) == (*f, *k) {
+                *n += ns;
+            } else {
+                cpu.process.push_back(w);
+            }
+        } else {
+            cpu.process.push_back(w);
+        }
+        if !cpu.busy && cpu.scheduled.is_none() {
+            let at = if cpu.free_at > now { cpu.free_at } else { now + qdisc::Duration(lat) };
+            cpu.scheduled = Some(at);
+            self.events.at(at, Ev::Cpu { host: h, cpu: c });
+        }
+    }
+
+    /// The next item of CPU `c`: softirq first, with `netdev_budget` fairness.
+    fn next_work(&mut self, h: u32, c: u32) -> Option<(Work, Class)> {
+        let budget = self.cpus(h).budget;
+        let cpu = &mut self.cpus(h).cpus[c as usize];
+        let process_first = !cpu.process.is_empty() && cpu.softirq_run >= budget;
+        if !process_first {
+            if let Some(w) = cpu.softirq.pop_front() {
+                if !cpu.process.is_empty() {
+                    cpu.softirq_run += 1;
+                }
+                return Some((w, Class::Softirq));
+            }
+        }
+        cpu.softirq_run = 0;
+        let w = cpu.process.pop_front()?;
+        let class = if matches!(w, Work::Burn { class: Class::User, .. }) { Class::User } else { Class::Sys };
+        Some((w, class))
+    }
+
+    /// CPU `c` of host `h` is free at `now` (its step ended or a lock was handed to it):
+    /// run work until it must wait.
+    pub fn cpu_run(&mut self, h: u32, c: u32) {
+        {
+            let now = self.now;
+            let cpu = &mut self.cpus(h).cpus[c as usize];
+            if cpu.scheduled != Some(now) {
+                return;
+            }
+            cpu.scheduled = None;
+            cpu.busy = true;
+        }
+        loop {
+            let cur = self.cpus(h).cpus[c as usize].cur.take();
+            let w = match cur {
+                Some(w) => w,
+                None => match self.next_work(h, c) {
+                    Some((w, class)) => {
+                        self.cpus(h).cpus[c as usize].cur_class = class;
+                        w
+                    }
+                    None => {
+                        let cpu = &mut self.cpus(h).cpus[c as usize];
+                        cpu.busy = false;
+                        return;
+                    }
+                },
+            };
+            let (ns, done) = match self.step(h, c, w) {
+                Step::Wait => return,
+                Step::Busy(ns) => (ns, false),
+                Step::Done(ns) => (ns, true),
+            };
+            if ns == 0 {
+                continue;
+            }
+            let at = self.now + qdisc::Duration(ns);
+            let cpu = &mut self.cpus(h).cpus[c as usize];
+            if done && cpu.cur.is_none() && cpu.softirq.is_empty() && cpu.process.is_empty() {
+                // Nothing queued behind it: no event for its end (see `give`).
+                cpu.busy = false;
+                cpu.free_at = at;
+                return;
+            }
+            // Nothing else can happen before `at`: go on without the event queue.
+            if self.events.next_at().is_some_and(|t| at < t) && at <= self.end {
+                self.now = at;
+                continue;
+            }
+            self.cpus(h).cpus[c as usize].scheduled = Some(at);
+            self.events.at(at, Ev::Cpu { host: h, cpu: c });
+            return;
+        }
+    }
+
+    /// A lock was handed to CPU `c` at `at`: it goes on from there.
+    pub fn lock_granted(&mut self, h: u32, c: u32, at: Instant) {
+        self.cpus(h).cpus[c as usize].scheduled = Some(at);
+        self.events.at(at, Ev::Cpu { host: h, cpu: c });
+    }
+
+    /// Run one step of a work item on CPU `c` at `now`. Synchronous work inside it
+    /// (TCP's output) adds its cost.
+    fn step(&mut self, h: u32, c: u32, w: Work) -> Step {
+        self.on_cpu = Some((h, c));
+        let s = self.step_inner(h, c, w);
+        self.on_cpu = None;
+        let extra = std::mem::take(&mut self.inline_ns);
+        match s {
+            Step::Busy(ns) => Step::Busy(ns + extra),
+            Step::Done(ns) => Step::Done(ns + extra),
+            Step::Wait => Step::Wait,
+        }
+    }
+
+    fn step_inner(&mut self, h: u32, c: u32, w: Work) -> Step {
+        match w {
+            Work::Xmit(t) => self.xmit_step(h, c, t),
+            Work::Burn { func, class, ns } => {
+                self.cpus(h).charge(c, class, func as u16, ns);
+                Step::Done(ns)
+            }
+            Work::Napi { iface, rxq } => self.napi_poll(h, c, iface, rxq, 0),
+            Work::NapiFrom { iface, rxq, done } => self.napi_poll(h, c, iface, rxq, done),
+            Work::TxPoll { iface, txq } => Step::Done(self.tx_poll(h, c, iface, txq)),
+            Work::UdpSend { app } => self.udp_send_on(h, c, app),
+            Work::PingSend { app } => self.ping_send_on(h, c, app),
+            Work::PingRecv { app, seq, sent_at } => {
+                let ns = self.cpus(h).costs.recvmsg;
+                self.cpus(h).charge(c, Class::Sys, Func::Recvmsg as u16, ns);
+                self.ping_record(app, seq, sent_at, ns);
+                Step::Done(ns)
+            }
+            Work::Occupy { ns } => Step::Done(ns),
+            Work::TcpWrite { flow } => self.tcp_write_on(h, c, flow),
+        }
+    }
+}
