@@ -60,10 +60,10 @@ enum Cmd {
     /// Replay a pcap or generated flows through a qdisc tree at a wire rate (virtual time).
     Replay(replay::ReplayArgs),
     /// Run a scenario (TOML) in the simulator or on a real kernel: iperf3-like throughput, ping-like RTT,
-    /// tc -s of every device; --json FILE writes the full result.
+    /// tc -s of every device, CPU time per host (the simulator's CPU model); --json FILE writes the full result.
     Run(run::RunArgs),
     /// Plot a saved result (`run --json FILE`): throughput, RTT and its CDF, qdisc
-    /// backlog and drops, as PNG and SVG.
+    /// backlog and drops, CPU time per host, as PNG and SVG.
     Plot(outputs::PlotArgs),
     /// Run a scenario on two backends (or take two saved results) and print one table:
     /// metric, A, B, (B−A)/A.

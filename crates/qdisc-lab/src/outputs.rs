@@ -12,7 +12,8 @@ use qdisc_scenario::RunResult;
 #[derive(Args, Debug, Default)]
 pub struct OutputArgs {
     /// Write plots here (PNG and SVG): throughput per flow, RTT over time and its CDF,
-    /// each device's qdisc backlog and drops over time.
+    /// each device's qdisc backlog and drops over time, and each host's CPU time
+    /// (`cpu-HOST`: the simulator's CPU model).
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
     /// Write each tcp/udp traffic entry as iperf3 -J JSON here (DIR/traffic-<i>.json,

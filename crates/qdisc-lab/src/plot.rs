@@ -12,7 +12,8 @@
 //!   interval averaged over its CPUs (and split into user, sys and softirq), and each
 //!   CPU's busy % — one line per CPU up to [`CPU_LINES_MAX`] CPUs, a heatmap above that
 //!   (CPU on the y axis, time on the x axis, colour = busy %). Figures of the
-//!   simulator's CPU model say "model, not a measurement" in their title and axes.
+//!   simulator's CPU model are marked: "(model, sim backend)" in the title, "(model)" on
+//!   the axes and "the simulator's CPU model, not a measurement" beside the first chart.
 //!
 //! A figure is first described as data ([`Figure`]: panels of labelled series), then
 //! drawn with plotters. Text is laid out (and, in PNGs, rasterised) with ab_glyph from a

@@ -20,7 +20,7 @@ use crate::cpu::{Class, Func, Step, Work};
 use crate::event::Ev;
 use crate::tcp::{self, LocalXmit};
 use crate::world::{Meta, Payload, Sim};
-use crate::xmit::{Then, XmitTask};
+use crate::cpu_xmit::{Then, XmitTask};
 
 /// Socket ids: TCP senders are `1 + flow`; the rest are tagged in the high bits.
 const RECEIVER: u64 = 1 << 40;

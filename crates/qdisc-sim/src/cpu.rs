@@ -12,13 +12,16 @@
 //!   NET_TX) runs before process work (application threads); after `netdev_budget`
 //!   softirq items in a row with process work waiting, one process item runs (the
 //!   kernel hands the rest of a long softirq run to ksoftirqd, a normal thread).
-//! * A CPU that was idle starts new work after `wakeup_latency` (interrupt delivery,
-//!   idle exit, scheduler wake-up); a busy CPU queues it.
+//! * A thread woken on an idle CPU runs after `wakeup_latency` (idle exit, scheduler
+//!   wake-up); softirq work raised on an idle CPU runs at once; a busy CPU queues
+//!   either.
 //! * Locks are queued spinlocks (`native_queued_spin_lock_slowpath`): FIFO; an
 //!   uncontended acquire costs `lock.uncontended` (plus `lock.transfer` when another
 //!   CPU held it last); a handover to a waiter costs `lock.transfer` plus
 //!   `lock.per_waiter` for every other CPU still waiting (up to `waiters_cap`).
 //!   Waiting CPUs spin: their time counts as busy, in the spinlock's row.
+//! * Shared lines outside locks (a qdisc's state word, pfifo_fast's rings) cost
+//!   `lock.transfer` when another CPU touched them last.
 //! * Accounting: per CPU, busy nanoseconds by class (user, sys, softirq); per host,
 //!   nanoseconds by kernel function (the rows of `perf top`); per lock,
 //!   acquisitions, contended acquisitions and the time spent waiting.
@@ -196,7 +199,7 @@ pub struct Lock {
 /// Work a CPU can be given.
 pub enum Work {
     /// `dev_queue_xmit` of a packet, or (`pkt: None`) a NET_TX run of a qdisc.
-    Xmit(Box<crate::xmit::XmitTask>),
+    Xmit(Box<crate::cpu_xmit::XmitTask>),
     /// NAPI poll of interface `iface`'s rx queue `rxq`.
     Napi { iface: u32, rxq: u32 },
     /// The same poll going on after a packet it forwarded (`done` packets so far).
@@ -254,6 +257,9 @@ pub struct HostCpus {
     pub costs: Costs,
     pub funcs: Funcs,
     pub locks: Vec<Lock>,
+    /// Shared cache lines outside locks (a qdisc's state word, pfifo_fast's rings):
+    /// the CPU that touched each last.
+    pub lines: Vec<Option<u32>>,
     /// `dev_tx_weight` (`dev_weight` × `dev_weight_tx_bias`): the quota of a qdisc run.
     pub tx_quota: u32,
     /// `netdev_budget`: softirq items before process work gets a turn.
@@ -283,6 +289,7 @@ impl HostCpus {
             profile: profile.clone(),
             funcs: Funcs::new(),
             locks: Vec::new(),
+            lines: Vec::new(),
             tx_quota: 64,
             budget: 300,
             dev_weight: 64,
@@ -301,6 +308,26 @@ impl HostCpus {
             wait_ns: 0,
         });
         self.locks.len() as u32 - 1
+    }
+
+    /// A shared cache line (see `lines`).
+    pub fn line(&mut self) -> u32 {
+        self.lines.push(None);
+        self.lines.len() as u32 - 1
+    }
+
+    /// CPU `c` reads or writes line `l`: a transfer if another CPU touched it last,
+    /// charged to `func`; returns the cost.
+    pub fn touch(&mut self, l: u32, c: u32, func: u16) -> u64 {
+        let last = self.lines[l as usize].replace(c);
+        if last.is_some_and(|x| x != c) {
+            let ns = self.costs.lock_transfer;
+            let class = self.cpus[c as usize].cur_class;
+            self.charge(c, class, func, ns);
+            ns
+        } else {
+            0
+        }
     }
 
     /// Charge `ns` of CPU `c`'s time to a function row.
@@ -379,7 +406,15 @@ impl Sim {
             cpu.process.push_back(w);
         }
         if !cpu.busy && cpu.scheduled.is_none() {
-            let at = if cpu.free_at > now { cpu.free_at } else { now + qdisc::Duration(lat) };
+            // Still finishing its last item: then. Idle: an interrupt's softirq runs at
+            // once; a sleeping thread runs after the wake-up latency.
+            let at = if cpu.free_at > now {
+                cpu.free_at
+            } else if softirq {
+                now
+            } else {
+                now + qdisc::Duration(lat)
+            };
             cpu.scheduled = Some(at);
             self.events.at(at, Ev::Cpu { host: h, cpu: c });
         }

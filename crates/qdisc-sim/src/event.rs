@@ -1,8 +1,6 @@
-//! The event queue: a binary heap ordered by (time, insertion sequence), so events at
-//! the same instant run in the order they were scheduled — deterministic by design.
+//! The event queue, ordered by (time, insertion sequence), so events at the same
+//! instant run in the order they were scheduled — deterministic by design.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 
 use qdisc::Instant;
 
@@ -34,57 +32,90 @@ pub enum Ev {
     Sample,
 }
 
-struct Entry {
-    at: Instant,
-    seq: u64,
-    ev: Ev,
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Entry {
-    /// Reversed: the heap's maximum is the earliest event.
-    fn cmp(&self, o: &Self) -> Ordering {
-        (o.at, o.seq).cmp(&(self.at, self.seq))
-    }
-}
-
-#[derive(Default)]
+/// A radix heap over the events' times (event times never go below the last one
+/// popped): bucket `b` holds the events whose time differs from the last popped time
+/// first in bit `b - 1`; bucket 0 those due at that very time, in insertion order.
+/// Popping an empty bucket 0 moves the lowest non-empty bucket down, its earliest
+/// events into bucket 0 (sorted by insertion). Each event moves at most 64 times;
+/// most moves are one step, so the queue costs far less than a binary heap here.
 pub struct Events {
-    heap: BinaryHeap<Entry>,
+    /// The time of the last popped event (`now` of the simulation).
+    last: u64,
+    buckets: Vec<Vec<(u64, u64, Ev)>>,
+    /// Bucket 0 in order (front = next).
+    due: std::collections::VecDeque<(u64, Ev)>,
+    len: usize,
     seq: u64,
     /// Events handled so far (for the events/s figure).
     pub handled: u64,
 }
 
+impl Default for Events {
+    fn default() -> Self {
+        Events {
+            last: 0,
+            buckets: (0..65).map(|_| Vec::new()).collect(),
+            due: Default::default(),
+            len: 0,
+            seq: 0,
+            handled: 0,
+        }
+    }
+}
+
+fn bucket(last: u64, at: u64) -> usize {
+    64 - (at ^ last).leading_zeros() as usize
+}
+
 impl Events {
     pub fn at(&mut self, at: Instant, ev: Ev) {
+        let at = at.as_nanos();
+        assert!(at >= self.last, "event {ev:?} at {at} ns scheduled before now ({} ns)", self.last);
         self.seq += 1;
-        self.heap.push(Entry { at, seq: self.seq, ev });
+        self.len += 1;
+        match bucket(self.last, at) {
+            0 => self.due.push_back((self.seq, ev)),
+            b => self.buckets[b].push((at, self.seq, ev)),
+        }
     }
 
     /// When the earliest pending event is due.
     pub fn next_at(&self) -> Option<Instant> {
-        self.heap.peek().map(|e| e.at)
+        if !self.due.is_empty() {
+            return Some(Instant::from_nanos(self.last));
+        }
+        let b = self.buckets.iter().find(|b| !b.is_empty())?;
+        b.iter().map(|e| e.0).min().map(Instant::from_nanos)
     }
 
     /// The next event, if it is due no later than `end`.
     pub fn pop_until(&mut self, end: Instant) -> Option<(Instant, Ev)> {
-        if self.heap.peek()?.at > end {
+        if self.due.is_empty() {
+            let i = self.buckets.iter().position(|b| !b.is_empty())?;
+            let min = self.buckets[i].iter().map(|e| e.0).min().expect("non-empty");
+            if min > end.as_nanos() {
+                return None;
+            }
+            // Everything pending is at or after `min`: it becomes the reference.
+            self.last = min;
+            let mut moved = std::mem::take(&mut self.buckets[i]);
+            let mut now: Vec<(u64, Ev)> = Vec::new();
+            for (at, seq, ev) in moved.drain(..) {
+                match bucket(min, at) {
+                    0 => now.push((seq, ev)),
+                    b => self.buckets[b].push((at, seq, ev)),
+                }
+            }
+            self.buckets[i] = moved;
+            now.sort_unstable_by_key(|e| e.0);
+            self.due.extend(now);
+        } else if self.last > end.as_nanos() {
             return None;
         }
-        let e = self.heap.pop()?;
+        let (_, ev) = self.due.pop_front()?;
+        self.len -= 1;
         self.handled += 1;
-        Some((e.at, e.ev))
+        Some((Instant::from_nanos(self.last), ev))
     }
 }
 

@@ -16,6 +16,7 @@
 
 mod apps;
 pub mod cpu;
+mod cpu_xmit;
 mod event;
 mod report;
 mod rng;

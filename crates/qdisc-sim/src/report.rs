@@ -42,7 +42,7 @@ pub struct Recorder {
 fn cpu_time(cpu: u32, now: &[u64; 3], then: &[u64; 3], span: u64) -> CpuTime {
     let pct = |k: usize| ((now[k] - then[k]) as f64 * 100.0 / span.max(1) as f64).min(100.0);
     let (user, sys, softirq) = (pct(0), pct(1), pct(2));
-    let round = |x: f64| (x * 100.0).round() / 100.0;
+    let round = |x: f64| (x * 1000.0).round() / 1000.0;
     CpuTime {
         cpu,
         user: round(user),
@@ -192,7 +192,7 @@ impl Recorder {
                     let mut streams = Vec::new();
                     for (i, u) in sim.udp.iter().enumerate().filter(|(_, u)| u.traffic == ti) {
                         streams.push(StreamResult {
-                            id: 1,
+                            id: streams.len() as u32 + 1,
                             intervals: std::mem::take(&mut self.udp[i].1),
                             sender: Summary { packets: Some(u.sent), ..summary(u.sent_bytes) },
                             receiver: Summary {
@@ -211,6 +211,15 @@ impl Recorder {
                     let received = p.samples.len() as u64;
                     let last = p.samples.iter().map(|x| x.seq).max().unwrap_or(0);
                     let rtts: Vec<f64> = p.samples.iter().map(|x| x.rtt_ms).collect();
+                    // Still in flight: sent after the last reply and recently enough that
+                    // a reply could come (iputils' linger, twice the largest RTT — here at
+                    // least twice the path's own); older unanswered requests are lost.
+                    let tmax = rtts.iter().fold(0.0f64, |a, &b| a.max(b)) * 1e6;
+                    let window = 2 * (tmax as u64).max(crate::world::path_rtt(s, &t.from, &t.to));
+                    let end = t.start + t.duration;
+                    let in_flight = (last..p.transmitted)
+                        .filter(|&k| t.start + k * interval + window > end)
+                        .count() as u64;
                     rtt.push(RttResult {
                         traffic: ti,
                         from: t.from.clone(),
@@ -220,7 +229,7 @@ impl Recorder {
                         interval_s: *interval as f64 / 1e9,
                         transmitted: p.transmitted,
                         received,
-                        in_flight_at_end: p.transmitted.saturating_sub(last),
+                        in_flight_at_end: in_flight,
                         samples: p.samples.clone(),
                         stats: RttStats::of(&rtts),
                     });

@@ -44,7 +44,7 @@ pub const QDISC_QUOTA: u32 = 64;
 /// dropped by the NIC (`rx_discards_phy`).
 pub const RX_RING: u32 = 1024;
 /// Events at one instant after which the run is declared a livelock.
-pub const LIVELOCK_EVENTS: u64 = 50_000_000;
+pub const LIVELOCK_EVENTS: u64 = 10_000_000;
 
 /// What a packet is, for its endpoints.
 #[derive(Clone, Debug)]
@@ -94,12 +94,19 @@ pub struct TxQueue {
     pub producer_lock: u32,
     /// The tx queue's `_xmit_lock`.
     pub xmit_lock: u32,
+    /// Cache lines: the qdisc's state word (RUNNING/MISSED of a NOLOCK qdisc, read by
+    /// every sender) and pfifo_fast's band rings.
+    pub state_line: u32,
+    pub ring_line: u32,
     /// The CPU that armed the watchdog (its hrtimer fires there).
     pub last_cpu: u32,
     /// Frames off the wire whose completion the driver has not processed yet, and
     /// whether its TX poll is scheduled (hosts with CPUs).
     pub completed: VecDeque<Packet>,
     pub tx_poll: bool,
+    /// The function rows and costs of this queue's qdisc (`Funcs::kind`), found at
+    /// first use: the tree does not change while traffic runs.
+    pub qcost: Option<(u16, u16, u64, u64)>,
     /// A packet a shared root dequeued for a stopped tx queue, sent first when it
     /// wakes (`dev_requeue_skb`; not counted in the qdisc's stats here).
     pub requeued: Option<Packet>,
@@ -215,6 +222,20 @@ fn default_qdisc<'a>(s: &'a Scenario, host: &str) -> Option<(&'a str, impl FnOnc
     }))
 }
 
+/// The smallest round trip between two hosts, as a handshake would measure it:
+/// propagation both ways plus the serialisation of a SYN-sized frame on every hop
+/// (at least 1 µs).
+pub fn path_rtt(s: &Scenario, from: &str, to: &str) -> u64 {
+    let path = s.path(from, to).expect("validated route");
+    path.iter()
+        .map(|&(li, _)| {
+            let l = &s.links[li];
+            2 * (l.delay + l.rate.map_or(0, |r| crate::xmit::wire_ns(74 + ETH_WIRE_OVERHEAD as u64, r)))
+        })
+        .sum::<u64>()
+        .max(1000)
+}
+
 /// Hosts, interfaces and link directions while a network is put together.
 #[derive(Default)]
 struct Builder {
@@ -315,8 +336,11 @@ impl Sim {
                         net.iface(w, &format!("l{li}a"), true, port_rate, None),
                         net.iface(w, &format!("l{li}b"), true, port_rate, None),
                     );
-                    net.connect(a, pa, 0, 0.0);
-                    net.connect(b, pb, 0, 0.0);
+                    // The wire namespace's bridge forwards on some CPU of the machine:
+                    // a latency of the sending host's profile (it is no host's CPU here).
+                    let bridge = |host: &str| s.host(host).map_or(0, |h| h.profile.cost.bridge_forward.ns);
+                    net.connect(a, pa, bridge(&l.a.host), 0.0);
+                    net.connect(b, pb, bridge(&l.b.host), 0.0);
                     net.connect(pb, b, l.delay, loss);
                     net.connect(pa, a, l.delay, loss);
                     net.ifaces[pa as usize].bridge = Some(pb);
@@ -382,6 +406,13 @@ impl Sim {
             let n = sim.device(i as u32).info.num_tx_queues.max(1);
             let h = sim.ifaces[i].host;
             let name = sim.ifaces[i].name.clone();
+            let cpu = &mut sim.hosts[h as usize].cpu;
+            let mut new_lines: Vec<u32> = Vec::new();
+            if let Some(c) = cpu.as_mut() {
+                new_lines = (0..2 * n).map(|_| c.line()).collect();
+            }
+            let mut next_line = new_lines.into_iter();
+            let mut line = || next_line.next().unwrap_or(0);
             let mut lock = |what: String| sim.hosts[h as usize].cpu.as_mut().map_or(0, |c| c.lock(what));
             let txqs: Vec<TxQueue> = (0..n)
                 .map(|q| TxQueue {
@@ -396,10 +427,13 @@ impl Sim {
                     busylock: lock(format!("{name} tx-{q} qdisc busylock")),
                     producer_lock: lock(format!("{name} tx-{q} pfifo_fast producer lock")),
                     xmit_lock: lock(format!("{name} tx-{q} _xmit_lock")),
+                    state_line: line(),
+                    ring_line: line(),
                     last_cpu: 0,
                     requeued: None,
                     completed: VecDeque::new(),
                     tx_poll: false,
+                    qcost: None,
                 })
                 .collect();
             sim.ifaces[i].txqs = txqs;
@@ -516,16 +550,7 @@ impl Sim {
                             )))
                         }
                     };
-                    // What the handshake would measure: propagation both ways plus the
-                    // serialisation of a SYN-sized frame on every hop.
-                    let base_rtt = path
-                        .iter()
-                        .map(|&(li, _)| {
-                            let l = &s.links[li];
-                            2 * (l.delay + l.rate.map_or(0, |r| crate::xmit::wire_ns(74 + ETH_WIRE_OVERHEAD as u64, r)))
-                        })
-                        .sum::<u64>()
-                        .max(1000);
+                    let base_rtt = path_rtt(s, &t.from, &t.to);
                     for stream in 0..*flows {
                         let id = self.tcp.len() as u32;
                         // iperf3: the client's ephemeral ports count up, one server port per entry.
@@ -813,7 +838,7 @@ impl Sim {
                 ns += k.ip_forward;
                 let Some(out) = self.hosts[h as usize].route[dst as usize] else { continue };
                 let p = crate::xmit::onward(&pkt, pkt.id, pkt.len, pkt.gso_segs, true);
-                let t = crate::xmit::XmitTask::send(out, p, crate::xmit::Then::Napi { iface, rxq, done });
+                let t = crate::cpu_xmit::XmitTask::send(out, p, crate::cpu_xmit::Then::Napi { iface, rxq, done });
                 self.cpus(h).cpus[c as usize].cur = Some(Work::Xmit(t));
                 return Step::Busy(ns + self.xmit_cost(h, c));
             }
@@ -828,7 +853,7 @@ impl Sim {
             self.receive(h, pkt);
             if let Some(Work::Xmit(t)) = self.cpus(h).cpus[c as usize].cur.as_mut() {
                 // An echo reply leaves from here; the poll goes on after it.
-                t.then = crate::xmit::Then::Napi { iface, rxq, done };
+                t.then = crate::cpu_xmit::Then::Napi { iface, rxq, done };
                 return Step::Busy(ns);
             }
         }
