@@ -74,7 +74,11 @@ fn bundled_scenarios_load() {
             "bufferbloat-fq_codel.toml",
             "bufferbloat-pfifo.toml",
             "fq-flows-plimit.toml",
-            "netem-20ms.toml"
+            "netem-20ms.toml",
+            "seed-001-htb.toml",
+            "seed-001-mq.toml",
+            "seed-001-pfifo.toml",
+            "seed-001-sfq.toml"
         ]
     );
 }

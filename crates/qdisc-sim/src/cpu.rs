@@ -416,7 +416,13 @@ impl Sim {
                 now + qdisc::Duration(lat)
             };
             cpu.scheduled = Some(at);
-            self.events.at(at, Ev::Cpu { host: h, cpu: c });
+            if at == now {
+                // Runs as soon as the current event is handled (no trip through the
+                // event queue: an interrupt on an idle CPU is the common case).
+                self.ready.push((h, c));
+            } else {
+                self.events.at(at, Ev::Cpu { host: h, cpu: c });
+            }
         }
     }
 

@@ -173,6 +173,9 @@ pub struct Sim {
     pub inline_ns: u64,
     /// `sk_tx_queue_get`: the tx queue cached in a socket, per (socket, interface).
     pub sk_txq: HashMap<(u64, u32), u32>,
+    /// Idle CPUs given work at the current instant: they run when the current event
+    /// has been handled (`Sim::run`).
+    pub ready: Vec<(u32, u32)>,
 }
 
 /// The address of `host` on the interfaces of link `li` (see `Scenario::address_on`),
@@ -400,6 +403,7 @@ impl Sim {
             on_cpu: None,
             inline_ns: 0,
             sk_txq: HashMap::new(),
+            ready: Vec::new(),
         };
         sim.apply_scripts(s)?;
         for i in 0..sim.ifaces.len() {
@@ -719,6 +723,12 @@ impl Sim {
             match ev {
                 Ev::Sample => on_sample(self),
                 ev => self.handle(ev),
+            }
+            // CPUs given work at this instant while they were idle.
+            while !self.ready.is_empty() {
+                for (h, c) in std::mem::take(&mut self.ready) {
+                    self.cpu_run(h, c);
+                }
             }
         }
         self.now = self.end;

@@ -140,7 +140,7 @@ size = "1472"
 "#,
     ));
     let mut sim = Sim::new(&s, KernelVersion(6, 12)).unwrap();
-    sim.run(|_| {});
+    sim.run(|_| {}).unwrap();
     let q = &sim.ifaces[0].txqs[0];
     // Completions come one frame at a time: BQL learns a limit of a few frames.
     assert!(q.dql.limit <= 4 * 1514, "limit {}", q.dql.limit);
@@ -268,7 +268,7 @@ flows = 8
         .replace("rate = \"1gbit\"", "txqueues = 4\nrate = \"1gbit\"")),
     );
     let mut sim = Sim::new(&s, KernelVersion(6, 12)).unwrap();
-    sim.run(|_| {});
+    sim.run(|_| {}).unwrap();
     assert_eq!(sim.ifaces[0].txqs.len(), 4);
     let dev = sim.device(0);
     assert_eq!(dev.root.q.kind(), "mq");
