@@ -17,10 +17,10 @@ use qdisc::{Enqueued, FlowKey, Instant, Socket};
 use qdisc_scenario::result::RttSample;
 
 use crate::cpu::{Class, Func, Step, Work};
+use crate::cpu_xmit::{Then, XmitTask};
 use crate::event::Ev;
 use crate::tcp::{self, LocalXmit};
 use crate::world::{Meta, Payload, Sim};
-use crate::cpu_xmit::{Then, XmitTask};
 
 /// Socket ids: TCP senders are `1 + flow`; the rest are tagged in the high bits.
 const RECEIVER: u64 = 1 << 40;
@@ -119,6 +119,11 @@ pub struct UdpApp {
     next_seq: u64,
     /// Datagrams scheduled so far (the next is due at start + scheduled·gap).
     scheduled: u64,
+    /// Datagrams due that the sender's thread has not sent yet (its CPU is late), and
+    /// whether the thread has a send queued: one at a time, so a late thread's backlog
+    /// is a count, not a queue.
+    owed: u64,
+    queued: bool,
     /// Sender's totals: datagrams and payload bytes.
     pub sent: u64,
     pub sent_bytes: u64,
@@ -159,6 +164,8 @@ impl UdpApp {
             end,
             next_seq: 0,
             scheduled: 0,
+            owed: 0,
+            queued: false,
             sent: 0,
             sent_bytes: 0,
             received: 0,
@@ -427,9 +434,13 @@ impl Sim {
 
     /// A UDP datagram is due: on a host with CPUs the sender's thread sends it.
     pub fn udp_due(&mut self, app: u32) {
-        let (src, cpu) = (self.udp[app as usize].src, self.udp[app as usize].cpu);
+        let u = &mut self.udp[app as usize];
+        let (src, cpu) = (u.src, u.cpu);
         if self.hosts[src as usize].cpu.is_some() {
-            self.give(src, cpu, Work::UdpSend { app }, false);
+            u.owed += 1;
+            if !std::mem::replace(&mut u.queued, true) {
+                self.give(src, cpu, Work::UdpSend { app }, false);
+            }
             self.udp_next(app);
         } else {
             self.udp_send(app);
@@ -464,6 +475,17 @@ impl Sim {
         (src, dst, pkt)
     }
 
+    /// After a datagram's xmit: an unlimited sender loops; a rate-limited one sends
+    /// what it owes, or waits for its next due time.
+    pub fn udp_after_send(&mut self, h: u32, c: u32, app: u32) {
+        let u = &mut self.udp[app as usize];
+        if u.rate.is_none() || u.owed > 0 {
+            self.give(h, c, Work::UdpSend { app }, false);
+        } else {
+            u.queued = false;
+        }
+    }
+
     /// A host without CPUs sends at once.
     pub fn udp_send(&mut self, app: u32) {
         if self.now >= self.udp[app as usize].end {
@@ -478,6 +500,7 @@ impl Sim {
     /// datagram's `dev_queue_xmit` on this CPU. An unlimited sender loops right after.
     pub fn udp_send_on(&mut self, h: u32, c: u32, app: u32) -> Step {
         if self.now >= self.udp[app as usize].end {
+            self.udp[app as usize].queued = false;
             return Step::Done(0);
         }
         let (src, dst, pkt) = self.udp_datagram(app);
@@ -486,7 +509,9 @@ impl Sim {
         self.cpus(h).charge(c, Class::User, Func::App as u16, user);
         self.cpus(h).charge(c, Class::Sys, Func::UdpSendmsg as u16, sys);
         let Some(iface) = self.hosts[src as usize].route[dst as usize] else { return Step::Done(user + sys) };
-        let then = if self.udp[app as usize].rate.is_none() { Then::UdpNext(app) } else { Then::Nothing };
+        let u = &mut self.udp[app as usize];
+        u.owed = u.owed.saturating_sub(1);
+        let then = Then::UdpNext(app);
         self.cpus(h).cpus[c as usize].cur = Some(Work::Xmit(XmitTask::send(iface, pkt, then)));
         self.cpus(h).cpus[c as usize].cur_class = Class::Sys;
         Step::Busy(user + sys + self.xmit_cost(h, c))

@@ -490,7 +490,7 @@ impl Sim {
                 return;
             }
             // Nothing else can happen before `at`: go on without the event queue.
-            if self.events.next_at().is_some_and(|t| at < t) && at <= self.end {
+            if self.events.none_before(at) && at <= self.end {
                 self.now = at;
                 continue;
             }

@@ -18,7 +18,7 @@
 //! FIFO until handed over. TX completion (the driver's TX poll) is here too: BQL, the
 //! freed skbs, a stopped queue woken.
 
-use qdisc::{Dequeued, Enqueued, Instant, Packet};
+use qdisc::{Dequeued, Instant, Packet};
 
 use crate::cpu::{Func, Step, Work};
 use crate::event::Ev;
@@ -28,7 +28,7 @@ use crate::world::{Sim, TX_RING};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Then {
     Nothing,
-    /// An unlimited UDP sender loops: its next datagram.
+    /// A UDP sender's thread: its next datagram, if it has one to send now.
     UdpNext(u32),
     /// A NAPI poll forwarded (or answered) a packet: it goes on with the rest.
     Napi {
@@ -311,8 +311,9 @@ impl Sim {
                         self.release_busylock(h, c, &mut t);
                         t.stage = Stage::Driver(p);
                     }
-                    qdisc::tree::Xmit::Queued(v) => {
-                        self.local_verdict(&v);
+                    // A UDP or ping sender does not hear of a qdisc drop (iperf3 does not
+                    // see it; the datagram is lost).
+                    qdisc::tree::Xmit::Queued(_) => {
                         if was_running {
                             if t.nolock {
                                 self.qd(iface, qd).missed = true;
@@ -451,7 +452,7 @@ impl Sim {
 
     fn xmit_done(&mut self, h: u32, c: u32, t: &XmitTask, ns: u64) -> Step {
         match t.then {
-            Then::UdpNext(app) => self.give(h, c, Work::UdpSend { app }, false),
+            Then::UdpNext(app) => self.udp_after_send(h, c, app),
             Then::Napi { iface, rxq, done } => {
                 self.cpus(h).cpus[c as usize].cur = Some(Work::NapiFrom { iface, rxq, done });
                 return Step::Busy(ns);
@@ -507,10 +508,6 @@ impl Sim {
             self.events.at(until.max(now), Ev::Watchdog { iface, txq: qd });
         }
     }
-
-    /// The verdict of a local enqueue goes back to a UDP/ping sender: nothing to do
-    /// (iperf3 does not see qdisc drops of UDP; the datagram is lost).
-    fn local_verdict(&mut self, _v: &Enqueued) {}
 
     /// The driver's TX poll of queue `txq` on CPU `c`: every completed frame is
     /// freed, then BQL hears of them in one `netdev_tx_completed_queue` (its limit

@@ -1,7 +1,6 @@
 //! The event queue, ordered by (time, insertion sequence), so events at the same
 //! instant run in the order they were scheduled — deterministic by design.
 
-
 use qdisc::Instant;
 
 /// What happens at an instant. Small and `Copy`: packets never travel through the
@@ -42,9 +41,10 @@ pub struct Events {
     /// The time of the last popped event (`now` of the simulation).
     last: u64,
     buckets: Vec<Vec<(u64, u64, Ev)>>,
+    /// Bit b set: bucket b is not empty.
+    nonempty: u128,
     /// Bucket 0 in order (front = next).
     due: std::collections::VecDeque<(u64, Ev)>,
-    len: usize,
     seq: u64,
     /// Events handled so far (for the events/s figure).
     pub handled: u64,
@@ -55,8 +55,8 @@ impl Default for Events {
         Events {
             last: 0,
             buckets: (0..65).map(|_| Vec::new()).collect(),
+            nonempty: 0,
             due: Default::default(),
-            len: 0,
             seq: 0,
             handled: 0,
         }
@@ -72,26 +72,37 @@ impl Events {
         let at = at.as_nanos();
         assert!(at >= self.last, "event {ev:?} at {at} ns scheduled before now ({} ns)", self.last);
         self.seq += 1;
-        self.len += 1;
         match bucket(self.last, at) {
             0 => self.due.push_back((self.seq, ev)),
-            b => self.buckets[b].push((at, self.seq, ev)),
+            b => {
+                self.buckets[b].push((at, self.seq, ev));
+                self.nonempty |= 1 << b;
+            }
         }
     }
 
-    /// When the earliest pending event is due.
-    pub fn next_at(&self) -> Option<Instant> {
+    /// No event is due before `at` (a cheap check: false may be wrong, true is not).
+    pub fn none_before(&self, at: Instant) -> bool {
         if !self.due.is_empty() {
-            return Some(Instant::from_nanos(self.last));
+            return false;
         }
-        let b = self.buckets.iter().find(|b| !b.is_empty())?;
-        b.iter().map(|e| e.0).min().map(Instant::from_nanos)
+        if self.nonempty == 0 {
+            return true;
+        }
+        // Bucket b holds times that share the last time's bits above b - 1 and have
+        // bit b - 1 set: none below that.
+        let b = self.nonempty.trailing_zeros();
+        let low = (self.last >> (b - 1) | 1) << (b - 1);
+        at.as_nanos() < low
     }
 
     /// The next event, if it is due no later than `end`.
     pub fn pop_until(&mut self, end: Instant) -> Option<(Instant, Ev)> {
         if self.due.is_empty() {
-            let i = self.buckets.iter().position(|b| !b.is_empty())?;
+            if self.nonempty == 0 {
+                return None;
+            }
+            let i = self.nonempty.trailing_zeros() as usize;
             let min = self.buckets[i].iter().map(|e| e.0).min().expect("non-empty");
             if min > end.as_nanos() {
                 return None;
@@ -99,11 +110,15 @@ impl Events {
             // Everything pending is at or after `min`: it becomes the reference.
             self.last = min;
             let mut moved = std::mem::take(&mut self.buckets[i]);
+            self.nonempty &= !(1 << i);
             let mut now: Vec<(u64, Ev)> = Vec::new();
             for (at, seq, ev) in moved.drain(..) {
                 match bucket(min, at) {
                     0 => now.push((seq, ev)),
-                    b => self.buckets[b].push((at, seq, ev)),
+                    b => {
+                        self.buckets[b].push((at, seq, ev));
+                        self.nonempty |= 1 << b;
+                    }
                 }
             }
             self.buckets[i] = moved;
@@ -113,7 +128,6 @@ impl Events {
             return None;
         }
         let (_, ev) = self.due.pop_front()?;
-        self.len -= 1;
         self.handled += 1;
         Some((Instant::from_nanos(self.last), ev))
     }

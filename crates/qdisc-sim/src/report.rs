@@ -217,9 +217,8 @@ impl Recorder {
                     let tmax = rtts.iter().fold(0.0f64, |a, &b| a.max(b)) * 1e6;
                     let window = 2 * (tmax as u64).max(crate::world::path_rtt(s, &t.from, &t.to));
                     let end = t.start + t.duration;
-                    let in_flight = (last..p.transmitted)
-                        .filter(|&k| t.start + k * interval + window > end)
-                        .count() as u64;
+                    let in_flight =
+                        (last..p.transmitted).filter(|&k| t.start + k * interval + window > end).count() as u64;
                     rtt.push(RttResult {
                         traffic: ti,
                         from: t.from.clone(),
