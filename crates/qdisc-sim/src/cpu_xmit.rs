@@ -518,8 +518,7 @@ impl Sim {
         let rate = self.ifaces[iface as usize].rate;
         let q = &mut self.ifaces[iface as usize].txqs[txq as usize];
         q.tx_poll = false;
-        let frames = std::mem::take(&mut q.completed);
-        let (n, bytes) = (frames.len() as u32, frames.iter().map(|p| p.len).sum::<u32>());
+        let (n, bytes) = (q.completed.len() as u32, q.completed.iter().map(|p| p.len).sum::<u32>());
         let mut woke = q.in_ring >= TX_RING;
         q.in_ring -= n;
         if rate.is_some() {
@@ -533,7 +532,8 @@ impl Sim {
             let qd = if self.device(iface).per_txq_qdiscs() { txq } else { 0 };
             self.net_tx_schedule(h, c, iface, qd);
         }
-        for mut p in frames {
+        for _ in 0..n {
+            let mut p = self.ifaces[iface as usize].txqs[txq as usize].completed.pop_front().expect("counted");
             let owner = if p.orphan() { p.sk.as_ref().map(|s| s.id) } else { None };
             drop(p);
             if let Some(id) = owner {

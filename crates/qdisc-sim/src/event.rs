@@ -111,10 +111,9 @@ impl Events {
             self.last = min;
             let mut moved = std::mem::take(&mut self.buckets[i]);
             self.nonempty &= !(1 << i);
-            let mut now: Vec<(u64, Ev)> = Vec::new();
             for (at, seq, ev) in moved.drain(..) {
                 match bucket(min, at) {
-                    0 => now.push((seq, ev)),
+                    0 => self.due.push_back((seq, ev)),
                     b => {
                         self.buckets[b].push((at, seq, ev));
                         self.nonempty |= 1 << b;
@@ -122,8 +121,8 @@ impl Events {
                 }
             }
             self.buckets[i] = moved;
-            now.sort_unstable_by_key(|e| e.0);
-            self.due.extend(now);
+            // Those due now, in insertion order (the bucket held them unordered).
+            self.due.make_contiguous().sort_unstable_by_key(|e| e.0);
         } else if self.last > end.as_nanos() {
             return None;
         }

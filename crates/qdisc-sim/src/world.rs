@@ -824,7 +824,9 @@ impl Sim {
     pub fn napi_poll(&mut self, h: u32, c: u32, iface: u32, rxq: u32, mut done: u32) -> crate::cpu::Step {
         use crate::cpu::{Class, Func, Step};
         const NAPI_WEIGHT: u32 = 64;
-        let k = self.cpus(h).costs.clone();
+        let k = &self.cpus(h).costs;
+        let (rx, ip, fwd, tcp_rcv, udp_rcv, icmp_rcv) =
+            (k.napi_gro_receive, k.ip_rcv, k.ip_forward, k.tcp_v4_rcv, k.udp_rcv, k.icmp_rcv);
         let mut ns = 0;
         loop {
             let (ring, scheduled) = &mut self.ifaces[iface as usize].rx_ring[rxq as usize];
@@ -838,14 +840,14 @@ impl Sim {
             };
             done += 1;
             let hc = self.cpus(h);
-            hc.charge(c, Class::Softirq, Func::NapiGroReceive as u16, k.napi_gro_receive);
-            hc.charge(c, Class::Softirq, Func::IpRcv as u16, k.ip_rcv);
-            ns += k.napi_gro_receive + k.ip_rcv;
+            hc.charge(c, Class::Softirq, Func::NapiGroReceive as u16, rx);
+            hc.charge(c, Class::Softirq, Func::IpRcv as u16, ip);
+            ns += rx + ip;
             let Some(meta) = self.metas.get(pkt.id as usize).and_then(|m| m.as_ref()) else { continue };
             if meta.dst != h {
                 let dst = meta.dst;
-                self.cpus(h).charge(c, Class::Softirq, Func::IpForward as u16, k.ip_forward);
-                ns += k.ip_forward;
+                self.cpus(h).charge(c, Class::Softirq, Func::IpForward as u16, fwd);
+                ns += fwd;
                 let Some(out) = self.hosts[h as usize].route[dst as usize] else { continue };
                 let p = crate::xmit::onward(&pkt, pkt.id, pkt.len, pkt.gso_segs, true);
                 let t = crate::cpu_xmit::XmitTask::send(out, p, crate::cpu_xmit::Then::Napi { iface, rxq, done });
@@ -853,10 +855,10 @@ impl Sim {
                 return Step::Busy(ns + self.xmit_cost(h, c));
             }
             let (f, cost) = match meta.payload {
-                Payload::Tcp { .. } | Payload::TcpAck { .. } => (Func::TcpV4Rcv, k.tcp_v4_rcv),
-                Payload::Udp { .. } => (Func::UdpRcv, k.udp_rcv),
-                Payload::Ping { reply: false, .. } => (Func::IcmpRcv, k.icmp_rcv),
-                Payload::Ping { reply: true, .. } => (Func::UdpRcv, k.udp_rcv),
+                Payload::Tcp { .. } | Payload::TcpAck { .. } => (Func::TcpV4Rcv, tcp_rcv),
+                Payload::Udp { .. } => (Func::UdpRcv, udp_rcv),
+                Payload::Ping { reply: false, .. } => (Func::IcmpRcv, icmp_rcv),
+                Payload::Ping { reply: true, .. } => (Func::UdpRcv, udp_rcv),
             };
             self.cpus(h).charge(c, Class::Softirq, f as u16, cost);
             ns += cost;
