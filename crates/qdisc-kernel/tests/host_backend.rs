@@ -19,7 +19,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use qdisc_kernel::host::{own_namespaces, HostBackend};
+use qdisc_kernel::host::{own_namespaces, reap_stale, HostBackend};
 use qdisc_kernel::proc::live_children;
 use qdisc_scenario::{Backend, NoProgress, RunError, RunOptions, RunResult, Scenario};
 use serde_json::Value;
@@ -406,4 +406,68 @@ sender_cpus = "{n}"
         "{msg}"
     );
     assert_eq!(sysctl("dev_weight"), weight);
+}
+
+/// What a qdisc-lab killed with SIGKILL leaves — namespaces `qdl-<pid>-*` with its
+/// iperf3 and ping still in them, its scratch directory — is deleted by the next run
+/// (`reap_stale`, first thing of every host run); what a live process owns is not.
+#[test]
+fn what_a_dead_run_left_is_reaped_and_a_live_ones_is_not() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // A pid that no longer exists (a child, reaped), and one that does.
+    let mut gone = Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let dead = gone.id();
+    let mut live = Command::new("sleep").arg("30").spawn().unwrap();
+    let (stale_ns, live_ns) = (format!("qdl-{dead}-0-client"), format!("qdl-{}-0-client", live.id()));
+    let (stale_dir, live_dir, kept_vm_dir) = (
+        std::env::temp_dir().join(format!("qdl-{dead}-0")),
+        std::env::temp_dir().join(format!("qdl-{}-0", live.id())),
+        std::env::temp_dir().join(format!("qdl-{dead}-vm0")),
+    );
+    for ns in [&stale_ns, &live_ns] {
+        let st = Command::new("ip").args(["netns", "add", ns]).status().unwrap();
+        assert!(st.success(), "ip netns add {ns}");
+    }
+    for d in [&stale_dir, &live_dir, &kept_vm_dir] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    // The dead run's iperf3 (as the lab starts it: ip netns exec), still in the namespace.
+    let mut tool =
+        Command::new("ip").args(["netns", "exec", &stale_ns, "sleep", "30"]).stdin(Stdio::null()).spawn().unwrap();
+    let netns_of = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
+    let t = std::time::Instant::now();
+    while netns_of(tool.id()) == netns_of(std::process::id()) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    reap_stale();
+    let exists = |ns: &str| std::path::Path::new("/run/netns").join(ns).exists();
+    let (stale_left, live_left) = (exists(&stale_ns), exists(&live_ns));
+    let tool_status = tool.try_wait().unwrap().or_else(|| {
+        std::thread::sleep(Duration::from_millis(200));
+        tool.try_wait().unwrap()
+    });
+    let (stale_dir_left, live_dir_left, vm_dir_left) = (stale_dir.exists(), live_dir.exists(), kept_vm_dir.exists());
+    // Clean up before asserting.
+    let _ = tool.kill();
+    let _ = tool.wait();
+    let _ = live.kill();
+    let _ = live.wait();
+    for ns in [&stale_ns, &live_ns] {
+        let _ = Command::new("ip").args(["netns", "del", ns]).stderr(Stdio::null()).status();
+    }
+    for d in [&stale_dir, &live_dir, &kept_vm_dir] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    assert!(!stale_left, "the namespace of a dead pid is left");
+    assert_eq!(tool_status.and_then(|s| s.signal()), Some(9), "the process in it was not killed");
+    assert!(!stale_dir_left, "the scratch directory of a dead pid is left");
+    assert!(live_left && live_dir_left, "what a live pid owns was deleted");
+    assert!(vm_dir_left, "a VM run's directory (kept with QDL_VM_KEEP) was deleted");
 }

@@ -487,12 +487,14 @@ fn run_both(
     let bb = crate::run::backend_by_name(nb).map_err(|e| (e, 2))?;
     let s = Scenario::load(scenario).map_err(|e| (e.to_string(), 2))?;
     let opts = RunOptions { tc, ..RunOptions::default() };
-    crate::run::cancel_on_ctrl_c(&opts);
+    crate::run::stop_on_signals(&opts);
     let mut results = Vec::new();
     for (tag, name, backend) in [("A", na, ba), ("B", nb, bb)] {
-        eprintln!("qdisc-lab compare: {tag}: running on {name}");
+        errln!("qdisc-lab compare: {tag}: running on {name}");
         let mut progress = crate::run::LineProgress::new();
-        let r = backend.run(&s, &opts, &mut progress).map_err(|e| (format!("{tag} ({name}): {e}"), e.exit_code()))?;
+        let r = backend
+            .run(&s, &opts, &mut progress)
+            .map_err(|e| (format!("{tag} ({name}): {}", crate::run::error_text(&e)), crate::run::exit_code(&e)))?;
         results.push(r);
     }
     let b = results.pop().expect("two");
@@ -502,7 +504,7 @@ fn run_both(
 
 pub fn run(c: &CompareArgs) -> ExitCode {
     let fail = |msg: String, code: u8| {
-        eprintln!("qdisc-lab compare: {msg}");
+        errln!("qdisc-lab compare: {msg}");
         ExitCode::from(code)
     };
     let (a, b) = match (&c.scenario, c.results.as_slice(), &c.backends) {
@@ -525,20 +527,21 @@ pub fn run(c: &CompareArgs) -> ExitCode {
     };
     let mut rows = compare(&a, &b);
     let cpu = compare_cpu(&a, &b);
-    print!("{}", table(&a, &b, &rows));
-    print!("{}", cpu_table(&a, &b, &cpu));
+    let mut text = table(&a, &b, &rows) + &cpu_table(&a, &b, &cpu);
     rows.extend(cpu.into_iter().flat_map(|h| h.rows));
     for (tag, r) in [("A", &a), ("B", &b)] {
         for w in &r.warnings {
-            println!("warning ({tag}): {w}");
+            text.push_str(&format!("warning ({tag}): {w}\n"));
         }
     }
+    let mut stdout = crate::out::Stdout::new("qdisc-lab compare");
+    stdout.write("the table", &text);
     if let Some(path) = &c.json {
         if let Err(e) = std::fs::write(path, to_json(&a, &b, &rows)) {
             return fail(format!("cannot write {}: {e}", path.display()), 1);
         }
     }
-    ExitCode::SUCCESS
+    stdout.status(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -12,7 +12,17 @@
 //! * `qdisc-lab compare SCENARIO --backends A,B` / `--results A.json B.json` — one
 //!   table of two runs, with the relative difference per metric.
 
+/// `eprintln!` that never panics (stderr closed, or a terminal gone after SIGHUP): a
+/// message that cannot be written is dropped.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod compare;
+mod out;
 mod outputs;
 mod plot;
 mod replay;
@@ -93,37 +103,38 @@ fn run_tc(dev: &[String], kernel: &str, sysctls: &[String], args: &[String]) -> 
     let specs = match devices(dev) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("qdisc-lab: {e}");
+            errln!("qdisc-lab: {e}");
             return ExitCode::from(2);
         }
     };
     let Some(kernel) = KernelVersion::parse(kernel) else {
-        eprintln!("qdisc-lab: --kernel {kernel}: not a kernel version like 6.12");
+        errln!("qdisc-lab: --kernel {kernel}: not a kernel version like 6.12");
         return ExitCode::from(2);
     };
     // Boot: the sysctls (as sysctl.d applies them), then the devices come up.
     let mut tc = Tc::with_kernel(&[], kernel);
     for s in sysctls {
         if let Err(e) = tc.sysctl_w(s) {
-            eprintln!("{e}");
+            errln!("{e}");
             return ExitCode::from(1);
         }
     }
     for d in &specs {
         if let Err(e) = tc.add_device(d) {
-            eprintln!("qdisc-lab: --dev {}: {e}", d.name);
+            errln!("qdisc-lab: --dev {}: {e}", d.name);
             return ExitCode::from(2);
         }
     }
     let g = match parse_global(args) {
         Ok(g) => g,
         Err(e) => {
-            eprint!("{}", e.msg);
+            let _ = std::io::stderr().write_all(e.msg.as_bytes());
             return ExitCode::from(e.code as u8);
         }
     };
     if g.version {
-        println!("tc utility, iproute2-6.15.0 (qdisc-lab {})", env!("CARGO_PKG_VERSION"));
+        // As the rest of tc's output: a write error is not tc's business.
+        let _ = writeln!(std::io::stdout(), "tc utility, iproute2-6.15.0 (qdisc-lab {})", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
     let out = match &g.batch {
@@ -135,7 +146,7 @@ fn run_tc(dev: &[String], kernel: &str, sysctls: &[String], args: &[String]) -> 
                 std::fs::read_to_string(file).map(|t| text = t)
             };
             if let Err(e) = read {
-                eprintln!("Cannot open file \"{file}\" for reading: {e}");
+                errln!("Cannot open file \"{file}\" for reading: {e}");
                 return ExitCode::from(1);
             }
             tc.batch(&text, file, g.opts, g.force)
@@ -157,11 +168,12 @@ fn main() -> ExitCode {
         Cmd::VmGuest => qdisc_kernel::vm::guest::main(),
         Cmd::Replay(a) => match replay::run(&a) {
             Ok(report) => {
-                print!("{report}");
-                ExitCode::SUCCESS
+                let mut stdout = out::Stdout::new("qdisc-lab replay");
+                stdout.write("the report", &report);
+                stdout.status(ExitCode::SUCCESS)
             }
             Err(e) => {
-                eprintln!("qdisc-lab replay: {e}");
+                errln!("qdisc-lab replay: {e}");
                 ExitCode::from(1)
             }
         },

@@ -66,19 +66,19 @@ pub fn plot(a: &PlotArgs) -> ExitCode {
     let r = match read_result(&a.result) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("qdisc-lab plot: {e}");
+            errln!("qdisc-lab plot: {e}");
             return ExitCode::from(2);
         }
     };
     match crate::plot::write_all(&r, &a.out) {
         Ok(files) => {
-            for f in files {
-                println!("{}", f.display());
-            }
-            ExitCode::SUCCESS
+            let list: String = files.iter().map(|f| format!("{}\n", f.display())).collect();
+            let mut stdout = crate::out::Stdout::new("qdisc-lab plot");
+            stdout.write("the list of files", &list);
+            stdout.status(ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("qdisc-lab plot: {e}");
+            errln!("qdisc-lab plot: {e}");
             ExitCode::from(1)
         }
     }

@@ -5,21 +5,22 @@
 //! contended locks, `perf top`-like functions, rx discards; [`cpu_report`]) — and optionally the whole [`RunResult`] as JSON, plots and iperf3 JSON
 //! (`--plot DIR`, `--iperf3-json DIR`: outputs.rs).
 //!
-//! Exit status: 0 done; 1 the run failed (a tc line, a tool); 2 it cannot run here
-//! (invalid scenario, the backend or kernel lacks something, usage); 130 interrupted.
+//! Exit status: 0 done; 1 the run failed (a tc line, a tool) or its report could not be
+//! written; 2 it cannot run here (invalid scenario, the backend or kernel lacks
+//! something, usage); 128 + the signal when SIGINT (Ctrl-C, 130), SIGTERM (143) or
+//! SIGHUP (129) stopped it (after an orderly teardown; [`stop_on_signals`]). With stdout
+//! a closed pipe it dies of SIGPIPE after writing its files, as `cat` does (out.rs).
 
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use qdisc_kernel::vm::{KernelChoice, VmBackend};
 use qdisc_kernel::HostBackend;
 use qdisc_scenario::result::{CpuTime, HostCpu, Interval, TrafficResult};
-use qdisc_scenario::{Backend, Progress, RunOptions, RunResult, Scenario};
+use qdisc_scenario::{Backend, Progress, RunError, RunOptions, RunResult, Scenario};
 
 /// The backend called `name` (as in `--backend NAME`): the one place where backends
 /// are registered, used by `run` and `compare`. An error says why it cannot be used.
@@ -91,48 +92,61 @@ impl LineProgress {
     }
 }
 
-/// Ctrl-C: the first asks the run to stop (it tears down in order); a second kills
-/// and deletes whatever is left, now.
-pub fn cancel_on_ctrl_c(opts: &RunOptions) {
-    let cancel = opts.cancel.clone();
-    let presses = Arc::new(AtomicU32::new(0));
-    let _ = ctrlc::set_handler(move || {
-        if presses.fetch_add(1, Ordering::SeqCst) == 0 {
-            cancel.store(true, Ordering::SeqCst);
-        } else {
-            qdisc_kernel::proc::emergency_cleanup();
-            std::process::exit(130);
-        }
-    });
+/// SIGINT (Ctrl-C), SIGTERM and SIGHUP: the first asks the run to stop (it tears down
+/// in order, then the command exits with 128 + the signal: [`exit_code`]); a second
+/// kills and deletes whatever is left, now, and exits so too
+/// ([`qdisc_kernel::proc::stop_on_signals`]).
+pub fn stop_on_signals(opts: &RunOptions) {
+    qdisc_kernel::proc::stop_on_signals(opts.cancel.clone());
+}
+
+/// The exit status for a run that failed: 128 + the signal for one a signal stopped.
+pub fn exit_code(e: &RunError) -> u8 {
+    match (e, qdisc_kernel::proc::stop_signal()) {
+        (RunError::Interrupted, Some(sig)) => (128 + sig) as u8,
+        _ => e.exit_code(),
+    }
+}
+
+/// What a run's error says, naming the signal that stopped it if not Ctrl-C.
+pub fn error_text(e: &RunError) -> String {
+    match (e, qdisc_kernel::proc::stop_signal()) {
+        (RunError::Interrupted, Some(libc::SIGTERM)) => format!("{e} (SIGTERM)"),
+        (RunError::Interrupted, Some(libc::SIGHUP)) => format!("{e} (SIGHUP)"),
+        _ => e.to_string(),
+    }
+}
+
+/// A progress line on stderr; never panics (a terminal gone after SIGHUP).
+fn progress_line(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
 }
 
 impl Progress for LineProgress {
     fn phase(&mut self, name: &str) {
         self.phase = name.to_string();
         if self.on {
-            eprint!("\r\x1b[K[{name}]");
-            let _ = std::io::stderr().flush();
+            progress_line(&format!("\r\x1b[K[{name}]"));
         }
     }
     fn running(&mut self, elapsed: f64, total: f64) {
         if self.on {
             let w = 30;
             let filled = ((elapsed / total.max(1e-9)) * w as f64).round().clamp(0.0, w as f64) as usize;
-            eprint!(
+            progress_line(&format!(
                 "\r\x1b[K[{}] {:>6.1}/{:.1} s [{}{}]",
                 self.phase,
                 elapsed,
                 total,
                 "#".repeat(filled),
                 " ".repeat(w - filled)
-            );
-            let _ = std::io::stderr().flush();
+            ));
         }
     }
     fn finish(&mut self) {
         if self.on {
-            eprint!("\r\x1b[K");
-            let _ = std::io::stderr().flush();
+            progress_line("\r\x1b[K");
         }
     }
 }
@@ -146,39 +160,42 @@ pub fn run(a: &RunArgs) -> ExitCode {
     let backend = match backend {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("qdisc-lab run: {e}");
+            errln!("qdisc-lab run: {e}");
             return ExitCode::from(2);
         }
     };
     let scenario = match Scenario::load(&a.scenario) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("qdisc-lab run: {e}");
+            errln!("qdisc-lab run: {e}");
             return ExitCode::from(2);
         }
     };
     let opts = RunOptions { tc: a.tc.clone(), ..RunOptions::default() };
-    cancel_on_ctrl_c(&opts);
+    stop_on_signals(&opts);
     let mut progress = LineProgress::new();
     match backend.run(&scenario, &opts, &mut progress) {
         Ok(result) => {
-            print!("{}", report(&result));
+            // The run is over and torn down: an error writing the report changes nothing
+            // but the exit status, after the files below are written.
+            let mut stdout = crate::out::Stdout::new("qdisc-lab run");
+            stdout.write("the report", &report(&result));
             if let Some(path) = &a.json {
                 let json = serde_json::to_string_pretty(&result).expect("a result serialises") + "\n";
                 if let Err(e) = std::fs::write(path, json) {
-                    eprintln!("qdisc-lab run: cannot write {}: {e}", path.display());
+                    errln!("qdisc-lab run: cannot write {}: {e}", path.display());
                     return ExitCode::from(1);
                 }
             }
             if let Err(e) = crate::outputs::write(&a.outputs, &result) {
-                eprintln!("qdisc-lab run: {e}");
+                errln!("qdisc-lab run: {e}");
                 return ExitCode::from(1);
             }
-            ExitCode::SUCCESS
+            stdout.status(ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("qdisc-lab run: {e}");
-            ExitCode::from(e.exit_code())
+            errln!("qdisc-lab run: {}", error_text(&e));
+            ExitCode::from(exit_code(&e))
         }
     }
 }

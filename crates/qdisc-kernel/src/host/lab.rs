@@ -194,6 +194,7 @@ impl Lab {
     pub fn new(prefix: String, tc: PathBuf) -> std::io::Result<Lab> {
         let dir = std::env::temp_dir().join(prefix.trim_end_matches('-'));
         std::fs::create_dir_all(&dir)?;
+        proc::register_dir(&dir);
         Ok(Lab { prefix, tc, namespaces: Vec::new(), dir })
     }
 
@@ -314,6 +315,7 @@ impl Lab {
             proc::forget_netns(&ns);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+        proc::forget_dir(&self.dir);
         if errors.is_empty() {
             Ok(())
         } else {

@@ -74,20 +74,63 @@ fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 
-/// Delete namespaces `qdl-<pid>-*` left by qdisc-lab processes that no longer exist
-/// (killed with SIGKILL, or a crashed machine's /run surviving).
+/// The pid in a name `qdl-<pid>-<rest>` (a namespace or scratch directory of a run).
+fn owner_pid(name: &str) -> Option<u32> {
+    let (pid, rest) = name.strip_prefix("qdl-")?.split_once('-')?;
+    (!rest.is_empty()).then_some(())?;
+    pid.parse().ok().filter(|&p| p > 0)
+}
+
+/// Whether process `pid` exists (in this pid namespace).
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Delete what qdisc-lab processes that no longer exist (killed with SIGKILL, or a
+/// crashed machine's /run surviving) left: namespaces `qdl-<pid>-*` — after killing
+/// the processes still in them (their iperf3 and ping) — and the host backend's
+/// scratch directories `$TMPDIR/qdl-<pid>-<run>`. A name whose pid is alive is never
+/// touched (it may be another run going on right now).
 pub fn reap_stale() {
-    let Ok(dir) = std::fs::read_dir("/run/netns") else { return };
-    for e in dir.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix("qdl-").and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = Command::new("ip").args(["netns", "del", &name]).status();
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(dir) = std::fs::read_dir("/run/netns") {
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = owner_pid(&name) else { continue };
+            if alive(pid) {
+                continue;
+            }
+            if let Ok(ns) = std::fs::metadata(e.path()) {
+                for p in pids_in_netns(ns.dev(), ns.ino()) {
+                    // SAFETY: kill(2); the process is in a namespace of a dead run.
+                    unsafe { libc::kill(p, libc::SIGKILL) };
+                }
+            }
+            let _ = Command::new("ip").args(["netns", "del", &name]).stderr(std::process::Stdio::null()).status();
         }
     }
+    if let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            // Only the host backend's `qdl-<pid>-<run>` (a VM run's directory
+            // `qdl-<pid>-vm<run>` may have been kept on purpose: QDL_VM_KEEP).
+            let run = name.splitn(3, '-').nth(2).unwrap_or("");
+            let ours = !run.is_empty() && run.bytes().all(|b| b.is_ascii_digit());
+            if ours && owner_pid(&name).is_some_and(|p| !alive(p)) && e.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
+
+/// The processes whose network namespace is the one at (dev, ino).
+fn pids_in_netns(dev: u64, ino: u64) -> Vec<i32> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(proc) = std::fs::read_dir("/proc") else { return Vec::new() };
+    proc.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| std::fs::metadata(format!("/proc/{p}/ns/net")).is_ok_and(|m| m.dev() == dev && m.ino() == ino))
+        .collect()
 }
 
 /// Namespaces of this process still present (for tests: none after a run).
@@ -652,6 +695,19 @@ impl HostBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn owners_of_names() {
+        assert_eq!(owner_pid("qdl-1234-0-client"), Some(1234));
+        assert_eq!(owner_pid("qdl-1234-0-_wire"), Some(1234));
+        assert_eq!(owner_pid("qdl-1234-0"), Some(1234));
+        assert_eq!(owner_pid("qdl-1234-"), None);
+        assert_eq!(owner_pid("qdl-1234"), None);
+        assert_eq!(owner_pid("qdl-0-0-a"), None);
+        assert_eq!(owner_pid("qdl-diff7-a"), None);
+        assert_eq!(owner_pid("qdl-settings-1234-drop"), None);
+        assert_eq!(owner_pid("other-1234-0-a"), None);
+    }
 
     #[test]
     fn rfc3339_dates() {

@@ -34,7 +34,7 @@
 //!   on one kernel (refused before anything changes).
 //!
 //! Values are put back on every way out of a run: its end, an error, a first Ctrl-C or
-//! a SIGTERM/SIGHUP (both then stop the run as a Ctrl-C does), a second Ctrl-C
+//! a SIGTERM/SIGHUP (both then stop the run as a Ctrl-C does), a second signal
 //! ([`crate::proc::emergency_cleanup`]); and after a SIGKILL or a crash, by the next run
 //! (the originals are recorded in `/run/qdisc-lab/global-sysctls` before anything is
 //! changed, and a machine-wide lock says whether their writer still lives).
@@ -180,12 +180,16 @@ impl GlobalSysctls {
     }
 
     /// Catch SIGTERM and SIGHUP (they stop the run, which then puts everything back),
-    /// and tell the emergency cleanup.
+    /// and tell the emergency cleanup. Not when the program already stops its runs on
+    /// those signals ([`proc::stop_on_signals`], as `qdisc-lab run` does).
     fn register(&mut self) {
         if self.proc_sys != Path::new("/proc/sys") || self.registered {
             return;
         }
         self.registered = true;
+        if proc::stops_on_signals() {
+            return;
+        }
         CANCEL.store(Arc::as_ptr(&self.cancel).cast_mut(), Ordering::SeqCst);
         for sig in [libc::SIGTERM, libc::SIGHUP] {
             // SAFETY: installing a handler that only does an atomic store; the old action

@@ -44,6 +44,7 @@ pub mod kernel;
 pub mod qemu;
 pub mod wire;
 
+use std::io::Write as _;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -138,12 +139,24 @@ impl VmBackend {
 /// The run's scratch directory, removed on drop (unless `QDL_VM_KEEP` is set).
 struct RunDir(PathBuf);
 
+impl RunDir {
+    /// Removed on drop, and by [`crate::proc::emergency_cleanup`] (unless kept).
+    fn new(dir: PathBuf) -> RunDir {
+        if std::env::var_os("QDL_VM_KEEP").is_none() {
+            crate::proc::register_dir(&dir);
+        }
+        RunDir(dir)
+    }
+}
+
 impl Drop for RunDir {
     fn drop(&mut self) {
         if std::env::var_os("QDL_VM_KEEP").is_some() {
-            eprintln!("qdisc-lab: kept the VM run directory {}", self.0.display());
+            // (not eprintln!: a closed terminal must not make a drop panic)
+            let _ = writeln!(std::io::stderr(), "qdisc-lab: kept the VM run directory {}", self.0.display());
         } else {
             let _ = std::fs::remove_dir_all(&self.0);
+            crate::proc::forget_dir(&self.0);
         }
     }
 }
@@ -373,7 +386,7 @@ impl VmBackend {
         let dir =
             std::env::temp_dir().join(format!("qdl-{}-vm{}", std::process::id(), RUNS.fetch_add(1, Ordering::SeqCst)));
         std::fs::create_dir_all(&dir).map_err(|e| RunError::Failed(format!("{}: {e}", dir.display())))?;
-        let dir = RunDir(dir);
+        let dir = RunDir::new(dir);
         let run = GuestRun {
             format: RUN_FORMAT.into(),
             scenario: s.into(),
