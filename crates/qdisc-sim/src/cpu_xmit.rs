@@ -46,9 +46,10 @@ enum Stage {
     TakeBusylock,
     /// Take the root lock, then enqueue.
     TakeRoot,
-    /// Waiting for / holding `q->busylock` (the qdisc was running: contended).
+    /// Holding `q->busylock`: take the root lock.
     Busylock,
-    /// Holding the root lock: enqueue (or bypass) and try to become the owner.
+    /// Holding the root lock (NOLOCK: taking, then holding, the band ring's producer
+    /// lock): enqueue or bypass, and try to become the owner.
     Enqueue,
     /// The owner, holding the root lock (none for NOLOCK/noqueue): dequeue.
     Dequeue,
@@ -73,7 +74,10 @@ pub struct XmitTask {
     qd: u32,
     pkt: Option<Packet>,
     stage: Stage,
+    /// Holding `q->busylock` (NOLOCK: the producer lock, while enqueuing).
     busylock: bool,
+    /// Packets this owner may still send (`dev_tx_weight`); `u32::MAX` marks a CPU
+    /// that is not the owner and only unlocks.
     quota: u32,
     /// `TCQ_F_NOLOCK` (pfifo_fast) or noqueue: no root lock.
     nolock: bool,
@@ -245,7 +249,7 @@ impl Sim {
                     None => Stage::Enqueue,
                 };
                 if t.busylock {
-                    // Taken after the cost above (Stage::Busylock is entered holding it).
+                    // Stage::Busylock is entered holding it.
                     t.stage = Stage::TakeBusylock;
                 } else if !t.nolock {
                     t.stage = Stage::TakeRoot;
