@@ -303,8 +303,13 @@ impl Sim {
                     self.give_back(h, c, producer);
                 }
                 if t.nolock {
-                    // qdisc_run_begin's trylock (or setting MISSED): the state line.
-                    let state = self.qd(iface, qd).state_line;
+                    // A queued packet is written into the band ring's slot (the
+                    // consumer's dequeue reads it), then qdisc_run_begin's trylock (or
+                    // setting MISSED) touches the state line.
+                    let (ring, state) = (self.qd(iface, qd).ring_line, self.qd(iface, qd).state_line);
+                    if matches!(r, qdisc::tree::Xmit::Queued(_)) {
+                        enq_ns += self.cpus(h).touch(ring, c, enq_f);
+                    }
                     enq_ns += self.cpus(h).touch(state, c, enq_f);
                 }
                 let q = self.qd(iface, qd);

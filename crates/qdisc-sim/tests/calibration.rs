@@ -96,8 +96,9 @@ fn udp_transmit_rates_as_measured() {
             let err = sim / real - 1.0;
             // pfifo_fast with 2 senders on 1 queue is the kernel's NOLOCK pathology
             // (its MISSED/NET_TX churn): the model gets the direction — 2 senders
-            // slower than 1 — but not the depth; a known miss, within 35 %.
-            let bound = if (case, n) == ("pfifo_fast_1txq", 2) { 0.35 } else { 0.15 };
+            // slower than 1 — but not the depth (the softirq work MISSED causes is
+            // not costed); a known miss, within 25 %.
+            let bound = if (case, n) == ("pfifo_fast_1txq", 2) { 0.25 } else { 0.15 };
             fails += usize::from(err.abs() > bound);
             report.push(format!(
                 "{case} x{n}: kernel {:.3} Mpps, sim {:.3} Mpps ({:+.1} %, bound {:.0} %)",
