@@ -263,13 +263,9 @@ impl Sim {
             }
         }
         self.tcp[flow as usize].sender = Some(sender);
-        if self.hosts[src as usize].cpu.is_some() {
-            // iperf3's thread writes into the socket on its CPU (Work::TcpWrite).
-            let c = self.tcp[flow as usize].snd_cpu;
-            self.give(src, c, Work::TcpWrite { flow }, false);
-        } else {
-            self.tcp_send(flow);
-        }
+        // iperf3's thread writes into the socket on its CPU (Work::TcpWrite).
+        let c = self.tcp[flow as usize].snd_cpu;
+        self.give(src, c, Work::TcpWrite { flow }, false);
     }
 
     /// iperf3's `write()` of a 128 KiB block on CPU `c` (as much as the send buffer
@@ -432,19 +428,15 @@ impl Sim {
         self.tcp_send(flow);
     }
 
-    /// A UDP datagram is due: on a host with CPUs the sender's thread sends it.
+    /// A UDP datagram is due: the sender's thread sends it.
     pub fn udp_due(&mut self, app: u32) {
         let u = &mut self.udp[app as usize];
         let (src, cpu) = (u.src, u.cpu);
-        if self.hosts[src as usize].cpu.is_some() {
-            u.owed += 1;
-            if !std::mem::replace(&mut u.queued, true) {
-                self.give(src, cpu, Work::UdpSend { app }, false);
-            }
-            self.udp_next(app);
-        } else {
-            self.udp_send(app);
+        u.owed += 1;
+        if !std::mem::replace(&mut u.queued, true) {
+            self.give(src, cpu, Work::UdpSend { app }, false);
         }
+        self.udp_next(app);
     }
 
     /// The next datagram of a rate-limited sender: datagram k leaves at start + k·gap
@@ -484,16 +476,6 @@ impl Sim {
         } else {
             u.queued = false;
         }
-    }
-
-    /// A host without CPUs sends at once.
-    pub fn udp_send(&mut self, app: u32) {
-        if self.now >= self.udp[app as usize].end {
-            return;
-        }
-        let (src, dst, pkt) = self.udp_datagram(app);
-        self.send(src, dst, pkt);
-        self.udp_next(app);
     }
 
     /// The sender thread on CPU `c`: iperf3's loop (user), `sendto` (sys), then the
@@ -536,8 +518,7 @@ impl Sim {
     /// The receiving (or, for TCP, sending) application's syscall and copy of `bytes`
     /// on its thread's CPU: load on that CPU (it does not hold the packet up).
     fn charge_app(&mut self, h: u32, c: u32, func: Func, bytes: u64) {
-        let Some(hc) = self.hosts[h as usize].cpu.as_ref() else { return };
-        let k = &hc.costs;
+        let k = &self.cpus(h).costs;
         let per_call = if func == Func::TcpSendmsg { k.tcp_sendmsg } else { k.recvmsg };
         let ns = per_call + k.copy(bytes);
         self.give(h, c, Work::Burn { func, class: Class::Sys, ns }, false);
@@ -553,12 +534,7 @@ impl Sim {
         let next = p.start + qdisc::Duration(p.interval * (p.transmitted + 1));
         self.events.at(next, Ev::Ping { app });
         let (src, cpu) = (p.src, p.cpu);
-        if self.hosts[src as usize].cpu.is_some() {
-            self.give(src, cpu, Work::PingSend { app }, false);
-        } else {
-            let (src, dst, pkt) = self.ping_request(app);
-            self.send(src, dst, pkt);
-        }
+        self.give(src, cpu, Work::PingSend { app }, false);
     }
 
     fn ping_request(&mut self, app: u32) -> (u32, u32, qdisc::Packet) {
@@ -590,24 +566,15 @@ impl Sim {
             let me = p.dst;
             let meta = Meta { src: me, dst: from, payload: Payload::Ping { app, seq, sent_at, reply: true } };
             let pkt = self.packet(PING_LEN, 1, &key, meta);
-            match (self.on_cpu, self.hosts[me as usize].route[from as usize]) {
-                (Some((h, c)), Some(iface)) if h == me => {
-                    self.cpus(h).cpus[c as usize].cur = Some(Work::Xmit(XmitTask::send(iface, pkt, Then::Nothing)));
-                    self.inline_ns += self.xmit_cost(h, c);
-                }
-                _ => {
-                    self.send(me, from, pkt);
-                }
-            }
+            let (h, c) = self.on_cpu.expect("delivered by a NAPI poll");
+            let iface = self.hosts[me as usize].route[from as usize].expect("the way back of a validated route");
+            self.cpus(h).cpus[c as usize].cur = Some(Work::Xmit(XmitTask::send(iface, pkt, Then::Nothing)));
+            self.inline_ns += self.xmit_cost(h, c);
             return;
         }
+        // The reply wakes the ping process, which reads it on its CPU.
         let (src, cpu) = (self.ping[app as usize].src, self.ping[app as usize].cpu);
-        if self.hosts[src as usize].cpu.is_some() {
-            // The reply wakes the ping process, which reads it on its CPU.
-            self.give(src, cpu, Work::PingRecv { app, seq, sent_at }, false);
-        } else {
-            self.ping_record(app, seq, sent_at, 0);
-        }
+        self.give(src, cpu, Work::PingRecv { app, seq, sent_at }, false);
     }
 
     /// ping prints the reply `ns` from now.

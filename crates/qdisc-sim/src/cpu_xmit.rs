@@ -42,12 +42,11 @@ pub enum Then {
 enum Stage {
     /// `netdev_core_pick_tx` and the checks before the qdisc.
     Pick,
-    /// Queue on `q->busylock` (the qdisc was running: contended).
+    /// Queue on `q->busylock` (the qdisc was running: contended), then take the root
+    /// lock.
     TakeBusylock,
     /// Take the root lock, then enqueue.
     TakeRoot,
-    /// Holding `q->busylock`: take the root lock.
-    Busylock,
     /// Holding the root lock (NOLOCK: taking, then holding, the band ring's producer
     /// lock): enqueue or bypass, and try to become the owner.
     Enqueue,
@@ -154,13 +153,15 @@ impl Sim {
         ns
     }
 
-    fn ndo_cost(&mut self, h: u32, iface: u32) -> (Func, u64) {
+    /// The driver's `ndo_start_xmit` on `iface`: its function row and cost (a NIC's,
+    /// or `veth_xmit`).
+    pub(crate) fn ndo_cost(&mut self, h: u32, iface: u32) -> (Func, u64) {
         let veth = self.ifaces[iface as usize].veth;
         let c = &self.cpus(h).costs;
         if veth {
-            (Func::VethXmit, c.sch_direct_xmit + c.veth_xmit)
+            (Func::VethXmit, c.veth_xmit)
         } else {
-            (Func::NdoStartXmit, c.sch_direct_xmit + c.ndo_start_xmit)
+            (Func::NdoStartXmit, c.ndo_start_xmit)
         }
     }
 
@@ -173,7 +174,8 @@ impl Sim {
             Some(ns) => match self.xmit_step(h, c, t) {
                 Step::Busy(x) => Step::Busy(x + ns),
                 Step::Done(x) => Step::Done(x + ns),
-                // Parked on the next lock: the time spent so far still passes first.
+                // Parked on the next lock (the busylock holder queuing for the root
+                // lock): the acquisition is charged, the CPU waits from now.
                 Step::Wait => Step::Wait,
             },
             None => {
@@ -227,13 +229,12 @@ impl Sim {
                     Some(p) if kind == "noqueue" => Stage::Driver(p),
                     Some(p) => {
                         t.pkt = Some(p);
-                        let q = self.qd(iface, t.qd);
                         // A running qdisc means contention: queue on the busylock first.
-                        t.busylock = q.running && !t.nolock;
-                        if t.busylock {
-                            Stage::Busylock
-                        } else {
-                            Stage::Enqueue
+                        t.busylock = self.qd(iface, t.qd).running && !t.nolock;
+                        match (t.busylock, t.nolock) {
+                            (true, _) => Stage::TakeBusylock,
+                            (false, true) => Stage::Enqueue,
+                            (false, false) => Stage::TakeRoot,
                         }
                     }
                     None if t.nolock => {
@@ -246,30 +247,20 @@ impl Sim {
                         q.running = true;
                         Stage::Dequeue
                     }
-                    None => Stage::Enqueue,
+                    None => Stage::TakeRoot,
                 };
-                if t.busylock {
-                    // Stage::Busylock is entered holding it.
-                    t.stage = Stage::TakeBusylock;
-                } else if !t.nolock {
-                    t.stage = Stage::TakeRoot;
-                }
                 self.cont(h, c, t, cost)
             }
             Stage::TakeBusylock => {
+                // Holding it, the task goes on to take the root lock.
                 let l = self.qd(iface, qd).busylock;
-                t.stage = Stage::Busylock;
+                t.stage = Stage::TakeRoot;
                 self.take(h, c, l, t)
             }
             Stage::TakeRoot => {
                 let l = self.qd(iface, qd).root_lock;
                 t.stage = Stage::Enqueue;
                 self.take(h, c, l, t)
-            }
-            Stage::Busylock => {
-                let root = self.qd(iface, qd).root_lock;
-                t.stage = Stage::Enqueue;
-                self.take(h, c, root, t)
             }
             Stage::Enqueue => {
                 let (enq_f, _, mut enq_ns, _) = self.qdisc_costs(h, iface, qd);
@@ -394,7 +385,9 @@ impl Sim {
                 self.take(h, c, l, t)
             }
             Stage::Start(txq, p) => {
-                let (f, ns) = self.ndo_cost(h, iface);
+                // sch_direct_xmit's bookkeeping is charged to the driver's row here.
+                let (f, ndo) = self.ndo_cost(h, iface);
+                let ns = self.cpus(h).costs.sch_direct_xmit + ndo;
                 self.cpus(h).charge(c, class, f as u16, ns);
                 self.to_driver(iface, txq, p);
                 t.stage = Stage::Sent(txq);

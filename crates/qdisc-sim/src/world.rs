@@ -211,9 +211,8 @@ fn wire_qdisc(l: &qdisc_scenario::scenario::Link, dev: &str) -> Vec<String> {
 fn default_qdisc<'a>(s: &'a Scenario, host: &str) -> Option<(&'a str, impl FnOnce(String) -> RunError + 'a)> {
     use qdisc_scenario::scenario::SettingKind;
     let script = s.tc_of(host)?;
-    let first_tc = script.lines.first().map_or(usize::MAX, |l| l.line);
     let st = script.settings.iter().rev().find(|st| {
-        st.line < first_tc && matches!(&st.kind, SettingKind::Sysctl { key, .. } if key == "net.core.default_qdisc")
+        at_boot(script, st) && matches!(&st.kind, SettingKind::Sysctl { key, .. } if key == "net.core.default_qdisc")
     })?;
     let SettingKind::Sysctl { value, .. } = &st.kind else { unreachable!() };
     Some((value.as_str(), move |e: String| RunError::TcScript {
@@ -223,6 +222,12 @@ fn default_qdisc<'a>(s: &'a Scenario, host: &str) -> Option<(&'a str, impl FnOnc
         stderr: e,
         hint: None,
     }))
+}
+
+/// A setting before its script's first tc command: the simulator applies it as set
+/// at boot (see [`default_qdisc`]).
+fn at_boot(script: &qdisc_scenario::scenario::TcScript, st: &qdisc_scenario::scenario::Setting) -> bool {
+    script.lines.first().is_none_or(|l| st.line < l.line)
 }
 
 /// The smallest round trip between two hosts, as a handshake would measure it:
@@ -458,7 +463,6 @@ impl Sim {
         use qdisc_scenario::scenario::{ScriptItem, SettingKind};
         for script in &s.tc {
             let h = self.hosts.iter().position(|h| h.name == script.host).expect("validated host");
-            let first_tc = script.lines.first().map_or(usize::MAX, |l| l.line);
             for item in script.in_order() {
                 let (line, text, result) = match item {
                     ScriptItem::Tc(line) => {
@@ -472,7 +476,7 @@ impl Sim {
                     ScriptItem::Setting(st) => {
                         let r = match &st.kind {
                             SettingKind::Sysctl { key, value } => {
-                                let boot = st.line < first_tc;
+                                let boot = at_boot(script, st);
                                 self.apply_sysctl(h, key, value, boot)
                             }
                             SettingKind::XpsCpus { .. } => Ok(()),
@@ -635,12 +639,10 @@ impl Sim {
         if let Some((ch, c)) = self.on_cpu.filter(|&(ch, _)| ch == h) {
             use crate::cpu::Func;
             let (enq_f, deq_f, enq, deq) = self.qdisc_costs(ch, iface, 0);
-            let veth = self.ifaces[iface as usize].veth;
+            let (ndo_f, ndo) = self.ndo_cost(ch, iface);
             let hc = self.cpus(ch);
             let k = &hc.costs;
             let (tx, dq, sd) = (k.tcp_transmit_skb, k.dev_queue_xmit, k.sch_direct_xmit);
-            let (ndo_f, ndo) =
-                if veth { (Func::VethXmit, k.veth_xmit) } else { (Func::NdoStartXmit, k.ndo_start_xmit) };
             let class = hc.cpus[c as usize].cur_class;
             let mut spent = 0;
             for (f, ns) in [
@@ -767,7 +769,7 @@ impl Sim {
                 self.handle(ev);
                 self.on_cpu = None;
                 let ns = std::mem::take(&mut self.inline_ns);
-                if ns > 0 && self.hosts[h as usize].cpu.is_some() {
+                if ns > 0 {
                     self.give(h, c, Work::Occupy { ns }, true);
                 }
             }
