@@ -192,6 +192,9 @@ pub struct PingApp {
     pub start: Instant,
     pub end: Instant,
     pub transmitted: u64,
+    /// Requests due so far (the next is due at start + scheduled·interval): the ping
+    /// process sends them later when its CPU is late.
+    scheduled: u64,
     pub samples: Vec<RttSample>,
     /// The CPU of the ping process.
     pub cpu: u32,
@@ -219,6 +222,7 @@ impl PingApp {
             start,
             end,
             transmitted: 0,
+            scheduled: 0,
             samples: Vec::new(),
             cpu: 0,
         }
@@ -531,7 +535,8 @@ impl Sim {
         if now >= p.end {
             return;
         }
-        let next = p.start + qdisc::Duration(p.interval * (p.transmitted + 1));
+        p.scheduled += 1;
+        let next = p.start + qdisc::Duration(p.interval * p.scheduled);
         self.events.at(next, Ev::Ping { app });
         let (src, cpu) = (p.src, p.cpu);
         self.give(src, cpu, Work::PingSend { app }, false);
