@@ -22,7 +22,7 @@ use qdisc::{Dequeued, Instant, Packet};
 
 use crate::cpu::{Func, Step, Work};
 use crate::event::Ev;
-use crate::world::{Sim, TX_RING};
+use crate::world::Sim;
 
 /// After an xmit: what the thread that sent the packet does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -516,21 +516,10 @@ impl Sim {
     /// adapts to what one poll completes), and a stopped queue is woken: its qdisc
     /// runs again from this CPU's NET_TX softirq.
     pub fn tx_poll(&mut self, h: u32, c: u32, iface: u32, txq: u32) -> u64 {
-        let now = self.now;
-        let rate = self.ifaces[iface as usize].rate;
         let q = &mut self.ifaces[iface as usize].txqs[txq as usize];
         q.tx_poll = false;
         let (n, bytes) = (q.completed.len() as u32, q.completed.iter().map(|p| p.len).sum::<u32>());
-        let mut woke = q.in_ring >= TX_RING;
-        q.in_ring -= n;
-        if rate.is_some() {
-            q.dql.completed(bytes, now);
-            if q.stopped && q.dql.avail() >= 0 {
-                q.stopped = false;
-                woke = true;
-            }
-        }
-        if woke {
+        if self.tx_completed(iface, txq, n, bytes) {
             let qd = if self.device(iface).per_txq_qdiscs() { txq } else { 0 };
             self.net_tx_schedule(h, c, iface, qd);
         }

@@ -113,7 +113,6 @@ impl Sim {
 
     /// The frame on the wire is out: its segments fly, the driver completes it.
     pub fn tx_done(&mut self, iface: u32) {
-        let now = self.now;
         let Some((txq, mut p, began)) = self.ifaces[iface as usize].on_wire.take() else { return };
         let i = &self.ifaces[iface as usize];
         let (out, rate, veth) = (i.out, i.rate, i.veth);
@@ -133,14 +132,7 @@ impl Sim {
             return;
         }
         // TX completion: BQL, then free the skb (TSQ credit back to its socket).
-        let q = &mut self.ifaces[iface as usize].txqs[txq as usize];
-        q.in_ring -= 1;
-        if rate.is_some() {
-            q.dql.completed(p.len, now);
-            if q.stopped && q.dql.avail() >= 0 {
-                q.stopped = false;
-            }
-        }
+        self.tx_completed(iface, txq, 1, p.len);
         let owner = if p.orphan() { p.sk.as_ref().map(|s| s.id) } else { None };
         drop(p);
         if !self.ifaces[iface as usize].ring.is_empty() {
@@ -150,6 +142,25 @@ impl Sim {
         if let Some(id) = owner {
             self.socket_released(id);
         }
+    }
+
+    /// The driver gives back `n` ring slots holding `bytes` (`netdev_tx_completed_queue`):
+    /// BQL learns them and a queue it stopped may go again. Whether the queue woke
+    /// (from BQL, or from a full ring).
+    pub(crate) fn tx_completed(&mut self, iface: u32, txq: u32, n: u32, bytes: u32) -> bool {
+        let now = self.now;
+        let rate = self.ifaces[iface as usize].rate;
+        let q = &mut self.ifaces[iface as usize].txqs[txq as usize];
+        let mut woke = q.in_ring >= TX_RING;
+        q.in_ring -= n;
+        if rate.is_some() {
+            q.dql.completed(bytes, now);
+            if q.stopped && q.dql.avail() >= 0 {
+                q.stopped = false;
+                woke = true;
+            }
+        }
+        woke
     }
 
     /// Segment a (GSO) skb into wire frames and put them on link direction `out`.
