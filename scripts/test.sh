@@ -3,11 +3,12 @@
 # what the kernel differential tests compare against is here (iproute2 6.15's tc, a
 # private copy; python3 and ip come with the machine). Needs root for the network
 # namespaces of those tests (QDISC_LAB_NO_KERNEL=1 skips them, and says so). The host
-# backend's end-to-end tests (crates/qdisc-kernel) drive real iperf3 and ping: installed
-# from Debian here when missing. The VM backend's tests (crates/qdisc-lab/tests/vm_backend.rs)
-# boot Debian 13's kernel under qemu with an initramfs built from Debian packages (fetched
-# once into ~/.cache/qdisc-lab/vm by the tests themselves): they need qemu, and to build the
-# image depmod (kmod), xz and zstd (Debian's compressed modules and kernel), objcopy
+# backend's end-to-end tests (crates/qdisc-kernel) drive real iperf3, ping and ethtool
+# (a script's `ethtool -K` lines): installed from Debian here when missing. The VM
+# backend's tests (crates/qdisc-lab/tests/vm_backend.rs) boot Debian 13's kernel under
+# qemu with an initramfs built from Debian packages (fetched once into
+# ~/.cache/qdisc-lab/vm by the tests themselves): they need qemu, and to build the image
+# depmod (kmod), xz and zstd (Debian's compressed modules and kernel), objcopy
 # (binutils; optional, it strips the guest's copy of qdisc-lab), apt-get and dpkg-deb.
 # QDISC_LAB_NO_VM=1 skips them (and installs none of that).
 set -euo pipefail
@@ -29,6 +30,7 @@ if [[ -z ${QDISC_LAB_NO_KERNEL:-} ]]; then
     missing=()
     command -v iperf3 >/dev/null || missing+=(iperf3)
     command -v ping >/dev/null || missing+=(iputils-ping)
+    command -v ethtool >/dev/null || missing+=(ethtool)
     if ((${#missing[@]})); then
         apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2
     fi

@@ -471,3 +471,185 @@ fn what_a_dead_run_left_is_reaped_and_a_live_ones_is_not() {
     assert!(live_left && live_dir_left, "what a live pid owns was deleted");
     assert!(vm_dir_left, "a VM run's directory (kept with QDL_VM_KEEP) was deleted");
 }
+
+/// A `kind = "veth-pair"` link (one veth pair straight between the two namespaces: no
+/// wire namespace), local traffic (iperf3 and ping to 127.0.0.1 inside one namespace),
+/// and the receive-side and interface settings on the real kernel: RPS masks (a link
+/// interface and lo), `ethtool -K`, `ip link set … mtu/txqueuelen`, and the two new
+/// global sysctls (set for the run, put back after).
+#[test]
+fn veth_pairs_local_traffic_and_interface_settings() {
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (defer, batch) = (sysctl("skb_defer_max"), sysctl("gro_normal_batch"));
+    let (defer_set, batch_set) = (defer.parse::<u32>().unwrap() + 1, batch.parse::<u32>().unwrap() % 64 + 1);
+    let text = format!(
+        r#"duration = "2s"
+[[host]]
+name = "a"
+cpus = 2
+[[host]]
+name = "b"
+cpus = 2
+[[link]]
+between = ["a:eth0", "b:eth0"]
+kind = "veth-pair"
+txqueues = 2
+[tc.a]
+script = """
+echo 1 > /sys/class/net/eth0/queues/rx-1/rps_cpus
+echo 2 > /sys/class/net/lo/queues/rx-0/rps_cpus
+ethtool -K eth0 tso off gro on
+ethtool --offload lo gso off
+ip link set eth0 mtu 9000 txqueuelen 500
+sysctl -w net.core.skb_defer_max={defer_set} net.core.gro_normal_batch={batch_set}
+qdisc add dev eth0 root handle 1: mq
+"""
+[tc.b]
+script = "ip link set dev eth0 mtu 9000"
+[[traffic]]
+kind = "tcp"
+from = "a"
+to = "b"
+[[traffic]]
+kind = "tcp"
+from = "a"
+to = "a"
+[[traffic]]
+kind = "ping"
+from = "a"
+to = "a"
+interval = "100ms"
+"#
+    );
+    let s = scenario(&text, "pair.toml");
+    // Watch from outside: the namespaces, what the settings wrote, the global values.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let (mut namespaces, mut seen, mut globals) = (Vec::new(), None, Vec::new());
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                namespaces.extend(own_namespaces());
+                globals.push((sysctl("skb_defer_max"), sysctl("gro_normal_batch")));
+                if let (Some(ns), None) = (host_ns("a"), &seen) {
+                    let out = std::process::Command::new("ip")
+                        .args(["netns", "exec", &ns, "sh", "-c"])
+                        // The mtu first: host a's ip link line comes after its other
+                        // settings, so once it shows, they are all in place.
+                        .arg(
+                            "ip -o link show dev eth0; \
+                             cat /sys/class/net/eth0/queues/rx-1/rps_cpus /sys/class/net/lo/queues/rx-0/rps_cpus; \
+                             ethtool -k eth0 | grep -E '^(tcp-segmentation|generic-receive)-offload:'; \
+                             ethtool -k lo | grep '^generic-segmentation-offload:'",
+                        )
+                        .output()
+                        .unwrap();
+                    let v = String::from_utf8_lossy(&out.stdout).to_string();
+                    // Once the script has run up to its ip link line.
+                    if v.lines().next().is_some_and(|l| l.contains(" mtu 9000 ")) {
+                        seen = Some(v);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            namespaces.sort();
+            namespaces.dedup();
+            (namespaces, seen, globals)
+        })
+    };
+    let r = HostBackend.run(&s, &RunOptions::default(), &mut NoProgress);
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (namespaces, seen, globals) = watcher.join().unwrap();
+    let r = r.unwrap_or_else(|e| panic!("{e}"));
+    assert_clean();
+    // Put back.
+    assert_eq!((sysctl("skb_defer_max"), sysctl("gro_normal_batch")), (defer.clone(), batch.clone()));
+    // No wire namespace: the two hosts' (and preflight's scratch namespace, `_probe`).
+    assert!(namespaces.iter().any(|n| n.ends_with("-a")), "the run's namespaces were never seen: {namespaces:?}");
+    assert!(namespaces.iter().any(|n| n.ends_with("-b")), "{namespaces:?}");
+    assert!(!namespaces.iter().any(|n| n.ends_with("-_wire")), "a wire namespace: {namespaces:?}");
+    // Applied.
+    let seen = seen.expect("host a's settings never seen");
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(lines.len(), 6, "{seen}");
+    assert!(lines[0].contains(" mtu 9000 ") && lines[0].contains(" qlen 500"), "{seen}");
+    assert_eq!(lines[1], "1", "rps_cpus of a:eth0 rx-1");
+    assert_eq!(lines[2], "2", "rps_cpus of a:lo rx-0");
+    assert_eq!(lines[3], "tcp-segmentation-offload: off");
+    assert!(lines[4].starts_with("generic-receive-offload: on"), "{seen}");
+    assert!(lines[5].starts_with("generic-segmentation-offload: off"), "{seen}");
+    let (d, b) = (defer_set.to_string(), batch_set.to_string());
+    assert!(globals.iter().any(|(x, y)| *x == d && *y == b), "the global sysctls were never {d}/{b}: {globals:?}");
+    // The pair has the link's two tx queues: mq with a child per queue.
+    let a_eth0 = r.tc.end.iter().find(|d| d.host == "a" && d.dev == "eth0").unwrap();
+    assert_eq!(a_eth0.qdisc.as_array().unwrap().len(), 3, "{:?}", a_eth0.qdisc_text);
+    // Snapshots: the interfaces, lo of the host with local traffic, no wire port.
+    let devs: Vec<(&str, &str)> = r.tc.end.iter().map(|d| (d.host.as_str(), d.dev.as_str())).collect();
+    assert_eq!(devs, [("a", "eth0"), ("a", "lo"), ("b", "eth0")]);
+    assert!(r.metadata.links[0].realised_by.starts_with("one veth pair between the two namespaces"));
+    // Traffic: over the pair, and local over lo.
+    let t = &r.throughput;
+    assert_eq!((t[0].dst.as_str(), t[1].dst.as_str()), ("10.1.0.2", "127.0.0.1"));
+    assert_eq!((t[1].from.as_str(), t[1].to.as_str()), ("a", "a"));
+    assert!(t[0].receiver.bytes > 0 && t[1].receiver.bytes > 0, "{:?} {:?}", t[0].receiver, t[1].receiver);
+    let ping = &r.rtt[0];
+    assert_eq!(ping.dst, "127.0.0.1");
+    assert!(ping.received >= 10, "ping every 100 ms for 2 s over lo: {} replies", ping.received);
+    assert!(
+        r.metadata.tools.get("ethtool").is_some_and(|v| v.starts_with("ethtool version")),
+        "{:?}",
+        r.metadata.tools
+    );
+    let w = r.warnings.join("\n");
+    assert!(w.contains(&format!("net.core.skb_defer_max = {d} (host a, pair.toml:19) is global")), "{w}");
+}
+
+/// What no kernel the lab can run does (BQL on veth, interrupt coalescing and ring sizes
+/// on the lab's veths) is refused before anything changes, each with its line.
+#[test]
+fn the_lab_refuses_what_no_kernel_does() {
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let text = r#"duration = "1s"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[link]]
+between = ["a:eth0", "b:eth0"]
+kind = "veth-pair"
+veth_bql = "time"
+[[link]]
+between = ["a:eth1", "b:eth1"]
+[tc.a]
+script = """
+ethtool -C eth0 tx-usecs 50
+ethtool -K eth1 gro off
+ethtool -G eth1 rx 512 tx 512
+"""
+[[traffic]]
+kind = "ping"
+from = "a"
+to = "b"
+"#;
+    let s = scenario(text, "never.toml");
+    let e = HostBackend.run(&s, &RunOptions::default(), &mut NoProgress).unwrap_err();
+    assert_clean();
+    assert_eq!(e.exit_code(), 2);
+    assert_eq!(
+        e.to_string(),
+        "the kernel lab cannot run this scenario (on any kernel):\n  \
+         never.toml:6: link[0] a:eth0 — b:eth0: veth_bql = \"time\": no released kernel has BQL on veth: the patch \
+         series of seed 004\n  \
+         never.toml:14: tc.a: ethtool -C eth0 tx-usecs 50: the kernel lab's interfaces are veths (whatever the \
+         link's kind): no interrupt coalescing (ethtool: Operation not supported)\n  \
+         never.toml:16: tc.a: ethtool -G eth1 rx 512 tx 512: the kernel lab's interfaces are veths (whatever the \
+         link's kind): no rings to size (ethtool: Operation not supported)\n\
+         The simulator models it: --backend sim (the default)."
+    );
+}

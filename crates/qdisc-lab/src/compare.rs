@@ -765,6 +765,7 @@ mod tests {
                 .map(|&(symbol, share)| FunctionShare { symbol: symbol.into(), seconds: share / 100.0, share })
                 .collect(),
             rx_discards: Default::default(),
+            net: Default::default(),
         }
     }
 

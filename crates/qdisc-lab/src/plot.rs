@@ -886,6 +886,7 @@ mod tests {
             locks: vec![],
             functions: vec![],
             rx_discards: Default::default(),
+            net: Default::default(),
         }
     }
 

@@ -73,6 +73,11 @@ pub struct RunArgs {
     /// scripts/install-iproute2.sh if present, else tc from PATH).
     #[arg(long, value_name = "PATH")]
     pub tc: Option<PathBuf>,
+    /// Run with this seed instead of the scenario's `seed` (what differs between boots
+    /// — ephemeral ports and so every flow hash, where threads and NAPI threads land —
+    /// follows it: loop over seeds to see a result's distribution).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
     /// The scenario file (docs/scenarios.md).
     pub scenario: PathBuf,
     /// --plot DIR, --iperf3-json DIR (outputs.rs).
@@ -164,13 +169,16 @@ pub fn run(a: &RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let scenario = match Scenario::load(&a.scenario) {
+    let mut scenario = match Scenario::load(&a.scenario) {
         Ok(s) => s,
         Err(e) => {
             errln!("qdisc-lab run: {e}");
             return ExitCode::from(2);
         }
     };
+    if let Some(seed) = a.seed {
+        scenario.seed = seed;
+    }
     let opts = RunOptions { tc: a.tc.clone(), ..RunOptions::default() };
     stop_on_signals(&opts);
     let mut progress = LineProgress::new();
@@ -531,6 +539,33 @@ pub fn cpu_report(out: &mut String, hosts: &[HostCpu]) {
         if !discards.is_empty() {
             let _ = writeln!(out, "  rx_discards: {}", discards.join(", "));
         }
+        net_lines(out, &h.net);
+    }
+}
+
+/// The receive side's drops and veth BQL of a CPU block (only what is not zero).
+fn net_lines(out: &mut String, n: &qdisc_scenario::result::NetStats) {
+    if !n.namespaces.is_empty() {
+        let _ = writeln!(out, "  namespaces on these CPUs: {}", n.namespaces.join(", "));
+    }
+    if !n.tx_dropped.is_empty() {
+        let d: Vec<String> = n.tx_dropped.iter().map(|(dev, k)| format!("{dev} {k}")).collect();
+        let _ = writeln!(out, "  tx_dropped: {}", d.join(", "));
+    }
+    if n.backlog_dropped > 0 {
+        let _ = writeln!(out, "  backlog drops (netdev_max_backlog): {}", n.backlog_dropped);
+    }
+    if n.tx_queue_changes > 0 {
+        let _ = writeln!(out, "  socket tx queue changes (ooo_okay + XPS): {}", n.tx_queue_changes);
+    }
+    for q in n.bql.iter().filter(|q| q.samples.iter().any(|s| s.inflight_max > 0)) {
+        let last = q.samples.last().map_or(0, |s| s.limit);
+        let most = q.samples.iter().map(|s| s.inflight_max).max().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "  bql {} tx-{} ({}): limit {last} B at the end, at most {most} B in flight",
+            q.dev, q.txq, q.variant
+        );
     }
 }
 
@@ -594,6 +629,7 @@ mod tests {
                     f("mlx5e_xmit", 0.4),
                 ],
                 rx_discards: [("eth0".to_string(), 1_850_899), ("eth1".to_string(), 0)].into(),
+                net: Default::default(),
             },
             HostCpu {
                 host: "client".into(),
@@ -606,6 +642,7 @@ mod tests {
                 // A share that would read 0.00% is left out.
                 functions: vec![f("[user] application", 99.996), f("icmp_rcv", 0.004)],
                 rx_discards: Default::default(),
+                net: Default::default(),
             },
         ]
     }

@@ -194,6 +194,7 @@ fn model_cpu(host: &str, cpus: u32) -> qdisc_scenario::result::HostCpu {
         }],
         functions: vec![FunctionShare { symbol: "htb_dequeue".into(), seconds: 0.01, share: 55.5 }],
         rx_discards: [("eth0".to_string(), 7)].into(),
+        net: Default::default(),
     }
 }
 

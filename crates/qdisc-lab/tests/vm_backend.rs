@@ -243,3 +243,83 @@ fn a_guest_kernel_panic_is_quoted() {
         "{m}"
     );
 }
+
+/// A `veth-pair` link, local traffic (to 127.0.0.1 over lo) and the receive-side and
+/// interface settings in the guest: RPS masks, `ethtool -K` (the guest's ethtool),
+/// `ip link set … mtu/txqueuelen`, the two new global sysctls. Any of them failing in the
+/// guest fails the run; what the lab cannot do on any kernel is refused before booting.
+#[test]
+fn veth_pairs_local_traffic_and_settings_in_the_guest() {
+    if skip() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let text = r#"duration = "2s"
+[[host]]
+name = "a"
+cpus = 2
+[[host]]
+name = "b"
+cpus = 2
+[[link]]
+between = ["a:eth0", "b:eth0"]
+kind = "veth-pair"
+txqueues = 2
+[tc.a]
+script = """
+echo 1 > /sys/class/net/eth0/queues/rx-1/rps_cpus
+echo 1 > /sys/class/net/lo/queues/rx-0/rps_cpus
+ethtool -K eth0 tso off gro on
+ethtool -K lo gso off
+ip link set eth0 mtu 9000 txqueuelen 500
+sysctl -w net.core.skb_defer_max=32 net.core.gro_normal_batch=4
+qdisc add dev eth0 root handle 1: mq
+"""
+[tc.b]
+script = "ip link set dev eth0 mtu 9000"
+[[traffic]]
+kind = "tcp"
+from = "a"
+to = "b"
+[[traffic]]
+kind = "ping"
+from = "a"
+to = "a"
+interval = "100ms"
+"#;
+    let s = Scenario::from_bytes(text.as_bytes(), "pair.toml").unwrap_or_else(|e| panic!("{e}"));
+    let r = backend().run(&s, &RunOptions::default(), &mut NoProgress).unwrap_or_else(|e| panic!("{e}"));
+    assert_clean(std::process::id());
+    let devs: Vec<(&str, &str)> = r.tc.end.iter().map(|d| (d.host.as_str(), d.dev.as_str())).collect();
+    assert_eq!(devs, [("a", "eth0"), ("a", "lo"), ("b", "eth0")], "no wire ports for a veth pair");
+    let a_eth0 = r.tc.end.iter().find(|d| d.host == "a" && d.dev == "eth0").unwrap();
+    assert_eq!(a_eth0.qdisc.as_array().unwrap().len(), 3, "mq and one child per tx queue: {:?}", a_eth0.qdisc_text);
+    assert!(r.metadata.links[0].realised_by.starts_with("one veth pair"), "{}", r.metadata.links[0].realised_by);
+    assert!(r.throughput[0].receiver.bytes > 0);
+    assert_eq!(r.rtt[0].dst, "127.0.0.1");
+    assert!(r.rtt[0].received >= 5, "{} replies over lo", r.rtt[0].received);
+    assert!(
+        r.metadata.tools.get("ethtool").is_some_and(|v| v.starts_with("ethtool version")),
+        "{:?}",
+        r.metadata.tools
+    );
+    let w = r.warnings.join("\n");
+    assert!(w.contains("net.core.skb_defer_max = 32 (host a, pair.toml:19) is global"), "{w}");
+    assert!(w.contains("net.core.gro_normal_batch = 4 (host a, pair.toml:19) is global"), "{w}");
+
+    // BQL on veth: no kernel to boot has it.
+    let bql = text.replace("txqueues = 2\n", "txqueues = 2\nveth_bql = \"time\"\n");
+    let s = Scenario::from_bytes(bql.as_bytes(), "pair.toml").unwrap_or_else(|e| panic!("{e}"));
+    let t = Instant::now();
+    let e = backend().run(&s, &RunOptions::default(), &mut NoProgress).unwrap_err();
+    assert!(t.elapsed() < Duration::from_secs(5), "refused after {:?}: it booted", t.elapsed());
+    assert_eq!(e.exit_code(), 2);
+    assert!(
+        e.to_string().contains(
+            "pair.toml:8: link[0] a:eth0 — b:eth0: veth_bql = \"time\": no released kernel has BQL on veth: the \
+             patch series of seed 004"
+        ),
+        "{e}"
+    );
+    assert_clean(std::process::id());
+}

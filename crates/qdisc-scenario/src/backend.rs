@@ -82,7 +82,8 @@ pub enum RunError {
     /// is missing and what to use instead.
     Unsupported(String),
     /// A line of a host's tc script failed: a tc command, or a setting (`sysctl`,
-    /// `echo … > …/xps_cpus`, whose `command` is the line as written).
+    /// `echo … > …/xps_cpus`, `ethtool -K`, `ip link set`, whose `command` is the line
+    /// as written).
     TcScript {
         /// `FILE:LINE` of the command in the scenario.
         at: String,
@@ -116,9 +117,10 @@ impl fmt::Display for RunError {
         match self {
             RunError::Unsupported(m) | RunError::Failed(m) => write!(f, "{m}"),
             RunError::TcScript { at, host, command, stderr, hint } => {
-                // A setting line (sysctl, echo) is shown as written; a tc line without
-                // its program name.
-                let tc = if command.starts_with("sysctl") || command.starts_with("echo") { "" } else { "tc " };
+                // A setting line (sysctl, echo, ethtool, ip) is shown as written; a tc
+                // line without its program name.
+                let setting = ["sysctl", "echo", "ethtool", "ip "].iter().any(|p| command.starts_with(p));
+                let tc = if setting { "" } else { "tc " };
                 write!(f, "{at}: tc script of host {host:?} failed: {tc}{command}")?;
                 for l in stderr.lines().filter(|l| !l.trim().is_empty()) {
                     write!(f, "\n  {l}")?;
@@ -134,3 +136,29 @@ impl fmt::Display for RunError {
 }
 
 impl std::error::Error for RunError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failing_lines_are_shown_as_written() {
+        let e = |command: &str| RunError::TcScript {
+            at: "s.toml:3".into(),
+            host: "a".into(),
+            command: command.into(),
+            stderr: "Cannot find device \"eth0\"\n".into(),
+            hint: None,
+        };
+        for setting in ["ethtool -K eth0 tso off", "ip link set eth0 mtu 9000", "sysctl -w net.core.dev_weight=1"] {
+            assert_eq!(
+                e(setting).to_string(),
+                format!("s.toml:3: tc script of host \"a\" failed: {setting}\n  Cannot find device \"eth0\"")
+            );
+        }
+        assert_eq!(
+            e("qdisc add dev eth0 root fq").to_string(),
+            "s.toml:3: tc script of host \"a\" failed: tc qdisc add dev eth0 root fq\n  Cannot find device \"eth0\""
+        );
+    }
+}

@@ -263,10 +263,14 @@ fn document(r: &RunResult, t: &TrafficResult) -> Doc {
     let tcp = t.kind == "tcp";
     let off = t.start_s;
     let m = &r.metadata;
-    let local_host = m.links.iter().find_map(|l| {
-        let host = |i: usize| l.between[i].split(':').next().unwrap_or("");
-        let addr = |i: usize| l.addresses[i].split('/').next().unwrap_or("").to_string();
-        (0..2).find(|&i| host(i) == t.from && host(1 - i) == t.to && addr(1 - i) == t.dst).map(addr)
+    // Local traffic (a host to itself) runs over lo: both ends are 127.0.0.1.
+    let local = (t.from == t.to).then(|| t.dst.clone());
+    let local_host = local.or_else(|| {
+        m.links.iter().find_map(|l| {
+            let host = |i: usize| l.between[i].split(':').next().unwrap_or("");
+            let addr = |i: usize| l.addresses[i].split('/').next().unwrap_or("").to_string();
+            (0..2).find(|&i| host(i) == t.from && host(1 - i) == t.to && addr(1 - i) == t.dst).map(addr)
+        })
     });
     let version = match m.tools.get("iperf3") {
         // "iperf 3.12 (cJSON 1.7.15)" → "iperf 3.12", as iperf3 writes its version.
@@ -489,6 +493,25 @@ mod tests {
         assert_eq!(unix_of_rfc3339("2024-02-29T23:59:59.000Z"), Some(1_709_251_199.0));
         assert_eq!(http_date(1_709_251_199), "Thu, 29 Feb 2024 23:59:59 GMT");
         assert_eq!(unix_of_rfc3339("yesterday"), None);
+    }
+
+    #[test]
+    fn local_traffic_is_from_and_to_127_0_0_1() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../qdisc-lab/tests/fixtures/small-host-a.json"
+        ))
+        .unwrap();
+        let r: RunResult = serde_json::from_str(&text).unwrap();
+        let local_host = |t: &TrafficResult| -> serde_json::Value {
+            let j: serde_json::Value = serde_json::from_str(&to_iperf3_json(&r, t)).unwrap();
+            j["start"]["connected"][0]["local_host"].clone()
+        };
+        let mut t = r.throughput[0].clone();
+        assert_eq!(local_host(&t), "10.1.0.1");
+        t.to = t.from.clone();
+        t.dst = "127.0.0.1".into();
+        assert_eq!(local_host(&t), "127.0.0.1");
     }
 
     #[test]

@@ -82,6 +82,21 @@ pub struct Costs {
     pub icmp_rcv: Cost,
     /// A blocked receiver's `recvmsg` returning one datagram or segment train (sys).
     pub recvmsg: Cost,
+    /// `loopback_xmit` per skb (lo's driver: stats, `skb_orphan`, then `__netif_rx`).
+    pub loopback_xmit: Cost,
+    /// `enqueue_to_backlog` per packet (`netif_rx` of lo and of a veth without NAPI,
+    /// and RPS steering): the per-CPU backlog's lock and queue.
+    pub netif_rx: Cost,
+    /// Raising a NET_RX softirq on another CPU (an IPI: RPS, a kicked defer list), on
+    /// the sending CPU.
+    pub ipi: Cost,
+    /// Freeing a received skb after the socket consumed it (`__kfree_skb`,
+    /// `skb_release_data`), per skb.
+    pub kfree_skb: Cost,
+    /// Freeing one 4 KiB page of a received skb's payload (`put_page`), per page.
+    pub page_free: Cost,
+    /// Software GSO (`skb_segment`) per segment, when the device does not do TSO.
+    pub skb_segment: Cost,
     /// From a wake-up (`try_to_wake_up`) of a sleeping thread to it running again.
     pub wakeup_latency: Cost,
     /// The kernel lab's wire namespace (bridge between two veth pairs): latency per

@@ -285,6 +285,65 @@ pub struct HostCpu {
     pub functions: Vec<FunctionShare>,
     /// Frames each NIC dropped because its rx ring was full (`rx_discards_phy`).
     pub rx_discards: BTreeMap<String, u64>,
+    /// The receive side's drops and BQL on veth (omitted when there is nothing to say).
+    #[serde(default, skip_serializing_if = "NetStats::is_empty")]
+    pub net: NetStats,
+}
+
+/// Drops and queue limits of a machine's devices (interfaces of another namespace of
+/// the machine are named `HOST:DEV`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetStats {
+    /// Other hosts (network namespaces) running on these CPUs: joined by veth pairs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+    /// Packets a driver dropped (a veth whose peer's ring was full and that has no
+    /// qdisc to push back into: `tx_dropped`), by device; only devices with drops.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tx_dropped: BTreeMap<String, u64>,
+    /// Packets dropped because a CPU's backlog held `netdev_max_backlog` already
+    /// (`/proc/net/softnet_stat`'s second column, summed over CPUs).
+    #[serde(default)]
+    pub backlog_dropped: u64,
+    /// Times a socket's cached tx queue changed (`sk_tx_queue_set` with another queue:
+    /// TCP's `ooo_okay` let XPS move the flow to its sending CPU's queue).
+    #[serde(default)]
+    pub tx_queue_changes: u64,
+    /// BQL on veth tx queues (the patch series of seed 004; a model).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bql: Vec<BqlQueue>,
+}
+
+impl NetStats {
+    pub fn is_empty(&self) -> bool {
+        self == &NetStats::default()
+    }
+}
+
+/// One tx queue's byte queue limit over the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BqlQueue {
+    pub dev: String,
+    pub txq: u32,
+    /// "bytes" (v5: completions per NAPI poll) or "time" (completions every tx-usecs).
+    pub variant: String,
+    /// At the end of every reporting interval.
+    pub samples: Vec<BqlSample>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BqlSample {
+    /// Seconds since the start.
+    pub t: f64,
+    /// DQL's limit, bytes (`byte_queue_limits/limit`).
+    pub limit: u32,
+    /// Bytes queued and not yet completed, at `t` (`byte_queue_limits/inflight`).
+    pub inflight: u32,
+    /// The most bytes in flight during the interval ending at `t`.
+    pub inflight_max: u32,
 }
 
 /// One CPU's time split, percent of the span (user + sys + softirq + idle = 100).

@@ -50,7 +50,7 @@ pub const DEFAULT_CPUS: u32 = 4;
 /// The `sysctl` keys a script may set (`sysctl -w KEY=VALUE`), in the order the errors
 /// list them. All of them are global to a kernel, none per network namespace (see
 /// docs/scenarios.md, "Settings").
-pub const SYSCTL_KEYS: [&str; 7] = [
+pub const SYSCTL_KEYS: [&str; 9] = [
     "net.core.default_qdisc",
     "net.core.dev_weight",
     "net.core.dev_weight_tx_bias",
@@ -58,6 +58,8 @@ pub const SYSCTL_KEYS: [&str; 7] = [
     "net.core.netdev_budget",
     "net.core.netdev_budget_usecs",
     "net.core.netdev_max_backlog",
+    "net.core.skb_defer_max",
+    "net.core.gro_normal_batch",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,8 +105,8 @@ impl fmt::Display for Endpoint {
 pub struct Link {
     pub a: Endpoint,
     pub b: Endpoint,
-    /// What the two interfaces are (the simulator models both; the kernel lab always
-    /// builds veth pairs through a wire namespace).
+    /// What the two interfaces are (the simulator models every kind; the kernel lab
+    /// builds veth pairs, through a wire namespace unless the kind is `VethPair`).
     pub kind: LinkKind,
     /// Transmit queues of each of the two interfaces (a NIC with several gets mq with
     /// a pfifo_fast per queue as its default root).
@@ -116,6 +118,9 @@ pub struct Link {
     pub delay: u64,
     /// Random loss, percent (0–100), each direction.
     pub loss: f64,
+    /// `veth_bql = "off" | "bytes" | "time"` (`kind = "veth-pair"` only; `Off` for every
+    /// other kind).
+    pub veth_bql: VethBql,
     /// Line of the `[[link]]` entry in the file.
     pub line: usize,
 }
@@ -130,6 +135,46 @@ pub enum LinkKind {
     /// no rate and no backpressure of their own; the link's rate is a tbf on the
     /// bridge port facing the receiver (`tbf rate R burst max(R·1ms, 3028) latency 50ms`).
     Veth,
+    /// The two interfaces are the two ends of one veth pair, with no bridge between
+    /// them (no rate, delay or loss of its own). Hosts joined by one are network
+    /// namespaces of one kernel: they share their CPUs (same `cpus` and `profile`).
+    VethPair,
+}
+
+/// Byte queue limits on a veth's tx queue: not in any released kernel (the patch
+/// series of seed 004, net-next 2026), so only the simulator models it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VethBql {
+    /// Mainline: no BQL on veth.
+    #[default]
+    Off,
+    /// v5 of the series: completions reported per NAPI poll of the peer (≤ 64 packets).
+    Bytes,
+    /// The time-based revision: completions accumulate across polls and are reported
+    /// every `tx-usecs` (default 100 µs), or when the ring empties while BQL stops the queue.
+    Time,
+}
+
+impl LinkKind {
+    /// The kind as a scenario names it (`kind = "…"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkKind::Eth => "eth",
+            LinkKind::Veth => "veth",
+            LinkKind::VethPair => "veth-pair",
+        }
+    }
+}
+
+impl VethBql {
+    /// The value as a scenario names it (`veth_bql = "…"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            VethBql::Off => "off",
+            VethBql::Bytes => "bytes",
+            VethBql::Time => "time",
+        }
+    }
 }
 
 impl Link {
@@ -190,6 +235,21 @@ pub enum SettingKind {
     /// deduplicated) of the hex cpumask (kernel bitmap format: hex groups of 32 bits
     /// separated by commas, e.g. "ffff,ffffffff"; "0" = no XPS for that queue).
     XpsCpus { dev: String, txq: u32, cpus: Vec<u32> },
+    /// `echo MASK > /sys/class/net/DEV/queues/rx-N/rps_cpus` (RPS): the CPUs of the
+    /// mask, as for `XpsCpus` ("0": RPS off for that queue). `dev` may be `lo` (rx-0).
+    RpsCpus { dev: String, rxq: u32, cpus: Vec<u32> },
+    /// `echo 0|1 > /sys/class/net/DEV/threaded`: the device's NAPI polls run in
+    /// kernel threads (`napi/DEV-N`) that the scheduler places, instead of in the
+    /// softirq of the CPU that raised them.
+    Threaded { dev: String, on: bool },
+    /// `ethtool -C DEV rx-usecs N tx-usecs N` (interrupt coalescing; either or both).
+    Coalesce { dev: String, rx_usecs: Option<u32>, tx_usecs: Option<u32> },
+    /// `ethtool -G DEV rx N tx N` (descriptors per ring; either or both).
+    Rings { dev: String, rx: Option<u32>, tx: Option<u32> },
+    /// `ethtool -K DEV tso on|off gso on|off gro on|off` (any of them, in any order).
+    Features { dev: String, tso: Option<bool>, gso: Option<bool>, gro: Option<bool> },
+    /// `ip link set [dev] DEV mtu N` / `txqueuelen N` (either or both on one line).
+    IpLink { dev: String, mtu: Option<u32>, txqueuelen: Option<u32> },
 }
 
 impl TcScript {
@@ -307,13 +367,17 @@ impl Scenario {
     /// The route from `from` to `to`: the links crossed, in order, each with whether it
     /// is crossed from its `b` end (false: from `a` to `b`). Shortest in hops; among
     /// equally short routes the one using earlier links first. `None`: not connected.
+    /// From a host to itself: `Some(vec![])` (local traffic, over `lo`).
     pub fn path(&self, from: &str, to: &str) -> Option<Vec<(usize, bool)>> {
         path(&self.links, from, to)
     }
 
     /// The address traffic from `from` to `to` is sent to: `to`'s address on the
-    /// last link of the route.
+    /// last link of the route; `127.0.0.1` when `from` is `to` (local traffic, over `lo`).
     pub fn dst_address(&self, from: &str, to: &str) -> Option<String> {
+        if from == to {
+            return Some("127.0.0.1".into());
+        }
         let p = self.path(from, to)?;
         let &(li, _) = p.last()?;
         Some(self.address_on(li, to))
@@ -407,9 +471,15 @@ pub fn parse_cpulist(s: &str) -> Result<Vec<u32>, String> {
 /// 1–8 hex digits separated by commas, the last group CPUs 0–31. Returns the CPUs
 /// (sorted) and the number of groups.
 pub fn parse_cpumask(s: &str) -> Result<(Vec<u32>, usize), String> {
+    cpumask(s, "xps")
+}
+
+/// [`parse_cpumask`] with errors naming the file's mask: `what` is "xps" or "rps".
+fn cpumask(s: &str, what: &str) -> Result<(Vec<u32>, usize), String> {
     let bad = || {
         format!(
-            "invalid xps mask {s:?} (hex groups of up to 32 bits separated by commas, e.g. \"f\" or \"ffff,ffffffff\"; \"0\" = no XPS)"
+            "invalid {what} mask {s:?} (hex groups of up to 32 bits separated by commas, e.g. \"f\" or \"ffff,ffffffff\"; \"0\" = no {})",
+            what.to_uppercase()
         )
     };
     let groups: Vec<&str> = s.split(',').collect();
@@ -532,6 +602,7 @@ struct RawLink {
     rate: Option<Spanned<String>>,
     delay: Option<Spanned<String>>,
     loss: Option<Spanned<String>>,
+    veth_bql: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -828,6 +899,87 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
         if eps[0].host == eps[1].host {
             return Err(cx.at(r.between.span(), field, "a link joins two different hosts"));
         }
+        let kind = match r.kind.as_ref().map(|v| (v, v.get_ref().as_str())) {
+            None | Some((_, "eth")) => LinkKind::Eth,
+            Some((_, "veth")) => LinkKind::Veth,
+            Some((_, "veth-pair")) => LinkKind::VethPair,
+            Some((v, other)) => {
+                return Err(cx.at(
+                    v.span(),
+                    format!("link[{i}].kind"),
+                    format!("unknown kind {other:?} (eth, veth or veth-pair)"),
+                ))
+            }
+        };
+        if kind == LinkKind::VethPair {
+            // One veth pair: nothing between the two ends to give a rate, delay or loss.
+            for (name, v) in [("rate", &r.rate), ("delay", &r.delay), ("loss", &r.loss)] {
+                if let Some(v) = v {
+                    return Err(cx.at(
+                        v.span(),
+                        format!("link[{i}].{name}"),
+                        "a veth pair has no rate, delay or loss of its own (kind = \"veth-pair\": the two \
+                         interfaces are the two ends of one veth, no bridge between them); use kind = \"veth\" \
+                         for a link with a wire, or a qdisc on the interface",
+                    ));
+                }
+            }
+            // Two namespaces of one kernel: the same CPUs, the same costs.
+            let span = r.kind.as_ref().expect("the kind was given").span();
+            let (ha, hb) = (&eps[0].host, &eps[1].host);
+            let (x, y) = (
+                hosts.iter().find(|h| &h.name == ha).expect("checked above"),
+                hosts.iter().find(|h| &h.name == hb).expect("checked above"),
+            );
+            let joins = "a veth pair joins two network namespaces of one kernel, which share its CPUs";
+            if x.cpus != y.cpus {
+                return Err(cx.at(
+                    span,
+                    format!("link[{i}].kind"),
+                    format!(
+                        "{joins}: host {ha} has {}, host {hb} has {}; give both the same cpus",
+                        x.cpus_phrase(),
+                        y.cpus_phrase()
+                    ),
+                ));
+            }
+            if x.profile.origin != y.profile.origin {
+                return Err(cx.at(
+                    span,
+                    format!("link[{i}].kind"),
+                    format!(
+                        "{joins}: host {ha} has profile {:?}, host {hb} has profile {:?}; give both the same profile",
+                        x.profile.origin, y.profile.origin
+                    ),
+                ));
+            }
+        }
+        let veth_bql = match &r.veth_bql {
+            None => VethBql::Off,
+            Some(v) => {
+                let f = format!("link[{i}].veth_bql");
+                let b = match v.get_ref().as_str() {
+                    "off" => VethBql::Off,
+                    "bytes" => VethBql::Bytes,
+                    "time" => VethBql::Time,
+                    other => {
+                        return Err(cx.at(v.span(), f, format!("unknown veth_bql {other:?} (off, bytes or time)")))
+                    }
+                };
+                if kind != LinkKind::VethPair {
+                    return Err(cx.at(
+                        v.span(),
+                        f,
+                        format!(
+                            "only a kind = \"veth-pair\" link has veth_bql (BQL on its veth's tx queues); \
+                             this link is kind = \"{}\"",
+                            kind.name()
+                        ),
+                    ));
+                }
+                b
+            }
+        };
         let rate = r.rate.as_ref().map(|v| parse_rate(cx, v, &format!("link[{i}].rate"))).transpose()?;
         let delay = r.delay.as_ref().map(|v| parse_time(cx, v, &format!("link[{i}].delay"))).transpose()?.unwrap_or(0);
         let loss = match &r.loss {
@@ -845,13 +997,6 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                 p
             }
         };
-        let kind = match r.kind.as_ref().map(|v| (v, v.get_ref().as_str())) {
-            None | Some((_, "eth")) => LinkKind::Eth,
-            Some((_, "veth")) => LinkKind::Veth,
-            Some((v, other)) => {
-                return Err(cx.at(v.span(), format!("link[{i}].kind"), format!("unknown kind {other:?} (eth or veth)")))
-            }
-        };
         let txqueues = match &r.txqueues {
             None => 1,
             Some(v) => match u32::try_from(*v.get_ref()) {
@@ -861,7 +1006,7 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
         };
         let b = eps.pop().unwrap();
         let a = eps.pop().unwrap();
-        links.push(Link { a, b, kind, txqueues, rate, delay, loss, line: cx.line_of(&l.span()) });
+        links.push(Link { a, b, kind, txqueues, rate, delay, loss, veth_bql, line: cx.line_of(&l.span()) });
     }
     if links.len() > 254 {
         return Err(top("link", "at most 254 links (link i uses the subnet 10.(i+1).0.0/24)"));
@@ -888,7 +1033,7 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
             .collect();
         ifaces.sort();
         let h = hosts.iter().find(|h| &h.name == host).expect("checked above");
-        let (lines, settings) = script_lines(cx, script, &field, h, &ifaces)?;
+        let (lines, settings) = script_lines(cx, script, &field, h, &ifaces, &links)?;
         tc.push(TcScript { host: host.clone(), lines, settings });
     }
     tc.sort_by_key(|s| hosts.iter().position(|h| h.name == s.host));
@@ -944,9 +1089,6 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
             }
         }
         let (from, to) = (r.from.get_ref().clone(), r.to.get_ref().clone());
-        if from == to {
-            return Err(cx.at(r.to.span(), f("to"), "traffic goes between two different hosts"));
-        }
         if path(&links, &from, &to).is_none() {
             return Err(cx.at(r.to.span(), f("to"), format!("no path of [[link]]s joins {from:?} and {to:?}")));
         }
@@ -1080,13 +1222,15 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
 /// Split a script into tc command lines and settings, each with its line number in the
 /// file, and check what can be checked without a kernel: the devices it names are the
 /// host's, settings are ones the kernel would take on a host like this one.
-/// `ifaces`: the host's interfaces (sorted by name), each with its tx queues and link.
+/// `ifaces`: the host's interfaces (sorted by name), each with its tx queues and link
+/// (an index into `links`).
 fn script_lines(
     cx: &Cx,
     script: &Spanned<String>,
     field: &str,
     host: &Host,
     ifaces: &[(String, u32, usize)],
+    links: &[Link],
 ) -> Result<(Vec<TcLine>, Vec<Setting>), LoadError> {
     // Where each line of the (decoded) string sits in the file: find its text in the
     // raw string, in order. Escapes could make a line unfindable; it then gets the
@@ -1118,11 +1262,13 @@ fn script_lines(
         let at = offset.unwrap_or(span.start);
         let here = |msg: String| cx.at(at..at, field, format!("script line {}: {msg}", k + 1));
         let line_no = line_col(cx.text, at).0;
-        if args[0] == "sysctl" || args[0] == "echo" {
-            let kinds = if args[0] == "sysctl" {
-                sysctl_line(&args[1..]).map_err(here)?
-            } else {
-                vec![echo_line(&args[1..], host, ifaces, &not_ours).map_err(here)?]
+        if ["sysctl", "echo", "ethtool", "ip"].contains(&args[0].as_str()) {
+            let devs = Devs { host, ifaces, links, not_ours: &not_ours };
+            let kinds = match args[0].as_str() {
+                "sysctl" => sysctl_line(&args[1..]).map_err(here)?,
+                "echo" => vec![echo_line(&args[1..], &devs).map_err(here)?],
+                "ethtool" => vec![ethtool_line(&args[1..], &devs).map_err(here)?],
+                _ => vec![ip_line(&args[1..], &devs).map_err(here)?],
             };
             settings.extend(kinds.into_iter().map(|kind| Setting { line: line_no, text: text.to_string(), kind }));
             continue;
@@ -1234,8 +1380,9 @@ fn parse_c_int(s: &str) -> Option<i64> {
 
 /// The values the kernel accepts for an integer key of [`SYSCTL_KEYS`] (6.12 and 6.18,
 /// net/core/sysctl_net_core.c, `net_core_table`): `proc_dointvec` takes any `int`;
-/// the dev_weight family is `proc_dointvec_minmax` with `extra1 = SYSCTL_ONE`;
-/// netdev_budget_usecs has `extra1 = netdev_budget_usecs_min`, 2 jiffies
+/// the dev_weight family and gro_normal_batch are `proc_dointvec_minmax` with
+/// `extra1 = SYSCTL_ONE`, skb_defer_max with `extra1 = SYSCTL_ZERO` (no `extra2`: up
+/// to `INT_MAX`); netdev_budget_usecs has `extra1 = netdev_budget_usecs_min`, 2 jiffies
 /// (`2 * USEC_PER_SEC / HZ`, 8000 with Debian's and this project's HZ=250). With the
 /// reason printed after a range error.
 pub fn sysctl_range(key: &str) -> Option<(i64, i64, &'static str)> {
@@ -1246,19 +1393,81 @@ pub fn sysctl_range(key: &str) -> Option<(i64, i64, &'static str)> {
         }
         "net.core.netdev_budget_usecs" => Some((8000, i32::MAX as i64, " (at least 2 jiffies: 8000 µs at HZ=250)")),
         "net.core.netdev_budget" | "net.core.netdev_max_backlog" => Some(int),
+        "net.core.skb_defer_max" => Some((0, i32::MAX as i64, "")),
+        "net.core.gro_normal_batch" => Some((1, i32::MAX as i64, "")),
         _ => None,
     }
 }
 
-/// `echo [-n] VALUE > PATH` (the words after `echo`): an xps_cpus mask, or a sysctl
-/// through /proc/sys.
-fn echo_line(
-    args: &[String],
-    host: &Host,
-    ifaces: &[(String, u32, usize)],
-    not_ours: &dyn Fn(&str) -> String,
-) -> Result<SettingKind, String> {
-    const FORM: &str = "expected echo MASK > /sys/class/net/DEV/queues/tx-N/xps_cpus";
+/// What a script's setting lines may name: the host, its interfaces (name, tx queues,
+/// link index; sorted by name), the links, and the error for a device it does not have.
+struct Devs<'a> {
+    host: &'a Host,
+    ifaces: &'a [(String, u32, usize)],
+    links: &'a [Link],
+    not_ours: &'a dyn Fn(&str) -> String,
+}
+
+/// A device a setting line names.
+#[derive(Clone, Copy)]
+enum Dev<'a> {
+    /// The loopback device (every host has one: one rx and one tx queue).
+    Lo,
+    /// A link interface: its queues (tx and rx: `txqueues`), its link's index and link.
+    Link { queues: u32, index: usize, link: &'a Link },
+}
+
+impl<'a> Devs<'a> {
+    /// `dev` as one of the host's devices (`lo` included), or the error naming them.
+    fn get(&self, dev: &str) -> Result<Dev<'a>, String> {
+        if dev == "lo" {
+            return Ok(Dev::Lo);
+        }
+        let Some((_, queues, index)) = self.ifaces.iter().find(|(n, _, _)| n == dev) else {
+            return Err((self.not_ours)(dev));
+        };
+        Ok(Dev::Link { queues: *queues, index: *index, link: &self.links[*index] })
+    }
+}
+
+/// "eth0 is a veth (link[0] kind = \"veth-pair\")": how errors name a veth interface.
+fn veth_phrase(dev: &str, index: usize, link: &Link) -> String {
+    format!("{dev} is a veth (link[{index}] kind = {:?})", link.kind.name())
+}
+
+/// "1 tx queue (tx-0)", "4 rx queues (rx-0 to rx-3)".
+fn queues_phrase(n: u32, dir: &str) -> String {
+    if n == 1 {
+        format!("1 {dir} queue ({dir}-0)")
+    } else {
+        format!("{n} {dir} queues ({dir}-0 to {dir}-{})", n - 1)
+    }
+}
+
+/// `echo 0|1 > /sys/class/net/DEV/threaded` (`threaded_store`: 0 or 1; lo has no
+/// NAPI of its own).
+fn threaded_line(dev: &str, value: &str, devs: &Devs) -> Result<SettingKind, String> {
+    if matches!(devs.get(dev)?, Dev::Lo) {
+        return Err("lo has no NAPI to thread (its packets go through the per-CPU backlog)".into());
+    }
+    let on = match value {
+        "0" => false,
+        "1" => true,
+        _ => {
+            return Err(format!(
+                "/sys/class/net/{dev}/threaded takes 0 or 1, not {value:?} (write error: Invalid argument)"
+            ))
+        }
+    };
+    Ok(SettingKind::Threaded { dev: dev.to_string(), on })
+}
+
+/// `echo [-n] VALUE > PATH` (the words after `echo`): an xps_cpus or rps_cpus mask, or
+/// a sysctl through /proc/sys.
+fn echo_line(args: &[String], devs: &Devs) -> Result<SettingKind, String> {
+    const FORM: &str =
+        "expected echo MASK > /sys/class/net/DEV/queues/tx-N/xps_cpus or /sys/class/net/DEV/queues/rx-N/rps_cpus";
+    let host = devs.host;
     let args: Vec<&str> = args.iter().map(String::as_str).skip_while(|a| *a == "-n").collect();
     let joined = args.join(" ");
     let Some((value, path)) = joined.split_once('>') else {
@@ -1272,44 +1481,386 @@ fn echo_line(
         return sysctl_setting(name, value);
     }
     let parts: Vec<&str> = path.strip_prefix("/sys/class/net/").map(|r| r.split('/').collect()).unwrap_or_default();
-    let [dev, "queues", q, "xps_cpus"] = parts[..] else {
-        return Err(format!(
-            "echo to {path:?} is not supported: the only /sys file a script can write is \
-             /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS)"
-        ));
+    let (dev, q, rps) = match parts[..] {
+        [dev, "queues", q, "xps_cpus"] => (dev, q, false),
+        [dev, "queues", q, "rps_cpus"] => (dev, q, true),
+        [dev, "threaded"] => return threaded_line(dev, value, devs),
+        _ => {
+            return Err(format!(
+                "echo to {path:?} is not supported: the only /sys files a script can write are \
+                 /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS), /sys/class/net/DEV/queues/rx-N/rps_cpus (RPS) \
+                 and /sys/class/net/DEV/threaded (threaded NAPI)"
+            ))
+        }
     };
-    let Some((_, txqueues, link)) = ifaces.iter().find(|(n, _, _)| n == dev) else {
-        return Err(not_ours(dev));
+    let (dir, what) = if rps { ("rx", "rps") } else { ("tx", "xps") };
+    // XPS: the host's link interfaces; RPS: lo too (one rx queue).
+    let dev_is = if rps {
+        devs.get(dev)?
+    } else {
+        devs.get(dev).ok().filter(|d| !matches!(d, Dev::Lo)).ok_or_else(|| (devs.not_ours)(dev))?
     };
-    let txq = q
-        .strip_prefix("tx-")
+    let n = q
+        .strip_prefix(&format!("{dir}-"))
         .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|n| n.parse::<u32>().ok())
-        .ok_or_else(|| format!("{q:?} is not a tx queue (tx-0, tx-1, …)"))?;
-    if txq >= *txqueues {
-        let has = if *txqueues == 1 {
-            "1 tx queue (tx-0)".to_string()
-        } else {
-            format!("{txqueues} tx queues (tx-0 to tx-{})", txqueues - 1)
-        };
-        return Err(format!(
-            "{dev} of host {} has {has}, as link[{link}].txqueues says: tx-{txq} does not exist",
-            host.name
-        ));
+        .ok_or_else(|| format!("{q:?} is not {} {dir} queue ({dir}-0, {dir}-1, …)", if rps { "an" } else { "a" }))?;
+    match dev_is {
+        Dev::Lo if n >= 1 => {
+            return Err(format!("lo of host {} has {}: {dir}-{n} does not exist", host.name, queues_phrase(1, dir)))
+        }
+        Dev::Link { queues, index, .. } if n >= queues => {
+            return Err(format!(
+                "{dev} of host {} has {}, as link[{index}].txqueues says: {dir}-{n} does not exist",
+                host.name,
+                queues_phrase(queues, dir)
+            ))
+        }
+        _ => {}
     }
-    let (cpus, groups) = parse_cpumask(value)?;
+    let (cpus, groups) = cpumask(value, what)?;
     if let Some(&c) = cpus.iter().find(|&&c| c >= host.cpus) {
         return Err(format!("host {} has {}: cpu {c} does not exist", host.name, host.cpus_phrase()));
     }
     let most = host.cpus.div_ceil(32) as usize;
     if groups > most {
         return Err(format!(
-            "xps mask {value:?} has {groups} groups of 32 cpus; host {} has {}: the kernel takes at most {most}",
+            "{what} mask {value:?} has {groups} groups of 32 cpus; host {} has {}: the kernel takes at most {most}",
             host.name,
             host.cpus_phrase()
         ));
     }
-    Ok(SettingKind::XpsCpus { dev: dev.to_string(), txq, cpus })
+    let dev = dev.to_string();
+    Ok(if rps { SettingKind::RpsCpus { dev, rxq: n, cpus } } else { SettingKind::XpsCpus { dev, txq: n, cpus } })
+}
+
+/// The parameters of `ethtool -C` (ethtool 6.x, netlink/coalesce.c) other than the two
+/// modelled ones: refused by name.
+const ETHTOOL_C_OTHERS: [&str; 27] = [
+    "adaptive-rx",
+    "adaptive-tx",
+    "sample-interval",
+    "stats-block-usecs",
+    "pkt-rate-low",
+    "pkt-rate-high",
+    "rx-frames",
+    "rx-usecs-irq",
+    "rx-frames-irq",
+    "tx-frames",
+    "tx-usecs-irq",
+    "tx-frames-irq",
+    "rx-usecs-low",
+    "rx-frames-low",
+    "tx-usecs-low",
+    "tx-frames-low",
+    "rx-usecs-high",
+    "rx-frames-high",
+    "tx-usecs-high",
+    "tx-frames-high",
+    "cqe-mode-rx",
+    "cqe-mode-tx",
+    "tx-aggr-max-bytes",
+    "tx-aggr-max-frames",
+    "tx-aggr-time-usecs",
+    "rx-profile",
+    "tx-profile",
+];
+
+/// The parameters of `ethtool -G` (netlink/rings.c) other than `rx` and `tx`.
+const ETHTOOL_G_OTHERS: [&str; 9] = [
+    "rx-mini",
+    "rx-jumbo",
+    "rx-buf-len",
+    "cqe-size",
+    "tx-push",
+    "rx-push",
+    "tx-push-buf-len",
+    "tcp-data-split",
+    "hds-thresh",
+];
+
+/// Descriptors per ring the simulated NIC takes (`ethtool -G`).
+pub const RING_RANGE: (u32, u32) = (64, 8192);
+
+/// `ethtool -C|-G|-K DEV …` (the words after `ethtool`), checked as ethtool and the
+/// driver would check them; errors in ethtool's words where it has them.
+fn ethtool_line(args: &[String], devs: &Devs) -> Result<SettingKind, String> {
+    let Some(opt) = args.first().map(String::as_str) else {
+        return Err(
+            "ethtool: bad command line argument(s) (a script's ethtool lines are ethtool -C, -G or -K DEV …)".into()
+        );
+    };
+    let (short, modelled) = match opt {
+        "-C" | "--coalesce" => ("-C", "rx-usecs and tx-usecs are"),
+        "-G" | "--set-ring" => ("-G", "rx and tx are"),
+        "-K" | "--features" | "--offload" => ("-K", "tso, gso and gro are"),
+        _ => return Err(format!("ethtool {opt}: not modelled (ethtool -C, -G and -K are)")),
+    };
+    let Some(dev) = args.get(1).map(String::as_str) else {
+        return Err(format!("ethtool {opt} without a device (ethtool: bad command line argument(s))"));
+    };
+    let what = devs.get(dev)?;
+    let params = &args[2..];
+    let mut i = 0;
+    // (the name as written, what it sets, its value)
+    let mut got: Vec<(&str, &str, u64)> = Vec::new();
+    while i < params.len() {
+        let name = params[i].as_str();
+        let key = match (short, name) {
+            ("-C", "rx-usecs" | "tx-usecs") | ("-G", "rx" | "tx") => name,
+            ("-K", "tso" | "tcp-segmentation-offload") => "tso",
+            ("-K", "gso" | "generic-segmentation-offload") => "gso",
+            ("-K", "gro" | "generic-receive-offload") => "gro",
+            ("-C", n) if ETHTOOL_C_OTHERS.contains(&n) => {
+                return Err(format!("ethtool {short} {dev} {n}: not modelled ({modelled})"))
+            }
+            ("-G", n) if ETHTOOL_G_OTHERS.contains(&n) => {
+                return Err(format!("ethtool {short} {dev} {n}: not modelled ({modelled})"))
+            }
+            ("-K", n) => return Err(format!("ethtool {short} {dev} {n}: not modelled ({modelled})")),
+            (_, n) => return Err(format!("ethtool ({short}): unknown parameter '{n}'")),
+        };
+        let value = params.get(i + 1).map(String::as_str);
+        let v = if short == "-K" {
+            match value {
+                Some("on") => 1,
+                Some("off") => 0,
+                Some(v) => {
+                    return Err(format!(
+                        "ethtool ({short}): flag '{v}' for parameter '{name}' is not followed by 'on' or 'off'"
+                    ))
+                }
+                None => return Err(format!("ethtool ({short}): parameter '{name}' is not followed by 'on' or 'off'")),
+            }
+        } else {
+            let Some(v) = value else {
+                return Err(format!("ethtool ({short}): no value for parameter '{name}'"));
+            };
+            // ethtool reads a u32 with strtoul's base 0 (0x… hex, a leading 0 octal).
+            parse_c_int(v)
+                .filter(|n| (0..=u32::MAX as i64).contains(n) && !v.starts_with('-'))
+                .ok_or_else(|| format!("ethtool ({short}): invalid value '{v}' for parameter '{name}'"))?
+                as u64
+        };
+        if got.iter().any(|(_, k, _)| *k == key) {
+            return Err(format!("ethtool {short} {dev} {name}: {key} is given twice"));
+        }
+        got.push((name, key, v));
+        i += 2;
+    }
+    if got.is_empty() {
+        let takes = match short {
+            "-C" => "rx-usecs N, tx-usecs N",
+            "-G" => "rx N, tx N",
+            _ => "tso, gso, gro on|off",
+        };
+        return Err(format!("ethtool {short} {dev}: nothing to set ({takes})"));
+    }
+    let get = |k: &str| got.iter().find(|(_, key, _)| *key == k).map(|(_, _, v)| *v);
+    let dev_s = dev.to_string();
+    match short {
+        "-C" => {
+            let unsupported = match what {
+                Dev::Lo => Some("lo has no interrupt coalescing (ethtool: Operation not supported)".to_string()),
+                Dev::Link { index, link, .. } => match (link.kind, link.veth_bql) {
+                    (LinkKind::Eth, _) => None,
+                    (LinkKind::VethPair, VethBql::Time) => {
+                        if get("rx-usecs").is_some() {
+                            return Err(format!(
+                                "ethtool -C {dev} rx-usecs: {}, veth_bql = \"time\": it takes tx-usecs only (the BQL \
+                                 series' completion interval, VETH_BQL_COAL_TX_USECS); veth has no rx coalescing",
+                                veth_phrase(dev, index, link)
+                            ));
+                        }
+                        None
+                    }
+                    (LinkKind::VethPair, bql) => Some(format!(
+                        "{}, veth_bql = {:?}: veth has no interrupt coalescing (ethtool: Operation not supported); \
+                         only veth_bql = \"time\" gives it tx-usecs",
+                        veth_phrase(dev, index, link),
+                        bql.name()
+                    )),
+                    (LinkKind::Veth, _) => Some(format!(
+                        "{}: veth has no interrupt coalescing (ethtool: Operation not supported)",
+                        veth_phrase(dev, index, link)
+                    )),
+                },
+            };
+            if let Some(why) = unsupported {
+                return Err(format!("ethtool -C {dev}: {why}"));
+            }
+            let u = |k| get(k).map(|v| v as u32);
+            Ok(SettingKind::Coalesce { dev: dev_s, rx_usecs: u("rx-usecs"), tx_usecs: u("tx-usecs") })
+        }
+        "-G" => {
+            match what {
+                Dev::Lo => return Err(format!("ethtool -G {dev}: lo has no rings (ethtool: Operation not supported)")),
+                Dev::Link { index, link, .. } if link.kind != LinkKind::Eth => {
+                    return Err(format!(
+                        "ethtool -G {dev}: {}: veth has no rings to size (ethtool: Operation not supported)",
+                        veth_phrase(dev, index, link)
+                    ))
+                }
+                Dev::Link { .. } => {}
+            }
+            let (lo, hi) = RING_RANGE;
+            for (name, _, v) in &got {
+                if !(lo as u64..=hi as u64).contains(v) {
+                    return Err(format!(
+                        "ethtool -G {dev} {name} {v}: the simulated NIC's rings take {lo} to {hi} descriptors"
+                    ));
+                }
+            }
+            let u = |k| get(k).map(|v| v as u32);
+            Ok(SettingKind::Rings { dev: dev_s, rx: u("rx"), tx: u("tx") })
+        }
+        _ => {
+            let b = |k| get(k).map(|v| v == 1);
+            Ok(SettingKind::Features { dev: dev_s, tso: b("tso"), gso: b("gso"), gro: b("gro") })
+        }
+    }
+}
+
+/// Words of `ip link set` (iproute2 6.15, ip/iplink.c `iplink_parse`) other than `dev`,
+/// `mtu` and the queue length: refused by name.
+const IP_LINK_OTHERS: [&str; 38] = [
+    "up",
+    "down",
+    "name",
+    "index",
+    "link",
+    "address",
+    "broadcast",
+    "brd",
+    "peer",
+    "netns",
+    "link-netns",
+    "link-netnsid",
+    "arp",
+    "multicast",
+    "allmulticast",
+    "promisc",
+    "trailers",
+    "dynamic",
+    "carrier",
+    "alias",
+    "vf",
+    "master",
+    "nomaster",
+    "vrf",
+    "mode",
+    "state",
+    "group",
+    "type",
+    "xdp",
+    "numtxqueues",
+    "numrxqueues",
+    "addrgenmode",
+    "protodown",
+    "protodown_reason",
+    "gso_max_size",
+    "gso_max_segs",
+    "gro_max_size",
+    "parentdev",
+];
+
+/// `ip link set [dev] DEV mtu N txqueuelen N` (the words after `ip`), parsed as iproute2
+/// parses it: `set` or `change`, and the object and verbs by prefix (`ip l s`); `dev`
+/// by prefix; the queue length as `txqueuelen` or a prefix of it, `txqlen` or `qlen`.
+/// Errors in ip's words where it has them.
+fn ip_line(args: &[String], devs: &Devs) -> Result<SettingKind, String> {
+    const FORM: &str = "a script's ip lines are ip link set DEV mtu N | txqueuelen N";
+    let prefix_of = |w: &str, word: &str| !w.is_empty() && word.starts_with(w);
+    let Some(obj) = args.first().map(String::as_str) else {
+        return Err(format!("ip without a command ({FORM})"));
+    };
+    if obj.starts_with('-') {
+        if matches!(obj, "-n" | "-b" | "-batch") || prefix_of(obj.trim_start_matches('-'), "netns") {
+            return Err(format!("option {obj:?} is not allowed: each script runs in its host's namespace"));
+        }
+        return Err(format!("ip option {obj:?} is not supported ({FORM})"));
+    }
+    if !prefix_of(obj, "link") {
+        return Err(format!("ip {obj}: not modelled ({FORM})"));
+    }
+    let Some(verb) = args.get(1).map(String::as_str) else {
+        return Err(format!("ip {obj} without a command ({FORM})"));
+    };
+    if !(prefix_of(verb, "set") || prefix_of(verb, "change")) {
+        return Err(format!("ip link {verb}: not modelled ({FORM})"));
+    }
+    let words = &args[2..];
+    // The mtu as read (an int) and as written.
+    let (mut dev, mut mtu, mut qlen): (Option<&str>, Option<(i64, &str)>, Option<u32>) = (None, None, None);
+    let mut i = 0;
+    while i < words.len() {
+        let w = words[i].as_str();
+        let value = |at: usize| {
+            words
+                .get(at)
+                .map(String::as_str)
+                .ok_or_else(|| "Command line is not complete. Try option \"help\"".to_string())
+        };
+        if w == "mtu" {
+            let v = value(i + 1)?;
+            if mtu.is_some() {
+                return Err(format!("Error: duplicate \"mtu\": \"{v}\" is the second value."));
+            }
+            // get_integer(…, 0): an int, strtol's base 0.
+            let n = parse_c_int(v)
+                .filter(|n| (i32::MIN as i64..=i32::MAX as i64).contains(n))
+                .ok_or_else(|| format!("Error: argument \"{v}\" is wrong: Invalid \"mtu\" value"))?;
+            mtu = Some((n, v));
+            i += 2;
+        } else if prefix_of(w, "txqueuelen") || w == "qlen" || prefix_of(w, "txqlen") {
+            let v = value(i + 1)?;
+            if qlen.is_some() {
+                return Err(format!("Error: duplicate \"txqueuelen\": \"{v}\" is the second value."));
+            }
+            let n = parse_c_int(v).filter(|n| (0..=i32::MAX as i64).contains(n)).ok_or_else(|| {
+                format!("Error: argument \"{v}\" is wrong: Invalid \"txqueuelen\" value (ip takes 0 to 2147483647)")
+            })?;
+            qlen = Some(n as u32);
+            i += 2;
+        } else if IP_LINK_OTHERS.contains(&w) || w.starts_with("xdp") || w.starts_with("gso_") || w.starts_with("gro_")
+        {
+            let d = dev.map(|d| format!(" {d}")).unwrap_or_default();
+            return Err(format!("ip link set{d} {w}: not modelled (mtu and txqueuelen are)"));
+        } else {
+            let name = if prefix_of(w, "dev") {
+                i += 1;
+                value(i)?
+            } else {
+                w
+            };
+            if dev.is_some() {
+                return Err(format!("Error: either \"dev\" is duplicate, or \"{name}\" is a garbage."));
+            }
+            dev = Some(name);
+            i += 1;
+        }
+    }
+    let Some(dev) = dev else {
+        return Err("Not enough information: \"dev\" argument is required.".into());
+    };
+    let what = devs.get(dev)?;
+    if mtu.is_none() && qlen.is_none() {
+        return Err(format!("ip link set {dev}: nothing to set (mtu N, txqueuelen N)"));
+    }
+    if let Some((n, v)) = mtu {
+        if !(68..=65535).contains(&n) {
+            // A veth's and an Ethernet NIC's min_mtu/max_mtu: ETH_MIN_MTU, ETH_MAX_MTU
+            // (the kernel's extack: "mtu less than device minimum").
+            let why = match what {
+                Dev::Lo => "the scenario takes 68 to 65535 for lo too (below 68 lo would lose IPv4)",
+                Dev::Link { .. } if n < 68 => "mtu less than device minimum (the kernel takes 68 to 65535)",
+                Dev::Link { .. } => "mtu greater than device maximum (the kernel takes 68 to 65535)",
+            };
+            return Err(format!("ip link set {dev} mtu {v}: {why}"));
+        }
+    }
+    let mtu = mtu.map(|(n, _)| n as u32);
+    Ok(SettingKind::IpLink { dev: dev.to_string(), mtu, txqueuelen: qlen })
 }
 
 #[cfg(test)]

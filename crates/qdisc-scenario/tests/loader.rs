@@ -3,7 +3,8 @@
 
 use proptest::prelude::*;
 use qdisc_scenario::scenario::{
-    cpumask_string, parse_cpulist, parse_cpumask, ScriptItem, Setting, SettingKind, TrafficKind, DEFAULT_CPUS,
+    cpumask_string, parse_cpulist, parse_cpumask, LinkKind, ScriptItem, Setting, SettingKind, TrafficKind, VethBql,
+    DEFAULT_CPUS,
 };
 use qdisc_scenario::Scenario;
 
@@ -75,10 +76,18 @@ fn bundled_scenarios_load() {
             "bufferbloat-pfifo.toml",
             "fq-flows-plimit.toml",
             "netem-20ms.toml",
+            "seed-000.toml",
             "seed-001-htb.toml",
             "seed-001-mq.toml",
             "seed-001-pfifo.toml",
-            "seed-001-sfq.toml"
+            "seed-001-sfq.toml",
+            "seed-002-defer.toml",
+            "seed-002-no-defer.toml",
+            "seed-002-rps-no-defer.toml",
+            "seed-002-rps.toml",
+            "seed-004-bytes.toml",
+            "seed-004-off.toml",
+            "seed-004-time.toml"
         ]
     );
 }
@@ -244,9 +253,9 @@ fn mistakes_are_named_exactly() {
         (with("duration = \"5s\"", "duration = \"5s"), "t.toml:2:15: invalid basic string, expected `\"`"),
         (with("duration = \"5s\"", "duration = 5"), "t.toml:2:12: duration: invalid type: integer `5`, expected a string"),
         (with("flows = 4", "flows = \"4\""), "t.toml:23:9: traffic[0].flows: invalid type: string \"4\", expected i64"),
-        (with("rate = \"1gbit\"", "rat = \"1gbit\""), "t.toml:11:1: link[0].rat: unknown field `rat`, expected one of `between`, `kind`, `txqueues`, `rate`, `delay`, `loss`"),
+        (with("rate = \"1gbit\"", "rat = \"1gbit\""), "t.toml:11:1: link[0].rat: unknown field `rat`, expected one of `between`, `kind`, `txqueues`, `rate`, `delay`, `loss`, `veth_bql`"),
         (with("rate = \"1gbit\"", "rate = \"1gbit\"\ntxqueues = 0"), "t.toml:12:12: link[0].txqueues: txqueues must be 1..4096"),
-        (with("rate = \"1gbit\"", "rate = \"1gbit\"\nkind = \"wifi\""), "t.toml:12:8: link[0].kind: unknown kind \"wifi\" (eth or veth)"),
+        (with("rate = \"1gbit\"", "rate = \"1gbit\"\nkind = \"wifi\""), "t.toml:12:8: link[0].kind: unknown kind \"wifi\" (eth, veth or veth-pair)"),
         // Units, tc's.
         (with("rate = \"1gbit\"", "rate = \"1gbps2\""), "t.toml:11:8: link[0].rate: invalid rate \"1gbps2\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\")"),
         (with("rate = \"1gbit\"", "rate = \"0mbit\""), "t.toml:11:8: link[0].rate: a rate must be greater than 0"),
@@ -266,7 +275,6 @@ fn mistakes_are_named_exactly() {
         (with("name = \"b\"", "name = \"b c\""), "t.toml:7:8: host[1].name: invalid host name \"b c\" (1–32 of A-Z a-z 0-9 _ -, starting with a letter or digit)"),
         (with("[tc.a]", "[tc.c]"), "t.toml:13:1: tc.c: unknown host \"c\" (hosts: a, b)"),
         (with("from = \"a\"\nto = \"b\"\nflows", "from = \"x\"\nto = \"b\"\nflows"), "t.toml:21:8: traffic[0].from: unknown host \"x\" (hosts: a, b)"),
-        (with("from = \"a\"\nto = \"b\"\nflows", "from = \"b\"\nto = \"b\"\nflows"), "t.toml:22:6: traffic[0].to: traffic goes between two different hosts"),
         // tc scripts: the line inside the script, the device names.
         (with("class add dev eth0", "class add dev eth1"), "t.toml:16:1: tc.a.script: script line 2: device \"eth1\" is not an interface of host \"a\" (its interfaces: eth0)"),
         (with("class add dev eth0", "-n foo class add dev eth0"), "t.toml:16:1: tc.a.script: script line 2: option \"-n\" is not allowed: each script runs in its host's namespace"),
@@ -294,11 +302,14 @@ fn mistakes_are_named_exactly() {
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"lots\""), "t.toml:29:8: traffic[1].rate: invalid rate \"lots\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")"),
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"unlimited\"\nflows = 129"), "t.toml:30:9: traffic[1].flows: must be between 1 and 128"),
         // Settings in a script: sysctl.
-        (with(CLASS, "sysctl -w net.core.foo=1"), "t.toml:16:1: tc.a.script: script line 2: unknown sysctl key \"net.core.foo\" (supported: net.core.default_qdisc, net.core.dev_weight, net.core.dev_weight_tx_bias, net.core.dev_weight_rx_bias, net.core.netdev_budget, net.core.netdev_budget_usecs, net.core.netdev_max_backlog)"),
+        (with(CLASS, "sysctl -w net.core.foo=1"), "t.toml:16:1: tc.a.script: script line 2: unknown sysctl key \"net.core.foo\" (supported: net.core.default_qdisc, net.core.dev_weight, net.core.dev_weight_tx_bias, net.core.dev_weight_rx_bias, net.core.netdev_budget, net.core.netdev_budget_usecs, net.core.netdev_max_backlog, net.core.skb_defer_max, net.core.gro_normal_batch)"),
         (with(CLASS, "sysctl -w net.core.dev_weight=0"), "t.toml:16:1: tc.a.script: script line 2: net.core.dev_weight = 0 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl net.core.dev_weight_rx_bias=2147483648"), "t.toml:16:1: tc.a.script: script line 2: net.core.dev_weight_rx_bias = 2147483648 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl -w net.core.netdev_budget_usecs=2000"), "t.toml:16:1: tc.a.script: script line 2: net.core.netdev_budget_usecs = 2000 is out of range: the kernel takes 8000 to 2147483647 (at least 2 jiffies: 8000 µs at HZ=250)"),
         (with(CLASS, "sysctl -w net.core.netdev_max_backlog=-2147483649"), "t.toml:16:1: tc.a.script: script line 2: net.core.netdev_max_backlog = -2147483649 is out of range: the kernel takes -2147483648 to 2147483647"),
+        (with(CLASS, "sysctl -w net.core.skb_defer_max=-1"), "t.toml:16:1: tc.a.script: script line 2: net.core.skb_defer_max = -1 is out of range: the kernel takes 0 to 2147483647"),
+        (with(CLASS, "echo 2147483648 > /proc/sys/net/core/skb_defer_max"), "t.toml:16:1: tc.a.script: script line 2: net.core.skb_defer_max = 2147483648 is out of range: the kernel takes 0 to 2147483647"),
+        (with(CLASS, "sysctl -w net.core.gro_normal_batch=0"), "t.toml:16:1: tc.a.script: script line 2: net.core.gro_normal_batch = 0 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl -w net.core.netdev_budget=lots"), "t.toml:16:1: tc.a.script: script line 2: net.core.netdev_budget = \"lots\": not an integer"),
         (with(CLASS, "sysctl -w net.core.default_qdisc=nosuch"), "t.toml:16:1: tc.a.script: script line 2: net.core.default_qdisc = \"nosuch\" is refused: sysctl: setting key \"net.core.default_qdisc\": No such file or directory"),
         (with(CLASS, "sysctl -p /etc/sysctl.conf"), "t.toml:16:1: tc.a.script: script line 2: sysctl option \"-p\" is not supported (write settings as sysctl -w KEY=VALUE)"),
@@ -312,9 +323,11 @@ fn mistakes_are_named_exactly() {
         (with(CLASS, "echo 1 > /sys/class/net/eth1/queues/tx-0/xps_cpus"), "t.toml:16:1: tc.a.script: script line 2: device \"eth1\" is not an interface of host \"a\" (its interfaces: eth0)"),
         (with(CLASS, "echo 1 > /sys/class/net/eth0/queues/tx-1/xps_cpus"), "t.toml:16:1: tc.a.script: script line 2: eth0 of host a has 1 tx queue (tx-0), as link[0].txqueues says: tx-1 does not exist"),
         (with(CLASS, "echo 1 > /sys/class/net/eth0/queues/tx-4/xps_cpus").replace("rate = \"1gbit\"", "rate = \"1gbit\"\ntxqueues = 4"), "t.toml:17:1: tc.a.script: script line 2: eth0 of host a has 4 tx queues (tx-0 to tx-3), as link[0].txqueues says: tx-4 does not exist"),
-        (with(CLASS, "echo 1 > /sys/class/net/eth0/queues/tx-0/xps_rxqs"), "t.toml:16:1: tc.a.script: script line 2: echo to \"/sys/class/net/eth0/queues/tx-0/xps_rxqs\" is not supported: the only /sys file a script can write is /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS)"),
-        (with(CLASS, "echo 1 > /tmp/x"), "t.toml:16:1: tc.a.script: script line 2: echo to \"/tmp/x\" is not supported: the only /sys file a script can write is /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS)"),
-        (with(CLASS, "echo 1"), "t.toml:16:1: tc.a.script: script line 2: expected echo MASK > /sys/class/net/DEV/queues/tx-N/xps_cpus (an echo without \">\" sets nothing)"),
+        (with(CLASS, "echo 1 > /sys/class/net/lo/queues/tx-0/xps_cpus"), "t.toml:16:1: tc.a.script: script line 2: device \"lo\" is not an interface of host \"a\" (its interfaces: eth0)"),
+        (with(CLASS, "echo 1 > /sys/class/net/eth0/queues/rx-0/xps_cpus"), "t.toml:16:1: tc.a.script: script line 2: \"rx-0\" is not a tx queue (tx-0, tx-1, …)"),
+        (with(CLASS, "echo 1 > /sys/class/net/eth0/queues/tx-0/xps_rxqs"), "t.toml:16:1: tc.a.script: script line 2: echo to \"/sys/class/net/eth0/queues/tx-0/xps_rxqs\" is not supported: the only /sys files a script can write are /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS), /sys/class/net/DEV/queues/rx-N/rps_cpus (RPS) and /sys/class/net/DEV/threaded (threaded NAPI)"),
+        (with(CLASS, "echo 1 > /tmp/x"), "t.toml:16:1: tc.a.script: script line 2: echo to \"/tmp/x\" is not supported: the only /sys files a script can write are /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS), /sys/class/net/DEV/queues/rx-N/rps_cpus (RPS) and /sys/class/net/DEV/threaded (threaded NAPI)"),
+        (with(CLASS, "echo 1"), "t.toml:16:1: tc.a.script: script line 2: expected echo MASK > /sys/class/net/DEV/queues/tx-N/xps_cpus or /sys/class/net/DEV/queues/rx-N/rps_cpus (an echo without \">\" sets nothing)"),
         (with("script = \"\"\"\nqdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 100mbit\n\"\"\"", "script = \"sysctl -w net.core.dev_weight=32\\nqdisc add dev eth0 root handle 1: htb default 10\""), "t.toml:14:10: tc.a.script: line 14: \"sysctl -w net.core.dev_weight=32\" shares its line of the file with a tc command; give each setting a line of its own (a multi-line string, \"\"\"…\"\"\")"),
         // Whole-file things.
         (with("duration = \"5s\"\n", ""), "t.toml:1:1: duration: missing (the length of the run, e.g. duration = \"10s\")"),
@@ -333,6 +346,280 @@ fn mistakes_are_named_exactly() {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// Hosts a and b (8 cpus each) joined by a veth pair with `veth_bql = BQL`, a NIC link
+/// a:eth0–c:eth0 with 2 queues, a bridged veth link a:br0–c:br0; host a's script is
+/// SCRIPT (line 22 of the file).
+const RX: &str = r#"duration = "5s"
+[[host]]
+name = "a"
+cpus = 8
+[[host]]
+name = "b"
+cpus = 8
+[[host]]
+name = "c"
+[[link]]
+between = ["a:eth0", "c:eth0"]
+txqueues = 2
+[[link]]
+between = ["a:veth0", "b:veth0"]
+kind = "veth-pair"
+veth_bql = "BQL"
+[[link]]
+between = ["a:br0", "c:br0"]
+kind = "veth"
+[tc.a]
+script = """
+SCRIPT
+"""
+[[traffic]]
+kind = "tcp"
+from = "a"
+to = "a"
+[[traffic]]
+kind = "ping"
+from = "b"
+to = "b"
+"#;
+
+fn rx(bql: &str, script: &str) -> String {
+    RX.replace("BQL", bql).replace("SCRIPT", script)
+}
+
+#[test]
+fn receive_side_and_interface_settings_are_parsed() {
+    let script = "echo f > /sys/class/net/eth0/queues/rx-1/rps_cpus\n\
+                  echo -n ff > /sys/class/net/lo/queues/rx-0/rps_cpus\n\
+                  echo 0 > /sys/class/net/veth0/queues/rx-0/rps_cpus\n\
+                  echo 1 > /sys/class/net/veth0/threaded\n\
+                  echo -n 0 > /sys/class/net/eth0/threaded\n\
+                  ethtool -C eth0 rx-usecs 8 tx-usecs 0x10\n\
+                  ethtool --coalesce eth0 tx-usecs 50\n\
+                  ethtool -C veth0 tx-usecs 100\n\
+                  ethtool -G eth0 tx 64 rx 4096\n\
+                  ethtool --set-ring eth0 tx 8192\n\
+                  ethtool -K eth0 tso off gso on gro off\n\
+                  ethtool --features lo gro on\n\
+                  ethtool --offload veth0 generic-receive-offload on tcp-segmentation-offload off generic-segmentation-offload off\n\
+                  ethtool -K br0 gso off\n\
+                  ip link set dev eth0 mtu 9000 txqueuelen 5000\n\
+                  ip link set lo mtu 65535\n\
+                  ip l s br0 qlen 0\n\
+                  ip link change txqlen 2147483647 d veth0\n\
+                  ip link set eth0 mtu 68\n\
+                  sysctl -w net.core.skb_defer_max=0 net.core.gro_normal_batch=1\n\
+                  echo 0x7fffffff > /proc/sys/net/core/skb_defer_max";
+    let s = load(&rx("time", script)).unwrap_or_else(|e| panic!("{e}"));
+    use SettingKind::*;
+    let d = |s: &str| s.to_string();
+    let want = vec![
+        RpsCpus { dev: d("eth0"), rxq: 1, cpus: vec![0, 1, 2, 3] },
+        RpsCpus { dev: d("lo"), rxq: 0, cpus: (0..8).collect() },
+        RpsCpus { dev: d("veth0"), rxq: 0, cpus: vec![] },
+        Threaded { dev: d("veth0"), on: true },
+        Threaded { dev: d("eth0"), on: false },
+        Coalesce { dev: d("eth0"), rx_usecs: Some(8), tx_usecs: Some(16) },
+        Coalesce { dev: d("eth0"), rx_usecs: None, tx_usecs: Some(50) },
+        Coalesce { dev: d("veth0"), rx_usecs: None, tx_usecs: Some(100) },
+        Rings { dev: d("eth0"), rx: Some(4096), tx: Some(64) },
+        Rings { dev: d("eth0"), rx: None, tx: Some(8192) },
+        Features { dev: d("eth0"), tso: Some(false), gso: Some(true), gro: Some(false) },
+        Features { dev: d("lo"), tso: None, gso: None, gro: Some(true) },
+        Features { dev: d("veth0"), tso: Some(false), gso: Some(false), gro: Some(true) },
+        Features { dev: d("br0"), tso: None, gso: Some(false), gro: None },
+        IpLink { dev: d("eth0"), mtu: Some(9000), txqueuelen: Some(5000) },
+        IpLink { dev: d("lo"), mtu: Some(65535), txqueuelen: None },
+        IpLink { dev: d("br0"), mtu: None, txqueuelen: Some(0) },
+        IpLink { dev: d("veth0"), mtu: None, txqueuelen: Some(2147483647) },
+        IpLink { dev: d("eth0"), mtu: Some(68), txqueuelen: None },
+        Sysctl { key: d("net.core.skb_defer_max"), value: d("0") },
+        Sysctl { key: d("net.core.gro_normal_batch"), value: d("1") },
+        Sysctl { key: d("net.core.skb_defer_max"), value: d("2147483647") },
+    ];
+    let t = &s.tc[0];
+    assert!(t.lines.is_empty());
+    let got: Vec<SettingKind> = t.settings.iter().map(|st| st.kind.clone()).collect();
+    assert_eq!(got, want);
+    // Each with its line of the file and its text.
+    let lines: Vec<usize> = t.settings.iter().map(|st| st.line).collect();
+    let mut want_lines: Vec<usize> = (22..=42).collect();
+    want_lines.insert(20, 41);
+    assert_eq!(lines, want_lines);
+    assert_eq!(t.settings[3].text, "echo 1 > /sys/class/net/veth0/threaded");
+    assert_eq!(t.settings[5].text, "ethtool -C eth0 rx-usecs 8 tx-usecs 0x10");
+    assert_eq!(t.settings[20].text, "sysctl -w net.core.skb_defer_max=0 net.core.gro_normal_batch=1");
+}
+
+#[test]
+fn veth_pair_links_and_local_traffic() {
+    let s = load(&rx("time", "ethtool -K veth0 gro on")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.links.iter().map(|l| l.kind).collect::<Vec<_>>(), [LinkKind::Eth, LinkKind::VethPair, LinkKind::Veth]);
+    assert_eq!(s.links.iter().map(|l| l.veth_bql).collect::<Vec<_>>(), [VethBql::Off, VethBql::Time, VethBql::Off]);
+    assert_eq!((s.links[1].rate, s.links[1].delay, s.links[1].loss), (None, 0, 0.0));
+    for (v, want) in [("off", VethBql::Off), ("bytes", VethBql::Bytes), ("time", VethBql::Time)] {
+        assert_eq!(load(&rx(v, "ethtool -K veth0 gro on")).unwrap().links[1].veth_bql, want);
+        assert_eq!(want.name(), v);
+    }
+    // Without veth_bql: off.
+    let s2 = load(&rx("off", "ethtool -K veth0 gro on").replace("veth_bql = \"off\"\n", "")).unwrap();
+    assert_eq!(s2.links[1].veth_bql, VethBql::Off);
+    assert_eq!(LinkKind::VethPair.name(), "veth-pair");
+    // Local traffic: a host to itself, over lo.
+    assert_eq!((s.traffic[0].from.as_str(), s.traffic[0].to.as_str()), ("a", "a"));
+    assert_eq!(s.path("a", "a"), Some(vec![]));
+    assert_eq!(s.dst_address("a", "a").as_deref(), Some("127.0.0.1"));
+    assert_eq!(s.dst_address("b", "b").as_deref(), Some("127.0.0.1"));
+    // A host with no link at all can still talk to itself.
+    let lonely = "duration = \"1s\"\n[[host]]\nname = \"x\"\n[[traffic]]\nkind = \"ping\"\nfrom = \"x\"\nto = \"x\"\n";
+    let s3 = load(lonely).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s3.path("x", "x"), Some(vec![]));
+    assert_eq!(s3.dst_address("x", "x").as_deref(), Some("127.0.0.1"));
+    // Between hosts, as before.
+    assert_eq!(s.dst_address("a", "b").as_deref(), Some("10.2.0.2"));
+}
+
+#[test]
+fn receive_side_mistakes_are_named_exactly() {
+    let at = "t.toml:22:1: tc.a.script: script line 1: ";
+    let script_cases: &[(&str, &str, &str)] = &[
+        // RPS, checked as XPS is.
+        ("off", "echo xyz > /sys/class/net/eth0/queues/rx-0/rps_cpus", "invalid rps mask \"xyz\" (hex groups of up to 32 bits separated by commas, e.g. \"f\" or \"ffff,ffffffff\"; \"0\" = no RPS)"),
+        ("off", "echo 100 > /sys/class/net/eth0/queues/rx-0/rps_cpus", "host a has 8 cpus (0-7): cpu 8 does not exist"),
+        ("off", "echo 0,1 > /sys/class/net/eth0/queues/rx-0/rps_cpus", "rps mask \"0,1\" has 2 groups of 32 cpus; host a has 8 cpus (0-7): the kernel takes at most 1"),
+        ("off", "echo 1 > /sys/class/net/lo/queues/rx-1/rps_cpus", "lo of host a has 1 rx queue (rx-0): rx-1 does not exist"),
+        ("off", "echo 1 > /sys/class/net/eth0/queues/rx-2/rps_cpus", "eth0 of host a has 2 rx queues (rx-0 to rx-1), as link[0].txqueues says: rx-2 does not exist"),
+        ("off", "echo 1 > /sys/class/net/veth0/queues/rx-1/rps_cpus", "veth0 of host a has 1 rx queue (rx-0), as link[1].txqueues says: rx-1 does not exist"),
+        ("off", "echo 1 > /sys/class/net/eth0/queues/tx-0/rps_cpus", "\"tx-0\" is not an rx queue (rx-0, rx-1, …)"),
+        ("off", "echo 1 > /sys/class/net/eth9/queues/rx-0/rps_cpus", "device \"eth9\" is not an interface of host \"a\" (its interfaces: br0, eth0, veth0)"),
+        ("off", "echo 1 > /sys/class/net/eth0/queues/rx-0/rps_flow_cnt", "echo to \"/sys/class/net/eth0/queues/rx-0/rps_flow_cnt\" is not supported: the only /sys files a script can write are /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS), /sys/class/net/DEV/queues/rx-N/rps_cpus (RPS) and /sys/class/net/DEV/threaded (threaded NAPI)"),
+        // Threaded NAPI: 0 or 1, not on lo.
+        ("off", "echo 2 > /sys/class/net/eth0/threaded", "/sys/class/net/eth0/threaded takes 0 or 1, not \"2\" (write error: Invalid argument)"),
+        ("off", "echo 1 > /sys/class/net/lo/threaded", "lo has no NAPI to thread (its packets go through the per-CPU backlog)"),
+        ("off", "echo 1 > /sys/class/net/eth9/threaded", "device \"eth9\" is not an interface of host \"a\" (its interfaces: br0, eth0, veth0)"),
+        // ethtool: options, devices, parameters.
+        ("off", "ethtool", "ethtool: bad command line argument(s) (a script's ethtool lines are ethtool -C, -G or -K DEV …)"),
+        ("off", "ethtool -L eth0 combined 2", "ethtool -L: not modelled (ethtool -C, -G and -K are)"),
+        ("off", "ethtool -k eth0", "ethtool -k: not modelled (ethtool -C, -G and -K are)"),
+        ("off", "ethtool -C", "ethtool -C without a device (ethtool: bad command line argument(s))"),
+        ("off", "ethtool -C eth9 rx-usecs 1", "device \"eth9\" is not an interface of host \"a\" (its interfaces: br0, eth0, veth0)"),
+        ("off", "ethtool -C eth0 adaptive-rx on", "ethtool -C eth0 adaptive-rx: not modelled (rx-usecs and tx-usecs are)"),
+        ("off", "ethtool --coalesce eth0 rx-frames 8", "ethtool -C eth0 rx-frames: not modelled (rx-usecs and tx-usecs are)"),
+        ("off", "ethtool -C eth0 foo 1", "ethtool (-C): unknown parameter 'foo'"),
+        ("off", "ethtool -C eth0 rx-usecs", "ethtool (-C): no value for parameter 'rx-usecs'"),
+        ("off", "ethtool -C eth0 rx-usecs abc", "ethtool (-C): invalid value 'abc' for parameter 'rx-usecs'"),
+        ("off", "ethtool -C eth0 tx-usecs -1", "ethtool (-C): invalid value '-1' for parameter 'tx-usecs'"),
+        ("off", "ethtool -C eth0 tx-usecs 4294967296", "ethtool (-C): invalid value '4294967296' for parameter 'tx-usecs'"),
+        ("off", "ethtool -C eth0 rx-usecs 1 rx-usecs 2", "ethtool -C eth0 rx-usecs: rx-usecs is given twice"),
+        ("off", "ethtool -C eth0", "ethtool -C eth0: nothing to set (rx-usecs N, tx-usecs N)"),
+        ("off", "ethtool -C lo rx-usecs 1", "ethtool -C lo: lo has no interrupt coalescing (ethtool: Operation not supported)"),
+        ("off", "ethtool -C br0 tx-usecs 1", "ethtool -C br0: br0 is a veth (link[2] kind = \"veth\"): veth has no interrupt coalescing (ethtool: Operation not supported)"),
+        ("off", "ethtool -C veth0 tx-usecs 1", "ethtool -C veth0: veth0 is a veth (link[1] kind = \"veth-pair\"), veth_bql = \"off\": veth has no interrupt coalescing (ethtool: Operation not supported); only veth_bql = \"time\" gives it tx-usecs"),
+        ("bytes", "ethtool -C veth0 tx-usecs 1", "ethtool -C veth0: veth0 is a veth (link[1] kind = \"veth-pair\"), veth_bql = \"bytes\": veth has no interrupt coalescing (ethtool: Operation not supported); only veth_bql = \"time\" gives it tx-usecs"),
+        ("time", "ethtool -C veth0 rx-usecs 1 tx-usecs 1", "ethtool -C veth0 rx-usecs: veth0 is a veth (link[1] kind = \"veth-pair\"), veth_bql = \"time\": it takes tx-usecs only (the BQL series' completion interval, VETH_BQL_COAL_TX_USECS); veth has no rx coalescing"),
+        ("off", "ethtool -G eth0 rx-jumbo 10", "ethtool -G eth0 rx-jumbo: not modelled (rx and tx are)"),
+        ("off", "ethtool -G eth0 foo 1", "ethtool (-G): unknown parameter 'foo'"),
+        ("off", "ethtool -G eth0 rx", "ethtool (-G): no value for parameter 'rx'"),
+        ("off", "ethtool -G eth0 rx 63", "ethtool -G eth0 rx 63: the simulated NIC's rings take 64 to 8192 descriptors"),
+        ("off", "ethtool --set-ring eth0 rx 512 tx 8193", "ethtool -G eth0 tx 8193: the simulated NIC's rings take 64 to 8192 descriptors"),
+        ("off", "ethtool -G lo rx 256", "ethtool -G lo: lo has no rings (ethtool: Operation not supported)"),
+        ("time", "ethtool -G veth0 tx 256", "ethtool -G veth0: veth0 is a veth (link[1] kind = \"veth-pair\"): veth has no rings to size (ethtool: Operation not supported)"),
+        ("off", "ethtool -G br0 tx 256", "ethtool -G br0: br0 is a veth (link[2] kind = \"veth\"): veth has no rings to size (ethtool: Operation not supported)"),
+        ("off", "ethtool -K eth0 lro off", "ethtool -K eth0 lro: not modelled (tso, gso and gro are)"),
+        ("off", "ethtool --offload lo rx-checksumming off", "ethtool -K lo rx-checksumming: not modelled (tso, gso and gro are)"),
+        ("off", "ethtool -K eth0 tso yes", "ethtool (-K): flag 'yes' for parameter 'tso' is not followed by 'on' or 'off'"),
+        ("off", "ethtool -K eth0 gro", "ethtool (-K): parameter 'gro' is not followed by 'on' or 'off'"),
+        ("off", "ethtool -K eth0 tso on tcp-segmentation-offload off", "ethtool -K eth0 tcp-segmentation-offload: tso is given twice"),
+        ("off", "ethtool -K veth0", "ethtool -K veth0: nothing to set (tso, gso, gro on|off)"),
+        // ip.
+        ("off", "ip", "ip without a command (a script's ip lines are ip link set DEV mtu N | txqueuelen N)"),
+        ("off", "ip -s link set eth0 mtu 1400", "ip option \"-s\" is not supported (a script's ip lines are ip link set DEV mtu N | txqueuelen N)"),
+        ("off", "ip -n x link set eth0 mtu 1400", "option \"-n\" is not allowed: each script runs in its host's namespace"),
+        ("off", "ip addr add 10.9.0.1/24 dev eth0", "ip addr: not modelled (a script's ip lines are ip link set DEV mtu N | txqueuelen N)"),
+        ("off", "ip route add default via 10.1.0.2", "ip route: not modelled (a script's ip lines are ip link set DEV mtu N | txqueuelen N)"),
+        ("off", "ip link", "ip link without a command (a script's ip lines are ip link set DEV mtu N | txqueuelen N)"),
+        ("off", "ip link add d0 type dummy", "ip link add: not modelled (a script's ip lines are ip link set DEV mtu N | txqueuelen N)"),
+        ("off", "ip link set eth0 up", "ip link set eth0 up: not modelled (mtu and txqueuelen are)"),
+        ("off", "ip link set dev eth0 address 02:00:00:00:00:01", "ip link set eth0 address: not modelled (mtu and txqueuelen are)"),
+        ("off", "ip link set gso_max_size 1000 dev eth0", "ip link set gso_max_size: not modelled (mtu and txqueuelen are)"),
+        ("off", "ip link set mtu 1400", "Not enough information: \"dev\" argument is required."),
+        ("off", "ip link set eth0 mtu", "Command line is not complete. Try option \"help\""),
+        ("off", "ip link set eth0 mtu abc", "Error: argument \"abc\" is wrong: Invalid \"mtu\" value"),
+        ("off", "ip link set eth0 mtu 1400 mtu 1500", "Error: duplicate \"mtu\": \"1500\" is the second value."),
+        ("off", "ip link set eth0 mtu 67", "ip link set eth0 mtu 67: mtu less than device minimum (the kernel takes 68 to 65535)"),
+        ("off", "ip link set veth0 mtu 65536", "ip link set veth0 mtu 65536: mtu greater than device maximum (the kernel takes 68 to 65535)"),
+        ("off", "ip link set lo mtu 65536", "ip link set lo mtu 65536: the scenario takes 68 to 65535 for lo too (below 68 lo would lose IPv4)"),
+        ("off", "ip link set eth0 txqueuelen 2147483648", "Error: argument \"2147483648\" is wrong: Invalid \"txqueuelen\" value (ip takes 0 to 2147483647)"),
+        ("off", "ip link set eth0 qlen -1", "Error: argument \"-1\" is wrong: Invalid \"txqueuelen\" value (ip takes 0 to 2147483647)"),
+        ("off", "ip link set eth0 txqueuelen 10 txq 20", "Error: duplicate \"txqueuelen\": \"20\" is the second value."),
+        ("off", "ip link set eth0 br0 mtu 1400", "Error: either \"dev\" is duplicate, or \"br0\" is a garbage."),
+        ("off", "ip link set dev eth9 mtu 1400", "device \"eth9\" is not an interface of host \"a\" (its interfaces: br0, eth0, veth0)"),
+        ("off", "ip link set eth0", "ip link set eth0: nothing to set (mtu N, txqueuelen N)"),
+    ];
+    let mut bad = Vec::new();
+    for (bql, script, msg) in script_cases {
+        let want = format!("{at}{msg}");
+        let got = match load(&rx(bql, script)) {
+            Ok(_) => "loaded".to_string(),
+            Err(e) => e,
+        };
+        if got != want {
+            bad.push(format!("want: {want}\n got: {got}"));
+        }
+    }
+    // Links.
+    let base = rx("off", "ethtool -K eth0 gro on");
+    let pair = "kind = \"veth-pair\"\nveth_bql = \"off\"";
+    let link_cases: &[(String, &str)] = &[
+        (base.replace(pair, "kind = \"veth-pair\"\nrate = \"1gbit\""), "t.toml:16:8: link[1].rate: a veth pair has no rate, delay or loss of its own (kind = \"veth-pair\": the two interfaces are the two ends of one veth, no bridge between them); use kind = \"veth\" for a link with a wire, or a qdisc on the interface"),
+        (base.replace(pair, "kind = \"veth-pair\"\ndelay = \"1ms\""), "t.toml:16:9: link[1].delay: a veth pair has no rate, delay or loss of its own (kind = \"veth-pair\": the two interfaces are the two ends of one veth, no bridge between them); use kind = \"veth\" for a link with a wire, or a qdisc on the interface"),
+        (base.replace(pair, "loss = \"1%\"\nkind = \"veth-pair\""), "t.toml:15:8: link[1].loss: a veth pair has no rate, delay or loss of its own (kind = \"veth-pair\": the two interfaces are the two ends of one veth, no bridge between them); use kind = \"veth\" for a link with a wire, or a qdisc on the interface"),
+        (base.replacen("cpus = 8", "cpus = 4", 1), "t.toml:15:8: link[1].kind: a veth pair joins two network namespaces of one kernel, which share its CPUs: host a has 4 cpus (0-3), host b has 8 cpus (0-7); give both the same cpus"),
+        (base.replacen("cpus = 8\n", "", 2), "loaded"),
+        (base.replace(pair, "kind = \"veth-pair\"\nveth_bql = \"on\""), "t.toml:16:12: link[1].veth_bql: unknown veth_bql \"on\" (off, bytes or time)"),
+        (base.replace("txqueues = 2", "txqueues = 2\nveth_bql = \"off\""), "t.toml:13:12: link[0].veth_bql: only a kind = \"veth-pair\" link has veth_bql (BQL on its veth's tx queues); this link is kind = \"eth\""),
+        (base.replace("kind = \"veth\"\n", "kind = \"veth\"\nveth_bql = \"time\"\n"), "t.toml:20:12: link[2].veth_bql: only a kind = \"veth-pair\" link has veth_bql (BQL on its veth's tx queues); this link is kind = \"veth\""),
+    ];
+    for (text, want) in link_cases {
+        let got = match load(text) {
+            Ok(_) => "loaded".to_string(),
+            Err(e) => e,
+        };
+        if got != *want {
+            bad.push(format!("want: {want}\n got: {got}"));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn veth_pair_hosts_share_a_profile() {
+    let dir = std::env::temp_dir().join(format!("qdl-loader-pair-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("mine.toml"),
+        qdisc_scenario::profile::DEFAULT.replace("name = \"default\"", "name = \"mine\""),
+    )
+    .unwrap();
+    let file = dir.join("s.toml");
+    let text = rx("off", "ethtool -K eth0 gro on");
+    std::fs::write(&file, text.replacen("cpus = 8", "cpus = 8\nprofile = \"mine.toml\"", 1)).unwrap();
+    let e = Scenario::load(&file).unwrap_err().to_string();
+    std::fs::write(&file, text.replace("cpus = 8", "cpus = 8\nprofile = \"mine.toml\"")).unwrap();
+    let same = Scenario::load(&file);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        e,
+        format!(
+            "{}:16:8: link[1].kind: a veth pair joins two network namespaces of one kernel, which share its CPUs: \
+             host a has profile \"{}\", host b has profile \"default\"; give both the same profile",
+            file.display(),
+            dir.join("mine.toml").display()
+        )
+    );
+    let same = same.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(same.hosts[0].profile.name, "mine");
 }
 
 #[test]

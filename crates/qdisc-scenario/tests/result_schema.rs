@@ -136,6 +136,18 @@ pub fn sample() -> RunResult {
             }],
             functions: vec![FunctionShare { symbol: "udp_sendmsg".into(), seconds: 0.01, share: 61.5 }],
             rx_discards: [("eth0".to_string(), 3u64)].into_iter().collect(),
+            net: NetStats {
+                namespaces: vec!["consumer".into()],
+                tx_dropped: [("veth0".to_string(), 5u64)].into_iter().collect(),
+                backlog_dropped: 2,
+                tx_queue_changes: 7,
+                bql: vec![BqlQueue {
+                    dev: "veth0".into(),
+                    txq: 0,
+                    variant: "bytes".into(),
+                    samples: vec![BqlSample { t: 0.1, limit: 3028, inflight: 1514, inflight_max: 4542 }],
+                }],
+            },
         }],
         warnings: vec![],
     }

@@ -97,6 +97,14 @@ impl TcpFlow {
         }
     }
 
+    /// The route's MTU (MSS = MTU − 40 bytes of headers − 12 of timestamps,
+    /// `tcp_mtu_to_mss`) and whether the device takes GSO skbs (`sk_can_gso`).
+    pub fn set_path(&mut self, mtu: u32, gso: bool) {
+        self.cfg.mss = mtu.saturating_sub(52).max(48);
+        self.mss = self.cfg.mss;
+        self.cfg.tso = gso;
+    }
+
     fn reverse_key(&self) -> FlowKey {
         FlowKey { src: self.key.dst, dst: self.key.src, sport: self.key.dport, dport: self.key.sport, proto: 6 }
     }
@@ -313,7 +321,7 @@ impl Sim {
             let Some(seg) = seg else { break };
             let (src, dst, key, sk) = (f.src, f.dst, f.key, f.sk.clone());
             let len = seg.wire_len();
-            let meta = Meta { src, dst, payload: Payload::Tcp { flow, seg: seg.clone() } };
+            let meta = Meta { src, dst, payload: Payload::Tcp { flow, seg: seg.clone() }, alloc: u32::MAX };
             let mut pkt = self.packet(len, seg.segs, &key, meta);
             pkt.tos = if seg.ect { 0b10 } else { 0 };
             pkt.tstamp = seg.tstamp;
@@ -344,10 +352,12 @@ impl Sim {
         arm(&mut self.events, &mut f.sender_timer, want, self.now, Ev::TcpSender { flow });
     }
 
-    pub fn tcp_sender_timer(&mut self, flow: u32) {
+    /// The sender's timer event for instant `at` (its handler may run later, on its
+    /// CPU's timer softirq).
+    pub fn tcp_sender_timer(&mut self, flow: u32, at: Instant) {
         let now = self.now;
         let f = &mut self.tcp[flow as usize];
-        if f.sender_timer != Some(now) {
+        if f.sender_timer != Some(at) {
             return;
         }
         f.sender_timer = None;
@@ -372,13 +382,14 @@ impl Sim {
         }
     }
 
-    pub fn tcp_data(&mut self, flow: u32, seg: tcp::Segment, ce: bool) {
+    pub fn tcp_data(&mut self, flow: u32, seg: tcp::Segment, ce: bool, alloc: u32) {
         let now = self.now;
         let f = &mut self.tcp[flow as usize];
         let Some(r) = f.receiver.as_mut() else { return };
         let (dst, rcv_cpu, bytes) = (f.dst, f.rcv_cpu, seg.len as u64);
         let ack = r.on_segment(&seg, ce, now);
-        self.charge_app(dst, rcv_cpu, Func::Recvmsg, bytes);
+        // tcp_recvmsg → tcp_eat_recv_skb: the skb may be freed by its allocating CPU.
+        self.read_skb(dst, rcv_cpu, alloc, bytes, Some(flow));
         if let Some(ack) = ack {
             self.tcp_send_ack(flow, ack);
         }
@@ -389,7 +400,7 @@ impl Sim {
         let f = &self.tcp[flow as usize];
         let (src, dst, key, rsk) = (f.dst, f.src, f.reverse_key(), f.rsk.clone());
         let len = ack.wire_len();
-        let meta = Meta { src, dst, payload: Payload::TcpAck { flow, ack } };
+        let meta = Meta { src, dst, payload: Payload::TcpAck { flow, ack }, alloc: u32::MAX };
         let mut pkt = self.packet(len, 1, &key, meta);
         pkt.sk = Some(rsk);
         self.send(src, dst, pkt);
@@ -401,10 +412,10 @@ impl Sim {
         arm(&mut self.events, &mut f.receiver_timer, want, self.now, Ev::TcpReceiver { flow });
     }
 
-    pub fn tcp_receiver_timer(&mut self, flow: u32) {
+    pub fn tcp_receiver_timer(&mut self, flow: u32, at: Instant) {
         let now = self.now;
         let f = &mut self.tcp[flow as usize];
-        if f.receiver_timer != Some(now) {
+        if f.receiver_timer != Some(at) {
             return;
         }
         f.receiver_timer = None;
@@ -465,7 +476,7 @@ impl Sim {
         u.sent += 1;
         u.sent_bytes += u.size as u64;
         let len = u.size + UDP_HEADERS;
-        let meta = Meta { src, dst, payload: Payload::Udp { app, seq, sent_at: now } };
+        let meta = Meta { src, dst, payload: Payload::Udp { app, seq, sent_at: now }, alloc: u32::MAX };
         let mut pkt = self.packet(len, 1, &key, meta);
         pkt.sk = Some(sk);
         (src, dst, pkt)
@@ -503,7 +514,7 @@ impl Sim {
         Step::Busy(user + sys + self.xmit_cost(h, c))
     }
 
-    pub fn udp_receive(&mut self, app: u32, seq: u64, sent_at: Instant) {
+    pub fn udp_receive(&mut self, app: u32, seq: u64, sent_at: Instant, alloc: u32) {
         let now = self.now;
         let u = &mut self.udp[app as usize];
         u.received += 1;
@@ -516,16 +527,35 @@ impl Sim {
         }
         u.last_transit = Some(transit);
         let (dst, c, size) = (u.dst, u.rcv_cpu, u.size as u64);
-        self.charge_app(dst, c, Func::Recvmsg, size);
+        // skb_consume_udp defers the free from 6.18 on (6.12 frees in place).
+        if self.kernel >= qdisc::tree::KernelVersion(6, 18) {
+            self.read_skb(dst, c, alloc, size, None);
+        } else {
+            let k = &self.cpus(dst).costs;
+            let (recv, free) = (k.recvmsg + k.copy(size), k.free(size));
+            self.give(dst, c, Work::Recv { flow: u32::MAX, recv, free }, false);
+        }
     }
 
-    /// The receiving (or, for TCP, sending) application's syscall and copy of `bytes`
-    /// on its thread's CPU: load on that CPU (it does not hold the packet up).
-    fn charge_app(&mut self, h: u32, c: u32, func: Func, bytes: u64) {
+    /// The receiver of TCP connection `flow` read what had arrived (`tcp_cleanup_rbuf`):
+    /// an ACK it held back may go now.
+    pub fn tcp_read(&mut self, flow: u32) {
+        let Some(f) = self.tcp.get_mut(flow as usize) else { return };
+        if let Some(ack) = f.receiver.as_mut().and_then(|r| r.on_read()) {
+            self.tcp_send_ack(flow, ack);
+            self.arm_receiver(flow);
+        }
+    }
+
+    /// The receiving application reads `bytes` of one skb on its thread's CPU (load on
+    /// that CPU: it does not hold the packet up) and the skb is freed there or deferred
+    /// to the CPU that allocated it (skb_attempt_defer_free: TCP's `flow`, and UDP's
+    /// from 6.18 on, `None`).
+    fn read_skb(&mut self, h: u32, c: u32, alloc: u32, bytes: u64, flow: Option<u32>) {
         let k = &self.cpus(h).costs;
-        let per_call = if func == Func::TcpSendmsg { k.tcp_sendmsg } else { k.recvmsg };
-        let ns = per_call + k.copy(bytes);
-        self.give(h, c, Work::Burn { func, class: Class::Sys, ns }, false);
+        let recv = k.recvmsg + k.copy(bytes);
+        let (free, ipi) = self.skb_consumed(h, c, alloc, bytes);
+        self.give(h, c, Work::Recv { flow: flow.unwrap_or(u32::MAX), recv: recv + ipi, free }, false);
     }
 
     /// An echo request is due: on a host with CPUs the ping process sends it.
@@ -547,7 +577,7 @@ impl Sim {
         let p = &mut self.ping[app as usize];
         let (src, dst, key, sk, seq) = (p.src, p.dst, p.key, p.sk.clone(), p.transmitted);
         p.transmitted += 1;
-        let meta = Meta { src, dst, payload: Payload::Ping { app, seq, sent_at: now, reply: false } };
+        let meta = Meta { src, dst, payload: Payload::Ping { app, seq, sent_at: now, reply: false }, alloc: u32::MAX };
         let mut pkt = self.packet(PING_LEN, 1, &key, meta);
         pkt.sk = Some(sk);
         (src, dst, pkt)
@@ -569,7 +599,8 @@ impl Sim {
             let p = &self.ping[app as usize];
             let key = FlowKey { src: p.key.dst, dst: p.key.src, ..p.key };
             let me = p.dst;
-            let meta = Meta { src: me, dst: from, payload: Payload::Ping { app, seq, sent_at, reply: true } };
+            let meta =
+                Meta { src: me, dst: from, payload: Payload::Ping { app, seq, sent_at, reply: true }, alloc: u32::MAX };
             let pkt = self.packet(PING_LEN, 1, &key, meta);
             let (h, c) = self.on_cpu.expect("delivered by a NAPI poll");
             let iface = self.hosts[me as usize].route[from as usize].expect("the way back of a validated route");

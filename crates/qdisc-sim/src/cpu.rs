@@ -10,7 +10,8 @@
 //!
 //! * A CPU runs one work item at a time. Softirq work (NAPI receive, TX completion,
 //!   NET_TX) runs before process work (application threads); after `netdev_budget`
-//!   softirq items in a row with process work waiting, one process item runs (the
+//!   softirq items (or `netdev_budget_usecs`) in a row with process work waiting,
+//!   process work runs for one scheduler slice (the
 //!   kernel hands the rest of a long softirq run to ksoftirqd, a normal thread).
 //! * A thread woken on an idle CPU runs after `wakeup_latency` (idle exit, scheduler
 //!   wake-up); softirq work raised on an idle CPU runs at once; a busy CPU queues
@@ -67,9 +68,15 @@ pub enum Func {
     TcpV4Rcv,
     IcmpRcv,
     Recvmsg,
+    LoopbackXmit,
+    NetifRx,
+    ProcessBacklog,
+    Ipi,
+    KfreeSkb,
+    SkbSegment,
 }
 
-const FIXED: [&str; 19] = [
+const FIXED: [&str; 25] = [
     "native_queued_spin_lock_slowpath",
     "_raw_spin_lock",
     "[user] application",
@@ -89,6 +96,12 @@ const FIXED: [&str; 19] = [
     "tcp_v4_rcv",
     "icmp_rcv",
     "recvmsg",
+    "loopback_xmit",
+    "enqueue_to_backlog",
+    "process_backlog",
+    "smp_call_function_single_async",
+    "skb_release_data",
+    "skb_segment",
 ];
 
 /// The profile's costs as the model reads them, per packet, in nanoseconds.
@@ -111,6 +124,12 @@ pub struct Costs {
     pub tcp_v4_rcv: u64,
     pub icmp_rcv: u64,
     pub recvmsg: u64,
+    pub loopback_xmit: u64,
+    pub netif_rx: u64,
+    pub ipi: u64,
+    pub kfree_skb: u64,
+    pub page_free: u64,
+    pub skb_segment: u64,
     pub wakeup_latency: u64,
     pub bridge_forward: u64,
     pub lock_uncontended: u64,
@@ -140,6 +159,12 @@ impl Costs {
             tcp_v4_rcv: c.tcp_v4_rcv.ns,
             icmp_rcv: c.icmp_rcv.ns,
             recvmsg: c.recvmsg.ns,
+            loopback_xmit: c.loopback_xmit.ns,
+            netif_rx: c.netif_rx.ns,
+            ipi: c.ipi.ns,
+            kfree_skb: c.kfree_skb.ns,
+            page_free: c.page_free.ns,
+            skb_segment: c.skb_segment.ns,
             wakeup_latency: c.wakeup_latency.ns,
             bridge_forward: c.bridge_forward.ns,
             lock_uncontended: p.lock.uncontended.ns,
@@ -152,6 +177,11 @@ impl Costs {
     /// Copying `bytes` between user and kernel memory.
     pub fn copy(&self, bytes: u64) -> u64 {
         bytes * self.copy_per_kib / 1024
+    }
+
+    /// Freeing a received skb of `bytes` payload (its head and its pages).
+    pub fn free(&self, bytes: u64) -> u64 {
+        self.kfree_skb + bytes.div_ceil(4096) * self.page_free
     }
 }
 
@@ -200,10 +230,14 @@ pub struct Lock {
 pub enum Work {
     /// `dev_queue_xmit` of a packet, or (`pkt: None`) a NET_TX run of a qdisc.
     Xmit(Box<crate::cpu_xmit::XmitTask>),
-    /// NAPI poll of interface `iface`'s rx queue `rxq`.
-    Napi { iface: u32, rxq: u32 },
-    /// The same poll going on after a packet it forwarded (`done` packets so far).
-    NapiFrom { iface: u32, rxq: u32, done: u32 },
+    /// A receive poll: NAPI of an rx queue, or this CPU's backlog; `done` packets so
+    /// far in this poll (it goes on after a packet it forwarded or answered).
+    Poll { src: crate::rx::RxSrc, done: u32 },
+    /// Packets a poll took, delivered when their batch's cost has been spent
+    /// (`gro_normal_batch`).
+    Deliver { src: crate::rx::RxSrc, done: u32, batch: Vec<(u32, qdisc::Packet)>, last: bool },
+    /// Free the skbs other CPUs deferred to this one (`skb_defer_free_flush`).
+    DeferFlush,
     /// The driver's TX completion poll of `iface`'s tx queue `txq`.
     TxPoll { iface: u32, txq: u32 },
     /// A UDP sender thread's next datagram.
@@ -214,11 +248,18 @@ pub enum Work {
     PingRecv { app: u32, seq: u64, sent_at: Instant },
     /// A TCP sender's application writes into its socket.
     TcpWrite { flow: u32 },
+    /// A TCP timer (the sender's, or with `rcv` the receiver's) due at `at`, in the
+    /// timer softirq.
+    TcpTimer { flow: u32, rcv: bool, at: Instant },
     /// CPU time already charged to its functions (work done synchronously at a
     /// timer's instant) that still occupies the CPU.
     Occupy { ns: u64 },
     /// CPU time with no effect of its own (a receiver's copy, an application's loop).
     Burn { func: Func, class: Class, ns: u64 },
+    /// A receiving thread's `recvmsg` calls (syscall and copy) and the frees of the
+    /// skbs they consumed on this CPU (sys time); of TCP connection `flow`
+    /// (`u32::MAX`: UDP), whose pending ACK the read may send (`tcp_cleanup_rbuf`).
+    Recv { flow: u32, recv: u64, free: u64 },
 }
 
 /// What a work item left to do after a step.
@@ -238,6 +279,11 @@ pub struct Cpu {
     pub scheduled: Option<Instant>,
     /// The work item in progress across steps (an xmit waiting for a lock …).
     pub cur: Option<Work>,
+    /// Work put aside while a packet it forwarded is sent (`Then::Resume`).
+    pub resume: Option<Work>,
+    /// CPU time charged to a step that then parked on a lock (the acquisition before
+    /// it): spent from the spinning that follows, not on top of it.
+    pub owed_ns: u64,
     pub cur_class: Class,
     pub softirq: VecDeque<Work>,
     pub process: VecDeque<Work>,
@@ -248,6 +294,18 @@ pub struct Cpu {
     /// When the last work item ends: until then the CPU is still busy (new work
     /// starts then, without a wake-up); after it, it is idle.
     pub free_at: Instant,
+    /// Softirq time in a row while process work waited (`netdev_budget_usecs`).
+    softirq_ns: u64,
+    /// Process time left in the slice process work got from ksoftirqd (0: none).
+    slice_left: u64,
+    /// The per-CPU backlog (`softnet_data.input_pkt_queue`): (interface, packet), and
+    /// whether its poll is scheduled.
+    pub backlog: VecDeque<(u32, qdisc::Packet)>,
+    pub backlog_scheduled: bool,
+    /// skbs other CPUs deferred to this one (`sd->defer_count`) and the cost of
+    /// freeing them.
+    pub defer_count: u32,
+    pub defer_ns: u64,
 }
 
 /// The CPUs of one host and what they share.
@@ -267,6 +325,21 @@ pub struct HostCpus {
     /// `net.core.dev_weight` and `dev_weight_tx_bias` (their product is `tx_quota`).
     pub dev_weight: u32,
     pub tx_bias: u32,
+    /// `dev_weight_rx_bias`, and `dev_rx_weight` (their product): process_backlog's quota.
+    pub rx_bias: u32,
+    pub rx_quota: u32,
+    /// `netdev_budget_usecs` in nanoseconds: softirq time before process work gets a turn.
+    pub budget_ns: u64,
+    /// The scheduler's slice (EEVDF `sysctl_sched_base_slice`: 0.75 ms × (1 +
+    /// log2(min(cpus, 8)))): how long process work runs once softirq work went to
+    /// ksoftirqd, which then competes with it as a thread.
+    pub slice_ns: u64,
+    /// `netdev_max_backlog`, `skb_defer_max`, `gro_normal_batch`.
+    pub max_backlog: u32,
+    pub defer_max: u32,
+    pub gro_batch: u32,
+    /// Packets dropped because a backlog was full (`softnet_stat`'s dropped column).
+    pub backlog_dropped: u64,
 }
 
 impl HostCpus {
@@ -277,12 +350,20 @@ impl HostCpus {
                     busy: false,
                     scheduled: None,
                     cur: None,
+                    resume: None,
+                    owed_ns: 0,
                     cur_class: Class::Sys,
                     softirq: VecDeque::new(),
                     process: VecDeque::new(),
                     softirq_run: 0,
                     acct: [0; 3],
                     free_at: Instant::ZERO,
+                    softirq_ns: 0,
+                    slice_left: 0,
+                    backlog: VecDeque::new(),
+                    backlog_scheduled: false,
+                    defer_count: 0,
+                    defer_ns: 0,
                 })
                 .collect(),
             costs: Costs::of(profile),
@@ -294,6 +375,15 @@ impl HostCpus {
             budget: 300,
             dev_weight: 64,
             tx_bias: 1,
+            rx_bias: 1,
+            rx_quota: 64,
+            // 2 · USEC_PER_SEC / HZ at HZ=250.
+            budget_ns: 8_000_000,
+            slice_ns: 750_000 * (1 + n.clamp(1, 8).ilog2() as u64),
+            max_backlog: 1000,
+            defer_max: 64,
+            gro_batch: 8,
+            backlog_dropped: 0,
         }
     }
 
@@ -368,30 +458,61 @@ impl HostCpus {
         lk.holder = Some(next);
         let waited = (at - since).as_nanos();
         lk.wait_ns += waited;
+        let owed = std::mem::take(&mut self.cpus[next as usize].owed_ns);
         let class = self.cpus[next as usize].cur_class;
-        self.charge(next, class, Func::Spin as u16, waited);
+        self.charge(next, class, Func::Spin as u16, waited.saturating_sub(owed));
         Some((next, at))
     }
 }
 
 impl Sim {
-    /// The CPUs of host `h` (scenario hosts have them; the kernel lab's wire does not).
+    /// The CPUs of host `h` (scenario hosts have them, shared by the namespaces of one
+    /// machine; the kernel lab's wire has none).
     pub fn cpus(&mut self, h: u32) -> &mut HostCpus {
-        self.hosts[h as usize].cpu.as_mut().expect("a host with CPUs")
+        let m = self.hosts[h as usize].machine;
+        self.hosts[m as usize].cpu.as_mut().expect("a host with CPUs")
+    }
+
+    /// The host whose CPUs host `h` runs on (itself, or the first namespace of its machine).
+    pub fn machine(&self, h: u32) -> u32 {
+        self.hosts[h as usize].machine
+    }
+
+    pub fn has_cpus(&self, h: u32) -> bool {
+        self.hosts[self.machine(h) as usize].cpu.is_some()
     }
 
     /// Give CPU `c` of host `h` work: softirq (interrupt-driven) or process context.
     pub fn give(&mut self, h: u32, c: u32, w: Work, softirq: bool) {
         let now = self.now;
+        let h = self.machine(h);
+        let own = self.on_cpu == Some((h, c));
         let hc = self.cpus(h);
         let lat = hc.costs.wakeup_latency;
         let cpu = &mut hc.cpus[c as usize];
+        if softirq && own && cpu.cur_class != Class::Softirq {
+            // Raised by the thread running here: it runs at the thread's next
+            // local_bh_enable, ksoftirqd or not (do_softirq).
+            cpu.slice_left = 0;
+            cpu.softirq_run = 0;
+            cpu.softirq_ns = 0;
+        }
         if matches!(w, Work::TxPoll { .. }) {
             // Drivers poll the TX completion queue first in every NAPI poll, before
             // up to 64 received packets: completions do not wait behind the rx ring.
             cpu.softirq.push_front(w);
         } else if softirq {
             cpu.softirq.push_back(w);
+        } else if let (Work::Recv { flow, recv, free }, Some(Work::Recv { flow: fl, recv: r, free: f })) =
+            (&w, cpu.process.back_mut())
+        {
+            // A receiver's queued reads add up, however far behind it falls.
+            if flow == fl {
+                *r += recv;
+                *f += free;
+            } else {
+                cpu.process.push_back(w);
+            }
         } else if let (Work::Burn { func, class, ns }, Some(Work::Burn { func: f, class: k, ns: n })) =
             (&w, cpu.process.back_mut())
         {
@@ -426,12 +547,19 @@ impl Sim {
         }
     }
 
-    /// The next item of CPU `c`: softirq first, with `netdev_budget` fairness.
+    /// The next item of CPU `c`: softirq first; once softirq work has run for
+    /// `netdev_budget` items or `netdev_budget_usecs` in a row while process work
+    /// waited, the rest of it is ksoftirqd's, a thread: process work gets a scheduler
+    /// slice before softirq work runs again.
     fn next_work(&mut self, h: u32, c: u32) -> Option<(Work, Class)> {
-        let budget = self.cpus(h).budget;
+        let (budget, budget_ns, slice) = (self.cpus(h).budget, self.cpus(h).budget_ns, self.cpus(h).slice_ns);
         let cpu = &mut self.cpus(h).cpus[c as usize];
-        let process_first = !cpu.process.is_empty() && cpu.softirq_run >= budget;
-        if !process_first {
+        if cpu.process.is_empty() {
+            cpu.slice_left = 0;
+        } else if cpu.slice_left == 0 && (cpu.softirq_run >= budget || cpu.softirq_ns >= budget_ns) {
+            cpu.slice_left = slice;
+        }
+        if cpu.slice_left == 0 {
             if let Some(w) = cpu.softirq.pop_front() {
                 if !cpu.process.is_empty() {
                     cpu.softirq_run += 1;
@@ -440,6 +568,7 @@ impl Sim {
             }
         }
         cpu.softirq_run = 0;
+        cpu.softirq_ns = 0;
         let w = cpu.process.pop_front()?;
         let class = if matches!(w, Work::Burn { class: Class::User, .. }) { Class::User } else { Class::Sys };
         Some((w, class))
@@ -483,14 +612,20 @@ impl Sim {
             }
             let at = self.now + qdisc::Duration(ns);
             let cpu = &mut self.cpus(h).cpus[c as usize];
+            if cpu.cur_class == Class::Softirq && !cpu.process.is_empty() {
+                cpu.softirq_ns += ns;
+            } else if cpu.cur_class != Class::Softirq {
+                cpu.slice_left = cpu.slice_left.saturating_sub(ns.max(1));
+            }
             if done && cpu.cur.is_none() && cpu.softirq.is_empty() && cpu.process.is_empty() {
                 // Nothing queued behind it: no event for its end (see `give`).
                 cpu.busy = false;
                 cpu.free_at = at;
                 return;
             }
-            // Nothing else can happen before `at`: go on without the event queue.
-            if self.events.none_before(at) && at <= self.end {
+            // Nothing else can happen before `at` (no event, no other CPU just given
+            // work): go on without the event queue.
+            if self.events.none_before(at) && self.ready.is_empty() && at <= self.end {
                 self.now = at;
                 continue;
             }
@@ -527,8 +662,15 @@ impl Sim {
                 self.cpus(h).charge(c, class, func as u16, ns);
                 Step::Done(ns)
             }
-            Work::Napi { iface, rxq } => self.napi_poll(h, c, iface, rxq, 0),
-            Work::NapiFrom { iface, rxq, done } => self.napi_poll(h, c, iface, rxq, done),
+            Work::Recv { flow, recv, free } => {
+                self.cpus(h).charge(c, Class::Sys, Func::Recvmsg as u16, recv);
+                self.cpus(h).charge(c, Class::Sys, Func::KfreeSkb as u16, free);
+                self.tcp_read(flow);
+                Step::Done(recv + free)
+            }
+            Work::Poll { src, done } => self.rx_poll(h, c, src, done),
+            Work::Deliver { src, done, batch, last } => self.rx_deliver(h, c, src, done, batch, last),
+            Work::DeferFlush => Step::Done(self.defer_flush(h, c)),
             Work::TxPoll { iface, txq } => Step::Done(self.tx_poll(h, c, iface, txq)),
             Work::UdpSend { app } => self.udp_send_on(h, c, app),
             Work::PingSend { app } => self.ping_send_on(h, c, app),
@@ -540,6 +682,14 @@ impl Sim {
             }
             Work::Occupy { ns } => Step::Done(ns),
             Work::TcpWrite { flow } => self.tcp_write_on(h, c, flow),
+            Work::TcpTimer { flow, rcv: false, at } => {
+                self.tcp_sender_timer(flow, at);
+                Step::Done(0)
+            }
+            Work::TcpTimer { flow, rcv: true, at } => {
+                self.tcp_receiver_timer(flow, at);
+                Step::Done(0)
+            }
         }
     }
 }

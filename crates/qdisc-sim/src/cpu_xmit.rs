@@ -30,12 +30,9 @@ pub enum Then {
     Nothing,
     /// A UDP sender's thread: its next datagram, if it has one to send now.
     UdpNext(u32),
-    /// A NAPI poll forwarded (or answered) a packet: it goes on with the rest.
-    Napi {
-        iface: u32,
-        rxq: u32,
-        done: u32,
-    },
+    /// A receive poll forwarded (or answered) a packet: the CPU goes on with the work
+    /// it put aside (`Cpu::resume`).
+    Resume,
 }
 
 #[derive(Debug)]
@@ -118,7 +115,7 @@ impl Sim {
     /// `netdev_pick_tx` for a packet sent from CPU `c`: the socket's cached queue
     /// unless `ooo_okay` (TCP with nothing of the socket queued in the host), then the
     /// XPS map of the sending CPU, else `skb_tx_hash`; the choice is cached in the socket.
-    fn pick_tx(&mut self, iface: u32, c: u32, pkt: &Packet) -> u32 {
+    pub(crate) fn pick_tx(&mut self, iface: u32, c: u32, pkt: &Packet) -> u32 {
         let n = self.ifaces[iface as usize].txqs.len() as u32;
         if n <= 1 {
             return 0;
@@ -138,7 +135,11 @@ impl Sim {
             None => self.device(iface).txq_of(pkt) as u32,
         };
         if let Some((id, _)) = sk {
-            self.sk_txq.insert((id, iface), q);
+            if self.sk_txq.insert((id, iface), q).is_some_and(|old| old != q) {
+                // sk_tx_queue_set with a new queue: the flow moved.
+                let h = self.ifaces[iface as usize].host;
+                self.hosts[h as usize].txq_changes += 1;
+            }
         }
         q
     }
@@ -154,15 +155,32 @@ impl Sim {
     }
 
     /// The driver's `ndo_start_xmit` on `iface`: its function row and cost (a NIC's,
-    /// or `veth_xmit`).
+    /// `veth_xmit` or `loopback_xmit`).
     pub(crate) fn ndo_cost(&mut self, h: u32, iface: u32) -> (Func, u64) {
-        let veth = self.ifaces[iface as usize].veth;
+        let i = &self.ifaces[iface as usize];
+        let (veth, lo) = (i.veth, i.lo);
         let c = &self.cpus(h).costs;
-        if veth {
+        if lo {
+            (Func::LoopbackXmit, c.loopback_xmit)
+        } else if veth {
             (Func::VethXmit, c.veth_xmit)
         } else {
             (Func::NdoStartXmit, c.ndo_start_xmit)
         }
+    }
+
+    /// Software GSO (`validate_xmit_skb` → `skb_segment`) of a GSO skb for a device
+    /// without TSO: charged on CPU `c`, returned.
+    pub(crate) fn gso_cost(&mut self, h: u32, c: u32, iface: u32, p: &Packet) -> u64 {
+        let i = &self.ifaces[iface as usize];
+        if i.tso || p.gso_segs <= 1 || i.local() {
+            return 0;
+        }
+        let hc = self.cpus(h);
+        let ns = hc.costs.skb_segment * p.gso_segs as u64;
+        let class = hc.cpus[c as usize].cur_class;
+        hc.charge(c, class, Func::SkbSegment as u16, ns);
+        ns
     }
 
     /// Take lock `l` for the task and go on with its next stage (the acquisition's
@@ -175,8 +193,11 @@ impl Sim {
                 Step::Busy(x) => Step::Busy(x + ns),
                 Step::Done(x) => Step::Done(x + ns),
                 // Parked on the next lock (the busylock holder queuing for the root
-                // lock): the acquisition is charged, the CPU waits from now.
-                Step::Wait => Step::Wait,
+                // lock): the acquisition is charged and spent first of the wait.
+                Step::Wait => {
+                    self.cpus(h).cpus[c as usize].owed_ns += ns;
+                    Step::Wait
+                }
             },
             None => {
                 self.cpus(h).cpus[c as usize].cur = Some(Work::Xmit(t));
@@ -332,20 +353,20 @@ impl Sim {
             }
             Stage::Dequeue => {
                 let shared = !self.device(iface).per_txq_qdiscs() && self.ifaces[iface as usize].txqs.len() > 1;
-                if shared {
-                    // A shared root feeds every tx queue: the packet's own queue decides
-                    // (a stopped one holds it back, as dev_requeue_skb does).
-                    if let Some(p) = self.qd(iface, qd).requeued.take() {
-                        let txq = self.driver_txq(iface, &p);
-                        if self.txq_can_take(iface, txq) {
-                            t.stage = Stage::Driver(p);
-                        } else {
-                            self.qd(iface, qd).requeued = Some(p);
-                            t.stage = Stage::Finish;
-                        }
-                        return self.cont(h, c, t, 0);
+                // A packet the driver gave back (a stopped queue of a shared root, a
+                // veth's full ring) goes first, once its queue can take it
+                // (dev_requeue_skb).
+                if let Some(p) = self.qd(iface, qd).requeued.take() {
+                    let txq = if shared { self.driver_txq(iface, &p) } else { qd };
+                    if self.txq_can_take(iface, txq) {
+                        t.stage = Stage::Driver(p);
+                    } else {
+                        self.qd(iface, qd).requeued = Some(p);
+                        t.stage = Stage::Finish;
                     }
-                } else if !self.txq_can_take(iface, qd) {
+                    return self.cont(h, c, t, 0);
+                }
+                if !shared && !self.txq_can_take(iface, qd) {
                     t.stage = Stage::Finish;
                     return self.cont(h, c, t, 0);
                 }
@@ -387,8 +408,9 @@ impl Sim {
             Stage::Start(txq, p) => {
                 // sch_direct_xmit's bookkeeping is charged to the driver's row here.
                 let (f, ndo) = self.ndo_cost(h, iface);
-                let ns = self.cpus(h).costs.sch_direct_xmit + ndo;
+                let mut ns = self.cpus(h).costs.sch_direct_xmit + ndo;
                 self.cpus(h).charge(c, class, f as u16, ns);
+                ns += self.gso_cost(h, c, iface, &p);
                 self.to_driver(iface, txq, p);
                 t.stage = Stage::Sent(txq);
                 self.cont(h, c, t, ns)
@@ -455,9 +477,12 @@ impl Sim {
     fn xmit_done(&mut self, h: u32, c: u32, t: &XmitTask, ns: u64) -> Step {
         match t.then {
             Then::UdpNext(app) => self.udp_after_send(h, c, app),
-            Then::Napi { iface, rxq, done } => {
-                self.cpus(h).cpus[c as usize].cur = Some(Work::NapiFrom { iface, rxq, done });
-                return Step::Busy(ns);
+            Then::Resume => {
+                let cpu = &mut self.cpus(h).cpus[c as usize];
+                if let Some(w) = cpu.resume.take() {
+                    cpu.cur = Some(w);
+                    return Step::Busy(ns);
+                }
             }
             Then::Nothing => {}
         }

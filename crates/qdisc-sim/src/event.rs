@@ -25,6 +25,10 @@ pub enum Ev {
     Udp { app: u32 },
     /// The next echo request of a ping.
     Ping { app: u32 },
+    /// The (coalesced) interrupt of `iface`'s rx queue `rxq` fires.
+    RxIrq { iface: u32, rxq: u32 },
+    /// The (coalesced) TX completion interrupt of `iface`'s tx queue `txq` fires.
+    TxIrq { iface: u32, txq: u32 },
     /// CPU `cpu` of host `host` ends a step or is handed a lock (cpu.rs).
     Cpu { host: u32, cpu: u32 },
     /// Reporting interval / tc snapshot boundary.

@@ -4,6 +4,7 @@
 //! Scenario ──► world::Sim::new (hosts, NICs, links, routes; each host's tc script
 //!              through the engine's tc) ──► event loop (event.rs) ──► report.rs ──► RunResult
 //!                 xmit.rs: dev_queue_xmit → qdisc → __qdisc_run → BQL → wire → link
+//!                 rx.rs: NAPI, GRO, RPS, backlogs, lo and veth pairs, skb freeing
 //!                 apps.rs: TCP (tcp/), UDP, ping endpoints
 //! ```
 //!
@@ -20,6 +21,7 @@ mod cpu_xmit;
 mod event;
 mod report;
 mod rng;
+pub mod rx;
 pub mod tcp;
 mod world;
 mod xmit;

@@ -12,10 +12,11 @@ use std::collections::BTreeMap;
 use qdisc::tc::TcOpts;
 use qdisc::Instant;
 use qdisc_scenario::result::{
-    CpuInterval, CpuTime, DeviceSnapshot, FunctionShare, HostCpu, Interval, LinkInfo, LockStats, Metadata, RttResult,
-    RttStats, RunResult, ScenarioInfo, StreamResult, Summary, TcResult, TcSample, TrafficResult, FORMAT,
+    BqlQueue, BqlSample, CpuInterval, CpuTime, DeviceSnapshot, FunctionShare, HostCpu, Interval, LinkInfo, LockStats,
+    Metadata, NetStats, RttResult, RttStats, RunResult, ScenarioInfo, StreamResult, Summary, TcResult, TcSample,
+    TrafficResult, FORMAT,
 };
-use qdisc_scenario::scenario::{LinkKind, Scenario, TrafficKind};
+use qdisc_scenario::scenario::{LinkKind, Scenario, TrafficKind, VethBql};
 
 use crate::world::Sim;
 
@@ -36,6 +37,8 @@ pub struct Recorder {
     /// Per host with CPUs: each CPU's busy time by class at the last boundary, and
     /// the intervals so far.
     cpu: Vec<(Vec<[u64; 3]>, Vec<CpuInterval>)>,
+    /// BQL on veth: (interface, tx queue) and its samples.
+    bql: Vec<(u32, u32, Vec<BqlSample>)>,
 }
 
 /// A CPU's split of a span of `span` ns in which it was busy `now - then` by class.
@@ -66,6 +69,13 @@ impl Recorder {
                 .iter()
                 .map(|h| (h.cpu.as_ref().map_or(Vec::new(), |c| vec![[0; 3]; c.cpus.len()]), Vec::new()))
                 .collect(),
+            bql: sim
+                .ifaces
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| i.veth_bql != VethBql::Off)
+                .flat_map(|(k, i)| (0..i.txqs.len() as u32).map(move |q| (k as u32, q, Vec::new())))
+                .collect(),
         }
     }
 
@@ -86,8 +96,14 @@ impl Recorder {
         Instant::from_nanos(next.min(next_snap))
     }
 
-    fn close(&mut self, sim: &Sim, now: Instant) {
+    fn close(&mut self, sim: &mut Sim, now: Instant) {
         let span = (now - self.last).as_nanos();
+        for (i, q, samples) in &mut self.bql {
+            let tq = &mut sim.ifaces[*i as usize].txqs[*q as usize];
+            let (limit, inflight) = (tq.dql.limit, tq.dql.inflight());
+            let peak = std::mem::take(&mut tq.bql_peak).max(inflight);
+            samples.push(BqlSample { t: secs(now), limit, inflight, inflight_max: peak });
+        }
         for (h, host) in sim.hosts.iter().enumerate() {
             let Some(hc) = host.cpu.as_ref() else { continue };
             let (prev, ivs) = &mut self.cpu[h];
@@ -183,7 +199,7 @@ impl Recorder {
                         &dst,
                         start_s,
                         Some(cc.clone()),
-                        Some(sim.tcp[0].mss),
+                        sim.tcp.iter().find(|f| f.traffic == ti).map(|f| f.mss),
                         streams,
                         summary,
                     ));
@@ -269,8 +285,13 @@ impl Recorder {
             cpu: sim
                 .hosts
                 .iter()
+                .enumerate()
                 .zip(std::mem::take(&mut self.cpu))
-                .filter_map(|(h, (_, intervals))| host_cpu(sim, h, intervals, s.duration))
+                .filter_map(|((k, h), (_, intervals))| {
+                    let mut c = host_cpu(sim, h, intervals, s.duration)?;
+                    c.net = net_stats(sim, k as u32, &mut self.bql);
+                    Some(c)
+                })
                 .collect(),
             warnings,
         }
@@ -385,7 +406,40 @@ fn host_cpu(sim: &Sim, h: &crate::world::Host, intervals: Vec<CpuInterval>, dura
         locks,
         functions,
         rx_discards,
+        net: NetStats::default(),
     })
+}
+
+/// The receive side's drops and veth BQL of machine `m` (its own host and the
+/// namespaces sharing its CPUs).
+fn net_stats(sim: &Sim, m: u32, bql: &mut Vec<(u32, u32, Vec<BqlSample>)>) -> NetStats {
+    let hosts: Vec<u32> = (0..sim.hosts.len() as u32).filter(|&h| sim.hosts[h as usize].machine == m).collect();
+    let name = |i: &crate::world::Iface| {
+        if i.host == m {
+            i.name.clone()
+        } else {
+            format!("{}:{}", sim.hosts[i.host as usize].name, i.name)
+        }
+    };
+    let ifaces = || sim.ifaces.iter().filter(|i| hosts.contains(&i.host));
+    let hc = sim.hosts[m as usize].cpu.as_ref().expect("a machine");
+    let mut queues = Vec::new();
+    for (i, q, samples) in std::mem::take(bql) {
+        let iface = &sim.ifaces[i as usize];
+        if !hosts.contains(&iface.host) {
+            bql.push((i, q, samples));
+            continue;
+        }
+        let variant = if iface.veth_bql == VethBql::Time { "time" } else { "bytes" };
+        queues.push(BqlQueue { dev: name(iface), txq: q, variant: variant.into(), samples });
+    }
+    NetStats {
+        namespaces: hosts.iter().filter(|&&h| h != m).map(|&h| sim.hosts[h as usize].name.clone()).collect(),
+        tx_dropped: ifaces().filter(|i| i.tx_dropped > 0).map(|i| (name(i), i.tx_dropped)).collect(),
+        backlog_dropped: hc.backlog_dropped,
+        tx_queue_changes: hosts.iter().map(|&h| sim.hosts[h as usize].txq_changes).sum(),
+        bql: queues,
+    }
 }
 
 fn links(s: &Scenario) -> Vec<LinkInfo> {
@@ -408,6 +462,14 @@ fn links(s: &Scenario) -> Vec<LinkInfo> {
                     l.wire_tbf_burst()
                 ),
                 (LinkKind::Veth, None) => "simulated veth pair through a bridge".into(),
+                (LinkKind::VethPair, _) => format!(
+                    "simulated veth pair, no bridge (peer NAPI ring of 256 when GRO is on; BQL on veth: {})",
+                    match l.veth_bql {
+                        qdisc_scenario::scenario::VethBql::Off => "off",
+                        qdisc_scenario::scenario::VethBql::Bytes => "bytes (v5)",
+                        qdisc_scenario::scenario::VethBql::Time => "time-based",
+                    }
+                ),
             }];
             if l.delay > 0 {
                 how.push(format!("delay {}us", l.delay / 1000));
@@ -431,7 +493,7 @@ pub fn snapshot(sim: &mut Sim, text: bool) -> Vec<DeviceSnapshot> {
     for h in &mut sim.hosts {
         h.tc.now = now;
         let names: Vec<String> =
-            h.ifaces.iter().zip(&h.tc.devices).filter(|(i, _)| i.is_some()).map(|(_, d)| d.info.name.clone()).collect();
+            h.tc.devices.iter().filter(|d| d.info.name != "lo").map(|d| d.info.name.clone()).collect();
         for dev in names {
             let mut show = |what: &str, json: bool| {
                 let args: Vec<String> = [what, "show", "dev", &dev].iter().map(|s| s.to_string()).collect();

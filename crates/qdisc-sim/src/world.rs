@@ -24,7 +24,7 @@ use qdisc::tc::{Tc, TcOpts};
 use qdisc::tree::{DevKind, DevSpec, KernelVersion};
 use qdisc::{FlowKey, Instant, Packet, Socket};
 use qdisc_scenario::backend::RunError;
-use qdisc_scenario::scenario::{LinkKind, Scenario, TrafficKind};
+use qdisc_scenario::scenario::{LinkKind, Scenario, SettingKind, TrafficKind};
 
 use crate::apps::{PingApp, TcpFlow, UdpApp};
 use crate::cpu::{HostCpus, Work};
@@ -60,24 +60,36 @@ pub struct Meta {
     pub src: u32,
     pub dst: u32,
     pub payload: Payload,
+    /// The CPU that allocated the skb (`skb->alloc_cpu`; `u32::MAX`: none).
+    pub alloc: u32,
 }
 
 pub struct Host {
     pub name: String,
     pub tc: Tc,
-    /// Interface index (into `Sim::ifaces`) per device of `tc`, `None` for `lo`.
+    /// Interface index (into `Sim::ifaces`) per device of `tc`.
     pub ifaces: Vec<Option<u32>>,
     /// Next-hop interface towards each host (by host index); `None` for itself.
     pub route: Vec<Option<u32>>,
     /// Its CPUs (scenario hosts); `None` for the kernel lab's wire, which is not
-    /// part of either host and moves packets at no CPU cost.
+    /// part of either host and moves packets at no CPU cost, and for a namespace that
+    /// shares the CPUs of another host of its machine (`machine`).
     pub cpu: Option<HostCpus>,
+    /// The host whose CPUs this one runs on: itself, or the first host of the machine
+    /// it shares with (hosts joined by a veth pair are namespaces of one kernel).
+    pub machine: u32,
+    /// Times one of its sockets' cached tx queue changed (`ooo_okay` let XPS move it).
+    pub txq_changes: u64,
 }
 
 pub struct TxQueue {
     pub dql: Dql,
     /// Stopped by BQL (`__QUEUE_STATE_STACK_XOFF`).
     pub stopped: bool,
+    /// Stopped by the driver (`__QUEUE_STATE_DRV_XOFF`: a veth peer's full ring).
+    pub drv_stopped: bool,
+    /// BQL on veth: the most bytes in flight since the last report sample.
+    pub bql_peak: u32,
     /// Descriptors in use in the ring.
     pub in_ring: u32,
     /// A watchdog event is pending for this instant.
@@ -132,11 +144,32 @@ pub struct Iface {
     pub on_wire: Option<(u32, Packet, Instant)>,
     /// XPS: the tx queues of each CPU of the host (empty: no map for that CPU).
     pub xps: Vec<Vec<u32>>,
-    /// Each rx queue's ring: packets waiting for NAPI (hosts with CPUs), and whether
-    /// its NAPI poll is scheduled.
-    pub rx_ring: Vec<(VecDeque<Packet>, bool)>,
+    /// Rx queues: rings waiting for NAPI (hosts with CPUs), RPS maps.
+    pub rx: Vec<crate::rx::RxQueue>,
+    /// Descriptors per rx ring of a NIC (`ethtool -G rx`; a veth pair's NAPI ring is
+    /// `rx::VETH_RING`).
+    pub rx_ring_size: u32,
+    /// Descriptors per tx ring (`ethtool -G tx`).
+    pub tx_ring_size: u32,
+    /// Interrupt coalescing (`ethtool -C`): µs from the first frame to the interrupt.
+    /// `tx_usecs` on a veth with time-based BQL: its completion interval.
+    pub rx_usecs: u32,
+    pub tx_usecs: Option<u32>,
+    /// `ethtool -K` tso/gso/gro.
+    pub tso: bool,
+    pub gso: bool,
+    pub gro: bool,
+    pub mtu: u32,
+    /// The other end of a veth pair (no bridge between them).
+    pub peer: Option<u32>,
+    /// The host's loopback device.
+    pub lo: bool,
+    /// BQL on this veth's tx queues (patch series of seed 004).
+    pub veth_bql: qdisc_scenario::scenario::VethBql,
     /// Frames the NIC dropped because the ring was full (`rx_discards_phy`).
     pub rx_discards: u64,
+    /// Packets the driver dropped (a veth peer's full ring on kernels without backpressure).
+    pub tx_dropped: u64,
 }
 
 /// One direction of a link.
@@ -176,7 +209,12 @@ pub struct Sim {
     /// Idle CPUs given work at the current instant: they run when the current event
     /// has been handled (`Sim::run`).
     pub ready: Vec<(u32, u32)>,
+    /// The kernel whose behaviour is simulated (where versions differ).
+    pub kernel: KernelVersion,
 }
+
+/// 127.0.0.1 as an IPv4-mapped IPv6 address.
+const LOOPBACK: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1];
 
 /// The address of `host` on the interfaces of link `li` (see `Scenario::address_on`),
 /// as an IPv4-mapped IPv6 address (the engine's flow-key format).
@@ -283,8 +321,21 @@ impl Builder {
             ring: VecDeque::new(),
             on_wire: None,
             xps: Vec::new(),
-            rx_ring: Vec::new(),
+            rx: Vec::new(),
+            rx_ring_size: RX_RING,
+            tx_ring_size: TX_RING,
+            rx_usecs: 0,
+            tx_usecs: None,
+            tso: true,
+            gso: true,
+            // A veth comes up without GRO (no NAPI: netif_rx); a NIC with it.
+            gro: !veth,
+            mtu: 1500,
+            peer: None,
+            lo: false,
+            veth_bql: Default::default(),
             rx_discards: 0,
+            tx_dropped: 0,
         });
         id
     }
@@ -293,6 +344,13 @@ impl Builder {
     fn connect(&mut self, from: u32, to: u32, delay: u64, loss: f64) {
         self.ifaces[from as usize].out = self.dirs.len() as u32;
         self.dirs.push(LinkDir { to, delay, loss, frames: VecDeque::new(), lost: 0 });
+    }
+}
+
+impl Iface {
+    /// Its xmit is a receive on the same machine (lo, a veth pair's end): no wire.
+    pub fn local(&self) -> bool {
+        self.lo || self.peer.is_some()
     }
 }
 
@@ -307,15 +365,18 @@ impl Sim {
             for l in &s.links {
                 for ep in [&l.a, &l.b] {
                     if ep.host == h.name {
-                        let veth = l.kind == LinkKind::Veth;
+                        let veth = l.kind != LinkKind::Eth;
                         // A NIC's wire rate is the link's; a veth has none.
                         net.iface(hi, &ep.iface, veth, if veth { None } else { l.rate }, l.rate);
                         net.specs[hi as usize].last_mut().expect("just added").txqueues = l.txqueues;
                     }
                 }
             }
-            net.specs[hi as usize].push(DevSpec { kind: DevKind::Veth, ..DevSpec::new("lo") });
-            net.map[hi as usize].push(None);
+            // lo: its xmit is a receive on the sending CPU (rx.rs), mtu 65536.
+            let lo = net.iface(hi, "lo", true, None, None);
+            net.specs[hi as usize].last_mut().expect("just added").speed = None;
+            net.ifaces[lo as usize].mtu = 65536;
+            net.ifaces[lo as usize].lo = true;
         }
         let find = |net: &Builder, host: &str, iface: &str| {
             let h = host_ix(host);
@@ -326,6 +387,13 @@ impl Sim {
             let (a, b) = (find(&net, &l.a.host, &l.a.iface), find(&net, &l.b.host, &l.b.iface));
             let loss = l.loss / 100.0;
             match l.kind {
+                LinkKind::VethPair => {
+                    // One veth pair: each end's xmit is its peer's receive (rx.rs).
+                    net.ifaces[a as usize].peer = Some(b);
+                    net.ifaces[b as usize].peer = Some(a);
+                    net.ifaces[a as usize].veth_bql = l.veth_bql;
+                    net.ifaces[b as usize].veth_bql = l.veth_bql;
+                }
                 LinkKind::Eth => {
                     net.connect(a, b, l.delay, loss);
                     net.connect(b, a, l.delay, loss);
@@ -359,6 +427,38 @@ impl Sim {
                 }
             }
         }
+        // Hosts joined by veth pairs are namespaces of one machine: the first one's CPUs.
+        let mut machine: Vec<u32> = (0..net.names.len() as u32).collect();
+        loop {
+            let mut changed = false;
+            for l in s.links.iter().filter(|l| l.kind == LinkKind::VethPair) {
+                let (x, y) = (host_ix(&l.a.host) as usize, host_ix(&l.b.host) as usize);
+                let m = machine[x].min(machine[y]);
+                if machine[x] != m || machine[y] != m {
+                    (machine[x], machine[y]) = (m, m);
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        // `ip link set` lines before a script's first tc command: as if set before the
+        // devices came up (their default qdiscs see the new txqueuelen).
+        for (hi, name) in net.names.iter().enumerate() {
+            let Some(script) = s.tc_of(name) else { continue };
+            for st in script.settings.iter().filter(|st| at_boot(script, st)) {
+                if let SettingKind::IpLink { dev, mtu, txqueuelen } = &st.kind {
+                    let spec = net.specs[hi].iter_mut().find(|d| &d.name == dev).expect("validated device");
+                    if let Some(m) = mtu {
+                        spec.mtu = *m;
+                    }
+                    if let Some(q) = txqueuelen {
+                        spec.txqueuelen = *q;
+                    }
+                }
+            }
+        }
         let mut hosts: Vec<Host> = Vec::new();
         for (hi, name) in net.names.iter().enumerate() {
             let tc = match default_qdisc(s, name) {
@@ -366,8 +466,17 @@ impl Sim {
                 Some((kind, fail)) => Tc::with_default_qdisc(&net.specs[hi], kernel, kind).map_err(fail)?,
                 None => Tc::with_kernel(&net.specs[hi], kernel),
             };
-            let cpu = s.hosts.get(hi).map(|h| HostCpus::new(h.cpus, &h.profile));
-            hosts.push(Host { name: name.clone(), tc, ifaces: net.map[hi].clone(), route: Vec::new(), cpu });
+            let m = machine[hi];
+            let cpu = s.hosts.get(hi).filter(|_| m == hi as u32).map(|h| HostCpus::new(h.cpus, &h.profile));
+            hosts.push(Host {
+                name: name.clone(),
+                tc,
+                ifaces: net.map[hi].clone(),
+                route: Vec::new(),
+                cpu,
+                machine: m,
+                txq_changes: 0,
+            });
         }
         for (w, li, l) in wires {
             for port in [format!("l{li}a"), format!("l{li}b")] {
@@ -383,9 +492,16 @@ impl Sim {
         for (hi, h) in s.hosts.iter().enumerate() {
             let mut route = Vec::new();
             for other in &s.hosts {
+                let iface =
+                    |name: &str| ifaces.iter().position(|i| i.host == hi as u32 && i.name == name).unwrap() as u32;
+                if other.name == h.name {
+                    // Local traffic goes over lo.
+                    route.push(Some(iface("lo")));
+                    continue;
+                }
                 route.push(s.path(&h.name, &other.name).and_then(|p| p.first().copied()).map(|(li, from_b)| {
                     let ep = if from_b { &s.links[li].b } else { &s.links[li].a };
-                    ifaces.iter().position(|i| i.host == hi as u32 && i.name == ep.iface).unwrap() as u32
+                    iface(&ep.iface)
                 }));
             }
             hosts[hi].route = route;
@@ -409,24 +525,31 @@ impl Sim {
             inline_ns: 0,
             sk_txq: HashMap::new(),
             ready: Vec::new(),
+            kernel,
         };
         sim.apply_scripts(s)?;
         for i in 0..sim.ifaces.len() {
             let n = sim.device(i as u32).info.num_tx_queues.max(1);
             let h = sim.ifaces[i].host;
             let name = sim.ifaces[i].name.clone();
-            let cpu = &mut sim.hosts[h as usize].cpu;
+            let m = sim.hosts[h as usize].machine as usize;
+            let host = sim.hosts[h as usize].name.clone();
+            let cpu = &mut sim.hosts[m].cpu;
             let mut new_lines: Vec<u32> = Vec::new();
             if let Some(c) = cpu.as_mut() {
                 new_lines = (0..2 * n).map(|_| c.line()).collect();
             }
             let mut next_line = new_lines.into_iter();
             let mut line = || next_line.next().unwrap_or(0);
-            let mut lock = |what: String| sim.hosts[h as usize].cpu.as_mut().map_or(0, |c| c.lock(what));
+            // Locks of a namespace sharing another's CPUs are named with its host.
+            let name = if m == h as usize { name } else { format!("{host}:{name}") };
+            let mut lock = |what: String| sim.hosts[m].cpu.as_mut().map_or(0, |c| c.lock(what));
             let txqs: Vec<TxQueue> = (0..n)
                 .map(|q| TxQueue {
                     dql: Dql::new(Instant::ZERO),
                     stopped: false,
+                    drv_stopped: false,
+                    bql_peak: 0,
                     in_ring: 0,
                     watchdog: None,
                     net_tx: false,
@@ -446,8 +569,9 @@ impl Sim {
                 })
                 .collect();
             sim.ifaces[i].txqs = txqs;
-            sim.ifaces[i].rx_ring = (0..n).map(|_| (VecDeque::new(), false)).collect();
+            sim.ifaces[i].rx = (0..n).map(|_| crate::rx::RxQueue::new()).collect();
         }
+        sim.apply_iface_settings(s)?;
         sim.default_xps(s);
         sim.add_traffic(s, &host_ix)?;
         sim.events.at(Instant::ZERO, Ev::Sample);
@@ -479,7 +603,21 @@ impl Sim {
                                 let boot = at_boot(script, st);
                                 self.apply_sysctl(h, key, value, boot)
                             }
-                            SettingKind::XpsCpus { .. } => Ok(()),
+                            SettingKind::IpLink { dev, mtu, txqueuelen } if !at_boot(script, st) => {
+                                // On a running device: qdiscs attached from now on see it.
+                                let d = self.hosts[h].tc.devices.iter_mut().find(|d| &d.info.name == dev);
+                                let d = d.expect("validated device");
+                                if let Some(m) = mtu {
+                                    d.info.mtu = *m;
+                                }
+                                if let Some(q) = txqueuelen {
+                                    d.info.tx_queue_len = *q;
+                                }
+                                Ok(())
+                            }
+                            // Interface settings: applied once the interfaces are built
+                            // (apply_iface_settings), XPS by default_xps.
+                            _ => Ok(()),
                         };
                         (st.line, &st.text, r)
                     }
@@ -501,20 +639,28 @@ impl Sim {
     /// A sysctl of host `h` the simulator models (the loader accepts only known keys
     /// with values in the kernel's ranges).
     fn apply_sysctl(&mut self, h: usize, key: &str, value: &str, boot: bool) -> Result<(), String> {
-        let host = &mut self.hosts[h];
-        let cpu = host.cpu.as_mut().expect("scenario hosts have CPUs");
+        let m = self.hosts[h].machine as usize;
+        if key == "net.core.default_qdisc" {
+            if !boot {
+                self.hosts[h].tc.set_default_qdisc(value)?;
+            }
+            return Ok(());
+        }
+        let cpu = self.hosts[m].cpu.as_mut().expect("scenario hosts have CPUs");
         let int = || value.parse::<i64>().map_err(|e| format!("{value}: {e}"));
         match key {
-            // Set at boot, it was applied when the host's devices were built.
-            "net.core.default_qdisc" if boot => {}
-            "net.core.default_qdisc" => host.tc.set_default_qdisc(value)?,
             "net.core.dev_weight" => cpu.dev_weight = int()?.clamp(1, u32::MAX as i64) as u32,
             "net.core.dev_weight_tx_bias" => cpu.tx_bias = int()?.clamp(1, u32::MAX as i64) as u32,
             "net.core.netdev_budget" => cpu.budget = int()?.clamp(1, u32::MAX as i64) as u32,
-            // netdev_budget_usecs, netdev_max_backlog, dev_weight_rx_bias: the receive
-            // side they bound is not modelled at that grain yet.
-            _ => {}
+            "net.core.netdev_budget_usecs" => cpu.budget_ns = int()?.max(0) as u64 * 1000,
+            "net.core.netdev_max_backlog" => cpu.max_backlog = int()?.clamp(0, u32::MAX as i64) as u32,
+            "net.core.dev_weight_rx_bias" => cpu.rx_bias = int()?.clamp(1, u32::MAX as i64) as u32,
+            "net.core.skb_defer_max" => cpu.defer_max = int()?.clamp(0, u32::MAX as i64) as u32,
+            "net.core.gro_normal_batch" => cpu.gro_batch = int()?.clamp(1, u32::MAX as i64) as u32,
+            other => return Err(format!("sysctl {other} is not modelled by the simulator")),
         }
+        // dev_rx_weight = dev_weight × dev_weight_rx_bias: process_backlog's quota.
+        cpu.rx_quota = cpu.dev_weight.saturating_mul(cpu.rx_bias).max(1);
         // dev_tx_weight = dev_weight × dev_weight_tx_bias (proc_do_dev_weight).
         cpu.tx_quota = cpu.dev_weight.saturating_mul(cpu.tx_bias).max(1);
         Ok(())
@@ -526,7 +672,8 @@ impl Sim {
         let mut free: Vec<u64> =
             (0..self.hosts.len() as u64).map(|h| Rng::new(s.seed ^ (h << 32)).next_u64()).collect();
         let mut place = |sim: &Sim, h: u32, pins: &Option<Vec<u32>>, k: usize| -> u32 {
-            let n = sim.hosts[h as usize].cpu.as_ref().map_or(1, |c| c.cpus.len()) as u64;
+            let m = sim.hosts[h as usize].machine as usize;
+            let n = sim.hosts[m].cpu.as_ref().map_or(1, |c| c.cpus.len()) as u64;
             match pins {
                 Some(list) if !list.is_empty() => list[k % list.len()],
                 _ => {
@@ -535,16 +682,34 @@ impl Sim {
                 }
             }
         };
+        // Ephemeral ports (ip_local_port_range 32768–60999; connect() takes even ports
+        // from a per-boot random offset): they follow the scenario's seed, and with them
+        // every flow hash (RSS, skb_tx_hash, the qdiscs' hashing).
+        let mut ports = Rng::new(s.seed ^ 0x706f_7274);
+        let mut ephemeral = |n: u32| -> u16 {
+            let span = (60999 - 32768 - 2 * n as u64).max(2);
+            (32768 + (ports.next_u64() % span) / 2 * 2) as u16
+        };
         for (ti, t) in s.traffic.iter().enumerate() {
             let (src, dst) = (host_ix(&t.from), host_ix(&t.to));
             let path = s.path(&t.from, &t.to).expect("validated route");
-            let key = |sport: u16, dport: u16, proto: u8| FlowKey {
-                src: addr(s, path[0].0, &t.from),
-                dst: addr(s, path[path.len() - 1].0, &t.to),
-                sport,
-                dport,
-                proto,
-            };
+            // Local traffic (from = to) goes to 127.0.0.1 over lo.
+            let local = |li: Option<&(usize, bool)>, host: &str| li.map_or(LOOPBACK, |&(li, _)| addr(s, li, host));
+            let (sa, da) = (local(path.first(), &t.from), local(path.last(), &t.to));
+            let key = |sport: u16, dport: u16, proto: u8| FlowKey { src: sa, dst: da, sport, dport, proto };
+            // The MSS follows the smallest MTU on the way (as path MTU discovery finds
+            // it); TCP builds GSO skbs when the first hop does TSO or GSO.
+            let first = self.hosts[src as usize].route[dst as usize].expect("validated route");
+            let mut mtu = self.ifaces[first as usize].mtu;
+            for &(li, _) in &path {
+                for ep in [&s.links[li].a, &s.links[li].b] {
+                    let h = host_ix(&ep.host);
+                    if let Some(i) = self.ifaces.iter().find(|i| i.host == h && i.name == ep.iface) {
+                        mtu = mtu.min(i.mtu);
+                    }
+                }
+            }
+            let gso = self.ifaces[first as usize].tso || self.ifaces[first as usize].gso;
             let start = Instant::from_nanos(t.start);
             let end = Instant::from_nanos(t.start + t.duration);
             match &t.kind {
@@ -559,12 +724,15 @@ impl Sim {
                         }
                     };
                     let base_rtt = path_rtt(s, &t.from, &t.to);
+                    let base = ephemeral(*flows);
                     for stream in 0..*flows {
                         let id = self.tcp.len() as u32;
-                        // iperf3: the client's ephemeral ports count up, one server port per entry.
-                        let k = key(40000 + id as u16, 5201 + ti as u16, 6);
+                        // iperf3: one server port per entry; the client's ports are the
+                        // kernel's ephemeral ones (what differs from run to run).
+                        let k = key(base + 2 * stream as u16, 5201 + ti as u16, 6);
                         let rtt = qdisc::Duration(base_rtt);
                         let mut f = TcpFlow::new(ti, stream, src, dst, k, cc, rtt, start, end, id);
+                        f.set_path(mtu, gso);
                         f.snd_cpu = place(self, src, &t.sender_cpus, stream as usize);
                         f.rcv_cpu = place(self, dst, &t.receiver_cpus, stream as usize);
                         self.tcp.push(f);
@@ -572,9 +740,10 @@ impl Sim {
                     }
                 }
                 TrafficKind::Udp { rate, size, flows } => {
+                    let base = ephemeral(*flows);
                     for stream in 0..*flows as usize {
                         let id = self.udp.len() as u32;
-                        let k = key(50000 + id as u16, 5201 + ti as u16, 17);
+                        let k = key(base + 2 * stream as u16, 5201 + ti as u16, 17);
                         let mut u = UdpApp::new(ti, src, dst, k, *rate, *size, start, end, id);
                         u.cpu = place(self, src, &t.sender_cpus, stream);
                         u.rcv_cpu = place(self, dst, &t.receiver_cpus, stream);
@@ -621,7 +790,11 @@ impl Sim {
     }
 
     /// A packet of `len` bytes from a local socket of host `src` to host `dst`.
-    pub fn packet(&mut self, len: u32, segs: u16, key: &FlowKey, meta: Meta) -> Packet {
+    /// Built on the CPU running the current step, if any (its `alloc_cpu`).
+    pub fn packet(&mut self, len: u32, segs: u16, key: &FlowKey, mut meta: Meta) -> Packet {
+        if let Some((_, c)) = self.on_cpu {
+            meta.alloc = c;
+        }
         let id = self.new_meta(meta);
         let mut p = Packet::new(id, len).with_flow(*key);
         p.gso_segs = segs;
@@ -636,7 +809,8 @@ impl Sim {
     /// takes no locks (docs/cpu-model.md).
     pub fn send(&mut self, h: u32, dst: u32, pkt: Packet) -> Option<qdisc::Enqueued> {
         let iface = self.hosts[h as usize].route[dst as usize]?;
-        if let Some((ch, c)) = self.on_cpu.filter(|&(ch, _)| ch == h) {
+        let m = self.machine(h);
+        if let Some((ch, c)) = self.on_cpu.filter(|&(ch, _)| ch == m) {
             use crate::cpu::Func;
             let (enq_f, deq_f, enq, deq) = self.qdisc_costs(ch, iface, 0);
             let (ndo_f, ndo) = self.ndo_cost(ch, iface);
@@ -667,7 +841,10 @@ impl Sim {
         use qdisc_scenario::scenario::SettingKind;
         for i in 0..self.ifaces.len() {
             let h = self.ifaces[i].host as usize;
-            let Some(cpus) = self.hosts[h].cpu.as_ref().map(|c| c.cpus.len()) else { continue };
+            if !self.has_cpus(h as u32) {
+                continue;
+            }
+            let cpus = self.cpus(h as u32).cpus.len();
             let n = self.ifaces[i].txqs.len();
             let mut xps: Vec<Vec<u32>> = vec![Vec::new(); cpus];
             let lines: Vec<(u32, Vec<u32>)> =
@@ -701,6 +878,81 @@ impl Sim {
             }
             self.ifaces[i].xps = xps;
         }
+    }
+
+    /// The interface lines of the scripts (`ethtool -C/-G/-K`, `ip link set`, RPS
+    /// masks), in file order (a later line overrides an earlier one).
+    fn apply_iface_settings(&mut self, s: &Scenario) -> Result<(), RunError> {
+        for script in &s.tc {
+            let h = self.hosts.iter().position(|h| h.name == script.host).expect("validated host") as u32;
+            for st in &script.settings {
+                let dev = match &st.kind {
+                    SettingKind::RpsCpus { dev, .. }
+                    | SettingKind::Threaded { dev, .. }
+                    | SettingKind::Coalesce { dev, .. }
+                    | SettingKind::Rings { dev, .. }
+                    | SettingKind::Features { dev, .. }
+                    | SettingKind::IpLink { dev, .. } => dev,
+                    SettingKind::Sysctl { .. } | SettingKind::XpsCpus { .. } => continue,
+                };
+                let Some(i) = self.ifaces.iter().position(|i| i.host == h && &i.name == dev) else {
+                    return Err(RunError::TcScript {
+                        at: format!("{}:{}", s.file, st.line),
+                        host: script.host.clone(),
+                        command: st.text.clone(),
+                        stderr: format!("Cannot find device \"{dev}\""),
+                        hint: None,
+                    });
+                };
+                let k = i;
+                let ncpu = self.cpus(h).cpus.len() as u64;
+                // CPUs application threads of this machine are pinned to.
+                let m = self.machine(h);
+                let on_machine = |name: &str| {
+                    self.hosts.iter().position(|x| x.name == name).is_some_and(|x| self.hosts[x].machine == m)
+                };
+                let pinned: Vec<u32> = s
+                    .traffic
+                    .iter()
+                    .flat_map(|t| {
+                        let snd = t.sender_cpus.iter().flatten().filter(|_| on_machine(&t.from));
+                        snd.chain(t.receiver_cpus.iter().flatten().filter(|_| on_machine(&t.to)))
+                    })
+                    .copied()
+                    .collect();
+                let i = &mut self.ifaces[i];
+                match &st.kind {
+                    SettingKind::RpsCpus { rxq, cpus, .. } => i.rx[*rxq as usize].rps = cpus.clone(),
+                    SettingKind::Threaded { on, .. } => {
+                        // Each NAPI's kernel thread runs where the scheduler puts it: an
+                        // idle CPU (one no application thread is pinned to) if there is
+                        // one, which one following the scenario's seed.
+                        let idle: Vec<u32> = (0..ncpu as u32).filter(|c| !pinned.contains(c)).collect();
+                        let pool = if idle.is_empty() { (0..ncpu as u32).collect() } else { idle };
+                        for (q, rx) in i.rx.iter_mut().enumerate() {
+                            let mut r = Rng::new(s.seed ^ ((k as u64) << 32) ^ ((q as u64) << 16) ^ 0x6e617069);
+                            rx.thread = on.then(|| pool[(r.next_u64() % pool.len() as u64) as usize]);
+                        }
+                    }
+                    SettingKind::Coalesce { rx_usecs, tx_usecs, .. } => {
+                        i.rx_usecs = rx_usecs.unwrap_or(i.rx_usecs);
+                        i.tx_usecs = tx_usecs.or(i.tx_usecs);
+                    }
+                    SettingKind::Rings { rx, tx, .. } => {
+                        i.rx_ring_size = rx.unwrap_or(i.rx_ring_size);
+                        i.tx_ring_size = tx.unwrap_or(i.tx_ring_size);
+                    }
+                    SettingKind::Features { tso, gso, gro, .. } => {
+                        i.tso = tso.unwrap_or(i.tso);
+                        i.gso = gso.unwrap_or(i.gso);
+                        i.gro = gro.unwrap_or(i.gro);
+                    }
+                    SettingKind::IpLink { mtu, .. } => i.mtu = mtu.unwrap_or(i.mtu),
+                    SettingKind::Sysctl { .. } | SettingKind::XpsCpus { .. } => {}
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Run the scenario to its end; an error if time stops advancing (a livelock:
@@ -749,7 +1001,7 @@ impl Sim {
                     q.watchdog = None;
                     let c = q.last_cpu;
                     let h = self.ifaces[iface as usize].host;
-                    if self.hosts[h as usize].cpu.is_some() {
+                    if self.has_cpus(h) {
                         self.net_tx_schedule(h, c, iface, txq);
                     } else {
                         self.qdisc_run(iface, txq);
@@ -760,11 +1012,21 @@ impl Sim {
                 self.ifaces[iface as usize].txqs[txq as usize].net_tx = false;
                 self.qdisc_run(iface, txq);
             }
-            Ev::TcpStart { flow } | Ev::TcpSender { flow } | Ev::TcpReceiver { flow } if self.on_cpu.is_none() => {
-                // TCP's timers fire at their instant (the timer softirq of the
-                // thread's CPU); what they send occupies that CPU afterwards.
+            Ev::TcpSender { flow } | Ev::TcpReceiver { flow } if self.on_cpu.is_none() => {
+                // TCP's timers run in the timer softirq of the thread's CPU, after what
+                // that CPU is doing (a socket its thread owns defers them: the ACKs
+                // already on their way get in first).
+                let f = &self.tcp[flow as usize];
+                let rcv = matches!(ev, Ev::TcpReceiver { .. });
+                let (h, c) = if rcv { (f.dst, f.rcv_cpu) } else { (f.src, f.snd_cpu) };
+                self.give(h, c, Work::TcpTimer { flow, rcv, at }, true);
+            }
+            Ev::TcpStart { flow } if self.on_cpu.is_none() => {
+                // The connection starts at its instant; what it sends occupies the
+                // thread's CPU afterwards.
                 let f = &self.tcp[flow as usize];
                 let (h, c) = if matches!(ev, Ev::TcpReceiver { .. }) { (f.dst, f.rcv_cpu) } else { (f.src, f.snd_cpu) };
+                let h = self.machine(h);
                 self.on_cpu = Some((h, c));
                 self.handle(ev);
                 self.on_cpu = None;
@@ -774,11 +1036,13 @@ impl Sim {
                 }
             }
             Ev::TcpStart { flow } => self.tcp_start(flow),
-            Ev::TcpSender { flow } => self.tcp_sender_timer(flow),
-            Ev::TcpReceiver { flow } => self.tcp_receiver_timer(flow),
+            Ev::TcpSender { flow } => self.tcp_sender_timer(flow, at),
+            Ev::TcpReceiver { flow } => self.tcp_receiver_timer(flow, at),
             Ev::Udp { app } => self.udp_due(app),
             Ev::Ping { app } => self.ping_due(app),
             Ev::Cpu { host, cpu } => self.cpu_run(host, cpu),
+            Ev::RxIrq { iface, rxq } => self.rx_irq(iface, rxq),
+            Ev::TxIrq { iface, txq } => self.tx_irq(iface, txq),
             Ev::Sample => {}
         }
     }
@@ -796,85 +1060,15 @@ impl Sim {
             return;
         }
         let host = self.ifaces[to as usize].host;
-        if self.hosts[host as usize].cpu.is_none() {
+        if !self.has_cpus(host) {
             self.receive(host, pkt);
             return;
         }
-        // RSS: the rx queue by flow hash; NAPI runs on the CPU its interrupt is
-        // affine to (queue i → CPU i mod cpus, as drivers spread them).
-        let i = &mut self.ifaces[to as usize];
-        let n = i.rx_ring.len() as u64;
-        let rxq = ((pkt.hash as u64 * n) >> 32) as usize;
-        let (ring, scheduled) = &mut i.rx_ring[rxq];
-        if ring.len() >= RX_RING as usize {
-            i.rx_discards += 1;
-            self.take_meta(pkt.id);
-            return;
-        }
-        ring.push_back(pkt);
-        if !*scheduled {
-            *scheduled = true;
-            let cpus = self.cpus(host).cpus.len() as u32;
-            self.give(host, rxq as u32 % cpus, Work::Napi { iface: to, rxq: rxq as u32 }, true);
-        }
-    }
-
-    /// A NAPI poll of `iface`'s rx queue `rxq` on CPU `c`: up to 64 packets (the
-    /// driver's weight), each through the driver and IP, delivered on the way; a packet
-    /// to forward ends the step, its xmit runs next and the poll goes on after it.
-    /// With packets left after 64 the poll is queued again behind other softirq work.
-    pub fn napi_poll(&mut self, h: u32, c: u32, iface: u32, rxq: u32, mut done: u32) -> crate::cpu::Step {
-        use crate::cpu::{Class, Func, Step};
-        const NAPI_WEIGHT: u32 = 64;
-        let k = &self.cpus(h).costs;
-        let (rx, ip, fwd, tcp_rcv, udp_rcv, icmp_rcv) =
-            (k.napi_gro_receive, k.ip_rcv, k.ip_forward, k.tcp_v4_rcv, k.udp_rcv, k.icmp_rcv);
-        let mut ns = 0;
-        loop {
-            let (ring, scheduled) = &mut self.ifaces[iface as usize].rx_ring[rxq as usize];
-            if done == NAPI_WEIGHT && !ring.is_empty() {
-                self.give(h, c, Work::Napi { iface, rxq }, true);
-                return Step::Done(ns);
-            }
-            let Some(pkt) = ring.pop_front() else {
-                *scheduled = false;
-                return Step::Done(ns);
-            };
-            done += 1;
-            let hc = self.cpus(h);
-            hc.charge(c, Class::Softirq, Func::NapiGroReceive as u16, rx);
-            hc.charge(c, Class::Softirq, Func::IpRcv as u16, ip);
-            ns += rx + ip;
-            let Some(meta) = self.metas.get(pkt.id as usize).and_then(|m| m.as_ref()) else { continue };
-            if meta.dst != h {
-                let dst = meta.dst;
-                self.cpus(h).charge(c, Class::Softirq, Func::IpForward as u16, fwd);
-                ns += fwd;
-                let Some(out) = self.hosts[h as usize].route[dst as usize] else { continue };
-                let p = crate::xmit::onward(&pkt, pkt.id, pkt.len, pkt.gso_segs, true);
-                let t = crate::cpu_xmit::XmitTask::send(out, p, crate::cpu_xmit::Then::Napi { iface, rxq, done });
-                self.cpus(h).cpus[c as usize].cur = Some(Work::Xmit(t));
-                return Step::Busy(ns + self.xmit_cost(h, c));
-            }
-            let (f, cost) = match meta.payload {
-                Payload::Tcp { .. } | Payload::TcpAck { .. } => (Func::TcpV4Rcv, tcp_rcv),
-                Payload::Udp { .. } => (Func::UdpRcv, udp_rcv),
-                Payload::Ping { reply: false, .. } => (Func::IcmpRcv, icmp_rcv),
-                Payload::Ping { reply: true, .. } => (Func::UdpRcv, udp_rcv),
-            };
-            self.cpus(h).charge(c, Class::Softirq, f as u16, cost);
-            ns += cost;
-            self.receive(h, pkt);
-            if let Some(Work::Xmit(t)) = self.cpus(h).cpus[c as usize].cur.as_mut() {
-                // An echo reply leaves from here; the poll goes on after it.
-                t.then = crate::cpu_xmit::Then::Napi { iface, rxq, done };
-                return Step::Busy(ns);
-            }
-        }
+        self.nic_rx(to, pkt);
     }
 
     /// `ip_rcv`: deliver locally or forward.
-    fn receive(&mut self, h: u32, pkt: Packet) {
+    pub(crate) fn receive(&mut self, h: u32, pkt: Packet) {
         let Some(meta) = self.metas.get(pkt.id as usize).and_then(|m| m.as_ref()) else { return };
         if meta.dst != h {
             // Forwarding: the same bytes leave on the next hop (a GSO skb that crossed a
@@ -885,10 +1079,11 @@ impl Sim {
         }
         let meta = self.take_meta(pkt.id).expect("present");
         let ce = pkt.ecn() == 0b11;
+        let alloc = meta.alloc;
         match meta.payload {
-            Payload::Tcp { flow, seg } => self.tcp_data(flow, seg, ce),
+            Payload::Tcp { flow, seg } => self.tcp_data(flow, seg, ce, alloc),
             Payload::TcpAck { flow, ack } => self.tcp_ack(flow, ack),
-            Payload::Udp { app, seq, sent_at } => self.udp_receive(app, seq, sent_at),
+            Payload::Udp { app, seq, sent_at } => self.udp_receive(app, seq, sent_at, alloc),
             Payload::Ping { app, seq, sent_at, reply } => self.ping_receive(app, seq, sent_at, reply, meta.src),
         }
     }

@@ -29,17 +29,23 @@ use qdisc::tree::Xmit;
 use qdisc::{Dequeued, Enqueued, Instant, Packet};
 
 use crate::event::Ev;
-use crate::world::{Meta, Payload, Sim, ETH_WIRE_OVERHEAD, QDISC_QUOTA, TX_RING};
+use crate::world::{Meta, Payload, Sim, ETH_WIRE_OVERHEAD, QDISC_QUOTA};
 
 impl Sim {
     /// `dev_queue_xmit` on interface `iface`: the qdisc's verdict for the packet.
     pub fn dev_queue_xmit(&mut self, iface: u32, pkt: Packet) -> Enqueued {
         self.packets += 1;
         let now = self.now;
-        let dev = self.device(iface);
-        let txq = if dev.per_txq_qdiscs() { dev.txq_of(&pkt) as u32 } else { 0 };
+        // On a host with CPUs the sending CPU picks the queue (socket cache, XPS);
+        // otherwise skb_tx_hash.
+        let host = self.ifaces[iface as usize].host;
+        let pick = match self.on_cpu {
+            Some((m, c)) if m == self.machine(host) => self.pick_tx(iface, c, &pkt),
+            _ => self.device(iface).txq_of(&pkt) as u32,
+        };
+        let txq = if self.device(iface).per_txq_qdiscs() { pick } else { 0 };
         let idle = self.txq_can_take(iface, txq);
-        match self.device(iface).xmit(pkt, now, idle) {
+        match self.device(iface).xmit_on(pkt, pick as usize, now, idle) {
             Xmit::Direct(p) => {
                 self.to_driver(iface, txq, p);
                 Enqueued::Success
@@ -53,8 +59,9 @@ impl Sim {
 
     /// The driver would take a packet on this queue now.
     pub(crate) fn txq_can_take(&self, iface: u32, txq: u32) -> bool {
-        let q = &self.ifaces[iface as usize].txqs[txq as usize];
-        !q.stopped && q.in_ring < TX_RING
+        let i = &self.ifaces[iface as usize];
+        let q = &i.txqs[txq as usize];
+        !q.stopped && !q.drv_stopped && q.in_ring < i.tx_ring_size
     }
 
     /// `__qdisc_run` for one tx queue.
@@ -63,6 +70,10 @@ impl Sim {
         for _ in 0..QDISC_QUOTA {
             if !self.txq_can_take(iface, txq) {
                 return;
+            }
+            if let Some(p) = self.ifaces[iface as usize].txqs[txq as usize].requeued.take() {
+                self.to_driver(iface, txq, p);
+                continue;
             }
             match self.device(iface).dequeue_txq(txq as usize, now) {
                 Dequeued::Packet(p) => self.to_driver(iface, txq, p),
@@ -84,8 +95,16 @@ impl Sim {
         }
     }
 
-    /// `ndo_start_xmit` + `netdev_tx_sent_queue`.
+    /// `ndo_start_xmit` + `netdev_tx_sent_queue`. lo and a veth pair hand the packet
+    /// to the receive side (rx.rs); one the driver gives back waits in `requeued`.
     pub(crate) fn to_driver(&mut self, iface: u32, txq: u32, p: Packet) {
+        if self.ifaces[iface as usize].local() {
+            if let Err(p) = self.local_xmit(iface, txq, p) {
+                let qd = if self.device(iface).per_txq_qdiscs() { txq } else { 0 };
+                self.ifaces[iface as usize].txqs[qd as usize].requeued = Some(p);
+            }
+            return;
+        }
         let i = &mut self.ifaces[iface as usize];
         let q = &mut i.txqs[txq as usize];
         q.in_ring += 1;
@@ -118,16 +137,21 @@ impl Sim {
         let (out, rate, veth) = (i.out, i.rate, i.veth);
         self.emit_segments(out, rate, &p, began, veth);
         let h = self.ifaces[iface as usize].host;
-        if let Some(cpus) = self.hosts[h as usize].cpu.as_ref().map(|c| c.cpus.len() as u32) {
-            // The completion interrupt of queue i is affine to CPU i mod cpus.
+        if self.has_cpus(h) {
             if !self.ifaces[iface as usize].ring.is_empty() {
                 self.start_wire(iface);
             }
-            let q = &mut self.ifaces[iface as usize].txqs[txq as usize];
+            let i = &mut self.ifaces[iface as usize];
+            let us = i.tx_usecs.unwrap_or(0);
+            let q = &mut i.txqs[txq as usize];
             q.completed.push_back(p);
             if !q.tx_poll {
+                // The completion interrupt: now, or tx-usecs after the first completion.
                 q.tx_poll = true;
-                self.give(h, txq % cpus, crate::cpu::Work::TxPoll { iface, txq }, true);
+                match us {
+                    0 => self.tx_irq(iface, txq),
+                    us => self.events.at(self.now + qdisc::Duration(us as u64 * 1000), Ev::TxIrq { iface, txq }),
+                }
             }
             return;
         }
@@ -144,14 +168,22 @@ impl Sim {
         }
     }
 
+    /// The TX completion interrupt of queue `txq`, affine to CPU `txq` mod cpus: the
+    /// driver's TX poll runs there.
+    pub(crate) fn tx_irq(&mut self, iface: u32, txq: u32) {
+        let h = self.ifaces[iface as usize].host;
+        let cpus = self.cpus(h).cpus.len() as u32;
+        self.give(h, txq % cpus, crate::cpu::Work::TxPoll { iface, txq }, true);
+    }
+
     /// The driver gives back `n` ring slots holding `bytes` (`netdev_tx_completed_queue`):
     /// BQL learns them and a queue it stopped may go again. Whether the queue woke
     /// (from BQL, or from a full ring).
     pub(crate) fn tx_completed(&mut self, iface: u32, txq: u32, n: u32, bytes: u32) -> bool {
         let now = self.now;
-        let rate = self.ifaces[iface as usize].rate;
+        let (rate, size) = (self.ifaces[iface as usize].rate, self.ifaces[iface as usize].tx_ring_size);
         let q = &mut self.ifaces[iface as usize].txqs[txq as usize];
-        let mut woke = q.in_ring >= TX_RING;
+        let mut woke = q.in_ring >= size;
         q.in_ring -= n;
         if rate.is_some() {
             q.dql.completed(bytes, now);
@@ -170,8 +202,10 @@ impl Sim {
             == Some(self.ifaces[d.to as usize].host);
         // A veth hands the GSO skb over whole. A NIC segments it (TSO), but at the
         // destination GRO merges the train again: deliver it as one skb when its last
-        // byte is in (on a lossless hop; otherwise every segment takes its chance).
-        if p.gso_segs > 1 && (veth || (last_hop && d.loss == 0.0)) {
+        // byte is in (on a lossless hop to a NIC with GRO on; otherwise every segment
+        // takes its chance, and GRO in rx.rs merges what arrives in a run).
+        let gro = self.ifaces[d.to as usize].gro;
+        if p.gso_segs > 1 && (veth || (last_hop && d.loss == 0.0 && gro)) {
             if d.loss > 0.0 && self.rng.next_f64() < d.loss {
                 self.dirs[out as usize].lost += 1;
                 self.take_meta(p.id);

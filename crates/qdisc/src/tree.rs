@@ -813,6 +813,13 @@ impl Device {
                 }
                 return Xmit::Direct(pkt);
             }
+            if mq {
+                // __dev_xmit_skb enqueues into the picked queue's own qdisc
+                // (txq->qdisc); mq itself never sees the packet.
+                let r = q.q.enqueue(pkt, now);
+                let _ = q.q.take_reduce();
+                return Xmit::Queued(r);
+            }
         }
         Xmit::Queued(self.enqueue(pkt, now))
     }

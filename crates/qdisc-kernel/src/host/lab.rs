@@ -14,6 +14,11 @@
 //!                      egress of l<i>b: A→B wire          egress of l<i>a: B→A wire
 //! ```
 //!
+//! A `kind = "veth-pair"` link is one veth pair straight between the two namespaces
+//! (`ifa` in A, its peer `ifb` in B, both with the link's `txqueues` tx and rx queues):
+//! no wire, no bridge, nothing of the lab's on the path (it has no rate, delay or loss
+//! to realise). The wire namespace exists only when some link goes through it.
+//!
 //! ## Why the wire is a separate hop
 //!
 //! A veth has no rate of its own, and the user's tc script owns `ifa`/`ifb` entirely
@@ -45,7 +50,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use qdisc::tc::units::fmt_rate;
-use qdisc_scenario::scenario::{Link, Scenario};
+use qdisc_scenario::scenario::{Link, LinkKind, Scenario};
 
 use crate::proc;
 
@@ -232,41 +237,35 @@ impl Lab {
             return Ok(());
         }
         let wire = self.wire_ns();
-        self.add_netns(&wire)?;
+        if s.links.iter().any(has_wire) {
+            self.add_netns(&wire)?;
+        }
         // One `ip -batch` per namespace and link, one `tc -batch` for the link's wire.
         let ipb = Path::new("ip");
         let v = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<String>>();
         for (i, l) in s.links.iter().enumerate() {
+            if !has_wire(l) {
+                // One veth pair, end a in A's namespace, its peer in B's (the queue
+                // counts on both ends, as below).
+                let q = l.txqueues.to_string();
+                let (na, nb) = (self.host_ns(&l.a.host), self.host_ns(&l.b.host));
+                let cmd = veth_add(&l.a.iface, &l.b.iface, &q, &nb);
+                batch(ipb, &na, &[cmd])?;
+                for (b_side, ep) in [(false, &l.a), (true, &l.b)] {
+                    let addr = format!("{}/24", Link::address(i, b_side));
+                    let cmds =
+                        [v(&["addr", "add", &addr, "dev", &ep.iface]), v(&["link", "set", "dev", &ep.iface, "up"])];
+                    batch(ipb, &self.host_ns(&ep.host), &cmds)?;
+                }
+                continue;
+            }
             let br = format!("br{i}");
             let mut wire_cmds = vec![v(&["link", "add", "name", &br, "type", "bridge"])];
             for (b_side, ep) in [(false, &l.a), (true, &l.b)] {
                 let port = port_name(i, b_side);
                 let hns = self.host_ns(&ep.host);
-                // The queue counts on both sides, before `type` and after `peer`: a veth
-                // end created without IFLA_NUM_TX_QUEUES of its own gets
-                // real_num_tx_queues = 1 (`veth_init_queues`), whatever it allocated.
                 let q = l.txqueues.to_string();
-                wire_cmds.push(v(&[
-                    "link",
-                    "add",
-                    "name",
-                    &port,
-                    "numtxqueues",
-                    &q,
-                    "numrxqueues",
-                    &q,
-                    "type",
-                    "veth",
-                    "peer",
-                    "name",
-                    &ep.iface,
-                    "numtxqueues",
-                    &q,
-                    "numrxqueues",
-                    &q,
-                    "netns",
-                    &hns,
-                ]));
+                wire_cmds.push(veth_add(&port, &ep.iface, &q, &hns));
                 wire_cmds.push(v(&["link", "set", "dev", &port, "master", &br]));
                 wire_cmds.push(v(&["link", "set", "dev", &port, "up"]));
             }
@@ -334,7 +333,11 @@ impl Drop for Lab {
     }
 }
 
-/// The wire namespace's port of link `i` facing endpoint a (`l<i>a`) or b (`l<i>b`).
+/// Whether a link goes through the wire namespace (every kind but a veth pair).
+pub fn has_wire(l: &Link) -> bool {
+    l.kind != LinkKind::VethPair
+}
+
 /// A static route a host needs for multi-hop traffic.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Route {
@@ -371,6 +374,19 @@ pub fn routes(s: &Scenario) -> Vec<Route> {
     out
 }
 
+/// `ip link add name A numtxqueues Q numrxqueues Q type veth peer name B numtxqueues Q
+/// numrxqueues Q netns NS` (without `ip -n`): the queue counts on both sides, before
+/// `type` and after `peer` — a veth end created without IFLA_NUM_TX_QUEUES of its own
+/// gets real_num_tx_queues = 1 (`veth_init_queues`), whatever it allocated.
+fn veth_add(a: &str, b: &str, q: &str, peer_ns: &str) -> Vec<String> {
+    ["link", "add", "name", a, "numtxqueues", q, "numrxqueues", q, "type", "veth", "peer", "name", b]
+        .into_iter()
+        .chain(["numtxqueues", q, "numrxqueues", q, "netns", peer_ns])
+        .map(String::from)
+        .collect()
+}
+
+/// The wire namespace's port of link `i` facing endpoint a (`l<i>a`) or b (`l<i>b`).
 pub fn port_name(i: usize, b_side: bool) -> String {
     format!("l{i}{}", if b_side { 'b' } else { 'a' })
 }
@@ -413,6 +429,11 @@ fn exact_time(ns: u64) -> String {
 
 /// What realises a link, in words (for the result's metadata).
 pub fn describe(l: &Link, i: usize) -> String {
+    if !has_wire(l) {
+        return "one veth pair between the two namespaces (kind veth-pair): no bridge, no wire namespace, \
+                no rate/delay/loss of its own"
+            .into();
+    }
     match wire_qdisc(l, &port_name(i, true)) {
         None => "a bridge in the wire namespace, no rate/delay/loss of its own".into(),
         Some(args) => {
@@ -434,7 +455,17 @@ mod tests {
 
     fn link(rate: Option<u64>, delay: u64, loss: f64) -> Link {
         let e = |h: &str| Endpoint { host: h.into(), iface: "eth0".into() };
-        Link { a: e("a"), b: e("b"), kind: Default::default(), txqueues: 1, rate, delay, loss, line: 1 }
+        Link {
+            a: e("a"),
+            b: e("b"),
+            kind: Default::default(),
+            txqueues: 1,
+            rate,
+            delay,
+            loss,
+            veth_bql: Default::default(),
+            line: 1,
+        }
     }
 
     #[test]
@@ -468,6 +499,10 @@ mod tests {
                 .replace("1167", &((12_500_000f64 * 0.07 / 1500.0 * 2.0).ceil() as u64).max(1000).to_string())
         );
         assert!(describe(&link(Some(125_000_000), 0, 0.0), 0).starts_with("tbf on the egress"));
+        let pair = Link { kind: LinkKind::VethPair, ..link(None, 0, 0.0) };
+        assert!(!has_wire(&pair) && has_wire(&link(None, 0, 0.0)));
+        assert!(describe(&pair, 0).starts_with("one veth pair between the two namespaces"));
+        assert_eq!(wire_qdisc(&pair, "l0b"), None);
     }
 }
 

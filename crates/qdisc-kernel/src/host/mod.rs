@@ -1,7 +1,9 @@
 //! The host backend: a scenario on the running kernel, in network namespaces.
 //!
 //! 1. **Preflight** (changes nothing that outlives it): root, tools (`ip`, tc, iperf3,
-//!    ping), whole-second iperf3 durations, and what the kernel must have — every qdisc
+//!    ping, ethtool for `ethtool -K` lines), whole-second iperf3 durations, what the lab
+//!    cannot do on any kernel ([`settings::unsupported`]: `veth_bql`, `ethtool -C`/`-G`),
+//!    and what the kernel must have — every qdisc
 //!    kind the tc scripts add and the links need (netem for delay/loss, tbf for a rate)
 //!    is tried in a scratch namespace; a missing one, or a missing congestion control,
 //!    is [`RunError::Unsupported`] naming `--backend vm`.
@@ -35,7 +37,7 @@ use qdisc_scenario::scenario::{Scenario, ScriptItem, SettingKind, TrafficKind};
 use qdisc_scenario::{Backend, Progress, RunError, RunOptions, RunResult};
 
 use crate::proc::Proc;
-use lab::{port_name, Lab};
+use lab::{has_wire, port_name, Lab};
 use settings::GlobalSysctls;
 use tc::Target;
 
@@ -149,6 +151,8 @@ struct Tools {
     tc_version: String,
     iperf3: Option<PathBuf>,
     ping: Option<PathBuf>,
+    /// For `ethtool -K` lines.
+    ethtool: Option<PathBuf>,
     warnings: Vec<String>,
 }
 
@@ -169,6 +173,8 @@ impl HostBackend {
         if which("ip").is_none() {
             return Err(RunError::Unsupported("`ip` (iproute2) is not installed".into()));
         }
+        // What no kernel the lab can boot would do.
+        settings::refuse_unsupported(s)?;
         let tc = opts.tc.clone().unwrap_or_else(default_tc);
         let tc_version = version_of(&tc, "-V").ok_or_else(|| {
             RunError::Unsupported(format!("cannot run tc ({}): is iproute2 installed?", tc.display()))
@@ -187,6 +193,19 @@ impl HostBackend {
         let ping = which("ping");
         if needs("ping") && ping.is_none() {
             return Err(RunError::Unsupported("ping traffic needs ping (apt-get install iputils-ping)".into()));
+        }
+        let ethtool_lines: Vec<String> =
+            s.tc.iter()
+                .flat_map(|t| t.settings.iter().map(move |st| (t, st)))
+                .filter(|(_, st)| matches!(st.kind, SettingKind::Features { .. }))
+                .map(|(t, st)| format!("{}:{}: tc.{}: {}", s.file, st.line, t.host, st.text))
+                .collect();
+        let ethtool = which("ethtool");
+        if !ethtool_lines.is_empty() && ethtool.is_none() {
+            return Err(RunError::Unsupported(format!(
+                "ethtool is not installed (apt-get install ethtool), needed by:\n    {}",
+                ethtool_lines.join("\n    ")
+            )));
         }
         for (i, t) in s.traffic.iter().enumerate() {
             if !matches!(t.kind, TrafficKind::Ping { .. }) && t.duration % 1_000_000_000 != 0 {
@@ -236,7 +255,7 @@ impl HostBackend {
                 problems.join("\n  ")
             )));
         }
-        Ok(Tools { tc, tc_version, iperf3, ping, warnings })
+        Ok(Tools { tc, tc_version, iperf3, ping, ethtool, warnings })
     }
 }
 
@@ -244,21 +263,27 @@ fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
-/// Every device of the run: the hosts' link interfaces and the wire ports.
+/// Every device of the run: the hosts' link interfaces (and `lo` of a host with local
+/// traffic: its traffic's only device) and the wire ports.
 fn targets(s: &Scenario, lab: &Lab) -> Vec<Target> {
     let mut t: Vec<Target> = s
         .hosts
         .iter()
-        .map(|h| Target {
-            ns: lab.host_ns(&h.name),
-            devs: s.ifaces(&h.name).into_iter().map(|d| (h.name.clone(), d.to_string())).collect(),
+        .map(|h| {
+            let mut devs: Vec<(String, String)> =
+                s.ifaces(&h.name).into_iter().map(|d| (h.name.clone(), d.to_string())).collect();
+            if s.traffic.iter().any(|t| t.from == h.name && t.to == h.name) {
+                devs.push((h.name.clone(), "lo".into()));
+            }
+            Target { ns: lab.host_ns(&h.name), devs }
         })
         .filter(|t| !t.devs.is_empty())
         .collect();
-    if !s.links.is_empty() {
-        let devs = (0..s.links.len())
-            .flat_map(|i| [(format!("link[{i}]"), port_name(i, false)), (format!("link[{i}]"), port_name(i, true))])
-            .collect();
+    let devs: Vec<(String, String)> = (0..s.links.len())
+        .filter(|&i| has_wire(&s.links[i]))
+        .flat_map(|i| [(format!("link[{i}]"), port_name(i, false)), (format!("link[{i}]"), port_name(i, true))])
+        .collect();
+    if !devs.is_empty() {
         t.push(Target { ns: lab.wire_ns(), devs });
     }
     t
@@ -361,6 +386,21 @@ impl HostBackend {
                                 r
                             }
                             SettingKind::XpsCpus { dev, txq, cpus } => settings::set_xps(&ns, dev, *txq, cpus),
+                            SettingKind::RpsCpus { dev, rxq, cpus } => settings::set_rps(&ns, dev, *rxq, cpus),
+                            SettingKind::Threaded { dev, on } => settings::set_threaded(&ns, dev, *on),
+                            SettingKind::Features { dev, tso, gso, gro } => {
+                                let ethtool = tools.ethtool.as_deref().expect("preflight: ethtool is there");
+                                settings::set_features(ethtool, &ns, dev, *tso, *gso, *gro)
+                            }
+                            SettingKind::IpLink { dev, mtu, txqueuelen } => {
+                                settings::set_ip_link(&ns, dev, *mtu, *txqueuelen)
+                            }
+                            // Refused by preflight (settings::unsupported); never reached.
+                            SettingKind::Coalesce { .. } | SettingKind::Rings { .. } => {
+                                Err("the kernel lab's interfaces are veths: no coalescing or rings \
+                                     (ethtool: Operation not supported)"
+                                    .to_string())
+                            }
                         };
                         if let Err(stderr) = r {
                             return Err(RunError::TcScript {
@@ -630,6 +670,11 @@ impl HostBackend {
         }
         if let Some(v) = ping_v {
             tools_v.insert("ping".to_string(), v);
+        }
+        if s.tc.iter().flat_map(|t| &t.settings).any(|st| matches!(st.kind, SettingKind::Features { .. })) {
+            if let Some(e) = &tools.ethtool {
+                tools_v.insert("ethtool".to_string(), version_of(e, "--version").unwrap_or_default());
+            }
         }
         tools_v.insert("tc".to_string(), tools.tc.display().to_string());
 

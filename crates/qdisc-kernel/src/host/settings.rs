@@ -1,12 +1,22 @@
-//! The non-tc lines of a host's script on the real kernel: `sysctl -w KEY=VALUE` and
-//! `echo MASK > /sys/class/net/DEV/queues/tx-N/xps_cpus`, and the CPU pins of traffic.
+//! The non-tc lines of a host's script on the real kernel: `sysctl -w KEY=VALUE`,
+//! `echo MASK > /sys/class/net/DEV/queues/tx-N/xps_cpus` and `…/rx-N/rps_cpus`,
+//! `ethtool -K`, `ip link set … mtu/txqueuelen`, and the CPU pins of traffic.
+//!
+//! ## What the lab cannot do
+//!
+//! Its interfaces are veths (every link kind): a veth has no interrupt coalescing and
+//! no rings (`veth_ethtool_ops` has neither `set_coalesce` nor `set_ringparam`), so
+//! `ethtool -C` and `ethtool -G` lines are refused before anything changes, as is a
+//! link's `veth_bql` other than "off": no released kernel has BQL on veth (the patch
+//! series of seed 004). See [`unsupported`].
 //!
 //! ## Which sysctls a network namespace has
 //!
 //! None of the keys a scenario may set ([`SYSCTL_KEYS`]) is per network namespace, on
 //! 6.12 as on 6.18. net/core/sysctl_net_core.c has two tables: `net_core_table`
 //! (`dev_weight`, `dev_weight_rx_bias`, `dev_weight_tx_bias`, `netdev_max_backlog`,
-//! `netdev_budget`, `netdev_budget_usecs`, `default_qdisc`, …), which
+//! `netdev_budget`, `netdev_budget_usecs`, `default_qdisc`, `skb_defer_max`,
+//! `gro_normal_batch`, …), which
 //! `sysctl_core_init` registers for `init_net` only, and `netns_core_table`
 //! (`somaxconn`, `optmem_max`, `txrehash`, `tstamp_allow_data`, `rps_default_mask`, and
 //! read-only copies of `[rw]mem_{max,default}`), which `sysctl_core_net_init`
@@ -48,7 +58,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Arc;
 
 pub use qdisc_scenario::scenario::SYSCTL_KEYS;
-use qdisc_scenario::scenario::{cpumask_string, parse_cpulist, Scenario, SettingKind};
+use qdisc_scenario::scenario::{cpumask_string, parse_cpulist, Scenario, SettingKind, VethBql};
 
 use crate::proc;
 
@@ -315,10 +325,124 @@ impl Drop for GlobalSysctls {
 /// `echo MASK > /sys/class/net/DEV/queues/tx-N/xps_cpus` in namespace `ns` (its own
 /// sysfs: `ip netns exec` mounts one), the mask in the kernel's bitmap format.
 pub fn set_xps(ns: &str, dev: &str, txq: u32, cpus: &[u32]) -> Result<(), String> {
-    let script = format!("echo {} > /sys/class/net/{dev}/queues/tx-{txq}/xps_cpus", cpumask_string(cpus));
+    write_queue_mask(ns, &format!("/sys/class/net/{dev}/queues/tx-{txq}/xps_cpus"), cpus)
+}
+
+/// `echo MASK > /sys/class/net/DEV/queues/rx-N/rps_cpus` in namespace `ns`, as
+/// [`set_xps`] (`lo` too: every namespace has its own, with one rx queue).
+pub fn set_rps(ns: &str, dev: &str, rxq: u32, cpus: &[u32]) -> Result<(), String> {
+    write_queue_mask(ns, &format!("/sys/class/net/{dev}/queues/rx-{rxq}/rps_cpus"), cpus)
+}
+
+/// `echo 0|1 > /sys/class/net/DEV/threaded` in namespace `ns`.
+pub fn set_threaded(ns: &str, dev: &str, on: bool) -> Result<(), String> {
+    write_sys(ns, &format!("/sys/class/net/{dev}/threaded"), if on { "1" } else { "0" })
+}
+
+fn write_queue_mask(ns: &str, path: &str, cpus: &[u32]) -> Result<(), String> {
+    write_sys(ns, path, &cpumask_string(cpus))
+}
+
+fn write_sys(ns: &str, path: &str, value: &str) -> Result<(), String> {
+    let script = format!("echo {value} > {path}");
     super::lab::run(Command::new("ip").args(["netns", "exec", ns, "sh", "-c", &script]))
         .map(|_| ())
         .map_err(|e| e.trim().to_string())
+}
+
+/// The argv after `ethtool` of an `ethtool -K` setting: the features in a fixed order
+/// (tso, gso, gro), as `ethtool -K DEV tso off gro on` would set them.
+pub fn features_args(dev: &str, tso: Option<bool>, gso: Option<bool>, gro: Option<bool>) -> Vec<String> {
+    let mut a = vec!["-K".to_string(), dev.to_string()];
+    for (name, v) in [("tso", tso), ("gso", gso), ("gro", gro)] {
+        if let Some(on) = v {
+            a.push(name.into());
+            a.push(if on { "on" } else { "off" }.into());
+        }
+    }
+    a
+}
+
+/// `ethtool -K DEV …` in namespace `ns` (`ip netns exec NS ethtool …`).
+pub fn set_features(
+    ethtool: &Path,
+    ns: &str,
+    dev: &str,
+    tso: Option<bool>,
+    gso: Option<bool>,
+    gro: Option<bool>,
+) -> Result<(), String> {
+    super::lab::run(Command::new("ip").args(["netns", "exec", ns]).arg(ethtool).args(features_args(dev, tso, gso, gro)))
+        .map(|_| ())
+        .map_err(|e| e.trim().to_string())
+}
+
+/// The argv after `ip -n NS` of an `ip link set` setting.
+pub fn ip_link_args(dev: &str, mtu: Option<u32>, txqueuelen: Option<u32>) -> Vec<String> {
+    let mut a: Vec<String> = ["link", "set", "dev", dev].map(String::from).to_vec();
+    if let Some(m) = mtu {
+        a.extend(["mtu".into(), m.to_string()]);
+    }
+    if let Some(q) = txqueuelen {
+        a.extend(["txqueuelen".into(), q.to_string()]);
+    }
+    a
+}
+
+/// `ip -n NS link set dev DEV mtu N txqueuelen N`.
+pub fn set_ip_link(ns: &str, dev: &str, mtu: Option<u32>, txqueuelen: Option<u32>) -> Result<(), String> {
+    super::lab::run(Command::new("ip").args(["-n", ns]).args(ip_link_args(dev, mtu, txqueuelen)))
+        .map(|_| ())
+        .map_err(|e| e.trim().to_string())
+}
+
+/// [`unsupported`] as the error of a run (before anything changes; the host and the
+/// VM backend both refuse with it).
+pub fn refuse_unsupported(s: &Scenario) -> Result<(), qdisc_scenario::RunError> {
+    let never = unsupported(s);
+    if never.is_empty() {
+        return Ok(());
+    }
+    Err(qdisc_scenario::RunError::Unsupported(format!(
+        "the kernel lab cannot run this scenario (on any kernel):\n  {}\nThe simulator models it: --backend sim \
+         (the default).",
+        never.join("\n  ")
+    )))
+}
+
+/// What the kernel lab cannot do on any kernel, whatever the machine: each with its
+/// place in the scenario. `veth_bql` other than "off" (no released kernel has BQL on
+/// veth), `ethtool -C` and `ethtool -G` (the lab's interfaces are veths).
+pub fn unsupported(s: &Scenario) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, l) in s.links.iter().enumerate() {
+        if l.veth_bql != VethBql::Off {
+            out.push(format!(
+                "{}:{}: link[{i}] {} — {}: veth_bql = {:?}: no released kernel has BQL on veth: the patch series \
+                 of seed 004",
+                s.file,
+                l.line,
+                l.a,
+                l.b,
+                l.veth_bql.name()
+            ));
+        }
+    }
+    for t in &s.tc {
+        for st in &t.settings {
+            let what = match st.kind {
+                SettingKind::Coalesce { .. } => "no interrupt coalescing",
+                SettingKind::Rings { .. } => "no rings to size",
+                _ => continue,
+            };
+            out.push(format!(
+                "{}:{}: tc.{}: {}: the kernel lab's interfaces are veths (whatever the link's kind): {what} \
+                 (ethtool: Operation not supported)",
+                s.file, st.line, t.host, st.text
+            ));
+        }
+    }
+    out
 }
 
 /// The CPUs of this machine that are online (`/sys/devices/system/cpu/online`).
@@ -388,7 +512,7 @@ pub fn preflight(s: &Scenario) -> (Vec<String>, Vec<String>) {
         let mut last: std::collections::BTreeMap<&str, (&str, usize)> = Default::default();
         for st in &t.settings {
             match &st.kind {
-                SettingKind::XpsCpus { cpus, .. } => {
+                SettingKind::XpsCpus { cpus, .. } | SettingKind::RpsCpus { cpus, .. } => {
                     if let Some(c) = missing(cpus) {
                         problems.push(format!(
                             "{}:{}: tc.{}: {}: cpu {c} is not one of this machine's {phrase}",
@@ -399,7 +523,12 @@ pub fn preflight(s: &Scenario) -> (Vec<String>, Vec<String>) {
                 SettingKind::Sysctl { key, value } if !scoped_to_script(key) => {
                     last.insert(key, (value, st.line));
                 }
-                SettingKind::Sysctl { .. } => {}
+                SettingKind::Sysctl { .. }
+                | SettingKind::Threaded { .. }
+                | SettingKind::Coalesce { .. }
+                | SettingKind::Rings { .. }
+                | SettingKind::Features { .. }
+                | SettingKind::IpLink { .. } => {}
             }
         }
         for (k, (v, line)) in last {
@@ -497,6 +626,65 @@ mod tests {
         assert!(notes[0].starts_with("net.core.dev_weight was left changed by a qdisc-lab run that died"), "{notes:?}");
         drop(b);
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn what_no_kernel_does_is_named_with_its_line() {
+        let text = "duration = \"1s\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[host]]\nname = \"c\"\n\
+                    [[link]]\nbetween = [\"a:eth0\", \"b:eth0\"]\nkind = \"veth-pair\"\nveth_bql = \"bytes\"\n\
+                    [[link]]\nbetween = [\"a:eth1\", \"c:eth0\"]\n\
+                    [tc.a]\nscript = \"\"\"\nethtool -K eth1 gro off\nethtool -C eth1 rx-usecs 8\nethtool -G eth1 tx 512\n\"\"\"\n";
+        let s = Scenario::from_bytes(text.as_bytes(), "u.toml").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            unsupported(&s),
+            [
+                "u.toml:8: link[0] a:eth0 — b:eth0: veth_bql = \"bytes\": no released kernel has BQL on veth: the patch \
+                 series of seed 004",
+                "u.toml:17: tc.a: ethtool -C eth1 rx-usecs 8: the kernel lab's interfaces are veths (whatever the \
+                 link's kind): no interrupt coalescing (ethtool: Operation not supported)",
+                "u.toml:18: tc.a: ethtool -G eth1 tx 512: the kernel lab's interfaces are veths (whatever the link's \
+                 kind): no rings to size (ethtool: Operation not supported)",
+            ]
+        );
+        let e = refuse_unsupported(&s).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().starts_with("the kernel lab cannot run this scenario (on any kernel):\n  u.toml:8: "));
+        assert!(e.to_string().ends_with("\nThe simulator models it: --backend sim (the default)."));
+        // Without them: nothing to refuse.
+        let fine = text
+            .replace("veth_bql = \"bytes\"\n", "")
+            .replace("ethtool -C eth1 rx-usecs 8\nethtool -G eth1 tx 512\n", "");
+        let s = Scenario::from_bytes(fine.as_bytes(), "u.toml").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(unsupported(&s), Vec::<String>::new());
+        assert_eq!(refuse_unsupported(&s), Ok(()));
+    }
+
+    #[test]
+    fn rps_masks_name_cpus_the_machine_has() {
+        let text = "duration = \"1s\"\n[[host]]\nname = \"a\"\ncpus = 4096\n\
+                    [tc.a]\nscript = \"echo 80000000,00000000 > /sys/class/net/lo/queues/rx-0/rps_cpus\"\n";
+        let s = Scenario::from_bytes(text.as_bytes(), "r.toml").unwrap_or_else(|e| panic!("{e}"));
+        let (problems, _) = preflight(&s);
+        let want =
+            "r.toml:6: tc.a: echo 80000000,00000000 > /sys/class/net/lo/queues/rx-0/rps_cpus: cpu 63 is not one of \
+                    this machine's ";
+        if machine_cpus().contains(&63) {
+            assert!(problems.is_empty(), "{problems:?}");
+        } else {
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert!(problems[0].starts_with(want), "{problems:?}");
+        }
+    }
+
+    #[test]
+    fn ethtool_and_ip_argv() {
+        assert_eq!(features_args("eth0", Some(false), None, Some(true)), ["-K", "eth0", "tso", "off", "gro", "on"]);
+        assert_eq!(features_args("lo", None, Some(true), None), ["-K", "lo", "gso", "on"]);
+        assert_eq!(
+            ip_link_args("eth0", Some(9000), Some(0)),
+            ["link", "set", "dev", "eth0", "mtu", "9000", "txqueuelen", "0"]
+        );
+        assert_eq!(ip_link_args("lo", None, Some(5)), ["link", "set", "dev", "lo", "txqueuelen", "5"]);
     }
 
     #[test]

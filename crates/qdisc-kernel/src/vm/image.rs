@@ -9,7 +9,7 @@
 //!    so the kernel's autoloader (`/sbin/modprobe`, busybox) finds them — and a userland
 //!    unpacked from Debian packages of this machine's release: iproute2 (the newest of
 //!    the release and its backports, i.e. 6.15 on Debian 12), iperf3, iputils-ping,
-//!    irtt, busybox-static (a shell and modprobe only: busybox never stands in for `ip`
+//!    irtt, ethtool (a script's `ethtool -K` lines), busybox-static (a shell and modprobe only: busybox never stands in for `ip`
 //!    or `tc`), and the shared libraries they need (from the packages, else from this
 //!    machine).
 //! 2. **program** (`vm/initramfs/exe-<key>.cpio`, key = the program file): the qdisc-lab
@@ -36,21 +36,21 @@ use super::apt::{self, compare_versions, Apt};
 use super::kernel::Kernel;
 
 /// Bump when what goes into an archive changes (invalidates cached archives).
-const BUILDER: &str = "qdisc-lab vm initramfs 3";
+const BUILDER: &str = "qdisc-lab vm initramfs 4";
 
 /// The multiarch directory of the (x86_64) guest.
 const TRIPLET: &str = "x86_64-linux-gnu";
 
 /// Debian packages of the guest's userland. iproute2 is taken at the newest version the
 /// release and its backports have.
-pub const USERLAND: [&str; 7] =
-    ["busybox-static", "iproute2", "iperf3", "libiperf0", "libsctp1", "iputils-ping", "irtt"];
+pub const USERLAND: [&str; 8] =
+    ["busybox-static", "iproute2", "iperf3", "libiperf0", "libsctp1", "iputils-ping", "irtt", "ethtool"];
 
 /// The programs taken from those packages (with the libraries they need, and iproute2's
 /// data: netem's distribution tables, its config files). The rest of iproute2 (arpd,
 /// ss, rdma …) would bring in Berkeley DB, Kerberos, SELinux libraries: megabytes the
 /// kernel has to unpack at every boot.
-pub const PROGRAMS: [&str; 6] = ["ip", "tc", "iperf3", "ping", "irtt", "busybox"];
+pub const PROGRAMS: [&str; 7] = ["ip", "tc", "iperf3", "ping", "irtt", "ethtool", "busybox"];
 
 /// Whether a file of the unpacked userland packages goes into the image (by its image path).
 fn userland_wanted(img: &str) -> bool {
@@ -742,7 +742,7 @@ pub fn base(vm: &Path, k: &Kernel, debs: &[PathBuf], say: &mut dyn FnMut(&str)) 
         for p in &elves {
             b.add_needs(p, p)?;
         }
-        for tool in ["ip", "tc", "iperf3", "ping", "busybox"] {
+        for tool in ["ip", "tc", "iperf3", "ping", "ethtool", "busybox"] {
             if !b.tree.contains(&format!("usr/sbin/{tool}")) && !b.tree.contains(&format!("usr/bin/{tool}")) {
                 return Err(format!("the guest's packages have no {tool}"));
             }
@@ -940,6 +940,7 @@ mod tests {
             "usr/sbin/tc",
             "usr/bin/ip",
             "usr/bin/busybox",
+            "usr/sbin/ethtool",
             "usr/lib/x86_64-linux-gnu/tc/normal.dist",
             "etc/iproute2/rt_tables",
             "usr/share/iproute2/rt_protos",

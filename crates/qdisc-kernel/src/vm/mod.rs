@@ -342,6 +342,8 @@ impl VmBackend {
         let t_call = Instant::now();
         let mut timing = VmTiming::default();
         let cancelled = || if opts.cancelled() { Err(RunError::Interrupted) } else { Ok(()) };
+        // What no kernel would do (the guest refuses it too): before booting one.
+        crate::host::settings::refuse_unsupported(s)?;
         if std::env::consts::ARCH != "x86_64" {
             return Err(RunError::Unsupported(format!(
                 "the vm backend boots amd64 Debian kernels with this machine's amd64 packages; this is {}",

@@ -16,7 +16,7 @@
 
 use qdisc_scenario::profile::Profile;
 use qdisc_scenario::scenario::{
-    Endpoint, Host, Link, LinkKind, Scenario, Setting, SettingKind, TcLine, TcScript, Traffic, TrafficKind,
+    Endpoint, Host, Link, LinkKind, Scenario, Setting, SettingKind, TcLine, TcScript, Traffic, TrafficKind, VethBql,
 };
 use qdisc_scenario::{RunError, RunResult};
 use serde::{Deserialize, Serialize};
@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 /// The virtio-serial port the guest writes its result to.
 pub const RESULT_PORT: &str = "org.qdisc-lab.result";
 /// Format of `/lab/run.json`.
-pub const RUN_FORMAT: &str = "qdisc-lab/vm-run/2";
+pub const RUN_FORMAT: &str = "qdisc-lab/vm-run/3";
 /// Format of the guest's [`Envelope`].
 pub const ENVELOPE_FORMAT: &str = "qdisc-lab/vm-guest/1";
 /// Start of every console marker line.
@@ -69,14 +69,33 @@ pub struct WireHost {
 pub struct WireLink {
     pub a: [String; 2],
     pub b: [String; 2],
-    /// The link's kind is veth (else eth).
-    #[serde(default)]
-    pub veth: bool,
+    /// `"eth"`, `"veth"` or `"veth-pair"` (format 3; format 2 had `veth: bool`).
+    pub kind: WireLinkKind,
     pub txqueues: u32,
     pub rate: Option<u64>,
     pub delay: u64,
     pub loss: f64,
+    /// `"off"`, `"bytes"` or `"time"`.
+    pub veth_bql: WireVethBql,
     pub line: usize,
+}
+
+/// [`LinkKind`], named as the scenario names it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WireLinkKind {
+    Eth,
+    Veth,
+    VethPair,
+}
+
+/// [`VethBql`], named as the scenario names it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WireVethBql {
+    Off,
+    Bytes,
+    Time,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,11 +113,49 @@ pub struct WireSetting {
     pub kind: WireSettingKind,
 }
 
+/// [`SettingKind`], variant for variant (`"kind": "sysctl" | "xps_cpus" | "rps_cpus" |
+/// "threaded" | "coalesce" | "rings" | "features" | "ip_link"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WireSettingKind {
     Sysctl { key: String, value: String },
     XpsCpus { dev: String, txq: u32, cpus: Vec<u32> },
+    RpsCpus { dev: String, rxq: u32, cpus: Vec<u32> },
+    Threaded { dev: String, on: bool },
+    Coalesce { dev: String, rx_usecs: Option<u32>, tx_usecs: Option<u32> },
+    Rings { dev: String, rx: Option<u32>, tx: Option<u32> },
+    Features { dev: String, tso: Option<bool>, gso: Option<bool>, gro: Option<bool> },
+    IpLink { dev: String, mtu: Option<u32>, txqueuelen: Option<u32> },
+}
+
+impl From<&SettingKind> for WireSettingKind {
+    fn from(k: &SettingKind) -> Self {
+        match k.clone() {
+            SettingKind::Sysctl { key, value } => WireSettingKind::Sysctl { key, value },
+            SettingKind::XpsCpus { dev, txq, cpus } => WireSettingKind::XpsCpus { dev, txq, cpus },
+            SettingKind::RpsCpus { dev, rxq, cpus } => WireSettingKind::RpsCpus { dev, rxq, cpus },
+            SettingKind::Threaded { dev, on } => WireSettingKind::Threaded { dev, on },
+            SettingKind::Coalesce { dev, rx_usecs, tx_usecs } => WireSettingKind::Coalesce { dev, rx_usecs, tx_usecs },
+            SettingKind::Rings { dev, rx, tx } => WireSettingKind::Rings { dev, rx, tx },
+            SettingKind::Features { dev, tso, gso, gro } => WireSettingKind::Features { dev, tso, gso, gro },
+            SettingKind::IpLink { dev, mtu, txqueuelen } => WireSettingKind::IpLink { dev, mtu, txqueuelen },
+        }
+    }
+}
+
+impl From<WireSettingKind> for SettingKind {
+    fn from(k: WireSettingKind) -> Self {
+        match k {
+            WireSettingKind::Sysctl { key, value } => SettingKind::Sysctl { key, value },
+            WireSettingKind::XpsCpus { dev, txq, cpus } => SettingKind::XpsCpus { dev, txq, cpus },
+            WireSettingKind::RpsCpus { dev, rxq, cpus } => SettingKind::RpsCpus { dev, rxq, cpus },
+            WireSettingKind::Threaded { dev, on } => SettingKind::Threaded { dev, on },
+            WireSettingKind::Coalesce { dev, rx_usecs, tx_usecs } => SettingKind::Coalesce { dev, rx_usecs, tx_usecs },
+            WireSettingKind::Rings { dev, rx, tx } => SettingKind::Rings { dev, rx, tx },
+            WireSettingKind::Features { dev, tso, gso, gro } => SettingKind::Features { dev, tso, gso, gro },
+            WireSettingKind::IpLink { dev, mtu, txqueuelen } => SettingKind::IpLink { dev, mtu, txqueuelen },
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -147,11 +204,20 @@ impl From<&Scenario> for WireScenario {
                 .map(|l| WireLink {
                     a: [l.a.host.clone(), l.a.iface.clone()],
                     b: [l.b.host.clone(), l.b.iface.clone()],
-                    veth: l.kind == LinkKind::Veth,
+                    kind: match l.kind {
+                        LinkKind::Eth => WireLinkKind::Eth,
+                        LinkKind::Veth => WireLinkKind::Veth,
+                        LinkKind::VethPair => WireLinkKind::VethPair,
+                    },
                     txqueues: l.txqueues,
                     rate: l.rate,
                     delay: l.delay,
                     loss: l.loss,
+                    veth_bql: match l.veth_bql {
+                        VethBql::Off => WireVethBql::Off,
+                        VethBql::Bytes => WireVethBql::Bytes,
+                        VethBql::Time => WireVethBql::Time,
+                    },
                     line: l.line,
                 })
                 .collect(),
@@ -167,14 +233,7 @@ impl From<&Scenario> for WireScenario {
                         .map(|st| WireSetting {
                             line: st.line,
                             text: st.text.clone(),
-                            kind: match &st.kind {
-                                SettingKind::Sysctl { key, value } => {
-                                    WireSettingKind::Sysctl { key: key.clone(), value: value.clone() }
-                                }
-                                SettingKind::XpsCpus { dev, txq, cpus } => {
-                                    WireSettingKind::XpsCpus { dev: dev.clone(), txq: *txq, cpus: cpus.clone() }
-                                }
-                            },
+                            kind: WireSettingKind::from(&st.kind),
                         })
                         .collect(),
                 })
@@ -230,11 +289,20 @@ impl From<WireScenario> for Scenario {
                 .map(|l| Link {
                     a: ep(l.a),
                     b: ep(l.b),
-                    kind: if l.veth { LinkKind::Veth } else { LinkKind::Eth },
+                    kind: match l.kind {
+                        WireLinkKind::Eth => LinkKind::Eth,
+                        WireLinkKind::Veth => LinkKind::Veth,
+                        WireLinkKind::VethPair => LinkKind::VethPair,
+                    },
                     txqueues: l.txqueues,
                     rate: l.rate,
                     delay: l.delay,
                     loss: l.loss,
+                    veth_bql: match l.veth_bql {
+                        WireVethBql::Off => VethBql::Off,
+                        WireVethBql::Bytes => VethBql::Bytes,
+                        WireVethBql::Time => VethBql::Time,
+                    },
                     line: l.line,
                 })
                 .collect(),
@@ -247,14 +315,7 @@ impl From<WireScenario> for Scenario {
                     settings: t
                         .settings
                         .into_iter()
-                        .map(|st| Setting {
-                            line: st.line,
-                            text: st.text,
-                            kind: match st.kind {
-                                WireSettingKind::Sysctl { key, value } => SettingKind::Sysctl { key, value },
-                                WireSettingKind::XpsCpus { dev, txq, cpus } => SettingKind::XpsCpus { dev, txq, cpus },
-                            },
-                        })
+                        .map(|st| Setting { line: st.line, text: st.text, kind: SettingKind::from(st.kind) })
                         .collect(),
                 })
                 .collect(),
@@ -655,6 +716,80 @@ mod tests {
         let back = Scenario::from(serde_json::from_str::<WireScenario>(&json).unwrap());
         assert_eq!(back.hosts[0].profile.name, "mine");
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn every_setting_and_link_kind_crosses_unchanged() {
+        let text = r#"duration = "2s"
+[[host]]
+name = "a"
+[[host]]
+name = "b"
+[[host]]
+name = "c"
+[[link]]
+between = ["a:eth0", "b:eth0"]
+kind = "veth-pair"
+veth_bql = "time"
+txqueues = 2
+[[link]]
+between = ["a:eth1", "c:eth0"]
+kind = "veth"
+rate = "1gbit"
+[[link]]
+between = ["b:eth1", "c:eth1"]
+[tc.a]
+script = """
+echo 3 > /sys/class/net/lo/queues/rx-0/rps_cpus
+ethtool -C eth0 tx-usecs 50
+ethtool -K eth0 tso off gro on
+ip link set eth0 mtu 9000 txqueuelen 100
+sysctl -w net.core.skb_defer_max=0 net.core.gro_normal_batch=4
+"""
+[tc.c]
+script = """
+ethtool -G eth1 rx 512
+ethtool -C eth1 rx-usecs 8
+"""
+[[traffic]]
+kind = "tcp"
+from = "a"
+to = "a"
+"#;
+        let s = Scenario::from_bytes(text.as_bytes(), "t.toml").unwrap_or_else(|e| panic!("{e}"));
+        let w = WireScenario::from(&s);
+        let json = serde_json::to_value(&w).unwrap();
+        // The format's words for the link kinds and veth BQL.
+        let kinds: Vec<&str> = json["links"].as_array().unwrap().iter().map(|l| l["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["veth-pair", "veth", "eth"]);
+        assert_eq!(json["links"][0]["veth_bql"], "time");
+        assert_eq!(json["links"][1]["veth_bql"], "off");
+        // And for each setting.
+        let a = &json["tc"][0]["settings"];
+        assert_eq!(a[0]["kind"], serde_json::json!({"kind": "rps_cpus", "dev": "lo", "rxq": 0, "cpus": [0, 1]}));
+        assert_eq!(
+            a[1]["kind"],
+            serde_json::json!({"kind": "coalesce", "dev": "eth0", "rx_usecs": null, "tx_usecs": 50})
+        );
+        assert_eq!(
+            a[2]["kind"],
+            serde_json::json!({"kind": "features", "dev": "eth0", "tso": false, "gso": null, "gro": true})
+        );
+        assert_eq!(a[3]["kind"], serde_json::json!({"kind": "ip_link", "dev": "eth0", "mtu": 9000, "txqueuelen": 100}));
+        assert_eq!(a[4]["kind"], serde_json::json!({"kind": "sysctl", "key": "net.core.skb_defer_max", "value": "0"}));
+        let c = &json["tc"][1]["settings"];
+        assert_eq!(c[0]["kind"], serde_json::json!({"kind": "rings", "dev": "eth1", "rx": 512, "tx": null}));
+        assert_eq!(c[1]["kind"]["kind"], "coalesce");
+        // Back: the same scenario.
+        let run = GuestRun {
+            format: RUN_FORMAT.into(),
+            scenario: w,
+            interval_ns: 100_000_000,
+            snapshot_interval_ns: 100_000_000,
+        };
+        let back: GuestRun = serde_json::from_str(&serde_json::to_string(&run).unwrap()).unwrap();
+        assert_eq!(Scenario::from(back.scenario), s);
+        assert_eq!(RUN_FORMAT, "qdisc-lab/vm-run/3");
     }
 
     #[test]

@@ -208,6 +208,19 @@ impl TcpReceiver {
         None
     }
 
+    /// The application read everything received (`tcp_cleanup_rbuf` after
+    /// `tcp_recvmsg`): a scheduled ACK goes out now if more than one `rcv_mss` is
+    /// unacknowledged, or the data was pushed (a short segment: `ICSK_ACK_PUSHED`).
+    pub fn on_read(&mut self) -> Option<Ack> {
+        if !self.ack_sched {
+            return None;
+        }
+        if self.rcv_nxt - self.rcv_wup > self.rcv_mss as u64 || self.ack_pushed {
+            return Some(self.send_ack());
+        }
+        None
+    }
+
     /// A data segment arrived (`ce`: the IP header carried CE). Returns the ACK to send
     /// now, or `None` (delayed; see `next_timer`).
     pub fn on_segment(&mut self, seg: &Segment, ce: bool, now: Instant) -> Option<Ack> {
