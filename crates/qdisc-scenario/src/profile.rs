@@ -97,6 +97,9 @@ pub struct Costs {
     pub page_free: Cost,
     /// Software GSO (`skb_segment`) per segment, when the device does not do TSO.
     pub skb_segment: Cost,
+    /// pktgen's per-packet loop in its kernel thread (`pktgen_xmit` without the
+    /// `dev_queue_xmit` it calls): taking a reference on its skb, counters, pacing.
+    pub pktgen_xmit: Cost,
     /// From a wake-up (`try_to_wake_up`) of a sleeping thread to it running again.
     pub wakeup_latency: Cost,
     /// The kernel lab's wire namespace (bridge between two veth pairs): latency per

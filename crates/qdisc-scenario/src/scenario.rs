@@ -319,6 +319,12 @@ pub enum TrafficKind {
     Udp { rate: Option<u64>, size: u32, flows: u32 },
     /// ICMP echo every `interval` nanoseconds.
     Ping { interval: u64 },
+    /// The kernel's packet generator (pktgen, `xmit_mode queue_xmit`: through the
+    /// qdisc): `flows` kernel threads sending UDP frames of `size` bytes (`pkt_size`:
+    /// Ethernet, IP and UDP headers included, no FCS) to the discard port, each at
+    /// `rate` bytes/s of frames, or (`None`) as fast as its CPU goes. No socket, no
+    /// receiving application: the far host's UDP drops them (counted as received).
+    Pktgen { rate: Option<u64>, size: u32, flows: u32 },
 }
 
 impl TrafficKind {
@@ -326,6 +332,7 @@ impl TrafficKind {
         match self {
             TrafficKind::Tcp { .. } => "tcp",
             TrafficKind::Udp { .. } => "udp",
+            TrafficKind::Pktgen { .. } => "pktgen",
             TrafficKind::Ping { .. } => "ping",
         }
     }
@@ -1047,12 +1054,13 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
         let takes: &[&str] = match kind {
             "tcp" => &["flows", "cc", "sender_cpus", "receiver_cpus"],
             "udp" => &["rate", "size", "flows", "sender_cpus", "receiver_cpus"],
+            "pktgen" => &["rate", "size", "flows", "sender_cpus"],
             "ping" => &["interval", "sender_cpus"],
             _ => {
                 return Err(cx.at(
                     r.kind.span(),
                     f("kind"),
-                    format!("unknown traffic kind {kind:?} (expected \"tcp\", \"udp\" or \"ping\")"),
+                    format!("unknown traffic kind {kind:?} (expected \"tcp\", \"udp\", \"pktgen\" or \"ping\")"),
                 ))
             }
         };
@@ -1189,6 +1197,36 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                     }
                 };
                 TrafficKind::Udp { rate, size, flows }
+            }
+            "pktgen" => {
+                let rate = match &r.rate {
+                    Some(rv) if rv.get_ref().trim() != "unlimited" => {
+                        if get_rate64(rv.get_ref().trim()).is_none() {
+                            return Err(cx.at(
+                                rv.span(),
+                                f("rate"),
+                                format!("invalid rate {:?} (tc units, e.g. \"1gbit\", or \"unlimited\")", rv.get_ref()),
+                            ));
+                        }
+                        Some(parse_rate(cx, rv, &f("rate"))?)
+                    }
+                    _ => None,
+                };
+                let size = match &r.size {
+                    None => 60,
+                    Some(v) => {
+                        let s = parse_size(cx, v, &f("size"))?;
+                        if !(42..=65535).contains(&s) {
+                            return Err(cx.at(
+                                v.span(),
+                                f("size"),
+                                "a pktgen frame (pkt_size) is 42 (Ethernet, IPv4 and UDP headers) to 65535 bytes",
+                            ));
+                        }
+                        s
+                    }
+                };
+                TrafficKind::Pktgen { rate, size, flows }
             }
             _ => {
                 let interval = match &r.interval {

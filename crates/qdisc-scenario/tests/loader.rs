@@ -87,6 +87,9 @@ fn bundled_scenarios_load() {
             "seed-002-rps.toml",
             "seed-004-bytes.toml",
             "seed-004-off.toml",
+            "seed-004-pktgen-bytes.toml",
+            "seed-004-pktgen-off.toml",
+            "seed-004-pktgen-time.toml",
             "seed-004-time.toml"
         ]
     );
@@ -279,7 +282,7 @@ fn mistakes_are_named_exactly() {
         (with("class add dev eth0", "class add dev eth1"), "t.toml:16:1: tc.a.script: script line 2: device \"eth1\" is not an interface of host \"a\" (its interfaces: eth0)"),
         (with("class add dev eth0", "-n foo class add dev eth0"), "t.toml:16:1: tc.a.script: script line 2: option \"-n\" is not allowed: each script runs in its host's namespace"),
         // Traffic kinds and their fields.
-        (with("kind = \"tcp\"", "kind = \"tpc\""), "t.toml:20:8: traffic[0].kind: unknown traffic kind \"tpc\" (expected \"tcp\", \"udp\" or \"ping\")"),
+        (with("kind = \"tcp\"", "kind = \"tpc\""), "t.toml:20:8: traffic[0].kind: unknown traffic kind \"tpc\" (expected \"tcp\", \"udp\", \"pktgen\" or \"ping\")"),
         (with("flows = 4", "flows = 4\ninterval = \"1s\""), "t.toml:24:12: traffic[0].interval: does not apply to kind \"tcp\" (tcp takes: from, to, start, duration, flows, cc, sender_cpus, receiver_cpus)"),
         (with("flows = 4", "flows = 0"), "t.toml:23:9: traffic[0].flows: must be between 1 and 128"),
         (with("flows = 4", "flows = 4\ncc = \"cu bic\""), "t.toml:24:6: traffic[0].cc: invalid congestion control name \"cu bic\" (e.g. \"cubic\", \"bbr\", \"reno\")"),
@@ -716,5 +719,29 @@ proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
         let _ = Scenario::from_bytes(&bytes, "m.toml");
+    }
+}
+
+#[test]
+fn pktgen_traffic_is_parsed_and_checked() {
+    let pktgen = |extra: &str| {
+        with(
+            "kind = \"tcp\"\nfrom = \"a\"\nto = \"b\"\nflows = 4",
+            &format!("kind = \"pktgen\"\nfrom = \"a\"\nto = \"b\"\n{extra}"),
+        )
+    };
+    let s = load(&pktgen("flows = 2\nsender_cpus = \"0-1\"")).unwrap_or_else(|e| panic!("{e}"));
+    // pkt_size 60 and no delay by default: pktgen's own defaults.
+    assert_eq!(s.traffic[0].kind, TrafficKind::Pktgen { rate: None, size: 60, flows: 2 });
+    assert_eq!(s.traffic[0].kind.name(), "pktgen");
+    let s = load(&pktgen("rate = \"1gbit\"\nsize = \"1514\"")).unwrap();
+    assert_eq!(s.traffic[0].kind, TrafficKind::Pktgen { rate: Some(125_000_000), size: 1514, flows: 1 });
+    let cases = [
+        ("size = \"41\"", "t.toml:23:8: traffic[0].size: a pktgen frame (pkt_size) is 42 (Ethernet, IPv4 and UDP headers) to 65535 bytes"),
+        ("rate = \"fast\"", "t.toml:23:8: traffic[0].rate: invalid rate \"fast\" (tc units, e.g. \"1gbit\", or \"unlimited\")"),
+        ("receiver_cpus = \"0\"", "t.toml:23:17: traffic[0].receiver_cpus: does not apply to kind \"pktgen\" (pktgen takes: from, to, start, duration, rate, size, flows, sender_cpus)"),
+    ];
+    for (extra, want) in cases {
+        assert_eq!(load(&pktgen(extra)).unwrap_err(), want, "{extra}");
     }
 }

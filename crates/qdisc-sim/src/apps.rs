@@ -143,6 +143,8 @@ pub struct UdpApp {
     /// Jitter estimate, nanoseconds (RFC 3550 §6.4.1).
     pub jitter: f64,
     last_transit: Option<i128>,
+    /// A pktgen thread: `size` is the whole frame, there is no socket and no reader.
+    pub pktgen: bool,
 }
 
 impl UdpApp {
@@ -168,6 +170,7 @@ impl UdpApp {
             key,
             rate,
             size,
+            pktgen: false,
             start,
             end,
             next_seq: 0,
@@ -475,10 +478,13 @@ impl Sim {
         u.next_seq += 1;
         u.sent += 1;
         u.sent_bytes += u.size as u64;
-        let len = u.size + UDP_HEADERS;
+        let len = if u.pktgen { u.size } else { u.size + UDP_HEADERS };
+        let pktgen = u.pktgen;
         let meta = Meta { src, dst, payload: Payload::Udp { app, seq, sent_at: now }, alloc: u32::MAX };
         let mut pkt = self.packet(len, 1, &key, meta);
-        pkt.sk = Some(sk);
+        if !pktgen {
+            pkt.sk = Some(sk);
+        }
         (src, dst, pkt)
     }
 
@@ -501,10 +507,19 @@ impl Sim {
             return Step::Done(0);
         }
         let (src, dst, pkt) = self.udp_datagram(app);
+        let pktgen = self.udp[app as usize].pktgen;
         let k = &self.cpus(h).costs;
-        let (user, sys) = (k.app_send, k.udp_sendmsg);
-        self.cpus(h).charge(c, Class::User, Func::App as u16, user);
-        self.cpus(h).charge(c, Class::Sys, Func::UdpSendmsg as u16, sys);
+        let (user, sys) = if pktgen {
+            // pktgen's kernel thread: its loop, then dev_queue_xmit (queue_xmit mode).
+            let ns = k.pktgen_xmit;
+            self.cpus(h).charge(c, Class::Sys, Func::PktgenXmit as u16, ns);
+            (0, ns)
+        } else {
+            let (user, sys) = (k.app_send, k.udp_sendmsg);
+            self.cpus(h).charge(c, Class::User, Func::App as u16, user);
+            self.cpus(h).charge(c, Class::Sys, Func::UdpSendmsg as u16, sys);
+            (user, sys)
+        };
         let Some(iface) = self.hosts[src as usize].route[dst as usize] else { return Step::Done(user + sys) };
         let u = &mut self.udp[app as usize];
         u.owed = u.owed.saturating_sub(1);
@@ -527,6 +542,15 @@ impl Sim {
         }
         u.last_transit = Some(transit);
         let (dst, c, size) = (u.dst, u.rcv_cpu, u.size as u64);
+        if u.pktgen {
+            // No socket on the discard port: udp_rcv frees the skb where it runs.
+            if let Some((h, cpu)) = self.on_cpu {
+                let ns = self.cpus(h).costs.free(size);
+                self.cpus(h).charge(cpu, Class::Softirq, Func::KfreeSkb as u16, ns);
+                self.inline_ns += ns;
+            }
+            return;
+        }
         // skb_consume_udp defers the free from 6.18 on (6.12 frees in place).
         if self.kernel >= qdisc::tree::KernelVersion(6, 18) {
             self.read_skb(dst, c, alloc, size, None);

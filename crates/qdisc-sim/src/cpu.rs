@@ -74,9 +74,10 @@ pub enum Func {
     Ipi,
     KfreeSkb,
     SkbSegment,
+    PktgenXmit,
 }
 
-const FIXED: [&str; 25] = [
+const FIXED: [&str; 26] = [
     "native_queued_spin_lock_slowpath",
     "_raw_spin_lock",
     "[user] application",
@@ -102,6 +103,7 @@ const FIXED: [&str; 25] = [
     "smp_call_function_single_async",
     "skb_release_data",
     "skb_segment",
+    "pktgen_xmit",
 ];
 
 /// The profile's costs as the model reads them, per packet, in nanoseconds.
@@ -130,6 +132,7 @@ pub struct Costs {
     pub kfree_skb: u64,
     pub page_free: u64,
     pub skb_segment: u64,
+    pub pktgen_xmit: u64,
     pub wakeup_latency: u64,
     pub bridge_forward: u64,
     pub lock_uncontended: u64,
@@ -165,6 +168,7 @@ impl Costs {
             kfree_skb: c.kfree_skb.ns,
             page_free: c.page_free.ns,
             skb_segment: c.skb_segment.ns,
+            pktgen_xmit: c.pktgen_xmit.ns,
             wakeup_latency: c.wakeup_latency.ns,
             bridge_forward: c.bridge_forward.ns,
             lock_uncontended: p.lock.uncontended.ns,

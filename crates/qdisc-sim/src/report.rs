@@ -204,7 +204,7 @@ impl Recorder {
                         summary,
                     ));
                 }
-                TrafficKind::Udp { .. } => {
+                TrafficKind::Udp { .. } | TrafficKind::Pktgen { .. } => {
                     let mut streams = Vec::new();
                     for (i, u) in sim.udp.iter().enumerate().filter(|(_, u)| u.traffic == ti) {
                         streams.push(StreamResult {

@@ -751,6 +751,18 @@ impl Sim {
                         self.events.at(start, Ev::Udp { app: id });
                     }
                 }
+                TrafficKind::Pktgen { rate, size, flows } => {
+                    // pktgen's UDP ports: 9 (discard) on both ends; its threads differ by
+                    // their kpktgend_N CPU only.
+                    for stream in 0..*flows as usize {
+                        let id = self.udp.len() as u32;
+                        let mut u = UdpApp::new(ti, src, dst, key(9, 9, 17), *rate, *size, start, end, id);
+                        u.pktgen = true;
+                        u.cpu = place(self, src, &t.sender_cpus, stream);
+                        self.udp.push(u);
+                        self.events.at(start, Ev::Udp { app: id });
+                    }
+                }
                 TrafficKind::Ping { interval } => {
                     let id = self.ping.len() as u32;
                     let k = key(0, 0, 1);

@@ -456,3 +456,35 @@ receiver_cpus = "0"
     let busy: Vec<usize> = (0..4).filter(|&c| threaded[c] > 0.0).collect();
     assert_eq!(busy.len(), 1, "{threaded:?}");
 }
+
+#[test]
+fn pktgen_sends_whole_frames_from_a_kernel_thread_without_a_socket() {
+    let r = run(r#"
+duration = "100ms"
+[[host]]
+name = "a"
+cpus = 2
+[[host]]
+name = "b"
+cpus = 2
+[[link]]
+between = ["a:veth0", "b:veth1"]
+kind = "veth-pair"
+[[traffic]]
+kind = "pktgen"
+from = "a"
+to = "b"
+rate = "8mbit"
+size = "1000"
+sender_cpus = "1"
+"#);
+    let t = &r.throughput[0];
+    let c = Profile::default_profile().cost;
+    // 1000-byte frames at 8 Mbit/s: one every ms, the last still on its way.
+    assert_eq!((t.kind.as_str(), t.sender.packets, t.sender.bytes), ("pktgen", Some(100), 100_000));
+    assert_eq!(t.receiver.bytes, 100_000);
+    // Its loop instead of a socket's sendmsg, and no reader: the far UDP frees them.
+    assert_eq!(ns(&r, "a", "pktgen_xmit"), 100 * c.pktgen_xmit.ns);
+    assert_eq!((ns(&r, "a", "udp_sendmsg"), ns(&r, "a", "recvmsg")), (0, 0));
+    assert_eq!(ns(&r, "a", "skb_release_data"), 100 * (c.kfree_skb.ns + c.page_free.ns));
+}

@@ -572,7 +572,8 @@ impl HostBackend {
                                 cmd.args(["-u", "-b", &bits.to_string(), "-l", &size.to_string()]);
                                 cmd.args(["-P", &flows.to_string()]);
                             }
-                            TrafficKind::Ping { .. } => unreachable!(),
+                            // Refused before the run (settings::unsupported).
+                            TrafficKind::Ping { .. } | TrafficKind::Pktgen { .. } => unreachable!(),
                         }
                     }
                 }
@@ -730,7 +731,9 @@ impl HostBackend {
             dst,
             start_s: secs(t.start),
             flows: match t.kind {
-                TrafficKind::Tcp { flows, .. } | TrafficKind::Udp { flows, .. } => flows,
+                TrafficKind::Tcp { flows, .. } | TrafficKind::Udp { flows, .. } | TrafficKind::Pktgen { flows, .. } => {
+                    flows
+                }
                 _ => 1,
             },
         }

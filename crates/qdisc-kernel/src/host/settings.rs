@@ -58,7 +58,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Arc;
 
 pub use qdisc_scenario::scenario::SYSCTL_KEYS;
-use qdisc_scenario::scenario::{cpumask_string, parse_cpulist, Scenario, SettingKind, VethBql};
+use qdisc_scenario::scenario::{cpumask_string, parse_cpulist, Scenario, SettingKind, TrafficKind, VethBql};
 
 use crate::proc;
 
@@ -442,6 +442,15 @@ pub fn unsupported(s: &Scenario) -> Vec<String> {
             ));
         }
     }
+    for (i, t) in s.traffic.iter().enumerate() {
+        if matches!(t.kind, TrafficKind::Pktgen { .. }) {
+            out.push(format!(
+                "{}:{}: traffic[{i}]: kind = \"pktgen\": the kernel lab does not drive the kernel's pktgen \
+                 (its module, /proc/net/pktgen) yet",
+                s.file, t.line
+            ));
+        }
+    }
     out
 }
 
@@ -633,7 +642,8 @@ mod tests {
         let text = "duration = \"1s\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n[[host]]\nname = \"c\"\n\
                     [[link]]\nbetween = [\"a:eth0\", \"b:eth0\"]\nkind = \"veth-pair\"\nveth_bql = \"bytes\"\n\
                     [[link]]\nbetween = [\"a:eth1\", \"c:eth0\"]\n\
-                    [tc.a]\nscript = \"\"\"\nethtool -K eth1 gro off\nethtool -C eth1 rx-usecs 8\nethtool -G eth1 tx 512\n\"\"\"\n";
+                    [tc.a]\nscript = \"\"\"\nethtool -K eth1 gro off\nethtool -C eth1 rx-usecs 8\nethtool -G eth1 tx 512\n\"\"\"\n\
+                    [[traffic]]\nkind = \"pktgen\"\nfrom = \"a\"\nto = \"c\"\n";
         let s = Scenario::from_bytes(text.as_bytes(), "u.toml").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             unsupported(&s),
@@ -644,6 +654,8 @@ mod tests {
                  link's kind): no interrupt coalescing (ethtool: Operation not supported)",
                 "u.toml:18: tc.a: ethtool -G eth1 tx 512: the kernel lab's interfaces are veths (whatever the link's \
                  kind): no rings to size (ethtool: Operation not supported)",
+                "u.toml:20: traffic[0]: kind = \"pktgen\": the kernel lab does not drive the kernel's pktgen (its \
+                 module, /proc/net/pktgen) yet",
             ]
         );
         let e = refuse_unsupported(&s).unwrap_err();
@@ -653,7 +665,8 @@ mod tests {
         // Without them: nothing to refuse.
         let fine = text
             .replace("veth_bql = \"bytes\"\n", "")
-            .replace("ethtool -C eth1 rx-usecs 8\nethtool -G eth1 tx 512\n", "");
+            .replace("ethtool -C eth1 rx-usecs 8\nethtool -G eth1 tx 512\n", "")
+            .replace("kind = \"pktgen\"", "kind = \"ping\"");
         let s = Scenario::from_bytes(fine.as_bytes(), "u.toml").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(unsupported(&s), Vec::<String>::new());
         assert_eq!(refuse_unsupported(&s), Ok(()));

@@ -175,6 +175,7 @@ pub struct WireTraffic {
 pub enum WireKind {
     Tcp { flows: u32, cc: String },
     Udp { rate: Option<u64>, size: u32, flows: u32 },
+    Pktgen { rate: Option<u64>, size: u32, flows: u32 },
     Ping { interval: u64 },
 }
 
@@ -246,6 +247,9 @@ impl From<&Scenario> for WireScenario {
                         TrafficKind::Tcp { flows, cc } => WireKind::Tcp { flows: *flows, cc: cc.clone() },
                         TrafficKind::Udp { rate, size, flows } => {
                             WireKind::Udp { rate: *rate, size: *size, flows: *flows }
+                        }
+                        TrafficKind::Pktgen { rate, size, flows } => {
+                            WireKind::Pktgen { rate: *rate, size: *size, flows: *flows }
                         }
                         TrafficKind::Ping { interval } => WireKind::Ping { interval: *interval },
                     },
@@ -326,6 +330,7 @@ impl From<WireScenario> for Scenario {
                     kind: match t.kind {
                         WireKind::Tcp { flows, cc } => TrafficKind::Tcp { flows, cc },
                         WireKind::Udp { rate, size, flows } => TrafficKind::Udp { rate, size, flows },
+                        WireKind::Pktgen { rate, size, flows } => TrafficKind::Pktgen { rate, size, flows },
                         WireKind::Ping { interval } => TrafficKind::Ping { interval },
                     },
                     from: t.from,
