@@ -50,7 +50,7 @@ pub const DEFAULT_CPUS: u32 = 4;
 /// The `sysctl` keys a script may set (`sysctl -w KEY=VALUE`), in the order the errors
 /// list them. All of them are global to a kernel, none per network namespace (see
 /// docs/scenarios.md, "Settings").
-pub const SYSCTL_KEYS: [&str; 9] = [
+pub const SYSCTL_KEYS: [&str; 10] = [
     "net.core.default_qdisc",
     "net.core.dev_weight",
     "net.core.dev_weight_tx_bias",
@@ -60,6 +60,7 @@ pub const SYSCTL_KEYS: [&str; 9] = [
     "net.core.netdev_max_backlog",
     "net.core.skb_defer_max",
     "net.core.gro_normal_batch",
+    "net.core.rps_sock_flow_entries",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,6 +239,10 @@ pub enum SettingKind {
     /// `echo MASK > /sys/class/net/DEV/queues/rx-N/rps_cpus` (RPS): the CPUs of the
     /// mask, as for `XpsCpus` ("0": RPS off for that queue). `dev` may be `lo` (rx-0).
     RpsCpus { dev: String, rxq: u32, cpus: Vec<u32> },
+    /// `echo N > /sys/class/net/DEV/queues/rx-N/rps_flow_cnt`: RFS's flow table of an
+    /// rx queue (0: none); with `net.core.rps_sock_flow_entries` it steers a flow to
+    /// the CPU its socket's reader runs on.
+    RpsFlowCnt { dev: String, rxq: u32, count: u32 },
     /// `echo 0|1 > /sys/class/net/DEV/threaded`: the device's NAPI polls run in
     /// kernel threads (`napi/DEV-N`) that the scheduler places, instead of in the
     /// softirq of the CPU that raised them.
@@ -1433,6 +1438,8 @@ pub fn sysctl_range(key: &str) -> Option<(i64, i64, &'static str)> {
         "net.core.netdev_budget" | "net.core.netdev_max_backlog" => Some(int),
         "net.core.skb_defer_max" => Some((0, i32::MAX as i64, "")),
         "net.core.gro_normal_batch" => Some((1, i32::MAX as i64, "")),
+        // rps_sock_flow_sysctl: more than 2^29 entries is refused (overflow guard).
+        "net.core.rps_sock_flow_entries" => Some((0, 1 << 29, "")),
         _ => None,
     }
 }
@@ -1522,12 +1529,26 @@ fn echo_line(args: &[String], devs: &Devs) -> Result<SettingKind, String> {
     let (dev, q, rps) = match parts[..] {
         [dev, "queues", q, "xps_cpus"] => (dev, q, false),
         [dev, "queues", q, "rps_cpus"] => (dev, q, true),
+        [dev, "queues", q, "rps_flow_cnt"] => {
+            // store_rps_dev_flow_table_cnt: kstrtoul, its power of two − 1 fits 32 bits.
+            let count = value.parse::<u32>().map_err(|_| {
+                format!("rps_flow_cnt takes a count of 0 to 4294967295, not {value:?} (write error: Invalid argument)")
+            })?;
+            let SettingKind::RpsCpus { dev, rxq, .. } = echo_line(
+                &["0".to_string(), ">".to_string(), format!("/sys/class/net/{dev}/queues/{q}/rps_cpus")],
+                devs,
+            )?
+            else {
+                unreachable!("an rps_cpus line")
+            };
+            return Ok(SettingKind::RpsFlowCnt { dev, rxq, count });
+        }
         [dev, "threaded"] => return threaded_line(dev, value, devs),
         _ => {
             return Err(format!(
                 "echo to {path:?} is not supported: the only /sys files a script can write are \
-                 /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS), /sys/class/net/DEV/queues/rx-N/rps_cpus (RPS) \
-                 and /sys/class/net/DEV/threaded (threaded NAPI)"
+                 /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS), /sys/class/net/DEV/queues/rx-N/rps_cpus (RPS), \
+                 /sys/class/net/DEV/queues/rx-N/rps_flow_cnt (RFS) and /sys/class/net/DEV/threaded (threaded NAPI)"
             ))
         }
     };

@@ -305,7 +305,7 @@ fn mistakes_are_named_exactly() {
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"lots\""), "t.toml:29:8: traffic[1].rate: invalid rate \"lots\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")"),
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"unlimited\"\nflows = 129"), "t.toml:30:9: traffic[1].flows: must be between 1 and 128"),
         // Settings in a script: sysctl.
-        (with(CLASS, "sysctl -w net.core.foo=1"), "t.toml:16:1: tc.a.script: script line 2: unknown sysctl key \"net.core.foo\" (supported: net.core.default_qdisc, net.core.dev_weight, net.core.dev_weight_tx_bias, net.core.dev_weight_rx_bias, net.core.netdev_budget, net.core.netdev_budget_usecs, net.core.netdev_max_backlog, net.core.skb_defer_max, net.core.gro_normal_batch)"),
+        (with(CLASS, "sysctl -w net.core.foo=1"), "t.toml:16:1: tc.a.script: script line 2: unknown sysctl key \"net.core.foo\" (supported: net.core.default_qdisc, net.core.dev_weight, net.core.dev_weight_tx_bias, net.core.dev_weight_rx_bias, net.core.netdev_budget, net.core.netdev_budget_usecs, net.core.netdev_max_backlog, net.core.skb_defer_max, net.core.gro_normal_batch, net.core.rps_sock_flow_entries)"),
         (with(CLASS, "sysctl -w net.core.dev_weight=0"), "t.toml:16:1: tc.a.script: script line 2: net.core.dev_weight = 0 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl net.core.dev_weight_rx_bias=2147483648"), "t.toml:16:1: tc.a.script: script line 2: net.core.dev_weight_rx_bias = 2147483648 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl -w net.core.netdev_budget_usecs=2000"), "t.toml:16:1: tc.a.script: script line 2: net.core.netdev_budget_usecs = 2000 is out of range: the kernel takes 8000 to 2147483647 (at least 2 jiffies: 8000 µs at HZ=250)"),
@@ -328,8 +328,8 @@ fn mistakes_are_named_exactly() {
         (with(CLASS, "echo 1 > /sys/class/net/eth0/queues/tx-4/xps_cpus").replace("rate = \"1gbit\"", "rate = \"1gbit\"\ntxqueues = 4"), "t.toml:17:1: tc.a.script: script line 2: eth0 of host a has 4 tx queues (tx-0 to tx-3), as link[0].txqueues says: tx-4 does not exist"),
         (with(CLASS, "echo 1 > /sys/class/net/lo/queues/tx-0/xps_cpus"), "t.toml:16:1: tc.a.script: script line 2: device \"lo\" is not an interface of host \"a\" (its interfaces: eth0)"),
         (with(CLASS, "echo 1 > /sys/class/net/eth0/queues/rx-0/xps_cpus"), "t.toml:16:1: tc.a.script: script line 2: \"rx-0\" is not a tx queue (tx-0, tx-1, …)"),
-        (with(CLASS, "echo 1 > /sys/class/net/eth0/queues/tx-0/xps_rxqs"), "t.toml:16:1: tc.a.script: script line 2: echo to \"/sys/class/net/eth0/queues/tx-0/xps_rxqs\" is not supported: the only /sys files a script can write are /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS), /sys/class/net/DEV/queues/rx-N/rps_cpus (RPS) and /sys/class/net/DEV/threaded (threaded NAPI)"),
-        (with(CLASS, "echo 1 > /tmp/x"), "t.toml:16:1: tc.a.script: script line 2: echo to \"/tmp/x\" is not supported: the only /sys files a script can write are /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS), /sys/class/net/DEV/queues/rx-N/rps_cpus (RPS) and /sys/class/net/DEV/threaded (threaded NAPI)"),
+        (with(CLASS, "echo 1 > /sys/class/net/eth0/queues/tx-0/xps_rxqs"), "t.toml:16:1: tc.a.script: script line 2: echo to \"/sys/class/net/eth0/queues/tx-0/xps_rxqs\" is not supported: the only /sys files a script can write are /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS), /sys/class/net/DEV/queues/rx-N/rps_cpus (RPS), /sys/class/net/DEV/queues/rx-N/rps_flow_cnt (RFS) and /sys/class/net/DEV/threaded (threaded NAPI)"),
+        (with(CLASS, "echo 1 > /tmp/x"), "t.toml:16:1: tc.a.script: script line 2: echo to \"/tmp/x\" is not supported: the only /sys files a script can write are /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS), /sys/class/net/DEV/queues/rx-N/rps_cpus (RPS), /sys/class/net/DEV/queues/rx-N/rps_flow_cnt (RFS) and /sys/class/net/DEV/threaded (threaded NAPI)"),
         (with(CLASS, "echo 1"), "t.toml:16:1: tc.a.script: script line 2: expected echo MASK > /sys/class/net/DEV/queues/tx-N/xps_cpus or /sys/class/net/DEV/queues/rx-N/rps_cpus (an echo without \">\" sets nothing)"),
         (with("script = \"\"\"\nqdisc add dev eth0 root handle 1: htb default 10\nclass add dev eth0 parent 1: classid 1:10 htb rate 100mbit\n\"\"\"", "script = \"sysctl -w net.core.dev_weight=32\\nqdisc add dev eth0 root handle 1: htb default 10\""), "t.toml:14:10: tc.a.script: line 14: \"sysctl -w net.core.dev_weight=32\" shares its line of the file with a tc command; give each setting a line of its own (a multi-line string, \"\"\"…\"\"\")"),
         // Whole-file things.
@@ -397,6 +397,7 @@ fn receive_side_and_interface_settings_are_parsed() {
                   echo -n ff > /sys/class/net/lo/queues/rx-0/rps_cpus\n\
                   echo 0 > /sys/class/net/veth0/queues/rx-0/rps_cpus\n\
                   echo 1 > /sys/class/net/veth0/threaded\n\
+                  echo 2048 > /sys/class/net/lo/queues/rx-0/rps_flow_cnt\n\
                   echo -n 0 > /sys/class/net/eth0/threaded\n\
                   ethtool -C eth0 rx-usecs 8 tx-usecs 0x10\n\
                   ethtool --coalesce eth0 tx-usecs 50\n\
@@ -422,6 +423,7 @@ fn receive_side_and_interface_settings_are_parsed() {
         RpsCpus { dev: d("lo"), rxq: 0, cpus: (0..8).collect() },
         RpsCpus { dev: d("veth0"), rxq: 0, cpus: vec![] },
         Threaded { dev: d("veth0"), on: true },
+        RpsFlowCnt { dev: d("lo"), rxq: 0, count: 2048 },
         Threaded { dev: d("eth0"), on: false },
         Coalesce { dev: d("eth0"), rx_usecs: Some(8), tx_usecs: Some(16) },
         Coalesce { dev: d("eth0"), rx_usecs: None, tx_usecs: Some(50) },
@@ -447,12 +449,12 @@ fn receive_side_and_interface_settings_are_parsed() {
     assert_eq!(got, want);
     // Each with its line of the file and its text.
     let lines: Vec<usize> = t.settings.iter().map(|st| st.line).collect();
-    let mut want_lines: Vec<usize> = (22..=42).collect();
-    want_lines.insert(20, 41);
+    let mut want_lines: Vec<usize> = (22..=43).collect();
+    want_lines.insert(21, 42);
     assert_eq!(lines, want_lines);
     assert_eq!(t.settings[3].text, "echo 1 > /sys/class/net/veth0/threaded");
-    assert_eq!(t.settings[5].text, "ethtool -C eth0 rx-usecs 8 tx-usecs 0x10");
-    assert_eq!(t.settings[20].text, "sysctl -w net.core.skb_defer_max=0 net.core.gro_normal_batch=1");
+    assert_eq!(t.settings[6].text, "ethtool -C eth0 rx-usecs 8 tx-usecs 0x10");
+    assert_eq!(t.settings[21].text, "sysctl -w net.core.skb_defer_max=0 net.core.gro_normal_batch=1");
 }
 
 #[test]
@@ -496,7 +498,11 @@ fn receive_side_mistakes_are_named_exactly() {
         ("off", "echo 1 > /sys/class/net/veth0/queues/rx-1/rps_cpus", "veth0 of host a has 1 rx queue (rx-0), as link[1].txqueues says: rx-1 does not exist"),
         ("off", "echo 1 > /sys/class/net/eth0/queues/tx-0/rps_cpus", "\"tx-0\" is not an rx queue (rx-0, rx-1, …)"),
         ("off", "echo 1 > /sys/class/net/eth9/queues/rx-0/rps_cpus", "device \"eth9\" is not an interface of host \"a\" (its interfaces: br0, eth0, veth0)"),
-        ("off", "echo 1 > /sys/class/net/eth0/queues/rx-0/rps_flow_cnt", "echo to \"/sys/class/net/eth0/queues/rx-0/rps_flow_cnt\" is not supported: the only /sys files a script can write are /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS), /sys/class/net/DEV/queues/rx-N/rps_cpus (RPS) and /sys/class/net/DEV/threaded (threaded NAPI)"),
+        ("off", "echo 9000 > /sys/class/net/eth0/mtu", "echo to \"/sys/class/net/eth0/mtu\" is not supported: the only /sys files a script can write are /sys/class/net/DEV/queues/tx-N/xps_cpus (XPS), /sys/class/net/DEV/queues/rx-N/rps_cpus (RPS), /sys/class/net/DEV/queues/rx-N/rps_flow_cnt (RFS) and /sys/class/net/DEV/threaded (threaded NAPI)"),
+        // RFS's per-queue table: a count that fits, on a queue that exists.
+        ("off", "echo -1 > /sys/class/net/eth0/queues/rx-0/rps_flow_cnt", "rps_flow_cnt takes a count of 0 to 4294967295, not \"-1\" (write error: Invalid argument)"),
+        ("off", "echo 16 > /sys/class/net/lo/queues/rx-1/rps_flow_cnt", "lo of host a has 1 rx queue (rx-0): rx-1 does not exist"),
+        ("off", "sysctl -w net.core.rps_sock_flow_entries=536870913", "net.core.rps_sock_flow_entries = 536870913 is out of range: the kernel takes 0 to 536870912"),
         // Threaded NAPI: 0 or 1, not on lo.
         ("off", "echo 2 > /sys/class/net/eth0/threaded", "/sys/class/net/eth0/threaded takes 0 or 1, not \"2\" (write error: Invalid argument)"),
         ("off", "echo 1 > /sys/class/net/lo/threaded", "lo has no NAPI to thread (its packets go through the per-CPU backlog)"),

@@ -344,6 +344,8 @@ pub struct HostCpus {
     pub gro_batch: u32,
     /// Packets dropped because a backlog was full (`softnet_stat`'s dropped column).
     pub backlog_dropped: u64,
+    /// RFS's global socket flow table is set (`net.core.rps_sock_flow_entries` > 0).
+    pub rfs: bool,
 }
 
 impl HostCpus {
@@ -388,6 +390,7 @@ impl HostCpus {
             defer_max: 64,
             gro_batch: 8,
             backlog_dropped: 0,
+            rfs: false,
         }
     }
 

@@ -61,6 +61,8 @@ pub struct RxQueue {
     pub rps: Vec<u32>,
     /// Threaded NAPI (`/sys/class/net/DEV/threaded`): the CPU of its kernel thread.
     pub thread: Option<u32>,
+    /// RFS: the queue has a flow table (`rps_flow_cnt` > 0).
+    pub rfs: bool,
     /// BQL on veth (time-based): completions not yet reported, and since when.
     pub bql_pkts: u32,
     pub bql_bytes: u32,
@@ -74,6 +76,7 @@ impl RxQueue {
             scheduled: false,
             rps: Vec::new(),
             thread: None,
+            rfs: false,
             bql_pkts: 0,
             bql_bytes: 0,
             bql_since: Instant::ZERO,
@@ -199,9 +202,41 @@ impl Sim {
     /// `netif_rx` of a packet received by `iface` on rx queue `rxq`, on CPU `c`: RPS
     /// picks the CPU whose backlog takes it (by flow hash among `rps_cpus`), else this one.
     fn netif_rx(&mut self, h: u32, c: u32, iface: u32, rxq: u32, p: Packet) {
-        let rps = &self.ifaces[iface as usize].rx[rxq as usize].rps;
-        let target = if rps.is_empty() { c } else { rps[((p.hash as u64 * rps.len() as u64) >> 32) as usize] };
+        let target = self.rps_cpu(h, iface, rxq, &p).unwrap_or(c);
         self.enqueue_to_backlog(h, c, target, iface, p);
+    }
+
+    /// `get_rps_cpu`: with RFS (the global socket flow table and the queue's flow
+    /// table set) the CPU the flow's socket was last used on — its thread's; else the
+    /// RPS map's CPU for the flow hash; `None`: neither applies. (RFS's wait for the old
+    /// CPU's backlog to drain before a flow moves is not modelled: threads do not move.)
+    fn rps_cpu(&mut self, h: u32, iface: u32, rxq: u32, p: &Packet) -> Option<u32> {
+        let q = &self.ifaces[iface as usize].rx[rxq as usize];
+        if q.rfs && self.cpus(h).rfs {
+            if let Some(cpu) = self.socket_cpu(self.ifaces[iface as usize].host, p.id) {
+                return Some(cpu);
+            }
+        }
+        let rps = &self.ifaces[iface as usize].rx[rxq as usize].rps;
+        (!rps.is_empty()).then(|| rps[((p.hash as u64 * rps.len() as u64) >> 32) as usize])
+    }
+
+    /// The CPU of the thread whose socket on host `host` takes packet `id`
+    /// (`sock_rps_record_flow`: its last recvmsg or sendmsg), if it has one.
+    fn socket_cpu(&self, host: u32, id: u64) -> Option<u32> {
+        let m = self.metas.get(id as usize)?.as_ref()?;
+        if m.dst != host {
+            return None;
+        }
+        match &m.payload {
+            Payload::Tcp { flow, .. } => Some(self.tcp[*flow as usize].rcv_cpu),
+            Payload::TcpAck { flow, .. } => Some(self.tcp[*flow as usize].snd_cpu),
+            Payload::Udp { app, .. } => {
+                Some(self.udp[*app as usize].rcv_cpu).filter(|_| !self.udp[*app as usize].pktgen)
+            }
+            Payload::Ping { app, reply: true, .. } => Some(self.ping[*app as usize].cpu),
+            Payload::Ping { reply: false, .. } => None,
+        }
     }
 
     /// `enqueue_to_backlog` from CPU `c` to CPU `target`'s backlog: beyond
@@ -300,10 +335,8 @@ impl Sim {
                 }
             }
             if let RxSrc::Ring { iface: ri, rxq } = src {
-                let rps = &self.ifaces[ri as usize].rx[rxq as usize].rps;
-                if !rps.is_empty() {
-                    // RPS: the packet goes to the chosen CPU's backlog (even this one's).
-                    let target = rps[((pkt.hash as u64 * rps.len() as u64) >> 32) as usize];
+                if let Some(target) = self.rps_cpu(h, ri, rxq, &pkt) {
+                    // RPS/RFS: the packet goes to the chosen CPU's backlog (even this one's).
                     self.enqueue_to_backlog(h, c, target, iface, pkt);
                     ns += std::mem::take(&mut self.inline_ns);
                     continue;

@@ -657,6 +657,7 @@ impl Sim {
             "net.core.dev_weight_rx_bias" => cpu.rx_bias = int()?.clamp(1, u32::MAX as i64) as u32,
             "net.core.skb_defer_max" => cpu.defer_max = int()?.clamp(0, u32::MAX as i64) as u32,
             "net.core.gro_normal_batch" => cpu.gro_batch = int()?.clamp(1, u32::MAX as i64) as u32,
+            "net.core.rps_sock_flow_entries" => cpu.rfs = int()? > 0,
             other => return Err(format!("sysctl {other} is not modelled by the simulator")),
         }
         // dev_rx_weight = dev_weight × dev_weight_rx_bias: process_backlog's quota.
@@ -900,6 +901,7 @@ impl Sim {
             for st in &script.settings {
                 let dev = match &st.kind {
                     SettingKind::RpsCpus { dev, .. }
+                    | SettingKind::RpsFlowCnt { dev, .. }
                     | SettingKind::Threaded { dev, .. }
                     | SettingKind::Coalesce { dev, .. }
                     | SettingKind::Rings { dev, .. }
@@ -935,6 +937,7 @@ impl Sim {
                 let i = &mut self.ifaces[i];
                 match &st.kind {
                     SettingKind::RpsCpus { rxq, cpus, .. } => i.rx[*rxq as usize].rps = cpus.clone(),
+                    SettingKind::RpsFlowCnt { rxq, count, .. } => i.rx[*rxq as usize].rfs = *count > 0,
                     SettingKind::Threaded { on, .. } => {
                         // Each NAPI's kernel thread runs where the scheduler puts it: an
                         // idle CPU (one no application thread is pinned to) if there is

@@ -488,3 +488,29 @@ sender_cpus = "1"
     assert_eq!((ns(&r, "a", "udp_sendmsg"), ns(&r, "a", "recvmsg")), (0, 0));
     assert_eq!(ns(&r, "a", "skb_release_data"), 100 * (c.kfree_skb.ns + c.page_free.ns));
 }
+
+#[test]
+fn rfs_steers_a_flow_to_its_readers_cpu() {
+    let udp = r#"
+[[traffic]]
+kind = "udp"
+from = "client"
+to = "server"
+rate = "8mbit"
+size = "1000"
+receiver_cpus = "3"
+"#;
+    let script = "[tc.server]\nscript = \"\"\"\nsysctl -w net.core.rps_sock_flow_entries=32768\n\
+                  echo 2048 > /sys/class/net/eth0/queues/rx-0/rps_flow_cnt\n\"\"\"\n";
+    let r = run(&format!("{NIC_PAIR}{script}{udp}"));
+    let c = Profile::default_profile().cost;
+    // NAPI on CPU 0 queues each datagram to CPU 3, where its reader runs.
+    assert_eq!(ns(&r, "server", "process_backlog"), 999 * c.napi_gro_receive.ns);
+    let t = &host(&r, "server").total;
+    assert!(t[3].softirq > 0.0 && t[1].softirq == 0.0 && t[2].softirq == 0.0, "{t:?}");
+    // Without the global table the queue's table does nothing.
+    let half = script.replace("sysctl -w net.core.rps_sock_flow_entries=32768\n", "");
+    assert_ne!(half, script);
+    let r = run(&format!("{NIC_PAIR}{half}{udp}"));
+    assert_eq!(ns(&r, "server", "process_backlog"), 0);
+}

@@ -388,6 +388,9 @@ impl HostBackend {
                             SettingKind::XpsCpus { dev, txq, cpus } => settings::set_xps(&ns, dev, *txq, cpus),
                             SettingKind::RpsCpus { dev, rxq, cpus } => settings::set_rps(&ns, dev, *rxq, cpus),
                             SettingKind::Threaded { dev, on } => settings::set_threaded(&ns, dev, *on),
+                            SettingKind::RpsFlowCnt { dev, rxq, count } => {
+                                settings::set_rps_flow_cnt(&ns, dev, *rxq, *count)
+                            }
                             SettingKind::Features { dev, tso, gso, gro } => {
                                 let ethtool = tools.ethtool.as_deref().expect("preflight: ethtool is there");
                                 settings::set_features(ethtool, &ns, dev, *tso, *gso, *gro)

@@ -334,6 +334,11 @@ pub fn set_rps(ns: &str, dev: &str, rxq: u32, cpus: &[u32]) -> Result<(), String
     write_queue_mask(ns, &format!("/sys/class/net/{dev}/queues/rx-{rxq}/rps_cpus"), cpus)
 }
 
+/// `echo N > /sys/class/net/DEV/queues/rx-N/rps_flow_cnt` in namespace `ns`.
+pub fn set_rps_flow_cnt(ns: &str, dev: &str, rxq: u32, count: u32) -> Result<(), String> {
+    write_sys(ns, &format!("/sys/class/net/{dev}/queues/rx-{rxq}/rps_flow_cnt"), &count.to_string())
+}
+
 /// `echo 0|1 > /sys/class/net/DEV/threaded` in namespace `ns`.
 pub fn set_threaded(ns: &str, dev: &str, on: bool) -> Result<(), String> {
     write_sys(ns, &format!("/sys/class/net/{dev}/threaded"), if on { "1" } else { "0" })
@@ -534,6 +539,7 @@ pub fn preflight(s: &Scenario) -> (Vec<String>, Vec<String>) {
                 }
                 SettingKind::Sysctl { .. }
                 | SettingKind::Threaded { .. }
+                | SettingKind::RpsFlowCnt { .. }
                 | SettingKind::Coalesce { .. }
                 | SettingKind::Rings { .. }
                 | SettingKind::Features { .. }

@@ -114,13 +114,14 @@ pub struct WireSetting {
 }
 
 /// [`SettingKind`], variant for variant (`"kind": "sysctl" | "xps_cpus" | "rps_cpus" |
-/// "threaded" | "coalesce" | "rings" | "features" | "ip_link"`).
+/// "rps_flow_cnt" | "threaded" | "coalesce" | "rings" | "features" | "ip_link"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WireSettingKind {
     Sysctl { key: String, value: String },
     XpsCpus { dev: String, txq: u32, cpus: Vec<u32> },
     RpsCpus { dev: String, rxq: u32, cpus: Vec<u32> },
+    RpsFlowCnt { dev: String, rxq: u32, count: u32 },
     Threaded { dev: String, on: bool },
     Coalesce { dev: String, rx_usecs: Option<u32>, tx_usecs: Option<u32> },
     Rings { dev: String, rx: Option<u32>, tx: Option<u32> },
@@ -134,6 +135,7 @@ impl From<&SettingKind> for WireSettingKind {
             SettingKind::Sysctl { key, value } => WireSettingKind::Sysctl { key, value },
             SettingKind::XpsCpus { dev, txq, cpus } => WireSettingKind::XpsCpus { dev, txq, cpus },
             SettingKind::RpsCpus { dev, rxq, cpus } => WireSettingKind::RpsCpus { dev, rxq, cpus },
+            SettingKind::RpsFlowCnt { dev, rxq, count } => WireSettingKind::RpsFlowCnt { dev, rxq, count },
             SettingKind::Threaded { dev, on } => WireSettingKind::Threaded { dev, on },
             SettingKind::Coalesce { dev, rx_usecs, tx_usecs } => WireSettingKind::Coalesce { dev, rx_usecs, tx_usecs },
             SettingKind::Rings { dev, rx, tx } => WireSettingKind::Rings { dev, rx, tx },
@@ -149,6 +151,7 @@ impl From<WireSettingKind> for SettingKind {
             WireSettingKind::Sysctl { key, value } => SettingKind::Sysctl { key, value },
             WireSettingKind::XpsCpus { dev, txq, cpus } => SettingKind::XpsCpus { dev, txq, cpus },
             WireSettingKind::RpsCpus { dev, rxq, cpus } => SettingKind::RpsCpus { dev, rxq, cpus },
+            WireSettingKind::RpsFlowCnt { dev, rxq, count } => SettingKind::RpsFlowCnt { dev, rxq, count },
             WireSettingKind::Threaded { dev, on } => SettingKind::Threaded { dev, on },
             WireSettingKind::Coalesce { dev, rx_usecs, tx_usecs } => SettingKind::Coalesce { dev, rx_usecs, tx_usecs },
             WireSettingKind::Rings { dev, rx, tx } => SettingKind::Rings { dev, rx, tx },
