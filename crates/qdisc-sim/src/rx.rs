@@ -22,8 +22,8 @@
 //! (net/core/gro.c, dev.c), `loopback_xmit` (drivers/net/loopback.c), `veth_xmit`/
 //! `veth_xdp_rcv` (drivers/net/veth.c), `skb_attempt_defer_free` (net/core/skbuff.c).
 //! BQL on veth follows the patch series of seed 004 (not in any released kernel).
-//! Simplification: GRO merges only segments adjacent in the ring (the kernel keeps up
-//! to 8 flows per bucket across a poll).
+//! Simplification: GRO keeps one list of up to 8 flows per rx queue (the kernel hashes
+//! flows into 8 buckets of 8).
 
 use std::collections::VecDeque;
 
@@ -42,6 +42,8 @@ pub const VETH_RING: u32 = 256;
 pub const VETH_BQL_TX_USECS: u32 = 100;
 /// Largest GRO skb (`gro_max_size` default, `GRO_LEGACY_MAX_SIZE`).
 const GRO_MAX: u32 = 65536;
+/// Flows GRO holds at once (`MAX_GRO_SKBS`, per bucket; one bucket here).
+pub const MAX_GRO_SKBS: usize = 8;
 
 /// Where a receive poll takes its packets from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +65,9 @@ pub struct RxQueue {
     pub thread: Option<u32>,
     /// RFS: the queue has a flow table (`rps_flow_cnt` > 0).
     pub rfs: bool,
+    /// GRO's list (`napi->gro`): up to [`MAX_GRO_SKBS`] flows' skbs being merged,
+    /// oldest first; flushed up the stack when a poll ends.
+    pub held: Vec<Packet>,
     /// BQL on veth (time-based): completions not yet reported, and since when.
     pub bql_pkts: u32,
     pub bql_bytes: u32,
@@ -77,6 +82,7 @@ impl RxQueue {
             rps: Vec::new(),
             thread: None,
             rfs: false,
+            held: Vec::new(),
             bql_pkts: 0,
             bql_bytes: 0,
             bql_since: Instant::ZERO,
@@ -304,47 +310,49 @@ impl Sim {
                 last = true;
                 break;
             }
-            let Some((iface, mut pkt)) = self.rx_take(h, c, src) else {
+            let Some((iface, pkt)) = self.rx_take(h, c, src) else {
                 self.rx_idle(h, c, src);
                 last = true;
                 break;
             };
             done += 1;
             let (func, calls) = match src {
-                RxSrc::Ring { iface, rxq } => {
-                    let m = if self.ifaces[iface as usize].gro { self.gro_merge(iface, rxq, &mut pkt) } else { 0 };
-                    // A NIC receives a train a hop delivered whole frame by frame: one
-                    // napi_gro_receive (and one of the budget) per segment; a veth's
-                    // ring holds skbs.
-                    let calls =
-                        if self.ifaces[iface as usize].peer.is_none() { pkt.gso_segs.max(1) as u32 } else { 1 + m };
-                    done += calls - 1;
-                    (Func::NapiGroReceive, calls)
+                // A NIC receives a train a hop delivered whole frame by frame: one
+                // napi_gro_receive (and one of the budget) per segment; a veth's ring
+                // holds skbs.
+                RxSrc::Ring { iface, .. } if self.ifaces[iface as usize].peer.is_none() => {
+                    (Func::NapiGroReceive, pkt.gso_segs.max(1) as u32)
                 }
+                RxSrc::Ring { .. } => (Func::NapiGroReceive, 1),
                 RxSrc::Backlog => (Func::ProcessBacklog, 1),
             };
+            done += calls - 1;
             let cost = gro_cost * calls as u64;
             self.cpus(h).charge(c, Class::Softirq, func as u16, cost);
             ns += cost;
-            if let RxSrc::Ring { iface: ri, .. } = src {
-                if self.ifaces[ri as usize].peer.is_none() {
-                    // A NIC's skb is built on the polling CPU (a veth's is the sender's).
-                    if let Some(m) = self.metas.get_mut(pkt.id as usize).and_then(|m| m.as_mut()) {
-                        m.alloc = c;
-                    }
+            let RxSrc::Ring { iface: ri, rxq } = src else {
+                batch.push_back((iface, pkt));
+                continue;
+            };
+            if self.ifaces[ri as usize].peer.is_none() {
+                // A NIC's skb is built on the polling CPU (a veth's is the sender's).
+                if let Some(m) = self.metas.get_mut(pkt.id as usize).and_then(|m| m.as_mut()) {
+                    m.alloc = c;
                 }
             }
-            if let RxSrc::Ring { iface: ri, rxq } = src {
-                if let Some(target) = self.rps_cpu(h, ri, rxq, &pkt) {
-                    // RPS/RFS: the packet goes to the chosen CPU's backlog (even this one's).
-                    self.enqueue_to_backlog(h, c, target, iface, pkt);
-                    ns += std::mem::take(&mut self.inline_ns);
-                    continue;
-                }
-                self.veth_bql_consumed(h, c, ri, rxq, pkt.len);
-                ns += std::mem::take(&mut self.inline_ns);
+            self.veth_bql_consumed(h, c, ri, rxq, pkt.len);
+            ns += std::mem::take(&mut self.inline_ns);
+            let up = if self.ifaces[ri as usize].gro { self.gro_receive(ri, rxq, pkt) } else { Some(pkt) };
+            if let Some(p) = up {
+                ns += self.netif_receive(h, c, ri, rxq, p, &mut batch);
             }
-            batch.push_back((iface, pkt));
+        }
+        if let (true, RxSrc::Ring { iface, rxq }) = (last, src) {
+            // The poll is over (napi_complete_done, or its budget spent with HZ < 1000):
+            // GRO flushes every flow it holds.
+            for p in std::mem::take(&mut self.ifaces[iface as usize].rx[rxq as usize].held) {
+                ns += self.netif_receive(h, c, iface, rxq, p, &mut batch);
+            }
         }
         if batch.is_empty() {
             return if last { Step::Done(ns) } else { self.cont_poll(h, c, src, done, ns) };
@@ -387,55 +395,86 @@ impl Sim {
         }
     }
 
-    /// GRO: merge into `p` the segments right behind it in the ring that continue
-    /// its TCP payload (same flow, next sequence number, same size, same dsfield and
-    /// millisecond timestamp, up to 64 KiB; a train a hop delivered whole counts its
-    /// segments). Returns how many ring entries were merged.
-    fn gro_merge(&mut self, iface: u32, rxq: u32, p: &mut Packet) -> u32 {
-        let Some(Some(m)) = self.metas.get(p.id as usize) else { return 0 };
-        let Payload::Tcp { flow, seg } = &m.payload else { return 0 };
-        let (flow, mut seg) = (*flow, seg.clone());
+    /// `napi_gro_receive` of `p` by `iface`'s rx queue `rxq`: a TCP data segment that
+    /// continues the payload of a flow GRO holds (next sequence number, no larger than
+    /// the held skb's segments, which are all full-sized; same dsfield and millisecond
+    /// timestamp; no CWR; up to 64 KiB) is merged into it, and a short one ends it
+    /// (flushed: PSH-like); one that does not continue it flushes the held skb and is
+    /// held instead; a new flow is held, the oldest flushed when 8 are. Anything else
+    /// goes up at once. Returns what goes up the stack now.
+    fn gro_receive(&mut self, iface: u32, rxq: u32, p: Packet) -> Option<Packet> {
+        let tcp_seg = |sim: &Sim, id: u64| match sim.metas.get(id as usize) {
+            Some(Some(crate::world::Meta { payload: Payload::Tcp { flow, seg }, .. })) if seg.len > 0 => {
+                Some((*flow, seg.clone()))
+            }
+            _ => None,
+        };
+        let Some((flow, s)) = tcp_seg(self, p.id).filter(|(_, s)| !s.cwr) else { return Some(p) };
+        let held_at = self.ifaces[iface as usize].rx[rxq as usize]
+            .held
+            .iter()
+            .position(|h| tcp_seg(self, h.id).is_some_and(|(f, _)| f == flow));
+        let Some(i) = held_at else {
+            let held = &mut self.ifaces[iface as usize].rx[rxq as usize].held;
+            let out = (held.len() >= MAX_GRO_SKBS).then(|| held.remove(0));
+            held.push(p);
+            return out;
+        };
+        let hp = &self.ifaces[iface as usize].rx[rxq as usize].held[i];
+        let (_, mut seg) = tcp_seg(self, hp.id).expect("held TCP");
         let size = seg.len / seg.segs.max(1) as u32;
-        let mut n = 0;
-        loop {
-            let q = &self.ifaces[iface as usize].rx[rxq as usize];
-            let Some(next) = q.ring.front() else { break };
-            let ok = match self.metas.get(next.id as usize) {
-                Some(Some(nm)) => match &nm.payload {
-                    Payload::Tcp { flow: f, seg: s } => {
-                        *f == flow
-                            && s.seq == seg.end()
-                            && s.len.div_ceil(s.segs.max(1) as u32) <= size
-                            && seg.len % size == 0
-                            && next.tos == p.tos
-                            && s.sent_at.as_nanos() / 1_000_000 == seg.sent_at.as_nanos() / 1_000_000
-                            && p.len + next.len <= GRO_MAX
-                            && !s.cwr
-                    }
-                    _ => false,
-                },
-                _ => false,
-            };
-            if !ok {
-                break;
-            }
-            let next = self.ifaces[iface as usize].rx[rxq as usize].ring.pop_front().expect("peeked");
-            let Some(crate::world::Meta { payload: Payload::Tcp { seg: s, .. }, .. }) = self.take_meta(next.id) else {
-                unreachable!("checked")
-            };
-            seg.len += s.len;
-            seg.segs += s.segs;
-            seg.retransmit |= s.retransmit;
-            p.len += next.len;
-            p.gso_segs += next.gso_segs.max(1);
-            n += 1;
+        let fits = s.seq == seg.end()
+            && seg.len % size == 0
+            && s.len.div_ceil(s.segs.max(1) as u32) <= size
+            && p.tos == hp.tos
+            && s.sent_at.as_nanos() / 1_000_000 == seg.sent_at.as_nanos() / 1_000_000
+            && hp.len + p.len <= GRO_MAX;
+        let held = &mut self.ifaces[iface as usize].rx[rxq as usize].held;
+        if !fits {
+            // Not the next part of the held skb: it goes up, the new one is held.
+            let old = held.remove(i);
+            held.push(p);
+            return Some(old);
         }
-        if n > 0 {
-            if let Some(Some(m)) = self.metas.get_mut(p.id as usize) {
-                m.payload = Payload::Tcp { flow, seg };
+        let mut merged = held.remove(i);
+        let short = s.len < size * s.segs.max(1) as u32;
+        seg.len += s.len;
+        seg.segs += s.segs;
+        seg.retransmit |= s.retransmit;
+        merged.len += p.len;
+        merged.gso_segs += p.gso_segs.max(1);
+        self.take_meta(p.id);
+        if let Some(Some(m)) = self.metas.get_mut(merged.id as usize) {
+            m.payload = Payload::Tcp { flow, seg };
+        }
+        if short {
+            return Some(merged);
+        }
+        self.ifaces[iface as usize].rx[rxq as usize].held.insert(i, merged);
+        None
+    }
+
+    /// A packet off rx queue `rxq` of `iface` goes up: to the RPS/RFS CPU's backlog
+    /// (even this one's), or into this poll's batch. Returns the cost spent here.
+    fn netif_receive(
+        &mut self,
+        h: u32,
+        c: u32,
+        iface: u32,
+        rxq: u32,
+        p: Packet,
+        batch: &mut VecDeque<(u32, Packet)>,
+    ) -> u64 {
+        match self.rps_cpu(h, iface, rxq, &p) {
+            Some(target) => {
+                self.enqueue_to_backlog(h, c, target, iface, p);
+                std::mem::take(&mut self.inline_ns)
+            }
+            None => {
+                batch.push_back((iface, p));
+                0
             }
         }
-        n
     }
 
     /// Packets a poll took go up the stack (`gro_normal_list` / `__netif_receive_skb`):

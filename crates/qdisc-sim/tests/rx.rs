@@ -370,7 +370,7 @@ fn skb_frees_go_back_to_the_allocating_cpu_unless_skb_defer_max_is_0() {
 
 #[test]
 fn gro_merges_the_segments_a_router_split() {
-    let path = |server: &str| {
+    let path = |server: &str, flows: u32| {
         run(&format!(
             r#"
 duration = "200ms"
@@ -396,13 +396,14 @@ ethtool -C eth0 rx-usecs 100
 kind = "tcp"
 from = "client"
 to = "server"
+flows = {flows}
 "#
         ))
     };
     let c = Profile::default_profile().cost;
     let calls = |r: &RunResult, f: &str, cost: u64| ns(r, "server", f) / cost;
-    let off = path("ethtool -K eth0 gro off");
-    let on = path("");
+    let off = path("ethtool -K eth0 gro off", 1);
+    let on = path("", 1);
     // The wire carries frames (the router's GRO merges, its GSO splits again); the
     // server's interrupt comes 100 µs after a first frame, so its poll finds a run.
     // Without GRO every frame is one skb up the stack; with it, a run is one.
@@ -412,6 +413,11 @@ to = "server"
     let (frames_on, skbs_on) =
         (calls(&on, "napi_gro_receive", c.napi_gro_receive.ns), calls(&on, "tcp_v4_rcv", c.tcp_v4_rcv.ns));
     assert!(skbs_on * 4 < frames_on, "{skbs_on} skbs of {frames_on} frames");
+    // Four flows interleaved in the one rx queue: GRO holds each flow's skb apart.
+    let four = path("", 4);
+    let (frames4, skbs4) =
+        (calls(&four, "napi_gro_receive", c.napi_gro_receive.ns), calls(&four, "tcp_v4_rcv", c.tcp_v4_rcv.ns));
+    assert!(skbs4 * 4 < frames4, "{skbs4} skbs of {frames4} frames");
 }
 
 #[test]
