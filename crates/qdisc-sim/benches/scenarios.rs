@@ -18,7 +18,16 @@ use qdisc_sim::simulate;
 fn scenarios(c: &mut Criterion) {
     let mut g = c.benchmark_group("scenario");
     g.sample_size(10);
-    for name in ["bench-dumbbell-100m", "bench-dumbbell-1g", "bench-100g-fq", "seed-001-mq", "seed-001-pfifo"] {
+    for name in [
+        "bench-dumbbell-100m",
+        "bench-dumbbell-1g",
+        "bench-100g-fq",
+        "seed-001-mq",
+        "seed-001-pfifo",
+        "seed-002-defer",
+        "seed-000",
+        "seed-004-time",
+    ] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../scenarios/{name}.toml"));
         let s = Scenario::load(&path).unwrap();
         let opts = RunOptions::default();
