@@ -28,7 +28,7 @@ use pcap_file::pcap::PcapReader;
 use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
 use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::TsResolution;
-use qdisc::tc::units::{fmt_rate, fmt_time64, get_rate64, get_size, get_time, get_u32};
+use qdisc::tc::units::{fmt_rate, fmt_time64, get_rate64, get_size, get_time64, get_u32};
 use qdisc::tc::{Tc, TcOpts};
 use qdisc::tree::{Device, Xmit};
 use qdisc::{Dequeued, FlowKey, Instant, Packet};
@@ -80,15 +80,17 @@ const MAX_FLOWS: u64 = 10_000;
 const NS_PER_SEC: u128 = 1_000_000_000;
 
 pub fn run(a: &ReplayArgs) -> Result<String, String> {
-    let rate = get_rate64(&a.rate).filter(|&r| r > 0).ok_or_else(|| format!("invalid rate \"{}\"", a.rate))?;
+    let rate = positive_rate(&a.rate).ok_or_else(|| format!("invalid rate \"{}\" {RATE_RANGE}", a.rate))?;
     let specs = crate::devices(&a.dev)?;
     let traffic = match &a.pcap {
         Some(path) => read_pcap(path)?,
         None => {
             let dur = a.duration.as_deref().unwrap_or("10s");
-            let us = get_time(dur).filter(|&us| us > 0).ok_or_else(|| format!("invalid duration \"{dur}\""))?;
+            let ns = time_ns(dur)
+                .filter(|&ns| ns > 0)
+                .ok_or_else(|| format!("invalid duration \"{dur}\" (a time above 0, tc syntax: 10s, 500ms, 250us)"))?;
             let flows = a.flow.iter().map(|s| FlowSpec::parse(s)).collect::<Result<Vec<_>, _>>()?;
-            generate(&flows, us as u64 * 1000, a.seed)?
+            generate(&flows, ns, a.seed)?
         }
     };
     if traffic.arrivals.is_empty() {
@@ -205,12 +207,45 @@ struct FlowSpec {
     dport: Option<u16>,
 }
 
+/// The rates replay takes: tc syntax, from 8bit (one byte a second) to 2^61 - 1 bytes a
+/// second (tc itself wraps a negative rate and rounds 1bit to 0).
+const RATE_RANGE: &str = "(tc syntax, 8bit to about 18.4Ebit, e.g. 100mbit)";
+
+fn positive_rate(s: &str) -> Option<u64> {
+    get_rate64(s).filter(|&r| !s.trim_start().starts_with('-') && r > 0 && r <= u64::MAX / 8)
+}
+
+/// A time in tc syntax (no unit: microseconds, as `get_time`), in nanoseconds; unlike
+/// tc's `get_time` it neither wraps at 2^32 µs nor takes a negative value.
+fn time_ns(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s.starts_with('-') {
+        return None;
+    }
+    let unitless = s.ends_with(|c: char| c.is_ascii_digit() || c == '.');
+    get_time64(&if unitless { format!("{s}us") } else { s.to_string() })
+}
+
+/// A capture record claiming more than any frame carries (a corrupt orig_len).
+fn too_long(path: &str, n: usize, orig_len: u32) -> Result<(), String> {
+    if orig_len > MAX_FRAME {
+        return Err(format!(
+            "{path}: packet {n}: its original length {orig_len} is more than any frame carries (at most {MAX_FRAME} bytes)"
+        ));
+    }
+    Ok(())
+}
+
+/// The longest frame a capture record may claim: an IP packet of 65535 bytes and the
+/// largest link header replay reads (Linux cooked v2, 20 bytes), with room for VLAN tags.
+const MAX_FRAME: u32 = 65535 + 64;
+
 impl FlowSpec {
     fn parse(s: &str) -> Result<FlowSpec, String> {
         let bad = |what: String| format!("--flow {s}: {what}");
         let mut parts = s.split(',');
         let rate_s = parts.next().unwrap_or("");
-        let rate = get_rate64(rate_s).filter(|&r| r > 0).ok_or_else(|| bad(format!("invalid rate \"{rate_s}\"")))?;
+        let rate = positive_rate(rate_s).ok_or_else(|| bad(format!("invalid rate \"{rate_s}\" {RATE_RANGE}")))?;
         let mut f = FlowSpec {
             text: s.to_string(),
             rate,
@@ -230,7 +265,7 @@ impl FlowSpec {
             let num =
                 |max: u32| get_u32(v).filter(|&n| n <= max).ok_or_else(|| bad(format!("{k}: invalid value \"{v}\"")));
             let time =
-                || get_time(v).map(|us| us as u64 * 1000).ok_or_else(|| bad(format!("{k}: invalid time \"{v}\"")));
+                || time_ns(v).ok_or_else(|| bad(format!("{k}: invalid time \"{v}\" (0 or more, tc syntax: 1s, 20ms)")));
             match k {
                 "size" => {
                     f.size = get_size(v)
@@ -561,6 +596,7 @@ fn read_pcap(path: &str) -> Result<Traffic, String> {
                     let ticks = p.timestamp.as_nanos();
                     let ns = (ticks * num / den).min(u64::MAX as u128) as u64;
                     let (id, tos, prio, len) = link.classify(&p.data, p.original_len);
+                    too_long(path, frames.len() + 1, p.original_len)?;
                     frames.push((ns, id, tos, prio, len));
                 }
                 Block::SimplePacket(_) | Block::Packet(_) => {
@@ -589,6 +625,7 @@ fn read_pcap(path: &str) -> Result<Traffic, String> {
             }
             let ns = p.ts_sec as u64 * 1_000_000_000 + p.ts_frac as u64 * frac_ns;
             let (id, tos, prio, len) = link.classify(&p.data, p.orig_len);
+            too_long(path, frames.len() + 1, p.orig_len)?;
             frames.push((ns, id, tos, prio, len));
         }
     }

@@ -204,6 +204,15 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (vec!["--rate", "1mbit", "--flow", "1mbit,size=big"], "--flow 1mbit,size=big: size: invalid value"),
         (vec!["--rate", "1mbit", "--flow", "1mbit,start=5s,stop=1s"], "stop must be after start"),
         (vec!["--rate", "1mbit", "--flow", "1mbit", "--duration", "soon"], "invalid duration \"soon\""),
+        // Values tc's own parsers would wrap: refused, with the range.
+        (vec!["--rate=-1mbit", "--flow", "1mbit"], "invalid rate \"-1mbit\" (tc syntax, 8bit to about 18.4Ebit"),
+        (vec!["--rate", "1bit", "--flow", "1mbit"], "invalid rate \"1bit\" (tc syntax, 8bit to"),
+        (vec!["--rate", "1mbit", "--flow", "1mbit", "--duration=-1s"], "invalid duration \"-1s\" (a time above 0"),
+        (
+            vec!["--rate", "1mbit", "--flow", "1mbit,stop=-1s"],
+            "--flow 1mbit,stop=-1s: stop: invalid time \"-1s\" (0 or more",
+        ),
+        (vec!["--rate", "1mbit", "--flow=-1mbit"], "--flow -1mbit: invalid rate \"-1mbit\""),
         (vec!["--rate", "1mbit", "--pcap", "/nonexistent/x.pcap"], "cannot read \"/nonexistent/x.pcap\""),
         (vec!["--rate", "1mbit", "--pcap", tc_file.as_str()], "not a pcap or pcapng file"),
         (vec!["--rate", "1mbit", "--flow", "1mbit", "--tc", "/nonexistent/x.tc"], "cannot read tc batch"),
@@ -233,4 +242,29 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     let _ = std::fs::remove_file(&cut);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("truncated capture"), "{stderr}");
+
+    // A record claiming a 4 GiB packet (orig_len 0xFFFFFFFF): the first record's orig_len
+    // is the 4 bytes before its data (global header 24 bytes, record header 16).
+    let mut big = data.clone();
+    let le = big[0] == 0xd4 || big[0] == 0x4d;
+    big[36..40].copy_from_slice(&if le { u32::MAX.to_le_bytes() } else { u32::MAX.to_be_bytes() });
+    let huge = std::env::temp_dir().join(format!("qdisc-lab-replay-huge-{}.pcap", std::process::id()));
+    std::fs::write(&huge, &big).unwrap();
+    let out = replay(&["--rate", "1mbit", "--pcap", huge.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&huge);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && stderr.contains(
+                "packet 1: its original length 4294967295 is more than any frame carries (at most 65599 bytes)"
+            ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_duration_beyond_2_to_the_32_microseconds_does_not_wrap() {
+    // One 1000-byte packet a second for 4295 s: tc's get_time would wrap it to 32.7 ms.
+    let out = replay_ok(&["--rate", "1mbit", "--flow", "8kbit,size=1000", "--duration", "4295s"]);
+    assert!(out.contains(" 4295 pkt "), "{out}");
 }

@@ -17,7 +17,7 @@ use std::fmt;
 use std::ops::Range;
 use std::path::Path;
 
-use qdisc::tc::makeargs;
+use qdisc::tc::makeargs_checked;
 use qdisc::tc::units::{get_percent, get_rate64, get_size, get_time64};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -751,10 +751,28 @@ const SIZE_HINT: &str = "(tc units, e.g. \"1400\", \"1400b\", \"64kb\")";
 fn parse_rate(cx: &Cx, v: &Spanned<String>, field: &str) -> Result<u64, LoadError> {
     let s = v.get_ref().trim();
     match get_rate64(s) {
+        // Rates are whole bytes per second, reported in bits: both must fit.
+        Some(r) if !s.starts_with('-') && r > u64::MAX / 8 => Err(cx.at(
+            v.span(),
+            field,
+            format!("rate {:?} is too large: at most 2^61 - 1 bytes (about 18.4 Ebit) per second", v.get_ref()),
+        )),
         Some(r) if !s.starts_with('-') && r > 0 => Ok(r),
+        // A non-zero rate that rounds to 0 bytes per second ("1bit").
+        Some(_) if !s.starts_with('-') && !is_zero(s) => Err(cx.at(
+            v.span(),
+            field,
+            format!("rate {:?} is less than one byte per second: the smallest rate is 8bit", v.get_ref()),
+        )),
         Some(_) if !s.starts_with('-') => Err(cx.at(v.span(), field, "a rate must be greater than 0")),
         _ => Err(cx.at(v.span(), field, format!("invalid rate {:?} {RATE_HINT}", v.get_ref()))),
     }
+}
+
+/// A rate whose number is 0 ("0", "0mbit", "0.0kbit").
+fn is_zero(s: &str) -> bool {
+    let digits: String = s.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    digits.parse::<f64>().is_ok_and(|v| v == 0.0)
 }
 
 fn parse_time(cx: &Cx, v: &Spanned<String>, field: &str) -> Result<u64, LoadError> {
@@ -1020,8 +1038,12 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
         let a = eps.pop().unwrap();
         links.push(Link { a, b, kind, txqueues, rate, delay, loss, veth_bql, line: cx.line_of(&l.span()) });
     }
-    if links.len() > 254 {
-        return Err(top("link", "at most 254 links (link i uses the subnet 10.(i+1).0.0/24)"));
+    if let Some(l) = raw.link.get(254) {
+        return Err(cx.at(
+            l.span(),
+            "link[254]",
+            format!("at most 254 links (link i uses the subnet 10.(i+1).0.0/24); this file has {}", raw.link.len()),
+        ));
     }
 
     // tc scripts.
@@ -1298,12 +1320,12 @@ fn script_lines(
                 span.start + cursor - text.len()
             })
         };
-        let mut args = makeargs(text);
+        let at = offset.unwrap_or(span.start);
+        let here = |msg: String| cx.at(at..at, field, format!("script line {}: {msg}", k + 1));
+        let mut args = makeargs_checked(text).map_err(here)?;
         if args.is_empty() {
             continue; // blank line or comment
         }
-        let at = offset.unwrap_or(span.start);
-        let here = |msg: String| cx.at(at..at, field, format!("script line {}: {msg}", k + 1));
         let line_no = line_col(cx.text, at).0;
         if ["sysctl", "echo", "ethtool", "ip"].contains(&args[0].as_str()) {
             let devs = Devs { host, ifaces, links, not_ours: &not_ours };

@@ -262,6 +262,9 @@ fn mistakes_are_named_exactly() {
         // Units, tc's.
         (with("rate = \"1gbit\"", "rate = \"1gbps2\""), "t.toml:11:8: link[0].rate: invalid rate \"1gbps2\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\")"),
         (with("rate = \"1gbit\"", "rate = \"0mbit\""), "t.toml:11:8: link[0].rate: a rate must be greater than 0"),
+        (with("rate = \"1gbit\"", "rate = \"1bit\""), "t.toml:11:8: link[0].rate: rate \"1bit\" is less than one byte per second: the smallest rate is 8bit"),
+        (with("rate = \"1gbit\"", "rate = \"18446744073709551616bit\""), "t.toml:11:8: link[0].rate: rate \"18446744073709551616bit\" is too large: at most 2^61 - 1 bytes (about 18.4 Ebit) per second"),
+        (with(CLASS, "qdisc add dev \"eth0 root pfifo"), "t.toml:16:1: tc.a.script: script line 2: Unterminated quoted string"),
         (with("duration = \"5s\"", "duration = \"5 s\""), "t.toml:2:12: duration: invalid time \"5 s\" (tc units, e.g. \"10s\", \"250ms\", \"100us\")"),
         (with("duration = \"5s\"", "duration = \"0s\""), "t.toml:2:12: duration: must be greater than 0"),
         (with("duration = \"5s\"", "duration = \"-5s\""), "t.toml:2:12: duration: a time cannot be negative: \"-5s\""),
@@ -750,4 +753,17 @@ fn pktgen_traffic_is_parsed_and_checked() {
     for (extra, want) in cases {
         assert_eq!(load(&pktgen(extra)).unwrap_err(), want, "{extra}");
     }
+}
+
+#[test]
+fn the_255th_link_is_blamed_where_it_is() {
+    let mut text = String::from("duration = \"1s\"\n[[host]]\nname = \"a\"\n[[host]]\nname = \"b\"\n");
+    for i in 0..255 {
+        text.push_str(&format!("[[link]]\nbetween = [\"a:e{i}\", \"b:e{i}\"]\n"));
+    }
+    // A 5-line header, 2 lines per link: the 255th [[link]] starts at line 6 + 254 × 2.
+    assert_eq!(
+        load(&text).unwrap_err(),
+        "t.toml:514:1: link[254]: at most 254 links (link i uses the subnet 10.(i+1).0.0/24); this file has 255"
+    );
 }

@@ -176,6 +176,20 @@ fn strtoul16(s: &str) -> Option<(u64, &str)> {
 /// Split a batch line like iproute2's `makeargs`: whitespace separates words,
 /// quotes group them, `#` starts a comment.
 pub fn makeargs(line: &str) -> Vec<String> {
+    split_args(line).0
+}
+
+/// [`makeargs`], refusing a line whose quote is never closed as iproute2's does
+/// ("Unterminated quoted string").
+pub fn makeargs_checked(line: &str) -> Result<Vec<String>, String> {
+    match split_args(line) {
+        (_, true) => Err("Unterminated quoted string".into()),
+        (args, false) => Ok(args),
+    }
+}
+
+/// The words of a line, and whether a quote was left open.
+fn split_args(line: &str) -> (Vec<String>, bool) {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut in_word = false;
@@ -206,7 +220,7 @@ pub fn makeargs(line: &str) -> Vec<String> {
     if in_word {
         out.push(cur);
     }
-    out
+    (out, quote.is_some())
 }
 
 /// tc's global options as `main` in tc/tc.c reads them.

@@ -12,7 +12,7 @@ mod show;
 pub mod units;
 
 pub use cmd::get_tc_classid;
-pub use cmd::{makeargs, parse_global, Global, Output, Tc, TcOpts, SYSCTLS};
+pub use cmd::{makeargs, makeargs_checked, parse_global, Global, Output, Tc, TcOpts, SYSCTLS};
 pub use out::Out;
 pub use show::classid as show_classid;
 
