@@ -132,10 +132,13 @@ fn run_tc(dev: &[String], kernel: &str, sysctls: &[String], args: &[String]) -> 
             return ExitCode::from(e.code as u8);
         }
     };
+    // What tc prints goes through out::Stdout: a closed pipe ends the command quietly,
+    // another write error is said and exits 1 (iproute2's tc ignores both).
+    let mut stdout = out::Stdout::new("qdisc-lab tc");
     if g.version {
-        // As the rest of tc's output: a write error is not tc's business.
-        let _ = writeln!(std::io::stdout(), "tc utility, iproute2-6.15.0 (qdisc-lab {})", env!("CARGO_PKG_VERSION"));
-        return ExitCode::SUCCESS;
+        stdout
+            .write("the version", &format!("tc utility, iproute2-6.15.0 (qdisc-lab {})\n", env!("CARGO_PKG_VERSION")));
+        return stdout.status(ExitCode::SUCCESS);
     }
     let out = match &g.batch {
         Some(file) => {
@@ -153,9 +156,9 @@ fn run_tc(dev: &[String], kernel: &str, sysctls: &[String], args: &[String]) -> 
         }
         None => tc.exec(&args[g.rest..], g.opts),
     };
-    let _ = std::io::stdout().write_all(out.stdout.as_bytes());
+    stdout.write("the output", &out.stdout);
     let _ = std::io::stderr().write_all(out.stderr.as_bytes());
-    ExitCode::from(out.code as u8)
+    stdout.status(ExitCode::from(out.code as u8))
 }
 
 fn main() -> ExitCode {

@@ -87,11 +87,12 @@ fn a_full_stdout_is_one_error_line_and_status_1() {
     let json = dir.join("r.json");
     let a = format!("{REPO}/crates/qdisc-lab/tests/fixtures/small-host-a.json");
     let b = format!("{REPO}/crates/qdisc-lab/tests/fixtures/small-host-b.json");
-    let cases: [(&[&str], &str); 3] = [
+    let cases: [(&[&str], &str); 4] = [
         (
             &["run", "scenarios/bufferbloat-fq_codel.toml", "--json", json.to_str().unwrap()],
             "qdisc-lab run: writing the report",
         ),
+        (&["tc", "qdisc", "show"], "qdisc-lab tc: writing the output"),
         (&["compare", "--results", &a, &b], "qdisc-lab compare: writing the table"),
         (
             &["replay", "--rate", "10mbit", "--flow", "5mbit", "--duration", "1s"],
@@ -118,8 +119,9 @@ fn a_closed_stdout_ends_quietly_as_sigpipe() {
     let json = dir.join("r.json");
     let a = format!("{REPO}/crates/qdisc-lab/tests/fixtures/small-host-a.json");
     let b = format!("{REPO}/crates/qdisc-lab/tests/fixtures/small-host-b.json");
-    let cases: [&[&str]; 3] = [
+    let cases: [&[&str]; 4] = [
         &["run", "scenarios/bufferbloat-fq_codel.toml", "--json", json.to_str().unwrap()],
+        &["tc", "qdisc", "show"],
         &["compare", "--results", &a, &b],
         &["replay", "--rate", "10mbit", "--flow", "5mbit", "--duration", "1s"],
     ];
