@@ -28,7 +28,7 @@ use pcap_file::pcap::PcapReader;
 use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
 use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::TsResolution;
-use qdisc::tc::units::{fmt_rate, fmt_time64, get_rate64, get_size, get_time64, get_u32};
+use qdisc::tc::units::{fmt_rate, fmt_time64, get_size, get_time64, get_u32};
 use qdisc::tc::{Tc, TcOpts};
 use qdisc::tree::{Device, Xmit};
 use qdisc::{Dequeued, FlowKey, Instant, Packet};
@@ -212,7 +212,7 @@ struct FlowSpec {
 const RATE_RANGE: &str = "(tc syntax, 8bit to about 18.4Ebit, e.g. 100mbit)";
 
 fn positive_rate(s: &str) -> Option<u64> {
-    get_rate64(s).filter(|&r| !s.trim_start().starts_with('-') && r > 0 && r <= u64::MAX / 8)
+    qdisc_scenario::scenario::checked_rate(s).ok()
 }
 
 /// A time in tc syntax (no unit: microseconds, as `get_time`), in nanoseconds; unlike

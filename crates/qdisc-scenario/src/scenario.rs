@@ -749,30 +749,45 @@ const TIME_HINT: &str = "(tc units, e.g. \"10s\", \"250ms\", \"100us\")";
 const SIZE_HINT: &str = "(tc units, e.g. \"1400\", \"1400b\", \"64kb\")";
 
 fn parse_rate(cx: &Cx, v: &Spanned<String>, field: &str) -> Result<u64, LoadError> {
-    let s = v.get_ref().trim();
-    match get_rate64(s) {
-        // Rates are whole bytes per second, reported in bits: both must fit.
-        Some(r) if !s.starts_with('-') && r > u64::MAX / 8 => Err(cx.at(
-            v.span(),
-            field,
-            format!("rate {:?} is too large: at most 2^61 - 1 bytes (about 18.4 Ebit) per second", v.get_ref()),
-        )),
-        Some(r) if !s.starts_with('-') && r > 0 => Ok(r),
-        // A non-zero rate that rounds to 0 bytes per second ("1bit").
-        Some(_) if !s.starts_with('-') && !is_zero(s) => Err(cx.at(
-            v.span(),
-            field,
-            format!("rate {:?} is less than one byte per second: the smallest rate is 8bit", v.get_ref()),
-        )),
-        Some(_) if !s.starts_with('-') => Err(cx.at(v.span(), field, "a rate must be greater than 0")),
-        _ => Err(cx.at(v.span(), field, format!("invalid rate {:?} {RATE_HINT}", v.get_ref()))),
-    }
+    let msg = match checked_rate(v.get_ref().trim()) {
+        Ok(r) => return Ok(r),
+        Err(RateProblem::TooLarge) => {
+            format!("rate {:?} is too large: at most 2^61 - 1 bytes (about 18.4 Ebit) per second", v.get_ref())
+        }
+        Err(RateProblem::BelowByte) => {
+            format!("rate {:?} is less than one byte per second: the smallest rate is 8bit", v.get_ref())
+        }
+        Err(RateProblem::Zero) => "a rate must be greater than 0".into(),
+        Err(RateProblem::Invalid) => format!("invalid rate {:?} {RATE_HINT}", v.get_ref()),
+    };
+    Err(cx.at(v.span(), field, msg))
 }
 
-/// A rate whose number is 0 ("0", "0mbit", "0.0kbit").
-fn is_zero(s: &str) -> bool {
+/// Why [`checked_rate`] refuses a rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateProblem {
+    /// Not a rate in tc syntax, or negative (tc's `get_rate64` would wrap it).
+    Invalid,
+    /// Its number is 0.
+    Zero,
+    /// Not 0 but under one byte per second ("1bit": 0 bytes/s once rounded).
+    BelowByte,
+    /// More bytes per second than fit 64 bits once counted in bits (2^61 - 1).
+    TooLarge,
+}
+
+/// A rate in tc syntax as qdisc-lab's own inputs take it (a link's, a flow's, replay's
+/// wire): bytes per second, from 1 (8bit) to 2^61 - 1, never wrapped.
+pub fn checked_rate(s: &str) -> Result<u64, RateProblem> {
+    let r = get_rate64(s).filter(|_| !s.starts_with('-')).ok_or(RateProblem::Invalid)?;
+    // A rate whose number is 0 ("0", "0mbit", "0.0kbit").
     let digits: String = s.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
-    digits.parse::<f64>().is_ok_and(|v| v == 0.0)
+    match r {
+        0 if digits.parse::<f64>().is_ok_and(|v| v == 0.0) => Err(RateProblem::Zero),
+        0 => Err(RateProblem::BelowByte),
+        r if r > u64::MAX / 8 => Err(RateProblem::TooLarge),
+        r => Ok(r),
+    }
 }
 
 fn parse_time(cx: &Cx, v: &Spanned<String>, field: &str) -> Result<u64, LoadError> {

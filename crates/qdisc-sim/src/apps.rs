@@ -551,14 +551,10 @@ impl Sim {
             }
             return;
         }
-        // skb_consume_udp defers the free from 6.18 on (6.12 frees in place).
-        if self.kernel >= qdisc::tree::KernelVersion(6, 18) {
-            self.read_skb(dst, c, alloc, size, None);
-        } else {
-            let k = &self.cpus(dst).costs;
-            let (recv, free) = (k.recvmsg + k.copy(size), k.free(size));
-            self.give(dst, c, Work::Recv { flow: u32::MAX, recv, free }, false);
-        }
+        // skb_consume_udp defers the free from 6.18 on; 6.12 frees it in place, on the
+        // reader's CPU (as if it had allocated it).
+        let alloc = if self.kernel >= qdisc::tree::KernelVersion(6, 18) { alloc } else { c };
+        self.read_skb(dst, c, alloc, size, None);
     }
 
     /// The receiver of TCP connection `flow` read what had arrived (`tcp_cleanup_rbuf`):

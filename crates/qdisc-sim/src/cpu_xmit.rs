@@ -489,6 +489,23 @@ impl Sim {
         Step::Done(ns)
     }
 
+    /// The qdisc queue serving driver tx queue `txq`: its own under mq, else the
+    /// shared root's (0).
+    pub(crate) fn qdisc_queue(&mut self, iface: u32, txq: u32) -> u32 {
+        if self.device(iface).per_txq_qdiscs() {
+            txq
+        } else {
+            0
+        }
+    }
+
+    /// `netif_tx_wake_queue` from CPU `c`: the qdisc feeding tx queue `txq` runs again
+    /// from this CPU's NET_TX softirq.
+    pub(crate) fn wake_txq(&mut self, h: u32, c: u32, iface: u32, txq: u32) {
+        let qd = self.qdisc_queue(iface, txq);
+        self.net_tx_schedule(h, c, iface, qd);
+    }
+
     /// `__netif_schedule`: the NET_TX softirq of CPU `c` will run the qdisc.
     pub fn net_tx_schedule(&mut self, h: u32, c: u32, iface: u32, qd: u32) {
         let q = self.qd(iface, qd);
@@ -545,16 +562,11 @@ impl Sim {
         q.tx_poll = false;
         let (n, bytes) = (q.completed.len() as u32, q.completed.iter().map(|p| p.len).sum::<u32>());
         if self.tx_completed(iface, txq, n, bytes) {
-            let qd = if self.device(iface).per_txq_qdiscs() { txq } else { 0 };
-            self.net_tx_schedule(h, c, iface, qd);
+            self.wake_txq(h, c, iface, txq);
         }
         for _ in 0..n {
             let mut p = self.ifaces[iface as usize].txqs[txq as usize].completed.pop_front().expect("counted");
-            let owner = if p.orphan() { p.sk.as_ref().map(|s| s.id) } else { None };
-            drop(p);
-            if let Some(id) = owner {
-                self.socket_released(id);
-            }
+            self.orphan(&mut p);
         }
         let ns = n as u64 * self.cpus(h).costs.napi_consume_skb;
         let class = self.cpus(h).cpus[c as usize].cur_class;

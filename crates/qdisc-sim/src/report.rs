@@ -423,16 +423,17 @@ fn net_stats(sim: &Sim, m: u32, bql: &mut Vec<(u32, u32, Vec<BqlSample>)>) -> Ne
     };
     let ifaces = || sim.ifaces.iter().filter(|i| hosts.contains(&i.host));
     let hc = sim.hosts[m as usize].cpu.as_ref().expect("a machine");
-    let mut queues = Vec::new();
-    for (i, q, samples) in std::mem::take(bql) {
-        let iface = &sim.ifaces[i as usize];
-        if !hosts.contains(&iface.host) {
-            bql.push((i, q, samples));
-            continue;
-        }
-        let variant = if iface.veth_bql == VethBql::Time { "time" } else { "bytes" };
-        queues.push(BqlQueue { dev: name(iface), txq: q, variant: variant.into(), samples });
-    }
+    let (mine, rest) =
+        std::mem::take(bql).into_iter().partition(|(i, ..)| hosts.contains(&sim.ifaces[*i as usize].host));
+    *bql = rest;
+    let queues = mine
+        .into_iter()
+        .map(|(i, q, samples): (u32, u32, Vec<BqlSample>)| {
+            let iface = &sim.ifaces[i as usize];
+            let variant = if iface.veth_bql == VethBql::Time { "time" } else { "bytes" };
+            BqlQueue { dev: name(iface), txq: q, variant: variant.into(), samples }
+        })
+        .collect();
     NetStats {
         namespaces: hosts.iter().filter(|&&h| h != m).map(|&h| sim.hosts[h as usize].name.clone()).collect(),
         tx_dropped: ifaces().filter(|i| i.tx_dropped > 0).map(|i| (name(i), i.tx_dropped)).collect(),

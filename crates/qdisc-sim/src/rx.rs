@@ -197,7 +197,7 @@ impl Sim {
     }
 
     /// `skb_orphan`: the socket gets its send-buffer credit back (TSQ).
-    fn orphan(&mut self, p: &mut Packet) {
+    pub(crate) fn orphan(&mut self, p: &mut Packet) {
         if p.orphan() {
             if let Some(id) = p.sk.as_ref().map(|s| s.id) {
                 self.socket_released(id);
@@ -288,7 +288,7 @@ impl Sim {
         let mut batch: VecDeque<(u32, Packet)> = VecDeque::new();
         let mut last = false;
         if let RxSrc::Ring { iface, rxq } = src {
-            ns += self.veth_bql_due(h, c, iface, rxq);
+            self.veth_bql_due(h, c, iface, rxq);
         }
         loop {
             if batch.len() as u32 >= batch_max {
@@ -600,37 +600,40 @@ impl Sim {
     }
 
     /// Time-based BQL: report the completions gathered once `tx-usecs` have passed
-    /// since the first of them. Returns the cost (none: BQL's bookkeeping is in the
-    /// poll's per-packet cost).
-    fn veth_bql_due(&mut self, h: u32, c: u32, iface: u32, rxq: u32) -> u64 {
-        let Some(peer) = self.ifaces[iface as usize].peer else { return 0 };
+    /// since the first of them (BQL's bookkeeping costs nothing of its own: it is in
+    /// the poll's per-packet cost).
+    fn veth_bql_due(&mut self, h: u32, c: u32, iface: u32, rxq: u32) {
+        let Some(peer) = self.ifaces[iface as usize].peer else { return };
         if self.ifaces[peer as usize].veth_bql != VethBql::Time {
-            return 0;
+            return;
         }
         let us = self.ifaces[iface as usize].tx_usecs.unwrap_or(VETH_BQL_TX_USECS) as u64;
         let q = &self.ifaces[iface as usize].rx[rxq as usize];
         if q.bql_pkts > 0 && self.now.as_nanos() >= q.bql_since.as_nanos() + us * 1000 {
             self.veth_bql_report(h, c, iface, rxq);
         }
-        0
+    }
+
+    /// The peer's tx queue that feeds rx queue `rxq` of veth end `iface` (veth_xmit
+    /// puts tx queue i's packets on rx queue i).
+    fn feeding_txq(&self, iface: u32, rxq: u32) -> (u32, u32) {
+        let peer = self.ifaces[iface as usize].peer.expect("a veth pair");
+        (peer, rxq % (self.ifaces[peer as usize].txqs.len() as u32).max(1))
     }
 
     /// `netdev_tx_completed_queue` on the peer's tx queue for what rx queue `rxq`
     /// consumed; a queue BQL stopped is woken when the limit allows.
     fn veth_bql_report(&mut self, h: u32, c: u32, iface: u32, rxq: u32) {
-        let peer = self.ifaces[iface as usize].peer.expect("a veth pair");
+        let (peer, txq) = self.feeding_txq(iface, rxq);
         let now = self.now;
         let q = &mut self.ifaces[iface as usize].rx[rxq as usize];
         let bytes = std::mem::take(&mut q.bql_bytes);
         q.bql_pkts = 0;
-        let ntx = self.ifaces[peer as usize].txqs.len() as u32;
-        let txq = rxq % ntx.max(1);
         let tq = &mut self.ifaces[peer as usize].txqs[txq as usize];
         tq.dql.completed(bytes, now);
         if tq.stopped && tq.dql.avail() >= 0 {
             tq.stopped = false;
-            let qd = if self.device(peer).per_txq_qdiscs() { txq } else { 0 };
-            self.net_tx_schedule(h, c, peer, qd);
+            self.wake_txq(h, c, peer, txq);
         }
     }
 
@@ -638,9 +641,10 @@ impl Sim {
     /// time-based revision reports early only when the ring is empty while BQL
     /// stopped the queue (no later poll would); a queue stopped on a full ring is woken.
     fn veth_poll_end(&mut self, h: u32, c: u32, iface: u32, rxq: u32) {
-        let Some(peer) = self.ifaces[iface as usize].peer else { return };
-        let ntx = self.ifaces[peer as usize].txqs.len() as u32;
-        let txq = rxq % ntx.max(1);
+        if self.ifaces[iface as usize].peer.is_none() {
+            return;
+        }
+        let (peer, txq) = self.feeding_txq(iface, rxq);
         let q = &self.ifaces[iface as usize].rx[rxq as usize];
         let (pending, empty) = (q.bql_pkts > 0, q.ring.is_empty());
         match self.ifaces[peer as usize].veth_bql {
@@ -653,8 +657,7 @@ impl Sim {
         let tq = &mut self.ifaces[peer as usize].txqs[txq as usize];
         if tq.drv_stopped {
             tq.drv_stopped = false;
-            let qd = if self.device(peer).per_txq_qdiscs() { txq } else { 0 };
-            self.net_tx_schedule(h, c, peer, qd);
+            self.wake_txq(h, c, peer, txq);
         }
     }
 }

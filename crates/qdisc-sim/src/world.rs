@@ -893,6 +893,30 @@ impl Sim {
         }
     }
 
+    /// Where the scheduler puts a NAPI kernel thread of host `h`: an idle CPU of its
+    /// machine (one no application thread is pinned to) if there is one, else any.
+    fn napi_thread_cpus(&self, s: &Scenario, h: u32) -> Vec<u32> {
+        let m = self.machine(h);
+        let ncpu = self.hosts[m as usize].cpu.as_ref().map_or(1, |c| c.cpus.len()) as u32;
+        let on_machine =
+            |name: &str| self.hosts.iter().position(|x| x.name == name).is_some_and(|x| self.hosts[x].machine == m);
+        let pinned: Vec<u32> = s
+            .traffic
+            .iter()
+            .flat_map(|t| {
+                let snd = t.sender_cpus.iter().flatten().filter(|_| on_machine(&t.from));
+                snd.chain(t.receiver_cpus.iter().flatten().filter(|_| on_machine(&t.to)))
+            })
+            .copied()
+            .collect();
+        let idle: Vec<u32> = (0..ncpu).filter(|c| !pinned.contains(c)).collect();
+        if idle.is_empty() {
+            (0..ncpu).collect()
+        } else {
+            idle
+        }
+    }
+
     /// The interface lines of the scripts (`ethtool -C/-G/-K`, `ip link set`, RPS
     /// masks), in file order (a later line overrides an earlier one).
     fn apply_iface_settings(&mut self, s: &Scenario) -> Result<(), RunError> {
@@ -919,31 +943,14 @@ impl Sim {
                     });
                 };
                 let k = i;
-                let ncpu = self.cpus(h).cpus.len() as u64;
-                // CPUs application threads of this machine are pinned to.
-                let m = self.machine(h);
-                let on_machine = |name: &str| {
-                    self.hosts.iter().position(|x| x.name == name).is_some_and(|x| self.hosts[x].machine == m)
-                };
-                let pinned: Vec<u32> = s
-                    .traffic
-                    .iter()
-                    .flat_map(|t| {
-                        let snd = t.sender_cpus.iter().flatten().filter(|_| on_machine(&t.from));
-                        snd.chain(t.receiver_cpus.iter().flatten().filter(|_| on_machine(&t.to)))
-                    })
-                    .copied()
-                    .collect();
+                let pool = matches!(st.kind, SettingKind::Threaded { .. }).then(|| self.napi_thread_cpus(s, h));
                 let i = &mut self.ifaces[i];
                 match &st.kind {
                     SettingKind::RpsCpus { rxq, cpus, .. } => i.rx[*rxq as usize].rps = cpus.clone(),
                     SettingKind::RpsFlowCnt { rxq, count, .. } => i.rx[*rxq as usize].rfs = *count > 0,
                     SettingKind::Threaded { on, .. } => {
-                        // Each NAPI's kernel thread runs where the scheduler puts it: an
-                        // idle CPU (one no application thread is pinned to) if there is
-                        // one, which one following the scenario's seed.
-                        let idle: Vec<u32> = (0..ncpu as u32).filter(|c| !pinned.contains(c)).collect();
-                        let pool = if idle.is_empty() { (0..ncpu as u32).collect() } else { idle };
+                        // Each NAPI's kernel thread: one of those CPUs, following the seed.
+                        let pool = pool.as_ref().expect("computed for threaded");
                         for (q, rx) in i.rx.iter_mut().enumerate() {
                             let mut r = Rng::new(s.seed ^ ((k as u64) << 32) ^ ((q as u64) << 16) ^ 0x6e617069);
                             rx.thread = on.then(|| pool[(r.next_u64() % pool.len() as u64) as usize]);

@@ -43,7 +43,7 @@ impl Sim {
             Some((m, c)) if m == self.machine(host) => self.pick_tx(iface, c, &pkt),
             _ => self.device(iface).txq_of(&pkt) as u32,
         };
-        let txq = if self.device(iface).per_txq_qdiscs() { pick } else { 0 };
+        let txq = self.qdisc_queue(iface, pick);
         let idle = self.txq_can_take(iface, txq);
         match self.device(iface).xmit_on(pkt, pick as usize, now, idle) {
             Xmit::Direct(p) => {
@@ -100,7 +100,7 @@ impl Sim {
     pub(crate) fn to_driver(&mut self, iface: u32, txq: u32, p: Packet) {
         if self.ifaces[iface as usize].local() {
             if let Err(p) = self.local_xmit(iface, txq, p) {
-                let qd = if self.device(iface).per_txq_qdiscs() { txq } else { 0 };
+                let qd = self.qdisc_queue(iface, txq);
                 self.ifaces[iface as usize].txqs[qd as usize].requeued = Some(p);
             }
             return;

@@ -1,27 +1,18 @@
 //! Hosts with CPUs (docs/cpu-model.md): the path's costs in virtual time, locks, XPS,
 //! settings, and the single-lock collapse of seed 001.
 
+mod common;
+
+use common::{host, run, scenario};
 use qdisc_scenario::backend::{NoProgress, RunError, RunOptions};
 use qdisc_scenario::profile::Profile;
-use qdisc_scenario::{RunResult, Scenario};
+use qdisc_scenario::RunResult;
 use qdisc_sim::simulate;
-
-fn scenario(text: &str) -> Scenario {
-    Scenario::from_bytes(text.as_bytes(), "t.toml").unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn run(text: &str) -> RunResult {
-    simulate(&scenario(text), &RunOptions::default(), &mut NoProgress).unwrap_or_else(|e| panic!("{e}")).0
-}
 
 /// Datagrams the receiver got (iperf3's count of those sent minus the lost).
 fn received(r: &RunResult) -> u64 {
     let rx = &r.throughput[0].receiver;
     rx.packets.unwrap() - rx.lost_packets.unwrap()
-}
-
-fn host<'a>(r: &'a RunResult, name: &str) -> &'a qdisc_scenario::result::HostCpu {
-    r.cpu.iter().find(|h| h.host == name).unwrap()
 }
 
 fn share(r: &RunResult, h: &str, symbol: &str) -> f64 {

@@ -2,20 +2,11 @@
 //! rings, BQL on veth, RPS, coalescing, GRO, skb-free deferral, threaded NAPI, MTU and
 //! txqueuelen — each on a hand-built case, with the default profile's costs.
 
-use qdisc_scenario::backend::{NoProgress, RunOptions};
+mod common;
+
+use common::{host, run};
 use qdisc_scenario::profile::Profile;
-use qdisc_scenario::result::HostCpu;
-use qdisc_scenario::{RunResult, Scenario};
-use qdisc_sim::simulate;
-
-fn run(text: &str) -> RunResult {
-    let s = Scenario::from_bytes(text.as_bytes(), "t.toml").unwrap_or_else(|e| panic!("{e}"));
-    simulate(&s, &RunOptions::default(), &mut NoProgress).unwrap_or_else(|e| panic!("{e}")).0
-}
-
-fn host<'a>(r: &'a RunResult, name: &str) -> &'a HostCpu {
-    r.cpu.iter().find(|h| h.host == name).unwrap_or_else(|| panic!("no CPU report for {name}"))
-}
+use qdisc_scenario::RunResult;
 
 /// Nanoseconds charged to a function row of a host.
 fn ns(r: &RunResult, h: &str, symbol: &str) -> u64 {
@@ -87,18 +78,10 @@ sender_cpus = "1"
 
 #[test]
 fn udp_over_lo_arrives_whole_and_hosts_joined_by_a_veth_pair_share_their_cpus() {
-    let r = run(r#"
-duration = "200ms"
-[[host]]
-name = "a"
-cpus = 2
-[[host]]
-name = "b"
-cpus = 2
-[[link]]
-between = ["a:veth0", "b:veth1"]
-kind = "veth-pair"
-[[traffic]]
+    let r = run(&format!(
+        "{}{}",
+        VETH_PAIR.replace("DUR", "200ms"),
+        r#"[[traffic]]
 kind = "udp"
 from = "a"
 to = "a"
@@ -110,7 +93,8 @@ from = "a"
 to = "b"
 rate = "10mbit"
 size = "1000"
-"#);
+"#
+    ));
     for t in &r.throughput {
         let (s, rx) = (&t.sender, &t.receiver);
         assert_eq!(s.packets, Some(250), "traffic[{}]", t.traffic);
@@ -124,6 +108,20 @@ size = "1000"
     assert_eq!(ns(&r, "a", "napi_gro_receive"), 0);
     assert_eq!(ns(&r, "a", "process_backlog"), 500 * Profile::default_profile().cost.napi_gro_receive.ns);
 }
+
+/// Two 2-CPU hosts joined by a veth pair, for `DUR`.
+const VETH_PAIR: &str = r#"
+duration = "DUR"
+[[host]]
+name = "a"
+cpus = 2
+[[host]]
+name = "b"
+cpus = 2
+[[link]]
+between = ["a:veth0", "b:veth1"]
+kind = "veth-pair"
+"#;
 
 const NIC_PAIR: &str = r#"
 duration = "1s"
@@ -465,25 +463,18 @@ receiver_cpus = "0"
 
 #[test]
 fn pktgen_sends_whole_frames_from_a_kernel_thread_without_a_socket() {
-    let r = run(r#"
-duration = "100ms"
-[[host]]
-name = "a"
-cpus = 2
-[[host]]
-name = "b"
-cpus = 2
-[[link]]
-between = ["a:veth0", "b:veth1"]
-kind = "veth-pair"
-[[traffic]]
+    let r = run(&format!(
+        "{}{}",
+        VETH_PAIR.replace("DUR", "100ms"),
+        r#"[[traffic]]
 kind = "pktgen"
 from = "a"
 to = "b"
 rate = "8mbit"
 size = "1000"
 sender_cpus = "1"
-"#);
+"#
+    ));
     let t = &r.throughput[0];
     let c = Profile::default_profile().cost;
     // 1000-byte frames at 8 Mbit/s: one every ms, the last still on its way.
