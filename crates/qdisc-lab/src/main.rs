@@ -32,7 +32,7 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use qdisc::tc::{parse_global, Tc};
+use qdisc::tc::{parse_global, Tc, TcLib};
 use qdisc::tree::{DevSpec, KernelVersion};
 
 #[derive(Parser)]
@@ -113,6 +113,7 @@ fn run_tc(dev: &[String], kernel: &str, sysctls: &[String], args: &[String]) -> 
     };
     // Boot: the sysctls (as sysctl.d applies them), then the devices come up.
     let mut tc = Tc::with_kernel(&[], kernel);
+    tc.lib = TcLib::from_env();
     for s in sysctls {
         if let Err(e) = tc.sysctl_w(s) {
             errln!("{e}");

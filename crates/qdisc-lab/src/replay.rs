@@ -29,7 +29,7 @@ use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption
 use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::TsResolution;
 use qdisc::tc::units::{fmt_rate, fmt_time64, get_size, get_time64, get_u32};
-use qdisc::tc::{Tc, TcOpts};
+use qdisc::tc::{Tc, TcLib, TcOpts};
 use qdisc::tree::{Device, Xmit};
 use qdisc::{Dequeued, FlowKey, Instant, Packet};
 use serde::Serialize;
@@ -98,6 +98,7 @@ pub fn run(a: &ReplayArgs) -> Result<String, String> {
     }
 
     let mut tc = Tc::new(&specs);
+    tc.lib = TcLib::from_env();
     if let Some(file) = &a.tc {
         let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read tc batch \"{file}\": {e}"))?;
         let out = tc.batch(&text, file, TcOpts::default(), false);

@@ -197,6 +197,28 @@ impl Link {
         ((bps * (self.delay as f64 / 1e9 + 0.05) / 1500.0 * 2.0).ceil() as u64).max(1000)
     }
 
+    /// The tc command (without "tc -n NS") realising the link's direction on `dev`,
+    /// the wire port whose egress carries it; `None` when there is nothing to realise.
+    /// The kernel lab runs it, and the simulator runs it on its own wire (plus a seed).
+    pub fn wire_qdisc(&self, dev: &str) -> Option<Vec<String>> {
+        let mut a: Vec<String> = ["qdisc", "add", "dev", dev, "root", "handle", "1:"].map(String::from).to_vec();
+        if self.wire_needs_netem() {
+            a.extend(["netem".into(), "delay".into(), exact_time(self.delay)]);
+            if self.loss > 0.0 {
+                a.extend(["loss".into(), "random".into(), format!("{}%", self.loss)]);
+            }
+            if let Some(r) = self.rate {
+                a.extend(["rate".into(), format!("{}bit", r * 8)]);
+            }
+            a.extend(["limit".into(), self.wire_netem_limit().to_string()]);
+        } else {
+            let r = self.rate?;
+            a.extend(["tbf".into(), "rate".into(), format!("{}bit", r * 8), "burst".into()]);
+            a.extend([self.wire_tbf_burst().to_string(), "latency".into(), "50ms".into()]);
+        }
+        Some(a)
+    }
+
     /// The IPv4 address of endpoint `b_side` (false: a, true: b) of link `index`.
     pub fn address(index: usize, b_side: bool) -> String {
         format!("10.{}.0.{}", index + 1, if b_side { 2 } else { 1 })
@@ -1975,5 +1997,16 @@ mod tests {
         assert_eq!(fmt_ns(10_000_000_000), "10s");
         assert_eq!(fmt_ns(2_500_000), "2500us");
         assert_eq!(fmt_ns(20_000_000), "20ms");
+    }
+}
+
+/// A time in tc units without rounding.
+fn exact_time(ns: u64) -> String {
+    if ns.is_multiple_of(1_000_000) {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns.is_multiple_of(1000) {
+        format!("{}us", ns / 1000)
+    } else {
+        format!("{ns}ns")
     }
 }

@@ -453,10 +453,8 @@ fn links(s: &Scenario) -> Vec<LinkInfo> {
                 (LinkKind::Eth, Some(r)) => format!("simulated NICs (BQL, TSO/GRO, 24 B framing per frame) at {r}"),
                 (LinkKind::Eth, None) => "simulated NICs without a rate of their own".into(),
                 (LinkKind::Veth, _) if l.wire_needs_netem() => format!(
-                    "simulated veth pair through a bridge; where the kernel lab uses netem, pfifo limit {} on the \
-                     ports l{i}a/l{i}b{}",
-                    l.wire_netem_limit(),
-                    rate.map(|r| format!(", serialising at {r}")).unwrap_or_default()
+                    "simulated veth pair through a bridge; {} on the ports l{i}a/l{i}b, seeded from the run's seed",
+                    l.wire_qdisc("").unwrap_or_default()[7..].join(" ")
                 ),
                 (LinkKind::Veth, Some(r)) => format!(
                     "simulated veth pair through a bridge; tbf rate {r} burst {}b latency 50ms on the ports l{i}a/l{i}b",
@@ -472,10 +470,11 @@ fn links(s: &Scenario) -> Vec<LinkInfo> {
                     }
                 ),
             }];
-            if l.delay > 0 {
+            // On a veth wire the netem command above says it.
+            if l.kind == LinkKind::Eth && l.delay > 0 {
                 how.push(format!("delay {}us", l.delay / 1000));
             }
-            if l.loss > 0.0 {
+            if l.kind == LinkKind::Eth && l.loss > 0.0 {
                 how.push(format!("loss {}%", l.loss));
             }
             LinkInfo {

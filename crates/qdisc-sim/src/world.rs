@@ -20,7 +20,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use qdisc::dql::Dql;
-use qdisc::tc::{Tc, TcOpts};
+use qdisc::tc::{Tc, TcLib, TcOpts};
 use qdisc::tree::{DevKind, DevSpec, KernelVersion};
 use qdisc::{FlowKey, Instant, Packet, Socket};
 use qdisc_scenario::backend::RunError;
@@ -227,20 +227,15 @@ pub fn addr(s: &Scenario, li: usize, host: &str) -> [u8; 16] {
     a
 }
 
-/// The qdisc of a veth link's bridge port, as the kernel lab sets it
-/// (`qdisc_kernel::host::lab::wire_qdisc`): tbf at the rate, or — where the lab uses
-/// netem for delay/loss — a pfifo of netem's limit (twice the packets in flight at the
-/// rate over the delay + 50 ms, at least 1000) in front of a port serialising at the rate.
-fn wire_qdisc(l: &qdisc_scenario::scenario::Link, dev: &str) -> Vec<String> {
-    let mut a: Vec<String> = ["qdisc", "add", "dev", dev, "root", "handle", "1:"].map(String::from).to_vec();
+/// The qdisc of a veth link's bridge port: what the kernel lab puts there
+/// ([`qdisc_scenario::scenario::Link::wire_qdisc`]: tbf at the rate, or netem for the
+/// delay, loss and rate), with netem's generator seeded from the run's seed.
+fn wire_qdisc(l: &qdisc_scenario::scenario::Link, dev: &str, seed: u64) -> Option<Vec<String>> {
+    let mut a = l.wire_qdisc(dev)?;
     if l.wire_needs_netem() {
-        a.extend(["pfifo".into(), "limit".into(), l.wire_netem_limit().to_string()]);
-    } else {
-        let rate = l.rate.unwrap_or(0);
-        a.extend(["tbf".into(), "rate".into(), format!("{}bit", rate * 8), "burst".into()]);
-        a.extend([l.wire_tbf_burst().to_string(), "latency".into(), "50ms".into()]);
+        a.extend(["seed".into(), seed.to_string()]);
     }
-    a
+    Some(a)
 }
 
 /// The `net.core.default_qdisc` a host's script sets before its first tc command (the
@@ -400,30 +395,25 @@ impl Sim {
                 }
                 LinkKind::Veth => {
                     // As the kernel lab builds it: each veth's peer is a port of a bridge
-                    // in a wire namespace; the port facing the receiver shapes and the
-                    // propagation delay and loss follow it. Without delay or loss the
-                    // lab shapes with tbf; with them, netem's rate and packet limit
-                    // (netem is not in the engine yet: a pfifo of netem's limit on a
-                    // port that serialises at the rate, without framing overhead).
+                    // in a wire namespace, and the port facing the receiver realises the
+                    // link with its qdisc — tbf at the rate, or netem, which holds each
+                    // packet for the delay (after serialising it at the rate) and loses
+                    // some. The port itself has no rate, the wire no delay or loss.
                     let w = net.host(&format!("link[{li}]"));
-                    let netem = l.wire_needs_netem();
-                    let port_rate = if netem { l.rate } else { None };
                     let (pa, pb) = (
-                        net.iface(w, &format!("l{li}a"), true, port_rate, None),
-                        net.iface(w, &format!("l{li}b"), true, port_rate, None),
+                        net.iface(w, &format!("l{li}a"), true, None, None),
+                        net.iface(w, &format!("l{li}b"), true, None, None),
                     );
                     // The wire namespace's bridge forwards on some CPU of the machine:
                     // a latency of the sending host's profile (it is no host's CPU here).
                     let bridge = |host: &str| s.host(host).map_or(0, |h| h.profile.cost.bridge_forward.ns);
                     net.connect(a, pa, bridge(&l.a.host), 0.0);
                     net.connect(b, pb, bridge(&l.b.host), 0.0);
-                    net.connect(pb, b, l.delay, loss);
-                    net.connect(pa, a, l.delay, loss);
+                    net.connect(pb, b, 0, 0.0);
+                    net.connect(pa, a, 0, 0.0);
                     net.ifaces[pa as usize].bridge = Some(pb);
                     net.ifaces[pb as usize].bridge = Some(pa);
-                    if l.rate.is_some() || netem {
-                        wires.push((w, li, l));
-                    }
+                    wires.push((w, li, l));
                 }
             }
         }
@@ -461,11 +451,12 @@ impl Sim {
         }
         let mut hosts: Vec<Host> = Vec::new();
         for (hi, name) in net.names.iter().enumerate() {
-            let tc = match default_qdisc(s, name) {
+            let mut tc = match default_qdisc(s, name) {
                 // As on a host that booted with the sysctl set (its devices came up after).
                 Some((kind, fail)) => Tc::with_default_qdisc(&net.specs[hi], kernel, kind).map_err(fail)?,
                 None => Tc::with_kernel(&net.specs[hi], kernel),
             };
+            tc.lib = TcLib::from_env();
             let m = machine[hi];
             let cpu = s.hosts.get(hi).filter(|_| m == hi as u32).map(|h| HostCpus::new(h.cpus, &h.profile));
             hosts.push(Host {
@@ -479,8 +470,9 @@ impl Sim {
             });
         }
         for (w, li, l) in wires {
-            for port in [format!("l{li}a"), format!("l{li}b")] {
-                let args = wire_qdisc(l, &port);
+            for (side, port) in [format!("l{li}a"), format!("l{li}b")].into_iter().enumerate() {
+                let seed = Rng::new(s.seed ^ 0x7769_7265 ^ ((li as u64) << 32) ^ side as u64).next_u64();
+                let Some(args) = wire_qdisc(l, &port, seed) else { continue };
                 let out = hosts[w as usize].tc.exec(&args, TcOpts::default());
                 if out.code != 0 {
                     return Err(RunError::Failed(format!("link[{li}]: tc {}: {}", args.join(" "), out.stderr)));

@@ -241,13 +241,15 @@ duration = "1s"
 }
 
 #[test]
-fn veth_links_with_delay_queue_as_netem_would() {
+fn veth_links_with_delay_run_netem() {
     let r = run(&with(PING).replace("rate = \"1gbit\"", "kind = \"veth\"\nrate = \"1gbit\""));
     let wire = &r.tc.end.iter().find(|d| d.host == "link[0]" && d.dev == "l0b").unwrap().qdisc[0];
-    // netem's limit in the lab: twice the 1500-byte packets in flight at 1 Gbit/s over
-    // 10 ms + 50 ms = 10000 — 10001 after the lab's floating-point ceil, which we share.
-    assert_eq!((wire["kind"].as_str(), wire["options"]["limit"].as_u64()), (Some("pfifo"), Some(10_001)));
-    // The port serialises at the rate without framing: 98 B at 125 MB/s = 784 ns each way.
+    // The lab's netem: its limit is twice the 1500-byte packets in flight at 1 Gbit/s
+    // over 10 ms + 50 ms = 10000 — 10001 after the floating-point ceil, which we share.
+    assert_eq!((wire["kind"].as_str(), wire["options"]["limit"].as_u64()), (Some("netem"), Some(10_001)));
+    assert_eq!(wire["options"]["delay"]["delay"].as_f64(), Some(0.01));
+    assert_eq!(wire["options"]["rate"]["rate"].as_u64(), Some(125_000_000));
+    // netem's rate serialises without framing: 98 B at 125 MB/s = 784 ns each way.
     for s in &r.rtt[0].samples {
         assert!((s.rtt_ms - 20.001568).abs() < 1e-9, "{s:?}");
     }

@@ -1,6 +1,7 @@
 //! Enqueue + dequeue cost per packet, steady state, 1500-byte packets.
 //! `cargo bench -p qdisc` — targets: fifos/pfifo_fast/prio ≤ 15 ns, tbf ≤ 30 ns (issue 2);
-//! at 10,000 active flows fq and fq_codel ≤ 67 ns, sfq ≤ 40 ns, codel ≤ 25 ns (issue 3).
+//! at 10,000 active flows fq and fq_codel ≤ 67 ns, sfq ≤ 40 ns, codel ≤ 25 ns (issue 3);
+//! netem with delay and jitter at 10,000 packets queued ≤ 60 ns (issue 14).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use qdisc::qdisc::TC_H_ROOT;
@@ -95,5 +96,33 @@ fn bench_flows(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, bench_flows);
+/// netem holding about 10,000 packets: one arrives every µs and each waits 10 ms
+/// ± 5 ms (uniform), so most land inside the time-ordered tree, not at its tail.
+fn bench_netem(c: &mut Criterion) {
+    let mut g = c.benchmark_group("enqueue+dequeue netem");
+    g.throughput(Throughput::Elements(1));
+    for (name, opts) in [("delay+jitter", "delay 10ms 5ms limit 100000 seed 1"), ("delay", "delay 10ms limit 100000")] {
+        let mut q = make("netem", opts);
+        let mut now = 0u64;
+        let mut spare = Vec::new();
+        for i in 0..10_000 {
+            now += 1000;
+            q.enqueue(Packet::new(i, 1500), Instant(now));
+        }
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                now += 1000;
+                let p = spare.pop().unwrap_or_else(|| Packet::new(now, 1500));
+                black_box(q.enqueue(p, Instant(now)));
+                if let qdisc::Dequeued::Packet(p) = q.dequeue(black_box(Instant(now))) {
+                    spare.push(p);
+                }
+            })
+        });
+        assert!((9_000..11_000).contains(&q.stats().qlen), "about 10,000 queued: {}", q.stats().qlen);
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_flows, bench_netem);
 criterion_main!(benches);

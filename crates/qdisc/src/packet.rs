@@ -162,10 +162,50 @@ pub struct Packet {
     pub flow: Option<Box<FlowKey>>,
     /// The sending socket, if any (`skb->sk`), shared by all its packets.
     pub sk: Option<Arc<Socket>>,
-    /// `truesize` is charged to `sk`'s `wmem_alloc` (the skb has the socket's write
-    /// destructor, `skb_set_owner_w`): given back when the packet is freed or orphaned.
-    pub charged: bool,
+    /// [`CHARGED`], [`NETEM_DUP`], [`CORRUPTED`]: one byte, so the packet stays one
+    /// cache line, with unused values left as a niche for `Option<Packet>`.
+    flags: Flags,
 }
+
+/// Three bits whose other values are invalid, as a `bool`'s are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum Flags {
+    F0,
+    F1,
+    F2,
+    F3,
+    F4,
+    F5,
+    F6,
+    F7,
+}
+
+impl Flags {
+    fn bits(self) -> u8 {
+        self as u8
+    }
+    fn with(self, bits: u8) -> Flags {
+        match bits & 7 {
+            0 => Flags::F0,
+            1 => Flags::F1,
+            2 => Flags::F2,
+            3 => Flags::F3,
+            4 => Flags::F4,
+            5 => Flags::F5,
+            6 => Flags::F6,
+            _ => Flags::F7,
+        }
+    }
+}
+
+/// `truesize` is charged to `sk`'s `wmem_alloc` (the skb has the socket's write
+/// destructor, `skb_set_owner_w`): given back when the packet is freed or orphaned.
+const CHARGED: u8 = 1;
+/// A netem duplicate (`skb->tc_depth` raised): no netem duplicates it again.
+const NETEM_DUP: u8 = 2;
+/// netem's `corrupt` flipped a bit of it: the receiver's checksum check discards it.
+const CORRUPTED: u8 = 4;
 
 /// A clone is a new skb: it shares the socket but is not charged to it (as
 /// `skb_clone` leaves the destructor with the original).
@@ -184,7 +224,7 @@ impl Clone for Packet {
             enqueued_at: self.enqueued_at,
             flow: self.flow.clone(),
             sk: self.sk.clone(),
-            charged: false,
+            flags: self.flags.with(self.flags.bits() & !CHARGED),
         }
     }
 }
@@ -213,8 +253,20 @@ impl Packet {
             sk: None,
             truesize: truesize_of(len),
             enqueued_at: Instant::ZERO,
-            charged: false,
+            flags: Flags::F0,
         }
+    }
+    /// `skb_gso_segment` of a GSO packet: `gso_segs` new skbs sharing `len` as evenly
+    /// as possible (larger ones first). The socket's charge stays with the original.
+    pub fn gso_segments(&self) -> impl Iterator<Item = Packet> + '_ {
+        let segs = self.gso_segs.max(1) as u32;
+        let (base, extra) = (self.len / segs, self.len % segs);
+        (0..segs).map(move |i| {
+            let seg_len = base + u32::from(i < extra);
+            let mut seg = self.clone();
+            (seg.len, seg.gso_segs, seg.truesize) = (seg_len, 1, truesize_of(seg_len));
+            seg
+        })
     }
     /// `skb_set_owner_w`: attach the socket and charge the packet's truesize to its
     /// `wmem_alloc` until the packet is freed or [orphaned](Packet::orphan).
@@ -222,19 +274,33 @@ impl Packet {
         self.orphan();
         sk.wmem_alloc.fetch_add(self.truesize as u64, Ordering::Relaxed);
         self.sk = Some(sk);
-        self.charged = true;
+        self.flags = self.flags.with(self.flags.bits() | CHARGED);
     }
     /// `skb_orphan`'s accounting: give the truesize back to the socket now (the
     /// socket stays attached for classification). Returns whether it was charged.
     pub fn orphan(&mut self) -> bool {
-        if !self.charged {
+        if self.flags.bits() & CHARGED == 0 {
             return false;
         }
-        self.charged = false;
+        self.flags = self.flags.with(self.flags.bits() & !CHARGED);
         if let Some(sk) = &self.sk {
             sk.wmem_alloc.fetch_sub(self.truesize as u64, Ordering::Relaxed);
         }
         true
+    }
+    /// A netem duplicate (see [`NETEM_DUP`]).
+    pub fn netem_dup(&self) -> bool {
+        self.flags.bits() & NETEM_DUP != 0
+    }
+    pub fn set_netem_dup(&mut self) {
+        self.flags = self.flags.with(self.flags.bits() | NETEM_DUP);
+    }
+    /// Corrupted by netem (see [`CORRUPTED`]).
+    pub fn corrupted(&self) -> bool {
+        self.flags.bits() & CORRUPTED != 0
+    }
+    pub fn set_corrupted(&mut self) {
+        self.flags = self.flags.with(self.flags.bits() | CORRUPTED);
     }
     pub fn with_priority(mut self, prio: u32) -> Self {
         self.priority = prio;

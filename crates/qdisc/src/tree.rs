@@ -426,8 +426,8 @@ impl Device {
             .ok_or_else(|| TcError::with_errno("Failed to find specified qdisc", Errno::ENOENT))?;
         let parent = self.node(&p);
         let c = parent.q.as_classful().ok_or_else(|| TcError::kernel("Parent qdisc is not classful"))?;
-        // `cops->find`: an inner class exists but has no leaf (`cops->leaf` is NULL).
-        if !c.find(tc_h_min(clid)) || tc_h_min(clid) == 0 {
+        // `cops->find` decides, minor 0 included (tbf's and netem's take any classid).
+        if !c.find(tc_h_min(clid)) {
             return Err(TcError::kernel("Specified class not found"));
         }
         let mut leaf = p.clone();

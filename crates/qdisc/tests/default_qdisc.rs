@@ -207,9 +207,9 @@ fn setting_it_later_changes_later_attachments_only() {
 
 #[test]
 fn what_the_sysctl_refuses() {
-    // Unknown, not registered (noop is builtin), not implemented here (clsact, netem:
+    // Unknown, not registered (noop is builtin), not implemented here (clsact, cake:
     // refused as without their module), case matters.
-    for v in ["nosuchkind", "noop", "clsact", "netem", "FQ_CODEL", ""] {
+    for v in ["nosuchkind", "noop", "clsact", "cake", "FQ_CODEL", ""] {
         assert_eq!(check_default_qdisc(v), Err(ENOENT.into()), "{v:?}");
         assert_eq!(Tc::with_default_qdisc(&specs("eth0"), KernelVersion::V6_18, v).err(), Some(ENOENT.into()));
     }

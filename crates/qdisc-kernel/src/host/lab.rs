@@ -277,7 +277,7 @@ impl Lab {
                 batch(ipb, &self.host_ns(&ep.host), &cmds)?;
             }
             let qdiscs: Vec<Vec<String>> =
-                [false, true].iter().filter_map(|&b_side| wire_qdisc(l, &port_name(i, b_side))).collect();
+                [false, true].iter().filter_map(|&b_side| l.wire_qdisc(&port_name(i, b_side))).collect();
             batch(&self.tc, &wire, &qdiscs).map_err(|e| format!("link {i}: {e}"))?;
         }
         let routes = routes(s);
@@ -391,42 +391,6 @@ pub fn port_name(i: usize, b_side: bool) -> String {
     format!("l{i}{}", if b_side { 'b' } else { 'a' })
 }
 
-/// The tc command (without "tc -n NS") realising a link's direction on `dev`, the
-/// wire port whose egress carries it; `None` when the link has nothing to realise.
-pub fn wire_qdisc(l: &Link, dev: &str) -> Option<Vec<String>> {
-    let mut a: Vec<String> = ["qdisc", "add", "dev", dev, "root", "handle", "1:"].map(String::from).to_vec();
-    if l.wire_needs_netem() {
-        a.push("netem".into());
-        a.extend(["delay".into(), exact_time(l.delay)]);
-        if l.loss > 0.0 {
-            a.extend(["loss".into(), "random".into(), format!("{}%", l.loss)]);
-        }
-        if let Some(r) = l.rate {
-            a.extend(["rate".into(), format!("{}bit", r * 8)]);
-        }
-        a.extend(["limit".into(), l.wire_netem_limit().to_string()]);
-        Some(a)
-    } else if let Some(r) = l.rate {
-        a.extend(["tbf", "rate"].map(String::from));
-        a.push(format!("{}bit", r * 8));
-        a.extend(["burst".into(), l.wire_tbf_burst().to_string(), "latency".into(), "50ms".into()]);
-        Some(a)
-    } else {
-        None
-    }
-}
-
-/// A time in tc units without rounding.
-fn exact_time(ns: u64) -> String {
-    if ns.is_multiple_of(1_000_000) {
-        format!("{}ms", ns / 1_000_000)
-    } else if ns.is_multiple_of(1000) {
-        format!("{}us", ns / 1000)
-    } else {
-        format!("{ns}ns")
-    }
-}
-
 /// What realises a link, in words (for the result's metadata).
 pub fn describe(l: &Link, i: usize) -> String {
     if !has_wire(l) {
@@ -434,7 +398,7 @@ pub fn describe(l: &Link, i: usize) -> String {
                 no rate/delay/loss of its own"
             .into();
     }
-    match wire_qdisc(l, &port_name(i, true)) {
+    match l.wire_qdisc(&port_name(i, true)) {
         None => "a bridge in the wire namespace, no rate/delay/loss of its own".into(),
         Some(args) => {
             let kind = if l.wire_needs_netem() { "netem" } else { "tbf" };
@@ -484,17 +448,17 @@ mod tests {
 
     #[test]
     fn wire_qdiscs() {
-        assert_eq!(wire_qdisc(&link(None, 0, 0.0), "l0b"), None);
+        assert_eq!(link(None, 0, 0.0).wire_qdisc("l0b"), None);
         assert_eq!(
-            wire_qdisc(&link(Some(125_000_000), 0, 0.0), "l0b").unwrap().join(" "),
+            link(Some(125_000_000), 0, 0.0).wire_qdisc("l0b").unwrap().join(" "),
             "qdisc add dev l0b root handle 1: tbf rate 1000000000bit burst 125000 latency 50ms"
         );
         assert_eq!(
-            wire_qdisc(&link(Some(125_000), 0, 0.0), "l0b").unwrap().join(" "),
+            link(Some(125_000), 0, 0.0).wire_qdisc("l0b").unwrap().join(" "),
             "qdisc add dev l0b root handle 1: tbf rate 1000000bit burst 3028 latency 50ms"
         );
         assert_eq!(
-            wire_qdisc(&link(Some(12_500_000), 20_000_000, 0.5), "l0a").unwrap().join(" "),
+            link(Some(12_500_000), 20_000_000, 0.5).wire_qdisc("l0a").unwrap().join(" "),
             "qdisc add dev l0a root handle 1: netem delay 20ms loss random 0.5% rate 100000000bit limit 1167"
                 .replace("1167", &((12_500_000f64 * 0.07 / 1500.0 * 2.0).ceil() as u64).max(1000).to_string())
         );
@@ -502,7 +466,7 @@ mod tests {
         let pair = Link { kind: LinkKind::VethPair, ..link(None, 0, 0.0) };
         assert!(!has_wire(&pair) && has_wire(&link(None, 0, 0.0)));
         assert!(describe(&pair, 0).starts_with("one veth pair between the two namespaces"));
-        assert_eq!(wire_qdisc(&pair, "l0b"), None);
+        assert_eq!(pair.wire_qdisc("l0b"), None);
     }
 }
 

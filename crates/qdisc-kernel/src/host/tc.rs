@@ -48,7 +48,7 @@ pub fn qdisc_kind(args: &[String]) -> Option<&str> {
 pub fn needed_qdiscs(s: &Scenario) -> BTreeMap<String, Vec<String>> {
     let mut need: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (i, l) in s.links.iter().enumerate() {
-        if let Some(args) = lab::wire_qdisc(l, &port_name(i, true)) {
+        if let Some(args) = l.wire_qdisc(&port_name(i, true)) {
             let kind = args[7].clone();
             let mut what = Vec::new();
             if l.delay > 0 {

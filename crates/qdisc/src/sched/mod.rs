@@ -8,6 +8,7 @@ pub mod fq_codel;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
+pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod prio;
@@ -31,6 +32,7 @@ pub enum Opts {
     Sfq(sfq::SfqOpt),
     Fq(fq::FqOpt),
     Htb(htb::HtbOpt),
+    Netem(netem::NetemOpt),
     /// Kinds that take no options (mq, pfifo_fast, noqueue).
     Empty,
 }
@@ -44,6 +46,7 @@ pub const KINDS: &[&str] = &[
     "htb",
     "ingress",
     "mq",
+    "netem",
     "noqueue",
     "pfifo",
     "pfifo_fast",
@@ -56,8 +59,8 @@ pub const KINDS: &[&str] = &[
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
 const TC_ONLY_KINDS: &[&str] = &[
-    "cake", "cbs", "choke", "clsact", "drr", "etf", "ets", "fq_pie", "gred", "hfsc", "hhf", "mqprio", "multiq",
-    "netem", "pie", "plug", "qfq", "red", "sfb", "skbprio", "taprio",
+    "cake", "cbs", "choke", "clsact", "drr", "etf", "ets", "fq_pie", "gred", "hfsc", "hhf", "mqprio", "multiq", "pie",
+    "plug", "qfq", "red", "sfb", "skbprio", "taprio",
 ];
 
 /// iproute2 side: parse a kind's options (`q->parse_qopt`). `Ok(None)` means the
@@ -82,6 +85,8 @@ pub fn parse(kind: &str, args: &mut Args) -> Result<Option<Opts>, TcError> {
         "sfq" => sfq::parse(args)?.map(Opts::Sfq),
         // q_fq.c always sends TCA_OPTIONS (possibly empty).
         "fq" => Some(Opts::Fq(fq::parse(args)?)),
+        // q_netem.c always sends TCA_OPTIONS.
+        "netem" => Some(Opts::Netem(netem::parse(args)?)),
         // q_prio.c registers pfifo_fast for printing only, without a parser.
         "pfifo_fast" => {
             if !args.is_empty() {
@@ -200,6 +205,10 @@ pub fn create_with_default(
             _ => Err(TcError::invalid()),
         },
         "mq" => Ok(Box::new(mq::Mq::new(dev, handle, parent, default_qdisc, now)?)),
+        "netem" => match opts {
+            Some(Opts::Netem(o)) => Ok(Box::new(netem::Netem::new(o, handle, now)?)),
+            _ => Err(TcError::invalid()),
+        },
         _ => Err(TcError::kernel("Specified qdisc kind is unknown")),
     }
 }

@@ -18,7 +18,7 @@
 //! of `limit` bytes (hidden from dumps), replaceable by any qdisc; after the
 //! inner qdisc is deleted, class 1 points at noop, which drops everything.
 
-use crate::packet::{truesize_of, Packet};
+use crate::packet::Packet;
 use crate::qdisc::{tc_h_make, Child, Classful, Dequeued, DevInfo, Enqueued, Node, Parked, Qdisc};
 use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
 use crate::sched::fifo::{Fifo, FifoKind, FifoOpt};
@@ -431,15 +431,10 @@ impl Tbf {
     /// difference between one packet of `len` bytes and what was queued.
     fn segment(&mut self, pkt: Packet, now: Instant) -> Enqueued {
         let prev_len = pkt.len;
-        let segs = pkt.gso_segs as u32;
-        let (base, extra) = (prev_len / segs, prev_len % segs);
         let mut nb: u32 = 0;
         let mut len: u32 = 0;
-        for i in 0..segs {
-            let seg_len = base + u32::from(i < extra);
-            // The segments are new skbs; the socket's charge goes with the original.
-            let mut seg = pkt.clone();
-            (seg.len, seg.gso_segs, seg.truesize) = (seg_len, 1, truesize_of(seg_len));
+        for seg in pkt.gso_segments() {
+            let seg_len = seg.len;
             let r = self.child.q.enqueue(seg, now);
             Child::collect(&mut self.child, &mut self.stats, &mut self.reduce);
             if r == Enqueued::Success {

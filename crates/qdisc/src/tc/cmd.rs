@@ -5,7 +5,7 @@ use crate::qdisc::{tc_h_maj, TC_H_ROOT};
 use crate::sched;
 use crate::sched::ingress::{INGRESS_HANDLE, TC_H_INGRESS};
 use crate::tc::show::{self, QdiscFilter};
-use crate::tc::{matches, Args, Errno, Out, TcError};
+use crate::tc::{matches, Args, Errno, Out, TcError, TcLib};
 use crate::time::Instant;
 use crate::tree::{self, DevSpec, Device, KernelVersion, NlFlags};
 
@@ -47,6 +47,9 @@ pub struct Tc {
     kernel: KernelVersion,
     /// `net.core.default_qdisc` (kernel-global; each device keeps a copy).
     default_qdisc: &'static str,
+    /// tc's library directory (netem's distribution tables); nothing is readable
+    /// unless the caller lends a reader ([`TcLib::from_env`]).
+    pub lib: TcLib,
 }
 
 /// The `sysctl -w` keys this engine models (see [`Tc::sysctl_w`]).
@@ -317,6 +320,7 @@ impl Tc {
             actions: Default::default(),
             kernel: k,
             default_qdisc,
+            lib: TcLib::default(),
         };
         for s in specs {
             tc.bring_up(s);
@@ -579,6 +583,7 @@ impl Tc {
         if let Some(d) = dev {
             a.set_dev(d, self.device(d).and_then(|x| x.speed));
         }
+        a.set_lib(self.lib.clone());
         let opts = match kind {
             Some(k) => sched::parse(k, &mut a),
             None => Ok(None),
@@ -727,6 +732,7 @@ impl Tc {
                     if let Some(d) = dev {
                         a.set_dev(d, self.device(d).and_then(|x| x.speed));
                     }
+                    a.set_lib(self.lib.clone());
                     let o = sched::parse_class(k, &mut a);
                     self.warn.push_str(&a.notes);
                     opts = Some(o?);

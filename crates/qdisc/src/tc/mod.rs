@@ -17,6 +17,7 @@ pub use out::Out;
 pub use show::classid as show_classid;
 
 use std::fmt;
+use std::sync::Arc;
 
 /// An error as tc reports it: the exact text on stderr and tc's exit status.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,11 +104,85 @@ pub struct Args<'a> {
     dev: Option<(&'a str, Option<u32>)>,
     /// What tc printed to stderr while parsing, ahead of any error of its own.
     pub notes: String,
+    /// Where netem's distribution tables are read from.
+    lib: Option<TcLib>,
+}
+
+/// The reader behind [`TcLib`]: a file's bytes, or the OS error.
+pub type ReadFile = Arc<dyn Fn(&str) -> std::io::Result<Vec<u8>> + Send + Sync>;
+
+/// tc's library directory (`get_tc_lib()`: `TC_LIB_DIR`, else LIBDIR + "/tc/"), where
+/// netem's `.dist` tables live. The engine does no I/O: the caller lends the reader
+/// (the CLI and the simulator pass the file system). Without one, every table is
+/// missing.
+#[derive(Clone)]
+pub struct TcLib {
+    pub dir: String,
+    pub read: Option<ReadFile>,
+}
+
+impl TcLib {
+    /// Debian's iproute2 LIBDIR.
+    pub const DEFAULT_DIR: &'static str = "/usr/lib/x86_64-linux-gnu/tc/";
+
+    /// The file system, at `TC_LIB_DIR` when set (as tc reads it).
+    pub fn from_env() -> Self {
+        let dir = std::env::var("TC_LIB_DIR").unwrap_or_else(|_| Self::DEFAULT_DIR.into());
+        TcLib { dir, read: Some(Arc::new(|p: &str| std::fs::read(p))) }
+    }
+}
+
+impl Default for TcLib {
+    fn default() -> Self {
+        TcLib { dir: Self::DEFAULT_DIR.into(), read: None }
+    }
+}
+
+impl fmt::Debug for TcLib {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TcLib({:?}, reader: {})", self.dir, self.read.is_some())
+    }
 }
 
 impl<'a> Args<'a> {
     pub fn new(argv: &'a [String]) -> Self {
-        Args { argv, pos: 0, dev: None, notes: String::new() }
+        Args { argv, pos: 0, dev: None, notes: String::new(), lib: None }
+    }
+    /// Set where distribution tables come from (tc's library directory).
+    pub fn set_lib(&mut self, lib: TcLib) {
+        self.lib = Some(lib);
+    }
+    /// q_netem.c `get_distribution`: read `<lib>/<name>.dist` (tc's 128-byte path
+    /// buffer included) and parse it; tc's words when it is missing or too big.
+    pub fn dist_table(&mut self, name: &str) -> Result<Vec<i16>, TcError> {
+        let lib = self.lib.clone().unwrap_or_default();
+        let mut path = format!("{}/{}.dist", lib.dir, name);
+        while path.len() > 127 {
+            path.pop();
+        }
+        let read = match &lib.read {
+            Some(r) => r(&path),
+            None => Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
+        };
+        let strerror = |e: std::io::Error| {
+            let text = match e.raw_os_error() {
+                Some(n) => std::io::Error::from_raw_os_error(n).to_string(),
+                None if e.kind() == std::io::ErrorKind::NotFound => "No such file or directory".into(),
+                None => e.to_string(),
+            };
+            // std appends " (os error N)" to strerror's text.
+            text.split(" (os error").next().unwrap_or_default().to_string()
+        };
+        match read {
+            Ok(bytes) => {
+                let data = crate::sched::netem::parse_dist(&bytes, &path)?;
+                if data.is_empty() {
+                    return Err(TcError::tc(""));
+                }
+                Ok(data)
+            }
+            Err(e) => Err(TcError::tc(format!("No distribution data for {name} ({path}: {})\n", strerror(e)))),
+        }
     }
     /// Set the device the options are for (tc passes it to each kind's parser).
     pub fn set_dev(&mut self, name: &'a str, speed_mbit: Option<u32>) {

@@ -201,6 +201,81 @@ pub fn get_time64(s: &str) -> Option<u64> {
     Some(t as u64)
 }
 
+/// `get_time64` as it really is: signed nanoseconds (`strtod` then a unit; a negative
+/// time is tc's to send and the kernel's to refuse). [`get_time64`] is its
+/// non-negative use.
+pub fn get_stime64(s: &str) -> Option<i64> {
+    let (mut t, rest) = strtod(s)?;
+    if !rest.is_empty() {
+        t *= match rest.to_ascii_lowercase().as_str() {
+            "s" | "sec" | "secs" => 1e9,
+            "ms" | "msec" | "msecs" => 1e6,
+            "us" | "usec" | "usecs" => 1e3,
+            "ns" | "nsec" | "nsecs" => 1.,
+            _ => return None,
+        };
+    }
+    // C's double → s64 conversion: NaN and out-of-range values become INT64_MIN on x86-64.
+    Some(if t.is_nan() || t >= 9.223372036854775807e18 || t < -9.223372036854775808e18 { i64::MIN } else { t as i64 })
+}
+
+/// tc/tc_util.c `parse_percent`: `strtod` / 100, within [0, 1], then nothing or `%`.
+/// A word without a number reads as 0 (then fails on its text unless it is `%`).
+pub fn parse_percent(s: &str) -> Option<f64> {
+    let (v, rest) = match strtod(s) {
+        Some((v, rest)) => (v / 100., rest),
+        None => (0., s),
+    };
+    if !(0.0..=1.0).contains(&v) {
+        return None;
+    }
+    if !rest.is_empty() && rest != "%" {
+        return None;
+    }
+    Some(v)
+}
+
+/// iproute2 `get_u64(&v, s, 10)`: `strtoull` over the whole word (a minus sign
+/// negates modulo 2^64; white space may lead).
+pub fn get_u64_base10(s: &str) -> Option<u64> {
+    let (neg, mag) = strto_base10(s)?;
+    Some(if neg { mag.wrapping_neg() } else { mag })
+}
+
+/// C `strtol(p, &end, 0)` on a prefix: the value (clamped to the `long` range, as
+/// ERANGE does) and how many bytes it used; None when no number starts here.
+pub fn strtol0_prefix(b: &[u8]) -> Option<(i64, usize)> {
+    let mut i = 0;
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
+        i += 1;
+    }
+    let neg = i < b.len() && b[i] == b'-';
+    if i < b.len() && (b[i] == b'-' || b[i] == b'+') {
+        i += 1;
+    }
+    let (radix, start) = if b.get(i) == Some(&b'0')
+        && b.get(i + 1).is_some_and(|c| c | 0x20 == b'x')
+        && b.get(i + 2).is_some_and(|c| c.is_ascii_hexdigit())
+    {
+        (16, i + 2)
+    } else if b.get(i) == Some(&b'0') {
+        (8, i)
+    } else {
+        (10, i)
+    };
+    let mut j = start;
+    let mut v: i128 = 0;
+    while let Some(d) = b.get(j).and_then(|&c| (c as char).to_digit(radix)) {
+        v = (v * radix as i128 + d as i128).min(1 << 64);
+        j += 1;
+    }
+    if j == start {
+        return None;
+    }
+    let v = if neg { -v } else { v };
+    Some((v.clamp(i64::MIN as i128, i64::MAX as i128) as i64, j))
+}
+
 /// C `strtol(s, &end, 0)` with the whole string consumed (`get_integer`, `get_u32` …).
 pub fn parse_c_integer(s: &str) -> Option<i64> {
     let (neg, body) = match s.strip_prefix('-') {
