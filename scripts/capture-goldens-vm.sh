@@ -33,7 +33,7 @@
 #      script) and writes raw per-step outputs as a tar onto a virtio disk;
 #      vm_capture.py assembles the JSON on the host.
 # Why TCG: this machine's /dev/kvm is a PVM backend that can't run a stock
-# kernel (see /work/shared/tools/kernel-lab-prototype.sh).
+# kernel (found while prototyping the kernel lab).
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

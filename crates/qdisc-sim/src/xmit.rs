@@ -1,4 +1,4 @@
-//! The Linux transmit path of one interface (§2–3 of the reference):
+//! The Linux transmit path of one interface (§2–3 of docs/kernel-notes.md):
 //!
 //! ```text
 //! dev_queue_xmit ─► tx queue (skb_tx_hash) ─► __dev_xmit_skb ─┬─ bypass (empty, idle) ─┐

@@ -1,4 +1,4 @@
-//! Byte queue limits: dynamic queue limits (DQL) per transmit queue (§3 of the reference).
+//! Byte queue limits: dynamic queue limits (DQL) per transmit queue (§3 of docs/kernel-notes.md).
 //!
 //! A driver ring is a producer/consumer queue: the stack queues bytes (`sent`), the NIC
 //! retires them and the driver reports them at TX completion (`completed`). BQL keeps

@@ -131,7 +131,7 @@ impl PartialEq for Socket {
 impl Eq for Socket {}
 
 /// One skb. `len` is `qdisc_skb_cb(skb)->pkt_len`: the bytes the qdisc accounts,
-/// including all GSO segments' headers (§1.2 of the reference).
+/// including all GSO segments' headers (§1.2 of docs/kernel-notes.md).
 ///
 /// Every enqueue and dequeue moves a packet by value, so it is kept to one cache
 /// line (64 bytes): the rarely-present 5-tuple is boxed, and the socket is shared

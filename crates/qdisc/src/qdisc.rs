@@ -2,7 +2,7 @@
 //!
 //! Differences from the kernel, all deliberate:
 //! * time is an argument; a shaper that cannot send answers `Dequeued::Throttled { until }`
-//!   instead of arming `qdisc_watchdog_schedule` (§1.5);
+//!   instead of arming `qdisc_watchdog_schedule` (§1.5 of docs/kernel-notes.md);
 //! * children are owned by their parent (`Box<dyn Qdisc>`); what the kernel's
 //!   `qdisc_tree_reduce_backlog` pushes up the parent chain is handed up instead:
 //!   a child records it (`Stats`-side `Reduce`) and the parent collects it after the call

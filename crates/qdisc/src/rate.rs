@@ -1,5 +1,5 @@
 //! Rate → time conversion shared by the shapers (tbf now, htb later): the kernel's
-//! `struct psched_ratecfg` and its helpers (§1.6 of the reference).
+//! `struct psched_ratecfg` and its helpers (§1.6 of docs/kernel-notes.md).
 //!
 //! Theory: a rate is kept as bytes per second plus a precomputed fixed-point
 //! reciprocal, so that "how long does sending `len` bytes take" is one multiply and

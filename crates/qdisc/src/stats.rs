@@ -1,5 +1,5 @@
 //! Per-qdisc counters: `gnet_stats_basic` (bstats) and `gnet_stats_queue` (qstats),
-//! maintained exactly where the kernel maintains them (§1.1 of the reference).
+//! maintained exactly where the kernel maintains them (§1.1 of docs/kernel-notes.md).
 
 use crate::packet::Packet;
 

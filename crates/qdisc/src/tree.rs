@@ -1,5 +1,5 @@
 //! A device and its qdisc tree — the parts of net/sched/sch_api.c and
-//! sch_generic.c that decide where qdiscs live (§1.7 of the reference):
+//! sch_generic.c that decide where qdiscs live (§1.7 of docs/kernel-notes.md):
 //! default attachment, handle allocation, `tc_modify_qdisc`'s create/change/graft
 //! decision table, deletion, refcounts, and the order dumps list qdiscs in.
 //!

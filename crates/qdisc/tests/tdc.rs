@@ -1,5 +1,6 @@
-//! The kernel's own tc-testing cases (tools/testing/selftests/tc-testing, copied in
-//! ../shared/tdc/qdiscs) for the qdiscs this engine implements, run through our tc.
+//! The kernel's own tc-testing cases (tools/testing/selftests/tc-testing, a copy kept
+//! outside this repository at the path `upstream_tc_testing_cases` reads) for the
+//! qdiscs this engine implements, run through our tc.
 //!
 //! A tiny interpreter plays tdc: `$TC` is our tc, `$DUMMY` a dummy device (no queue
 //! of its own, like the kernel's dummy), `$ETH` a netdevsim NIC whose queue count

@@ -27,7 +27,7 @@ impl Accel {
 /// usable *and* backed by kvm_intel or kvm_amd. Other KVM backends (this CI machine's
 /// kvm_pvm, a PVM host nested in Firecracker) create VMs but cannot run a stock kernel:
 /// it crawls through KVM's instruction emulator and dies on CMPXCHG16B/XRSTOR/INT3
-/// (see `../shared/tools/kernel-lab-prototype.sh`).
+/// (found while prototyping the kernel lab).
 pub fn pick_accel(env: Option<&str>, kvm_usable: bool, vmx_or_svm: bool) -> Result<Accel, String> {
     match env.map(str::trim) {
         Some("kvm") => Ok(Accel::Kvm),

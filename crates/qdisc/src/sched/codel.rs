@@ -1,6 +1,6 @@
 //! CoDel — the shared Controlled-Delay core (include/net/codel.h, codel_impl.h)
 //! and the `codel` qdisc built on it (net/sched/sch_codel.c, tc/q_codel.c);
-//! §10.6 and §11 of the reference. fq_codel runs the same core once per bucket.
+//! §10.6 and §11 of docs/kernel-notes.md. fq_codel runs the same core once per bucket.
 //!
 //! Theory (RFC 8289, Linux flavour): CoDel watches the *sojourn time* of the packet
 //! at the head of its queue. While that delay stays below `target`, nothing

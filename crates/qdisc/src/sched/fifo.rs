@@ -1,5 +1,5 @@
 //! pfifo, bfifo and pfifo_head_drop — mirrors net/sched/sch_fifo.c, printed and
-//! parsed as tc/q_fifo.c does (§6 of the reference).
+//! parsed as tc/q_fifo.c does (§6 of docs/kernel-notes.md).
 //!
 //! Theory: one FIFO with a limit. pfifo counts packets (accept while qlen < limit),
 //! bfifo counts bytes (accept while backlog + len ≤ limit); both tail-drop.

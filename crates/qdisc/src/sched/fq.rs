@@ -1,6 +1,6 @@
 //! fq — Fair Queue packet scheduler with per-flow pacing. Mirrors net/sched/sch_fq.c
 //! as shipped in Linux 6.12 (kernel side) and tc/q_fq.c of iproute2 6.15 (tc side);
-//! §9 of the reference.
+//! §9 of docs/kernel-notes.md.
 //!
 //! Theory. Every socket (or, for socket-less traffic, every masked flow hash) is a
 //! *flow* with its own time-ordered packet queue. Flows are served deficit round

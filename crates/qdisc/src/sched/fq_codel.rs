@@ -1,5 +1,5 @@
 //! fq_codel — Fair Queuing with CoDel. Mirrors net/sched/sch_fq_codel.c (kernel
-//! side) and tc/q_fq_codel.c (iproute2 side); §10 of the reference, RFC 8290.
+//! side) and tc/q_fq_codel.c (iproute2 side); §10 of docs/kernel-notes.md, RFC 8290.
 //!
 //! Theory: packets are hashed into `flows` buckets (stochastically: several flows
 //! may share one). Each bucket is a FIFO with its own CoDel state

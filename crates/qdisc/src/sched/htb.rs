@@ -1,5 +1,5 @@
 //! htb — Hierarchical Token Bucket. Mirrors net/sched/sch_htb.c (kernel side) and
-//! tc/q_htb.c (iproute2 side); §14 of the reference.
+//! tc/q_htb.c (iproute2 side); §14 of docs/kernel-notes.md.
 //!
 //! Theory: a tree of classes, each with two token buckets kept as *time* (ns of
 //! transmission credit, see [`crate::rate`]): the rate bucket (`tokens`, at most

@@ -1,4 +1,4 @@
-//! mq — mirrors net/sched/sch_mq.c (§8 of the reference).
+//! mq — mirrors net/sched/sch_mq.c (§8 of docs/kernel-notes.md).
 //!
 //! Theory: mq is not a scheduler. It is the root of a multiqueue device and owns one
 //! child qdisc per tx queue (class `<major>:<txq+1>`), each attached to its own

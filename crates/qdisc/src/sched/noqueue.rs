@@ -1,5 +1,5 @@
 //! noqueue and noop — mirrors `noqueue_qdisc_ops` and `noop_qdisc_ops` in
-//! net/sched/sch_generic.c (§1.8 of the reference).
+//! net/sched/sch_generic.c (§1.8 of docs/kernel-notes.md).
 //!
 //! noqueue is a real, dumpable qdisc whose enqueue the kernel sets to NULL, so
 //! `__dev_queue_xmit` calls the driver directly (§2.1). As a trait object it is a

@@ -1,5 +1,5 @@
-//! pfifo_fast — mirrors `pfifo_fast_ops` in net/sched/sch_generic.c (§5 of the
-//! reference); printed by iproute2's prio printer.
+//! pfifo_fast — mirrors `pfifo_fast_ops` in net/sched/sch_generic.c (§5 of
+//! docs/kernel-notes.md); printed by iproute2's prio printer.
 //!
 //! Theory: three strict-priority bands chosen by `skb->priority & 15` through a fixed
 //! priomap; band 0 is always served first. Each band is a ring of `txqueuelen`

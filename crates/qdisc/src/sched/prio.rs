@@ -1,5 +1,5 @@
 //! prio — mirrors net/sched/sch_prio.c, parsed and printed as tc/q_prio.c does
-//! (§7 of the reference; the printer is also pfifo_fast's, §5).
+//! (§7 of docs/kernel-notes.md; the printer is also pfifo_fast's, §5).
 //!
 //! Theory: `bands` (2..=16) strict-priority classes `<handle>:1` … `<handle>:<bands>`,
 //! each holding a child qdisc (a pfifo of txqueuelen packets unless grafted).

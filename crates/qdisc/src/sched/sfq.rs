@@ -1,7 +1,7 @@
 //! sfq — Stochastic Fairness Queueing. Mirrors net/sched/sch_sfq.c (Linux 6.12 as
 //! Debian 13 ships it, 6.12.107, which carries the 2025 stable fixes: int allot in
 //! bytes, limit/quantum/perturb validation on a work copy) and tc/q_sfq.c +
-//! tc/tc_red.c (iproute2 6.15); §12 of the reference.
+//! tc/tc_red.c (iproute2 6.15); §12 of docs/kernel-notes.md.
 //!
 //! Theory: packets are hashed (keyed by a secret `perturbation`) into `divisor`
 //! buckets; each bucket in use owns one of `flows` slots, a FIFO of at most `depth`

@@ -1,5 +1,5 @@
 //! tbf — Token Bucket Filter. Mirrors net/sched/sch_tbf.c (kernel side) and
-//! tc/q_tbf.c (iproute2 side); §13 of the reference.
+//! tc/q_tbf.c (iproute2 side); §13 of docs/kernel-notes.md.
 //!
 //! Theory: two token buckets measured in *time* (nanoseconds of transmission
 //! credit) rather than bytes. The rate bucket holds up to `buffer` ns — the time

@@ -1,4 +1,4 @@
-//! Units exactly as iproute2 reads and writes them (§4.3–4.4 of the reference):
+//! Units exactly as iproute2 reads and writes them (§4.3–4.4 of docs/kernel-notes.md):
 //! `get_rate64`, `get_size`, `get_size_and_cell`, `get_time`, `get_time64` on input;
 //! `print_rate`, `sprint_size`, `sprint_time`, `sprint_time64` on output.
 //! Rates are bytes per second, times in µs (get_time) or ns (get_time64).
