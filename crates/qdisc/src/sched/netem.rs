@@ -1,5 +1,6 @@
 //! netem — the network emulator. Mirrors net/sched/sch_netem.c (kernel side, 6.12
-//! with its stable fixes) and tc/q_netem.c (iproute2 6.15 side).
+//! with its stable fixes) and tc/q_netem.c (iproute2 6.15 side); §17 of
+//! docs/kernel-notes.md.
 //!
 //! Theory: every packet is given a time to send (`time_to_send`) at enqueue and
 //! waits in a time-ordered queue (the "tfifo") until then. Enqueue decides, in the
