@@ -10,7 +10,7 @@ use qdisc::tc::Args;
 use qdisc::{DevInfo, Instant, Packet, Qdisc};
 
 fn dev() -> DevInfo {
-    DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: 1000, num_tx_queues: 1 }
+    DevInfo::eth0()
 }
 
 /// Build a qdisc from a tc option string, as `tc qdisc add … KIND OPTS` would.

@@ -8,7 +8,7 @@
 //! ```
 //! use qdisc::{sched, tc::Args, Dequeued, DevInfo, Instant, Packet};
 //! # fn main() -> Result<(), qdisc::tc::TcError> {
-//! let dev = DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: 1000, num_tx_queues: 1 };
+//! let dev = DevInfo::eth0();
 //! let argv: Vec<String> = "rate 1mbit burst 1600 limit 10k".split(' ').map(String::from).collect();
 //! let opts = sched::parse("tbf", &mut Args::new(&argv))?;
 //! let mut q = sched::create("tbf", opts.as_ref(), &dev, 0x10000, qdisc::qdisc::TC_H_ROOT, Instant::ZERO)?;

@@ -74,9 +74,25 @@ pub struct DevInfo {
     pub hard_header_len: u32,
     pub tx_queue_len: u32,
     pub num_tx_queues: u32,
+    /// The kernel whose behaviour the device follows (its `Device::kernel`), for the
+    /// init/change code that differs between versions.
+    pub kernel: crate::tree::KernelVersion,
 }
 
 impl DevInfo {
+    /// A standard Ethernet `eth0` (MTU 1500, txqueuelen 1000, one tx queue) on the
+    /// default kernel: what most tests, benches and examples start from.
+    pub fn eth0() -> Self {
+        DevInfo {
+            name: "eth0".into(),
+            mtu: 1500,
+            hard_header_len: 14,
+            tx_queue_len: 1000,
+            num_tx_queues: 1,
+            kernel: Default::default(),
+        }
+    }
+
     /// `psched_mtu`: MTU plus link-layer header, 1514 on standard Ethernet.
     pub fn psched_mtu(&self) -> u32 {
         self.mtu + self.hard_header_len

@@ -126,7 +126,8 @@ pub struct Device {
     /// (entries of qdiscs that went away are noticed and dropped on lookup), so
     /// commands on trees of 10,000+ classes do not walk the tree.
     index: BTreeMap<u32, Path>,
-    /// Whose behaviour to follow where kernel versions differ.
+    /// Whose behaviour to follow where kernel versions differ. Fixed when the device
+    /// comes up; `info.kernel` is the same value, as the qdiscs see it.
     pub kernel: KernelVersion,
     /// sysfs `speed` in Mbit/s, if the device reports one.
     pub speed: Option<u32>,
@@ -176,6 +177,32 @@ impl KernelVersion {
     /// priority/protocol not found". Upstream code, so by version: 6.18 has it.
     pub fn tp_find_extack(self) -> bool {
         self >= Self::V6_18
+    }
+
+    /// The quantum bounds of the 6.12 stable series (§9, §12, §16 of
+    /// docs/kernel-notes.md), as Debian's 6.12.117 has them (goldens/kernel-6.12;
+    /// the fq_change, fq policy and sfq_change parts are new since 6.12.107, whose
+    /// goldens show the old behaviour; the init clamps could not be told apart on
+    /// 6.12.107, which was never captured with a small enough MTU):
+    /// * fq: `fq_change` clamps `quantum` to [256, 2^20] instead of refusing 0 and
+    ///   > 2^20 with "invalid quantum"; TCA_FQ_INITIAL_QUANTUM's policy maximum is
+    ///   2^20 (was INT_MAX), so a bigger one is ERANGE before anything is applied;
+    ///   `fq_init` derives its defaults from psched_mtu clamped to [1, 2^20], with
+    ///   quantum clamped to [256, 2^20] and initial_quantum capped at 2^20;
+    /// * sfq: `sfq_change` raises a quantum below 256 to 256 and refuses one above
+    ///   2^20 ("quantum too large"); `sfq_init` clamps its psched_mtu default to
+    ///   [256, 2^20];
+    /// * fq_codel and codel: the init-time mtu (fq_codel's default quantum and both
+    ///   CoDel `mtu`s) is psched_mtu clamped to [256, 2^20].
+    ///
+    /// 6.18 here means this project's CI host, 6.18.44, which has none of them: its
+    /// v6.18.44 source still has the INT_MAX policy and the EINVAL quantum check in
+    /// sch_fq.c and plain `psched_mtu()` in `fq_init`, `sfq_init`, `fq_codel_init` and
+    /// `codel_init`, and no quantum floor in `sfq_change`. The host has no fq, sfq,
+    /// fq_codel or codel module, so this rests on that source, not on a capture; a
+    /// later 6.18.y has the init clamps and the fq change too.
+    pub fn quantum_bounds(self) -> bool {
+        self < Self::V6_18
     }
 
     /// "Invalid qdisc name" gained its explanation in the 6.18 series.
@@ -253,18 +280,26 @@ fn bucket(handle: u32) -> u32 {
 impl Device {
     /// A device as it comes up on a kernel with the default `net.core.default_qdisc`.
     pub fn new(spec: &DevSpec) -> Self {
-        Self::with_default_qdisc(spec, DEFAULT_QDISC, Instant::ZERO)
+        Self::with_default_qdisc(spec, DEFAULT_QDISC, KernelVersion::default(), Instant::ZERO)
     }
 
     /// A device coming up (`dev_activate`) at `now` while `net.core.default_qdisc` is
-    /// `default_qdisc` (a kind [`default_qdisc_ops`] returned).
-    pub(crate) fn with_default_qdisc(spec: &DevSpec, default_qdisc: &'static str, now: Instant) -> Self {
+    /// `default_qdisc` (a kind [`default_qdisc_ops`] returned), on kernel `kernel`
+    /// (which the default qdiscs already follow: a default fq_codel or sfq sizes its
+    /// quantum by it).
+    pub(crate) fn with_default_qdisc(
+        spec: &DevSpec,
+        default_qdisc: &'static str,
+        kernel: KernelVersion,
+        now: Instant,
+    ) -> Self {
         let info = DevInfo {
             name: spec.name.clone(),
             mtu: spec.mtu,
             hard_header_len: 14,
             tx_queue_len: spec.txqueuelen,
             num_tx_queues: spec.txqueues,
+            kernel,
         };
         let mut d = Device {
             info,
@@ -272,7 +307,7 @@ impl Device {
             root: Node::new(0, TC_H_ROOT, Box::new(noqueue::Noop::default())),
             ingress: None,
             index: BTreeMap::new(),
-            kernel: KernelVersion::default(),
+            kernel,
             speed: spec.speed,
             default_qdisc,
         };

@@ -262,3 +262,15 @@ fn sysctl_w_prints_what_procps_prints() {
     );
     assert_eq!(tc.default_qdisc(), "pfifo_head_drop");
 }
+
+/// The default qdiscs a device comes up with follow the device's kernel from the
+/// start: on an MTU 68 device a boot-time fq_codel's quantum is psched_mtu (82)
+/// clamped to 256 on 6.12.117, and 82 itself on 6.18.44 (`KernelVersion::quantum_bounds`).
+#[test]
+fn default_qdiscs_follow_the_kernel_from_boot() {
+    for (kernel, quantum) in [(KernelVersion::V6_12, 256), (KernelVersion::V6_18, 82)] {
+        let mut tc = Tc::with_default_qdisc(&specs("eth0,mtu=68"), kernel, "fq_codel").unwrap();
+        let out = show(&mut tc, "qdisc show dev eth0");
+        assert!(out.contains(&format!(" quantum {quantum} ")), "{kernel}: {out}");
+    }
+}

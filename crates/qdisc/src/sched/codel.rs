@@ -105,9 +105,17 @@ impl CodelParams {
     }
 }
 
-/// The `mtu` both qdiscs derive at init: `clamp(psched_mtu, 256, 1 << 20)`.
+/// The `mtu` both qdiscs derive at init (`codel_init`, `fq_codel_init`): psched_mtu,
+/// clamped to [256, 2^20] where [`KernelVersion::quantum_bounds`] (6.12.117; not
+/// 6.18.44, whose source uses psched_mtu as it is).
+///
+/// [`KernelVersion::quantum_bounds`]: crate::tree::KernelVersion::quantum_bounds
 pub fn codel_mtu(dev: &DevInfo) -> u32 {
-    dev.psched_mtu().clamp(256, 1 << 20)
+    if dev.kernel.quantum_bounds() {
+        dev.psched_mtu().clamp(256, 1 << 20)
+    } else {
+        dev.psched_mtu()
+    }
 }
 
 /// `struct codel_vars` (all zero after `codel_vars_init`).
@@ -620,7 +628,7 @@ mod tests {
     use super::*;
 
     fn dev() -> DevInfo {
-        DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: 1000, num_tx_queues: 1 }
+        DevInfo::eth0()
     }
     fn t(ns: u64) -> Instant {
         Instant::from_nanos(ns)
@@ -638,6 +646,21 @@ mod tests {
     }
     fn codel(s: &str) -> Codel {
         Codel::new(&p(s).unwrap(), &dev(), t(0)).unwrap()
+    }
+
+    /// `codel_init`'s mtu: psched_mtu clamped to [256, 2^20] on 6.12.117, as it is on
+    /// 6.18.44.
+    #[test]
+    fn init_mtu_bounds_by_kernel() {
+        let d = |mtu: u32, kernel| DevInfo { mtu, kernel, ..dev() };
+        let (k12, k18) = (crate::tree::KernelVersion::V6_12, crate::tree::KernelVersion::V6_18);
+        assert_eq!(codel_mtu(&d(68, k12)), 256);
+        assert_eq!(codel_mtu(&d(1500, k12)), 1514);
+        assert_eq!(codel_mtu(&d(2_000_000, k12)), 1 << 20);
+        assert_eq!(codel_mtu(&d(68, k18)), 82);
+        assert_eq!(codel_mtu(&d(2_000_000, k18)), 2_000_014);
+        assert_eq!(Codel::new(&p("").unwrap(), &d(68, k12), t(0)).unwrap().params().mtu, 256);
+        assert_eq!(Codel::new(&p("").unwrap(), &d(68, k18), t(0)).unwrap().params().mtu, 82);
     }
     fn show(q: &Codel, json: bool) -> String {
         let mut o = if json { Out::json(false) } else { Out::text() };

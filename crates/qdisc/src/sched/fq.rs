@@ -49,6 +49,11 @@ use crate::time::Instant;
 pub const FQ_BANDS: usize = 3;
 /// FQ_MIN_WEIGHT (uapi pkt_sched.h).
 pub const FQ_MIN_WEIGHT: i32 = 16384;
+/// The quantum bounds of 6.12.117's `fq_init`/`fq_change` (see
+/// [`crate::tree::KernelVersion::quantum_bounds`]); 2^20 is also the quantum's
+/// upper limit before them.
+const FQ_MIN_QUANTUM: u32 = 256;
+const FQ_MAX_QUANTUM: u32 = 1 << 20;
 /// `sch_default_prio2band`, fq's default priomap.
 pub const DEFAULT_PRIOMAP: [u8; 16] = [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
 /// Default band weights: 9·2^16, 3·2^16, 2^16 (`fq_init`).
@@ -449,6 +454,11 @@ pub struct Fq {
     flow_plimit: u32,
     quantum: u32,
     initial_quantum: u32,
+    /// [`KernelVersion::quantum_bounds`] of the device's kernel: `fq_change` clamps
+    /// `quantum` and caps `initial_quantum` at 2^20 (the policy).
+    ///
+    /// [`KernelVersion::quantum_bounds`]: crate::tree::KernelVersion::quantum_bounds
+    quantum_bounds: bool,
     /// jiffies.
     flow_refill_delay: u32,
     /// bytes/s, `NO_RATE` = none.
@@ -534,12 +544,20 @@ fn jiffies_to_usecs(j: u64) -> u32 {
 impl Fq {
     /// `fq_init`: the defaults, then `fq_change` with what tc sent.
     pub fn new(o: &FqOpt, dev: &DevInfo, _handle: u32, now: Instant) -> Result<Fq, TcError> {
-        let mtu = dev.psched_mtu();
+        let bounds = dev.kernel.quantum_bounds();
+        // 6.12.117's fq_init bounds what it derives from the MTU; 6.18.44 does not.
+        let (quantum, initial_quantum) = if bounds {
+            let mtu = dev.psched_mtu().clamp(1, FQ_MAX_QUANTUM);
+            ((2 * mtu).clamp(FQ_MIN_QUANTUM, FQ_MAX_QUANTUM), (10 * mtu).min(FQ_MAX_QUANTUM))
+        } else {
+            (2 * dev.psched_mtu(), 10 * dev.psched_mtu())
+        };
         let mut q = Fq {
             limit: 10000,
             flow_plimit: 100,
-            quantum: 2 * mtu,
-            initial_quantum: 10 * mtu,
+            quantum,
+            initial_quantum,
+            quantum_bounds: bounds,
             flow_refill_delay: usecs_to_jiffies(40_000),
             flow_max_rate: NO_RATE,
             ce_threshold: NSEC_PER_USEC * u32::MAX as u64,
@@ -586,7 +604,9 @@ impl Fq {
     /// queue is trimmed to `limit` in any case.
     fn apply(&mut self, o: &FqOpt, now: Instant) -> Result<(), TcError> {
         // Policy validation (nla_parse without extack): nothing is applied.
-        if o.initial_quantum.is_some_and(|v| v > i32::MAX as u32) {
+        // TCA_FQ_INITIAL_QUANTUM's range is [0, INT_MAX], [0, 2^20] on 6.12.117.
+        let iq_max = if self.quantum_bounds { FQ_MAX_QUANTUM } else { i32::MAX as u32 };
+        if o.initial_quantum.is_some_and(|v| v > iq_max) {
             return Err(TcError { msg: "RTNETLINK answers: Numerical result out of range\n".into(), code: 2 });
         }
         let mut err: Option<TcError> = None;
@@ -605,7 +625,10 @@ impl Fq {
             self.flow_plimit = v;
         }
         if let Some(v) = o.quantum {
-            if v > 0 && v <= 1 << 20 {
+            if self.quantum_bounds {
+                // 6.12.117: clamped, never refused.
+                self.quantum = v.clamp(FQ_MIN_QUANTUM, FQ_MAX_QUANTUM);
+            } else if v > 0 && v <= FQ_MAX_QUANTUM {
                 self.quantum = v;
             } else {
                 err = Some(TcError::kernel("sch_fq: invalid quantum"));
@@ -1361,10 +1384,11 @@ impl Qdisc for Fq {
 mod tests {
     use super::*;
     use crate::packet::Socket;
+    use crate::tree::KernelVersion;
     use std::sync::Arc;
 
     fn dev() -> DevInfo {
-        DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: 1000, num_tx_queues: 1 }
+        DevInfo::eth0()
     }
     fn t(ns: u64) -> Instant {
         Instant::from_nanos(ns)
@@ -1860,21 +1884,84 @@ mod tests {
 
     #[test]
     fn change_is_not_transactional() {
-        let mut q = fq("");
-        let e = q.change(&Opts::Fq(p("limit 200 quantum 0 flow_limit 9").unwrap()), &dev(), t(0)).unwrap_err();
+        // 6.18.44 still refuses quantum 0 (6.12.117 clamps it: quantum_bounds_6_12_117).
+        let dev = DevInfo { kernel: KernelVersion::V6_18, ..dev() };
+        let mut q = Fq::new(&FqOpt::default(), &dev, 0, t(0)).unwrap();
+        let e = q.change(&Opts::Fq(p("limit 200 quantum 0 flow_limit 9").unwrap()), &dev, t(0)).unwrap_err();
         assert_eq!(e.msg, "Error: sch_fq: invalid quantum.\n");
         assert_eq!((q.limit, q.flow_plimit, q.quantum), (200, 9, 3028));
-        let e = q.change(&Opts::Fq(p("buckets 1 limit 300 weights x 20000 20000 20000").unwrap()), &dev(), t(0));
+        let e = q.change(&Opts::Fq(p("buckets 1 limit 300 weights x 20000 20000 20000").unwrap()), &dev, t(0));
         assert_eq!(e.unwrap_err().msg, "RTNETLINK answers: Invalid argument\n");
         assert_eq!((q.limit, q.bands[0].quantum), (300, 9 << 16), "weights skipped after an error");
-        let e = q.change(&Opts::Fq(p("initial_quantum 2147483648 limit 5").unwrap()), &dev(), t(0));
+        let e = q.change(&Opts::Fq(p("initial_quantum 2147483648 limit 5").unwrap()), &dev, t(0));
         assert_eq!(e.unwrap_err().msg, "RTNETLINK answers: Numerical result out of range\n");
         assert_eq!(q.limit, 300, "policy errors apply nothing");
         let o = FqOpt { weights: Some([20000, 100, 20000]), ..FqOpt::default() };
         assert_eq!(
-            q.change(&Opts::Fq(o), &dev(), t(0)).unwrap_err().msg,
+            q.change(&Opts::Fq(o), &dev, t(0)).unwrap_err().msg,
             "Error: sch_fq: Weight 100 less that minimum allowed 16384.\n"
         );
+    }
+
+    /// 6.12.117 (goldens fq-quantum-bounds, fq-change, fq-errors, fq-params):
+    /// `fq_change` clamps quantum to [256, 2^20]; initial_quantum's policy maximum is
+    /// 2^20; `fq_init` bounds its MTU-derived defaults.
+    #[test]
+    fn quantum_bounds_6_12_117() {
+        let mut q = fq("");
+        let set = |q: &mut Fq, s: &str| q.change(&Opts::Fq(p(s).unwrap()), &dev(), t(0));
+        for (v, want) in [(0, 256), (1, 256), (255, 256), (256, 256), (3000, 3000), (1 << 20, 1 << 20)] {
+            set(&mut q, &format!("quantum {v}")).unwrap();
+            assert_eq!(q.quantum, want, "quantum {v}");
+        }
+        for v in [1048577u32, 2000000, u32::MAX] {
+            set(&mut q, "quantum 3000 limit 7").unwrap();
+            set(&mut q, &format!("quantum {v}")).unwrap();
+            assert_eq!(q.quantum, 1 << 20, "quantum {v}");
+        }
+        set(&mut q, "initial_quantum 1048576").unwrap();
+        assert_eq!(q.initial_quantum, 1 << 20);
+        set(&mut q, "initial_quantum 0").unwrap();
+        assert_eq!(q.initial_quantum, 0);
+        for v in [1048577u32, 2147483647, u32::MAX] {
+            let e = set(&mut q, &format!("limit 9 quantum 100 initial_quantum {v}")).unwrap_err();
+            assert_eq!(e, TcError { msg: "RTNETLINK answers: Numerical result out of range\n".into(), code: 2 });
+            assert_eq!(
+                (q.limit, q.quantum, q.initial_quantum),
+                (7, 1 << 20, 0),
+                "initial_quantum {v}: nothing applied"
+            );
+        }
+        // fq_init: quantum = clamp(2 * mtu, 256, 2^20), initial_quantum = min(10 * mtu, 2^20).
+        let q = Fq::new(&FqOpt::default(), &DevInfo { mtu: 68, ..dev() }, 0, t(0)).unwrap();
+        assert_eq!((q.quantum, q.initial_quantum), (256, 820));
+        let q = Fq::new(&FqOpt::default(), &DevInfo { mtu: 65535, ..dev() }, 0, t(0)).unwrap();
+        assert_eq!((q.quantum, q.initial_quantum), (131098, 655490));
+        let q = Fq::new(&FqOpt::default(), &DevInfo { mtu: 200_000, ..dev() }, 0, t(0)).unwrap();
+        assert_eq!((q.quantum, q.initial_quantum), (400028, 1 << 20));
+        let q = Fq::new(&FqOpt::default(), &DevInfo { mtu: 1 << 20, ..dev() }, 0, t(0)).unwrap();
+        assert_eq!((q.quantum, q.initial_quantum), (1 << 20, 1 << 20));
+    }
+
+    /// 6.18.44 (the CI host; its sch_fq.c predates the bounds): quantum 0 and > 2^20
+    /// are refused, initial_quantum goes up to INT_MAX, fq_init takes 2 and 10 MTUs.
+    #[test]
+    fn quantum_bounds_not_in_6_18_44() {
+        let dev = DevInfo { kernel: KernelVersion::V6_18, ..dev() };
+        let mut q = Fq::new(&FqOpt::default(), &dev, 0, t(0)).unwrap();
+        let mut set = |s: &str| q.change(&Opts::Fq(p(s).unwrap()), &dev, t(0));
+        for v in [0u32, 1048577, u32::MAX] {
+            assert_eq!(set(&format!("quantum {v}")).unwrap_err().msg, "Error: sch_fq: invalid quantum.\n");
+        }
+        set("quantum 1").unwrap();
+        set("initial_quantum 2147483647").unwrap();
+        let e = set("initial_quantum 2147483648").unwrap_err();
+        assert_eq!(e.msg, "RTNETLINK answers: Numerical result out of range\n");
+        assert_eq!((q.quantum, q.initial_quantum), (1, 2147483647));
+        let q = Fq::new(&FqOpt::default(), &DevInfo { mtu: 68, ..dev.clone() }, 0, t(0)).unwrap();
+        assert_eq!((q.quantum, q.initial_quantum), (164, 820));
+        let q = Fq::new(&FqOpt::default(), &DevInfo { mtu: 200_000, ..dev }, 0, t(0)).unwrap();
+        assert_eq!((q.quantum, q.initial_quantum), (400028, 2000140));
     }
 
     #[test]

@@ -1173,7 +1173,7 @@ mod tests {
     use crate::sched::codel::{codel_time, control_law, CODEL_SHIFT};
 
     fn dev() -> DevInfo {
-        DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: 1000, num_tx_queues: 1 }
+        DevInfo::eth0()
     }
     fn t(ns: u64) -> Instant {
         Instant::from_nanos(ns)
@@ -1260,6 +1260,21 @@ mod tests {
         assert!(out(false, |o| q.dump(o, &dev())).contains("ce_threshold 2ms ce_threshold_selector 0/0xfc interval"));
         let q = fq("ce_threshold 2ms ce_threshold_selector 0/0");
         assert!(out(false, |o| q.dump(o, &dev())).contains("ce_threshold 2ms interval"));
+    }
+
+    /// `fq_codel_init`'s mtu (default quantum and CoDel mtu): psched_mtu clamped to
+    /// [256, 2^20] on 6.12.117 (golden fq_codel-quantum-bounds: 256 on an MTU 68
+    /// device), psched_mtu itself on 6.18.44. A given quantum is raised to 256 on both.
+    #[test]
+    fn init_mtu_bounds_by_kernel() {
+        let small = DevInfo { mtu: 68, ..dev() };
+        let q = FqCodel::new(&p("").unwrap(), &small, H, t(0)).unwrap();
+        assert_eq!((q.quantum(), q.params().mtu), (256, 256));
+        let small = DevInfo { kernel: crate::tree::KernelVersion::V6_18, ..small };
+        let q = FqCodel::new(&p("").unwrap(), &small, H, t(0)).unwrap();
+        assert_eq!((q.quantum(), q.params().mtu), (82, 82));
+        let q = FqCodel::new(&p("quantum 1").unwrap(), &small, H, t(0)).unwrap();
+        assert_eq!(q.quantum(), 256);
     }
 
     #[test]

@@ -173,7 +173,7 @@ mod tests {
     use super::*;
 
     fn dev(n: u32) -> DevInfo {
-        DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: 1000, num_tx_queues: n }
+        DevInfo { num_tx_queues: n, ..DevInfo::eth0() }
     }
 
     fn mq(d: &DevInfo, handle: u32, parent: u32) -> Result<Mq, TcError> {

@@ -109,7 +109,7 @@ mod tests {
     use super::*;
 
     fn dev(txqlen: u32) -> DevInfo {
-        DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: txqlen, num_tx_queues: 1 }
+        DevInfo { tx_queue_len: txqlen, ..DevInfo::eth0() }
     }
 
     #[test]

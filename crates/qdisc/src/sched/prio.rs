@@ -371,7 +371,7 @@ mod tests {
     use super::*;
 
     fn dev() -> DevInfo {
-        DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: 1000, num_tx_queues: 1 }
+        DevInfo::eth0()
     }
     fn t(ns: u64) -> Instant {
         Instant::from_nanos(ns)

@@ -1,6 +1,7 @@
 //! sfq — Stochastic Fairness Queueing. Mirrors net/sched/sch_sfq.c (Linux 6.12 as
-//! Debian 13 ships it, 6.12.107, which carries the 2025 stable fixes: int allot in
-//! bytes, limit/quantum/perturb validation on a work copy) and tc/q_sfq.c +
+//! Debian 13 ships it, 6.12.117, which carries the 2025 stable fixes: int allot in
+//! bytes, limit/quantum/perturb validation on a work copy; and since 6.12.108…117 the
+//! quantum bounds of `KernelVersion::quantum_bounds`) and tc/q_sfq.c +
 //! tc/tc_red.c (iproute2 6.15); §12 of docs/kernel-notes.md.
 //!
 //! Theory: packets are hashed (keyed by a secret `perturbation`) into `divisor`
@@ -49,6 +50,10 @@ pub const SFQ_DEFAULT_FLOWS: u32 = 128;
 pub const SFQ_MAX_FLOWS: u32 = 0x10000 - SFQ_MAX_DEPTH - 1;
 /// SFQ_EMPTY_SLOT: a hash bucket without a slot.
 const SFQ_EMPTY_SLOT: u16 = 0xffff;
+/// The quantum bounds of 6.12.117's `sfq_init`/`sfq_change` (see
+/// [`crate::tree::KernelVersion::quantum_bounds`]).
+const SFQ_MIN_QUANTUM: u32 = 256;
+const SFQ_MAX_QUANTUM: u32 = 1 << 20;
 /// SFQ_DEFAULT_HASH_DIVISOR.
 pub const SFQ_DEFAULT_HASH_DIVISOR: u32 = 1024;
 /// The kernel's HZ (Debian's x86-64 config), for the `perturb` bound only.
@@ -603,6 +608,11 @@ pub struct Sfq {
     maxdepth: u32,
     maxflows: u32,
     quantum: u32,
+    /// [`KernelVersion::quantum_bounds`] of the device's kernel: `sfq_change` floors
+    /// the quantum at 256 and refuses one above 2^20.
+    ///
+    /// [`KernelVersion::quantum_bounds`]: crate::tree::KernelVersion::quantum_bounds
+    quantum_bounds: bool,
     /// Seconds (the kernel keeps jiffies and dumps `/ HZ`).
     perturb_period: i32,
     flags: u8,
@@ -641,7 +651,13 @@ impl Sfq {
             headdrop: false,
             maxdepth: SFQ_MAX_DEPTH,
             maxflows: SFQ_DEFAULT_FLOWS,
-            quantum: dev.psched_mtu().clamp(256, 1 << 20),
+            // sfq_init: psched_mtu, clamped to [256, 2^20] on 6.12.117 (not 6.18.44).
+            quantum: if dev.kernel.quantum_bounds() {
+                dev.psched_mtu().clamp(SFQ_MIN_QUANTUM, SFQ_MAX_QUANTUM)
+            } else {
+                dev.psched_mtu()
+            },
+            quantum_bounds: dev.kernel.quantum_bounds(),
             perturb_period: 0,
             flags: 0,
             red: None,
@@ -694,6 +710,11 @@ impl Sfq {
         if (o.quantum as i32) < 0 {
             return Err(TcError::kernel("sch_sfq: invalid quantum"));
         }
+        // 6.12.117 (stable backport; not in 6.18.44): right after the sign check,
+        // before the perturb period's (checked against a 6.12.117 capture).
+        if self.quantum_bounds && o.quantum > SFQ_MAX_QUANTUM {
+            return Err(TcError::kernel("sch_sfq: quantum too large"));
+        }
         if o.perturb_period < 0 || o.perturb_period > i32::MAX / HZ {
             return Err(TcError::kernel("sch_sfq: invalid perturb period"));
         }
@@ -706,7 +727,8 @@ impl Sfq {
         let mut maxflows = self.maxflows;
         let mut quantum = self.quantum;
         if o.quantum != 0 {
-            quantum = o.quantum;
+            // 6.12.117 raises a quantum below 256 to 256 (6.18.44 takes it as is).
+            quantum = if self.quantum_bounds { o.quantum.max(SFQ_MIN_QUANTUM) } else { o.quantum };
         }
         if o.flows != 0 {
             maxflows = o.flows.min(SFQ_MAX_FLOWS);
@@ -1305,7 +1327,7 @@ mod tests {
     const H: u32 = 0x8001_0000;
 
     fn dev() -> DevInfo {
-        DevInfo { name: "eth0".into(), mtu: 1500, hard_header_len: 14, tx_queue_len: 1000, num_tx_queues: 1 }
+        DevInfo::eth0()
     }
     fn t(ns: u64) -> Instant {
         Instant::from_nanos(ns)
@@ -1393,6 +1415,44 @@ mod tests {
         assert_eq!((q.limit(), q.flows()), (2, 2));
         let q = sfq("divisor 65536 flows 65536 limit 100000 depth 0 quantum 0");
         assert_eq!((q.limit(), q.flows(), q.depth(), q.quantum()), (100000, 65408, 127, 1514));
+    }
+
+    /// 6.12.117 (golden sfq-quantum-bounds, sfq-params): `sfq_change` raises a
+    /// quantum below 256 to 256 and refuses one above 2^20, right after the sign
+    /// check; `sfq_init` clamps psched_mtu to [256, 2^20].
+    #[test]
+    fn quantum_bounds_6_12_117() {
+        for (v, want) in [("1", 256), ("100", 256), ("255", 256), ("256", 256), ("0", 1514), ("1048576", 1 << 20)] {
+            assert_eq!(sfq(&format!("quantum {v}")).quantum(), want, "quantum {v}");
+        }
+        let mk = |s: &str| Sfq::new(p(s).unwrap().as_ref(), &dev(), H, t(0)).err();
+        let too_large = Some(TcError::kernel("sch_sfq: quantum too large"));
+        assert_eq!(mk("quantum 1048577"), too_large);
+        assert_eq!(mk("quantum 2147483647"), too_large);
+        assert_eq!(mk("quantum 2147483648"), Some(TcError::kernel("sch_sfq: invalid quantum")));
+        assert_eq!(mk("quantum 4294967295 perturb -1"), Some(TcError::kernel("sch_sfq: invalid quantum")));
+        // Order: divisor, sign, size, perturb period, …, limit.
+        assert_eq!(mk("divisor 3 quantum 1048577"), Some(TcError::invalid()));
+        assert_eq!(mk("quantum 1048577 perturb -1"), too_large);
+        assert_eq!(mk("quantum 1048577 depth 1 flows 1 limit 5"), too_large);
+        assert_eq!(mk("quantum 100 depth 1 flows 1 limit 5"), Some(TcError::kernel("sch_sfq: invalid limit")));
+        let d = DevInfo { mtu: 68, ..dev() };
+        assert_eq!(Sfq::new(None, &d, H, t(0)).unwrap().quantum(), 256);
+        assert_eq!(Sfq::new(p("quantum 100").unwrap().as_ref(), &d, H, t(0)).unwrap().quantum(), 256);
+    }
+
+    /// 6.18.44 (the CI host; its sch_sfq.c predates the bounds): any quantum up to
+    /// INT_MAX is taken as given, and the default is psched_mtu itself.
+    #[test]
+    fn quantum_bounds_not_in_6_18_44() {
+        let d = DevInfo { kernel: crate::tree::KernelVersion::V6_18, ..dev() };
+        let mk = |s: &str| Sfq::new(p(s).unwrap().as_ref(), &d, H, t(0));
+        assert_eq!(mk("quantum 100").unwrap().quantum(), 100);
+        assert_eq!(mk("quantum 1048577").unwrap().quantum(), 1048577);
+        assert_eq!(mk("quantum 2147483647").unwrap().quantum(), 2147483647);
+        assert_eq!(mk("quantum 2147483648").err(), Some(TcError::kernel("sch_sfq: invalid quantum")));
+        let d = DevInfo { mtu: 68, ..d };
+        assert_eq!(Sfq::new(None, &d, H, t(0)).unwrap().quantum(), 82);
     }
 
     #[test]

@@ -330,8 +330,7 @@ impl Tc {
 
     /// `ip link add` + `ip link set up`: the device gets its default qdiscs now.
     fn bring_up(&mut self, spec: &DevSpec) {
-        let mut d = Device::with_default_qdisc(spec, self.default_qdisc, self.now);
-        d.kernel = self.kernel;
+        let d = Device::with_default_qdisc(spec, self.default_qdisc, self.kernel, self.now);
         self.devices.push(d);
     }
 
