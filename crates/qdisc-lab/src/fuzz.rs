@@ -309,10 +309,10 @@ fn mutate(rng: &mut Rng, d: &mut Vec<u8>, corpus: &[Vec<u8>], dict: &[Vec<u8>], 
                 // A 1/2/4-byte integer at an edge, either byte order.
                 let v: u32 = *rng.pick(&[0, 1, 0x7f, 0x80, 0xff, 0xffff, 0x1_0000, 0x7fff_ffff, 0x8000_0000, u32::MAX]);
                 let w = *rng.pick(&[1usize, 2, 4]);
-                let bytes = if rng.chance(2) { v.to_le_bytes() } else { v.to_be_bytes() };
+                // The low `w` bytes of v, in either byte order.
+                let src = if rng.chance(2) { v.to_le_bytes()[..w].to_vec() } else { v.to_be_bytes()[4 - w..].to_vec() };
                 let i = rng.below(len - w + 1);
-                let src = if bytes[0] == 0 && w < 4 { &bytes[4 - w..] } else { &bytes[..w] };
-                d[i..i + w].copy_from_slice(src);
+                d[i..i + w].copy_from_slice(&src);
             }
             7 | 8 => {
                 // A number at an edge in place of one, or a unit after it.
@@ -398,6 +398,9 @@ fn mutate(rng: &mut Rng, d: &mut Vec<u8>, corpus: &[Vec<u8>], dict: &[Vec<u8>], 
 
 // ---- the driver ------------------------------------------------------------------
 
+/// New input from the dictionary, not from a seed.
+type Generator = fn(&mut Rng, &[Vec<u8>]) -> Vec<u8>;
+
 /// A parser under test.
 struct Target {
     name: &'static str,
@@ -405,7 +408,7 @@ struct Target {
     dict: Vec<Vec<u8>>,
     binary: bool,
     /// New inputs from scratch instead of a mutated seed, some of the time.
-    generate: Option<fn(&mut Rng, &[Vec<u8>]) -> Vec<u8>>,
+    generate: Option<Generator>,
     /// Inputs per CI run.
     iters: u64,
     /// Ok, or the property the input broke. Panics are caught around it.
@@ -470,9 +473,12 @@ fn save(target: &str, input: &[u8]) -> PathBuf {
     path
 }
 
+/// The input being run and since when.
+type Running = (Instant, Vec<u8>);
+
 fn fuzz(t: Target) {
     // The watchdog: what is running and since when.
-    let current: Arc<Mutex<Option<(Instant, Vec<u8>)>>> = Arc::new(Mutex::new(None));
+    let current: Arc<Mutex<Option<Running>>> = Arc::new(Mutex::new(None));
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watchdog = {
         let (current, done, name) = (current.clone(), done.clone(), t.name);
@@ -599,33 +605,11 @@ const TC_WORDS: &[&str] = &[
     "get",
     "dev",
     "root",
-    "ingress",
-    "clsact",
     "parent",
     "handle",
     "classid",
     "estimator",
     "stab",
-    "pfifo",
-    "bfifo",
-    "pfifo_fast",
-    "tbf",
-    "prio",
-    "htb",
-    "sfq",
-    "fq_codel",
-    "codel",
-    "fq",
-    "mq",
-    "noqueue",
-    "netem",
-    "red",
-    "cake",
-    "u32",
-    "fw",
-    "basic",
-    "matchall",
-    "flower",
     "protocol",
     "pref",
     "action",
@@ -645,6 +629,31 @@ const TC_WORDS: &[&str] = &[
     "-force",
     "-batch",
     "help",
+];
+/// Qdisc and filter kinds, implemented or not.
+const TC_KINDS: &[&str] = &[
+    "pfifo",
+    "bfifo",
+    "pfifo_fast",
+    "tbf",
+    "prio",
+    "htb",
+    "sfq",
+    "fq_codel",
+    "codel",
+    "fq",
+    "mq",
+    "noqueue",
+    "netem",
+    "red",
+    "cake",
+    "ingress",
+    "clsact",
+    "u32",
+    "fw",
+    "basic",
+    "matchall",
+    "flower",
 ];
 const TC_HANDLES: &[&str] = &["1:", "1:1", "1:10", "ffff:", "ffff:fff1", "0:", ":1", "10:", "8001:", "1:0", "none"];
 const DEVICES: &[&str] = &["eth0", "veth0", "eth1", "nosuchdev", ""];
@@ -668,29 +677,7 @@ fn gen_tc(rng: &mut Rng, dict: &[Vec<u8>]) -> Vec<u8> {
             3 => w.push(format!("classid {} parent {}", rng.pick(TC_HANDLES), rng.pick(TC_HANDLES))),
             _ => {}
         }
-        w.push(
-            rng.pick(&[
-                "pfifo",
-                "bfifo",
-                "pfifo_fast",
-                "tbf",
-                "prio",
-                "htb",
-                "sfq",
-                "fq_codel",
-                "codel",
-                "fq",
-                "mq",
-                "noqueue",
-                "ingress",
-                "clsact",
-                "u32",
-                "fw",
-                "basic",
-                "matchall",
-            ])
-            .to_string(),
-        );
+        w.push(rng.pick(TC_KINDS).to_string());
         for _ in 0..rng.below(6) {
             w.push(String::from_utf8_lossy(rng.pick(dict).as_slice()).into_owned());
             let v = match rng.below(4) {
@@ -774,7 +761,6 @@ fn traffic(tc: &mut Tc) {
                 proto: [6u8, 17, 1][i as usize % 3],
                 sport: 1000 + (i % 5) as u16,
                 dport: 5201,
-                ..FlowKey::default()
             });
             p.priority = [0u32, 6, 0x10001, 7, 0xffff_ffff][i as usize % 5];
             p.mark = (i % 4) as u32;
@@ -854,7 +840,7 @@ fn tc_target(input: &[u8]) -> Result<(), String> {
 #[test]
 fn tc() {
     let seeds = tc_seeds();
-    let dict = dictionary(&seeds, TC_WORDS);
+    let dict = dictionary(&seeds, &[TC_WORDS, TC_KINDS].concat());
     fuzz(Target { name: "tc", seeds, dict, binary: false, generate: Some(gen_tc), iters: 4000, run: tc_target });
 }
 
@@ -925,7 +911,7 @@ fn pcap_target(input: &[u8]) -> Result<(), String> {
     let path = scratch("capture");
     std::fs::write(&path, input).unwrap();
     let file = path.to_string_lossy().into_owned();
-    let json = input.len() % 2 == 0;
+    let json = input.len().is_multiple_of(2);
     let a = crate::replay::ReplayArgs {
         dev: vec![],
         tc: None,
@@ -1096,6 +1082,7 @@ fn pcap() {
         iters: 3000,
         run: pcap_target,
     });
+    let _ = std::fs::remove_dir_all(scratch("capture").parent().unwrap());
 }
 
 // ---- results (plot, compare) -----------------------------------------------------------
@@ -1117,7 +1104,7 @@ fn result_target(input: &[u8]) -> Result<(), String> {
             .map_err(|e| format!("compare --json does not parse: {e}"))?;
     }
     // PNG is slower to encode: one valid result in eight.
-    let png = fnv(input) % 8 == 0;
+    let png = fnv(input).is_multiple_of(8);
     for fig in crate::plot::figures(&r) {
         let _ = crate::plot::svg(&fig);
         if png {
