@@ -630,6 +630,112 @@ const TC_WORDS: &[&str] = &[
     "-batch",
     "help",
 ];
+/// The options of the kinds (qdisc and class, as iproute2's q_*.c and f_*.c take them).
+const TC_OPTIONS: &[(&str, &[&str])] = &[
+    ("pfifo", &["limit"]),
+    ("bfifo", &["limit"]),
+    (
+        "tbf",
+        &[
+            "rate",
+            "burst",
+            "buffer",
+            "maxburst",
+            "latency",
+            "limit",
+            "mtu",
+            "minburst",
+            "peakrate",
+            "overhead",
+            "linklayer",
+        ],
+    ),
+    ("prio", &["bands", "priomap"]),
+    (
+        "htb",
+        &[
+            "default",
+            "r2q",
+            "direct_qlen",
+            "rate",
+            "ceil",
+            "burst",
+            "cburst",
+            "prio",
+            "quantum",
+            "mtu",
+            "mpu",
+            "overhead",
+        ],
+    ),
+    (
+        "sfq",
+        &[
+            "limit",
+            "perturb",
+            "quantum",
+            "divisor",
+            "flows",
+            "depth",
+            "headdrop",
+            "redflowlimit",
+            "min",
+            "max",
+            "probability",
+            "ecn",
+            "harddrop",
+        ],
+    ),
+    (
+        "fq_codel",
+        &[
+            "limit",
+            "flows",
+            "target",
+            "interval",
+            "quantum",
+            "ecn",
+            "noecn",
+            "ce_threshold",
+            "memory_limit",
+            "drop_batch",
+        ],
+    ),
+    ("codel", &["limit", "target", "interval", "ecn", "noecn", "ce_threshold"]),
+    (
+        "fq",
+        &[
+            "limit",
+            "flow_limit",
+            "quantum",
+            "initial_quantum",
+            "maxrate",
+            "buckets",
+            "orphan_mask",
+            "pacing",
+            "nopacing",
+            "refill_delay",
+            "low_rate_threshold",
+            "timer_slack",
+            "horizon",
+            "horizon_drop",
+            "horizon_cap",
+            "ce_threshold",
+            "weights",
+            "priomap",
+        ],
+    ),
+    (
+        "u32",
+        &[
+            "match", "ip", "src", "dst", "dport", "sport", "tos", "protocol", "u32", "u16", "u8", "at", "classid",
+            "flowid", "ht", "link", "hashkey", "mask", "divisor", "offset", "sample", "action",
+        ],
+    ),
+    ("fw", &["classid", "flowid", "mask", "action"]),
+    ("basic", &["classid", "flowid", "match", "action"]),
+    ("matchall", &["classid", "flowid", "action", "skip_sw", "skip_hw"]),
+];
 /// Qdisc and filter kinds, implemented or not.
 const TC_KINDS: &[&str] = &[
     "pfifo",
@@ -677,9 +783,16 @@ fn gen_tc(rng: &mut Rng, dict: &[Vec<u8>]) -> Vec<u8> {
             3 => w.push(format!("classid {} parent {}", rng.pick(TC_HANDLES), rng.pick(TC_HANDLES))),
             _ => {}
         }
-        w.push(rng.pick(TC_KINDS).to_string());
+        let kind = *rng.pick(TC_KINDS);
+        w.push(kind.to_string());
+        let own = TC_OPTIONS.iter().find(|(k, _)| *k == kind).map_or(&[][..], |(_, o)| o);
         for _ in 0..rng.below(6) {
-            w.push(String::from_utf8_lossy(rng.pick(dict).as_slice()).into_owned());
+            // Mostly the kind's own options, so that the values get parsed.
+            if !own.is_empty() && !rng.chance(4) {
+                w.push(rng.pick(own).to_string());
+            } else {
+                w.push(String::from_utf8_lossy(rng.pick(dict).as_slice()).into_owned());
+            }
             let v = match rng.below(4) {
                 0 => rng.pick(TC_HANDLES).to_string(),
                 1 => String::from_utf8_lossy(rng.pick(dict).as_slice()).into_owned(),
