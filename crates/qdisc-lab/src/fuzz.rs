@@ -503,15 +503,16 @@ fn fuzz(t: Target) {
         r
     };
     let mut failures = Vec::new();
-    let run = |input: &[u8], origin: &str, failures: &mut Vec<String>| {
+    // `file`: where a regression input lives; anything else that fails is minimised and
+    // saved beside them.
+    let run = |input: &[u8], origin: &str, file: Option<&Path>, failures: &mut Vec<String>| {
         if show {
             eprintln!("fuzz {}: {:016x} ({origin})", t.name, fnv(input));
         }
         let Some(why) = watched(input) else { return };
-        let path = if origin == "regression" {
-            regressions_dir(t.name)
-        } else {
-            save(t.name, &minimize(input, |d| watched(d).is_some()))
+        let path = match file {
+            Some(f) => f.to_path_buf(),
+            None => save(t.name, &minimize(input, |d| watched(d).is_some())),
         };
         failures.push(format!("{} ({origin}, {}): {why}", t.name, path.display()));
     };
@@ -522,10 +523,10 @@ fn fuzz(t: Target) {
         .unwrap_or_default();
     regressions.sort();
     for p in &regressions {
-        run(&std::fs::read(p).expect("read a regression input"), "regression", &mut failures);
+        run(&std::fs::read(p).expect("read a regression input"), "regression", Some(p), &mut failures);
     }
     for s in &t.seeds {
-        run(s, "seed", &mut failures);
+        run(s, "seed", None, &mut failures);
     }
     let seed = env_u64("QDL_FUZZ_SEED").unwrap_or(1) ^ fnv(t.name.as_bytes());
     let mut rng = Rng(seed);
@@ -552,7 +553,7 @@ fn fuzz(t: Target) {
                 d
             }
         };
-        run(&input, "mutant", &mut failures);
+        run(&input, "mutant", None, &mut failures);
         if failures.len() >= 20 {
             break;
         }
@@ -568,6 +569,48 @@ fn fuzz(t: Target) {
         ACCEPTED.with(|a| a.get()),
     );
     assert!(failures.is_empty(), "{} inputs broke a parser:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// The fuzzer itself: it sees a panic, a broken property and an allocation out of
+/// budget, minimises, and is a function of its seed.
+#[test]
+fn the_fuzzer_catches_what_it_should() {
+    let target =
+        |run| Target { name: "self-test", seeds: vec![], dict: vec![], binary: false, generate: None, iters: 0, run };
+    let panics = target(|d| if d.windows(4).any(|w| w == b"boom") { panic!("boom") } else { Ok(()) });
+    assert_eq!(check(&panics, b"xxboomxx").as_deref(), Some("panicked: boom"));
+    assert_eq!(check(&panics, b"xxbooxx"), None);
+    assert_eq!(minimize(b"a long line with boom in it", |d| check(&panics, d).is_some()), b"boom");
+    let says = target(|d| if d.is_empty() { Err("empty".into()) } else { Ok(()) });
+    assert_eq!(check(&says, b"").as_deref(), Some("empty"));
+    let greedy = target(|d| {
+        let v = vec![1u8; d.len() << 20];
+        assert_eq!(v.len(), d.len() << 20);
+        Ok(())
+    });
+    assert_eq!(check(&greedy, &[0; 255]), None);
+    assert_eq!(check(&greedy, &[0; 257]), Some(format!("allocated {} bytes at once", 257 << 20)));
+
+    let mutants = |seed| {
+        let mut rng = Rng(seed);
+        let seeds = vec![b"qdisc add dev eth0 root tbf rate 1mbit burst 10k latency 50ms".to_vec()];
+        (0..50)
+            .map(|_| {
+                let mut d = seeds[0].clone();
+                mutate(&mut rng, &mut d, &seeds, &[b"limit".to_vec()], false);
+                d
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(mutants(1), mutants(1));
+    assert_ne!(mutants(1), mutants(2));
+    assert!(
+        mutants(1)
+            .iter()
+            .filter(|m| m.as_slice() != b"qdisc add dev eth0 root tbf rate 1mbit burst 10k latency 50ms")
+            .count()
+            > 40
+    );
 }
 
 // ---- seeds -------------------------------------------------------------------------
