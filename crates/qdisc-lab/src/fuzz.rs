@@ -1221,6 +1221,42 @@ fn gen_pcap(rng: &mut Rng, _: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
+/// A record or block whose length claims 4 GiB is a truncated capture, said as one,
+/// and nothing near that size is allocated.
+#[test]
+fn lengths_claiming_4_gib_are_refused_without_allocating_them() {
+    let mixed = std::fs::read(repo("examples/mixed.pcap")).unwrap();
+    let mut classic = pcap_head(&mixed, 2);
+    classic[24 + 8..24 + 12].copy_from_slice(&u32::MAX.to_le_bytes());
+    let mut ng = pcapng_seed();
+    let second = 28 + u32::from_le_bytes(ng[28 + 4..28 + 8].try_into().unwrap()) as usize;
+    ng[second + 4..second + 8].copy_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
+    for (capture, want) in [
+        (classic, "packet 1: the file ends in the middle of a record (truncated capture)"),
+        (ng, "after packet 0: the file ends in the middle of a record (truncated capture)"),
+    ] {
+        let path = scratch("claims-4gib");
+        std::fs::write(&path, &capture).unwrap();
+        let file = path.to_string_lossy().into_owned();
+        BIGGEST.with(|b| b.set(0));
+        let a = crate::replay::ReplayArgs {
+            dev: vec![],
+            tc: None,
+            rate: "1mbit".into(),
+            pcap: Some(file.clone()),
+            flow: vec![],
+            duration: None,
+            seed: 1,
+            overhead: 0,
+            json: false,
+        };
+        assert_eq!(crate::replay::run(&a).err(), Some(format!("{file}: {want}")));
+        // pcap-file's reader has a fixed 8 MB buffer; nothing grows with the claim.
+        let biggest = BIGGEST.with(|b| b.get());
+        assert!(biggest <= 8_000_000, "{want}: {biggest}");
+    }
+}
+
 #[test]
 fn pcap() {
     let mixed = std::fs::read(repo("examples/mixed.pcap")).unwrap();
