@@ -22,6 +22,8 @@ macro_rules! errln {
 }
 
 mod compare;
+#[cfg(test)]
+mod fuzz;
 mod out;
 mod outputs;
 mod plot;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
+use qdisc_scenario::result::FORMAT;
 use qdisc_scenario::RunResult;
 
 #[derive(Args, Debug, Default)]
@@ -57,8 +58,35 @@ pub struct PlotArgs {
 
 /// Read a saved result.
 pub fn read_result(path: &Path) -> Result<RunResult, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: not a qdisc-lab run result: {e}", path.display()))
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    parse_result(&bytes, &path.display().to_string())
+}
+
+/// A saved result's bytes; `name` starts every error. The format is checked first, so
+/// a result of another version is refused as such rather than by its first field this
+/// version does not know.
+pub fn parse_result(bytes: &[u8], name: &str) -> Result<RunResult, String> {
+    use serde_json::Value;
+    let not_a_result = |why: String| format!("{name}: not a qdisc-lab run result: {why}");
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| not_a_result(e.to_string()))?;
+    let what = match &v {
+        Value::Object(o) => match o.get("format") {
+            Some(Value::String(f)) if f == FORMAT => None,
+            Some(Value::String(f)) if f.starts_with("qdisc-lab/run-result/") => {
+                return Err(format!(
+                    "{name}: result format \"{f}\" is not one this qdisc-lab reads (it reads \"{FORMAT}\")"
+                ))
+            }
+            Some(f) => Some(format!("\"format\" is {f}, not \"{FORMAT}\"")),
+            None => Some(format!("no \"format\" (\"{FORMAT}\")")),
+        },
+        Value::Array(_) => Some("a JSON array, not an object".into()),
+        other => Some(format!("{other}, not an object")),
+    };
+    if let Some(why) = what {
+        return Err(not_a_result(why));
+    }
+    serde_json::from_slice(bytes).map_err(|e| not_a_result(e.to_string()))
 }
 
 /// `qdisc-lab plot RESULT.json --out DIR`: prints the files it wrote.

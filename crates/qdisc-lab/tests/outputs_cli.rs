@@ -117,6 +117,57 @@ fn compare_usage_errors() {
     }
 }
 
+/// `plot` and `compare` read a result only in the format they know
+/// ("qdisc-lab/run-result/1"), and say what is wrong with anything else, file first.
+#[test]
+fn results_of_another_format_are_refused() {
+    let dir = tmp("formats");
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = std::fs::read_to_string(fixture("small-host-a.json")).unwrap();
+    let format = r#""format":"qdisc-lab/run-result/1""#;
+    assert!(good.contains(format));
+    let cases = [
+        (
+            "v2.json",
+            good.replace(format, r#""format":"qdisc-lab/run-result/2""#),
+            "result format \"qdisc-lab/run-result/2\" is not one this qdisc-lab reads (it reads \"qdisc-lab/run-result/1\")",
+        ),
+        (
+            "none.json",
+            good.replace(&format!("{format},"), ""),
+            "not a qdisc-lab run result: no \"format\" (\"qdisc-lab/run-result/1\")",
+        ),
+        (
+            "other.json",
+            good.replace(format, r#""format":"qdisc-lab/compare/1""#),
+            "not a qdisc-lab run result: \"format\" is \"qdisc-lab/compare/1\", not \"qdisc-lab/run-result/1\"",
+        ),
+        (
+            "number.json",
+            good.replace(format, r#""format":1"#),
+            "not a qdisc-lab run result: \"format\" is 1, not \"qdisc-lab/run-result/1\"",
+        ),
+        ("array.json", "[1, 2]".into(), "not a qdisc-lab run result: a JSON array, not an object"),
+        ("string.json", "\"x\"".into(), "not a qdisc-lab run result: \"x\", not an object"),
+        ("syntax.json", "{\n\"format\": }".into(), "not a qdisc-lab run result: expected value at line 2 column 11"),
+        (
+            "broken.json",
+            good.replace(r#""seed":1,"#, r#""seed":-1,"#),
+            "not a qdisc-lab run result: invalid value: integer `-1`, expected u64 at line 1 column 244",
+        ),
+    ];
+    for (name, text, msg) in cases {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let p = path.to_str().unwrap();
+        let (code, out, err) = qdisc_lab(&["plot", p, "--out", dir.join("plots").to_str().unwrap()]);
+        assert_eq!((code, out.as_str(), err), (2, "", format!("qdisc-lab plot: {p}: {msg}\n")), "{name}");
+        let (code, out, err) = qdisc_lab(&["compare", "--results", &fixture("small-host-a.json"), p]);
+        assert_eq!((code, out.as_str(), err), (2, "", format!("qdisc-lab compare: {p}: {msg}\n")), "{name}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// On the running kernel (root, network namespaces): `run --plot --iperf3-json`, and
 /// `compare --backends host,host`.
 #[test]

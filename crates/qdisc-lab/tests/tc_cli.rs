@@ -77,3 +77,44 @@ fn help_documents_the_flag() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("--sysctl <KEY=VALUE>") && help.contains("net.core.default_qdisc=KIND"), "{help}");
 }
+
+/// Found by fuzzing: a rate, size or time that is not a number and whose first three
+/// bytes end inside a character panicked (tc's strtod looked for "inf" by slicing);
+/// now tc's own message.
+#[test]
+fn values_with_multibyte_characters_are_tc_errors() {
+    for (opt, v) in [("rate", "x\u{fffd}"), ("burst", "ññ"), ("latency", "ñññ")] {
+        let mut args =
+            vec!["qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "1mbit", "burst", "10k", "latency", "50ms"];
+        let i = args.iter().position(|a| *a == opt).unwrap() + 1;
+        args[i] = v;
+        let (code, out, err) = tc(&args);
+        assert_eq!((code, out.as_str(), err), (1, "", format!("tbf: illegal value for \"{opt}\": \"{v}\"\n")), "{opt}");
+    }
+}
+
+/// Found by fuzzing: `--dev` took names the kernel's dev_valid_name refuses (':',
+/// tabs, ".."; and a NUL, which no argv carries but a library caller can).
+#[test]
+fn dev_names_the_kernel_refuses() {
+    assert!(qdisc::tree::DevSpec::parse("a\0b").is_err());
+    for name in ["a:b", "a\tb", "a\u{b}b", ".", "..", "a/b", "a=b", "", "abcdefghijklmnop"] {
+        let (code, out, err) = tc(&["--dev", name, "qdisc", "show"]);
+        assert_eq!(
+            (code, out.as_str(), err),
+            (
+                2,
+                "",
+                format!(
+                    "qdisc-lab: --dev {name}: invalid device name {name:?} (1-15 bytes, not . or .., no '/', ':', '=', whitespace or NUL)\n"
+                )
+            ),
+            "{name:?}"
+        );
+    }
+    let (code, out, _) = tc(&["--dev", "a.b-c_d@e", "qdisc", "show"]);
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "qdisc pfifo_fast 0: dev a.b-c_d@e root refcnt 2 bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1\n")
+    );
+}

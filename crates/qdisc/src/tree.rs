@@ -48,8 +48,13 @@ impl DevSpec {
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut parts = s.split(',');
         let name = parts.next().unwrap_or("");
-        if name.is_empty() || name.len() > 15 || name.contains(['/', ' ', '=']) {
-            return Err(format!("invalid device name \"{name}\" (1-15 characters, no '/', '=' or spaces)"));
+        // The kernel's dev_valid_name (NUL: a C string ends there; isspace includes \v),
+        // and '=' that would read as an option.
+        let bad = |c: char| matches!(c, '/' | ':' | '=' | '\0' | '\u{b}') || c.is_ascii_whitespace();
+        if name.is_empty() || name.len() > 15 || name == "." || name == ".." || name.contains(bad) {
+            return Err(format!(
+                "invalid device name {name:?} (1-15 bytes, not . or .., no '/', ':', '=', whitespace or NUL)"
+            ));
         }
         let mut d = DevSpec::new(name);
         for p in parts {

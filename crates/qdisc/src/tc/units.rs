@@ -67,7 +67,7 @@ fn strtod(s: &str) -> Option<(f64, &str)> {
         // "inf"/"nan" are strtod's too; tc then rejects them by range.
         let rest = &s[digits_start..];
         for w in ["infinity", "inf", "nan"] {
-            if rest.len() >= w.len() && rest[..w.len()].eq_ignore_ascii_case(w) {
+            if rest.get(..w.len()).is_some_and(|p| p.eq_ignore_ascii_case(w)) {
                 let v = if w == "nan" { f64::NAN } else { f64::INFINITY };
                 let v = if b[start] == b'-' { -v } else { v };
                 return Some((v, &rest[w.len()..]));
@@ -490,6 +490,16 @@ mod tests {
         assert_eq!(get_rate64("10foo"), None);
         assert_eq!(get_rate64("-1mbit"), Some(u64::MAX - 124_999));
         assert_eq!(get_rate("100gbit"), None);
+    }
+
+    /// Found by fuzzing: a value that is not a number and whose first three bytes end
+    /// inside a character panicked (the "inf" lookahead sliced it).
+    #[test]
+    fn non_numbers_with_multibyte_characters_are_invalid() {
+        for v in ["x\u{fffd}", "ññ", "ñññ", "-ññ", "i\u{fffd}"] {
+            assert_eq!((get_rate64(v), get_size(v), get_time(v)), (None, None, None), "{v}");
+        }
+        assert_eq!(get_rate64("inf"), None);
     }
 
     #[test]
