@@ -640,7 +640,7 @@ mod tests {
                     qdisc_text: None,
                     class_text: None,
                 }],
-                periodic: vec![],
+                periodic: Default::default(),
             },
             cpu: Vec::new(),
             warnings: vec![],

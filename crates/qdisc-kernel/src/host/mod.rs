@@ -717,7 +717,7 @@ impl HostBackend {
             total: RunResult::totals(&throughput, interval_s),
             throughput,
             rtt,
-            tc: TcResult { end, periodic },
+            tc: TcResult { end, periodic: periodic.into() },
             cpu: Vec::new(),
             warnings,
         })
