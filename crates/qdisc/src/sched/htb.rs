@@ -820,23 +820,11 @@ impl Htb {
             match tp.kind {
                 Kind::U32(t) => {
                     let common = t.common.clone();
-                    let ids = |c: &std::sync::Arc<std::sync::RwLock<crate::classify::u32::Common>>| {
-                        let mut v = c.read().unwrap_or_else(|e| e.into_inner()).classids();
-                        v.sort_unstable();
-                        v
-                    };
-                    let before = ids(&common);
+                    let log = || common.write().unwrap_or_else(|e| e.into_inner()).take_bound_changes();
+                    log(); // not this destroy's doing
                     common_gone |= t.destroy();
-                    let after = ids(&common);
-                    // The multiset difference: what the destroyed key nodes named.
-                    let mut j = 0;
-                    for x in before {
-                        if after.get(j) == Some(&x) {
-                            j += 1;
-                        } else {
-                            unbind.push(x);
-                        }
-                    }
+                    // What the destroyed key nodes named.
+                    unbind.extend(log().into_iter().filter(|&(_, d)| d < 0).map(|(c, _)| c));
                 }
                 Kind::Fw(f) => unbind.extend(f.classids()),
                 Kind::Flower(f) => unbind.extend(f.filters.iter().filter_map(|x| x.o.classid)),
