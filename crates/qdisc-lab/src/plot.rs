@@ -1005,18 +1005,17 @@ mod tests {
         assert_eq!(slug("client-eth0.100"), "client-eth0.100");
         // Host "a-b" with device "c" and host "a" with device "b-c".
         let mut r = fixture();
-        r.tc.periodic = r
-            .tc
-            .periodic
-            .iter()
-            .take(2)
-            .map(|mut s| {
-                s.devices.truncate(2);
-                (s.devices[0].host, s.devices[0].dev) = ("a-b".into(), "c".into());
-                (s.devices[1].host, s.devices[1].dev) = ("a".into(), "b-c".into());
-                s
-            })
-            .collect();
+        r.tc.periodic =
+            r.tc.periodic
+                .iter()
+                .take(2)
+                .map(|mut s| {
+                    s.devices.truncate(2);
+                    (s.devices[0].host, s.devices[0].dev) = ("a-b".into(), "c".into());
+                    (s.devices[1].host, s.devices[1].dev) = ("a".into(), "b-c".into());
+                    s
+                })
+                .collect();
         let names: Vec<String> = figures(&r).into_iter().map(|f| f.name).skip(3).collect();
         assert_eq!(names, ["qdisc-a-b-c", "qdisc-a-b-c-2"]);
     }

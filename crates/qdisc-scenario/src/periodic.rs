@@ -27,7 +27,11 @@ enum Store {
     Mem(Vec<TcSample>),
     /// `len` records appended to an unlinked file (freed when the last handle closes, a
     /// crash included); `end` is where the next one goes.
-    File { file: Arc<File>, end: u64, len: usize },
+    File {
+        file: Arc<File>,
+        end: u64,
+        len: usize,
+    },
 }
 
 /// The JSON of one device's tc output: an array, or an empty one when it is not JSON
@@ -41,8 +45,11 @@ impl Periodic {
     /// no temporary file can be made).
     pub fn spilled() -> Periodic {
         static SEQ: AtomicU64 = AtomicU64::new(0);
-        let path = std::env::temp_dir()
-            .join(format!("qdisc-lab-periodic-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
+        let path = std::env::temp_dir().join(format!(
+            "qdisc-lab-periodic-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
         let file = File::options().read(true).write(true).create_new(true).open(&path);
         let store = match file {
             Ok(f) if std::fs::remove_file(&path).is_ok() => Store::File { file: Arc::new(f), end: 0, len: 0 },
@@ -100,8 +107,7 @@ impl Periodic {
         match &self.store {
             Store::Mem(v) => Box::new(v.iter().cloned()),
             Store::File { file, len, .. } => {
-                let mut r = BufReader::with_capacity(1 << 16, At { file, pos: 0 });
-                Box::new((0..*len).map(move |_| read_record(&mut r).expect("reading back the tc snapshots' spill file")))
+                Box::new(read_back(file, *len).map(|x| x.expect("reading back the tc snapshots' temporary file")))
             }
         }
     }
@@ -134,6 +140,12 @@ impl Read for At<'_> {
         self.pos += n as u64;
         Ok(n)
     }
+}
+
+/// The first `len` records of `file`, one at a time.
+fn read_back(file: &File, len: usize) -> impl Iterator<Item = std::io::Result<TcSample>> + '_ {
+    let mut r = BufReader::with_capacity(1 << 16, At { file, pos: 0 });
+    (0..len).map(move |_| read_record(&mut r))
 }
 
 fn read_record(r: &mut impl Read) -> std::io::Result<TcSample> {
@@ -204,9 +216,8 @@ impl Serialize for Periodic {
         match &self.store {
             Store::Mem(v) => v.iter().try_for_each(|x| seq.serialize_element(x))?,
             Store::File { file, len, .. } => {
-                let mut r = BufReader::with_capacity(1 << 16, At { file, pos: 0 });
-                for _ in 0..*len {
-                    seq.serialize_element(&read_record(&mut r).map_err(S::Error::custom)?)?;
+                for x in read_back(file, *len) {
+                    seq.serialize_element(&x.map_err(S::Error::custom)?)?;
                 }
             }
         }

@@ -1342,7 +1342,7 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                 "{} would keep {figures} figures that grow with the run (per 100 ms: each flow's interval, each \
                  entry's sum, each host CPU's split, each veth BQL queue; each ping request), more than the {} a \
                  result may hold (about 80 bytes each in memory): shorten the run, or use fewer flows, CPUs or \
-                 ping replies",
+                 ping requests",
                 fmt_ns(duration),
                 MAX_RETAINED_FIGURES
             ),

@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use qdisc::tc::TcOpts;
 use qdisc::Instant;
 use qdisc_scenario::result::{
-    parse_tc_json, BqlQueue, BqlSample, CpuInterval, CpuTime, DeviceSnapshot, FunctionShare, HostCpu, Interval, LinkInfo,
-    LockStats, Metadata, NetStats, Periodic, RttResult, RttStats, RunResult, ScenarioInfo, StreamResult, Summary,
-    TcResult, TrafficResult, FORMAT,
+    parse_tc_json, BqlQueue, BqlSample, CpuInterval, CpuTime, DeviceSnapshot, FunctionShare, HostCpu, Interval,
+    LinkInfo, LockStats, Metadata, NetStats, Periodic, RttResult, RttStats, RunResult, ScenarioInfo, StreamResult,
+    Summary, TcResult, TrafficResult, FORMAT,
 };
 use qdisc_scenario::scenario::{LinkKind, Scenario, TrafficKind, VethBql};
 
@@ -230,10 +230,11 @@ impl Recorder {
                     throughput.push(traffic_result(ti, t, &dst, start_s, None, None, streams, summary));
                 }
                 TrafficKind::Ping { interval } => {
-                    let p = sim.ping.iter().find(|p| p.traffic == ti).expect("one app per entry");
-                    let received = p.samples.len() as u64;
-                    let last = p.samples.iter().map(|x| x.seq).max().unwrap_or(0);
-                    let rtts: Vec<f64> = p.samples.iter().map(|x| x.rtt_ms).collect();
+                    let p = sim.ping.iter_mut().find(|p| p.traffic == ti).expect("one app per entry");
+                    let samples = std::mem::take(&mut p.samples); // the run is over: moved, not copied
+                    let received = samples.len() as u64;
+                    let last = samples.iter().map(|x| x.seq).max().unwrap_or(0);
+                    let rtts: Vec<f64> = samples.iter().map(|x| x.rtt_ms).collect();
                     // Still in flight: sent after the last reply and recently enough that
                     // a reply could come (iputils' linger, twice the largest RTT — here at
                     // least twice the path's own); older unanswered requests are lost.
@@ -252,7 +253,7 @@ impl Recorder {
                         transmitted: p.transmitted,
                         received,
                         in_flight_at_end: in_flight,
-                        samples: p.samples.clone(),
+                        samples,
                         stats: RttStats::of(&rtts),
                     });
                 }

@@ -1367,6 +1367,40 @@ mod tests {
     }
 
     #[test]
+    fn each_change_logs_only_its_own_bindings() {
+        // tc's bind bookkeeping reads what a change logged, not every key node: one
+        // entry per filter added however many there are (setup linear in the script).
+        let mut tp = Tp::init(None, 1).unwrap();
+        for i in 0..3000 {
+            let (h, o) = opts(&format!("match ip sport {i} 0xffff flowid 1:{:x}", i + 0x10));
+            tp.change(h, &o, None, &mut actx()).unwrap();
+            assert_eq!(write_common(&tp.common).take_bound_changes(), [(0x10010 + i, 1)]);
+        }
+        // gen_new_kid: 0x800..=0xFFF first, then from 1.
+        assert_eq!(tp.get(0x8000_0FFF), Some(Fh::Key(0x8000_0FFF)));
+        assert_eq!(tp.get(0x8000_0001 + 3000 - 0x801), Some(Fh::Key(0x8000_0001 + 3000 - 0x801)));
+        assert_eq!(tp.get(0x8000_0002 + 3000 - 0x801), None);
+        let (h, o) = opts("flowid 1:ffff");
+        tp.change(h, &o, tp.get(0x8000_0800), &mut actx()).unwrap();
+        assert_eq!(write_common(&tp.common).take_bound_changes(), [(0x10010, -1), (0x1ffff, 1)]);
+        assert!(!tp.delete(Fh::Key(0x8000_0801)).unwrap());
+        assert_eq!(write_common(&tp.common).take_bound_changes(), [(0x10011, -1)]);
+        // The last proto takes every node's binding with it.
+        let common = tp.common.clone();
+        assert!(tp.destroy());
+        let mut gone: Vec<u32> = write_common(&common)
+            .take_bound_changes()
+            .into_iter()
+            .map(|(c, d)| {
+                assert_eq!(d, -1);
+                c
+            })
+            .collect();
+        gone.sort_unstable();
+        assert_eq!(gone, (0x10012..0x10010 + 3000).chain([0x1ffff]).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn replace_keeps_the_selector() {
         let mut tp = tp_with(&["match ip dst 10.0.0.1 flowid 1:10"]);
         let (h, o) = opts("match ip dst 10.0.0.2 flowid 1:20");

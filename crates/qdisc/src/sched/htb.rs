@@ -2889,6 +2889,32 @@ mod tests {
         );
     }
 
+    #[test]
+    fn u32_bindings_follow_replaces_and_tables() {
+        // What u32 logs per change keeps the counts that comparing every filter did.
+        let in_use = "Error: HTB class in use.\n";
+        let mut tc = tc_htb(&format!(
+            "{TREE}
+            class add dev eth0 parent 1: classid 1:40 htb rate 1mbit
+            filter add dev eth0 parent 1: prio 1 handle 100: protocol ip u32 divisor 256
+            filter add dev eth0 parent 1: prio 1 protocol ip u32 ht 100:5: match ip sport 5 0xffff flowid 1:30
+            filter add dev eth0 parent 1: prio 1 protocol ip u32 ht 100:6: match ip sport 6 0xffff flowid 1:30"
+        ));
+        assert_eq!(tc_err(&mut tc, "class del dev eth0 classid 1:30"), in_use);
+        // A replace moves its node's binding: 1:30 is still held by the other node.
+        tc_htb_run(
+            &mut tc,
+            "filter replace dev eth0 parent 1: prio 1 handle 100:5:800 protocol ip u32 match ip sport 5 0xffff flowid 1:40",
+        );
+        assert_eq!(tc_err(&mut tc, "class del dev eth0 classid 1:30"), in_use);
+        assert_eq!(tc_err(&mut tc, "class del dev eth0 classid 1:40"), in_use);
+        tc_htb_run(&mut tc, "filter del dev eth0 parent 1: prio 1 handle 100:6:800 protocol ip u32");
+        tc_htb_run(&mut tc, "class del dev eth0 classid 1:30");
+        // Deleting the table takes its nodes' bindings with it.
+        tc_htb_run(&mut tc, "filter del dev eth0 parent 1: prio 1 handle 100: protocol ip u32");
+        tc_htb_run(&mut tc, "class del dev eth0 classid 1:40");
+    }
+
     fn tc_htb_run(tc: &mut crate::tc::Tc, line: &str) {
         let r = tc.run(&crate::tc::makeargs(line));
         assert_eq!(r.code, 0, "{line}: {}", r.stderr);

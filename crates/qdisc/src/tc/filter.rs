@@ -220,7 +220,8 @@ fn modify(tc: &mut Tc, flags: Option<(bool, bool)>, argv: &[String]) -> Result<(
     };
     if let Some((path, minor, _)) = place {
         let (mut before, mut after) = (before, bound(tc, di, &path, minor));
-        let common_after = u32_common(tc, di, &path).filter(|a| !common_before.as_ref().is_some_and(|b| Arc::ptr_eq(a, b)));
+        let common_after =
+            u32_common(tc, di, &path).filter(|a| !common_before.as_ref().is_some_and(|b| Arc::ptr_eq(a, b)));
         for c in common_before.iter().chain(&common_after) {
             for (classid, delta) in c.write().unwrap_or_else(|e| e.into_inner()).take_bound_changes() {
                 if delta < 0 { &mut before } else { &mut after }.push(classid);
