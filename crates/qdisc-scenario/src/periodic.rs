@@ -102,6 +102,18 @@ impl Periodic {
         Ok(())
     }
 
+    /// Append a parsed sample (a periodic sample has no `tc -s` text: none is kept).
+    pub fn push(&mut self, sample: TcSample) -> std::io::Result<()> {
+        if let Store::Mem(v) = &mut self.store {
+            v.push(sample);
+            return Ok(());
+        }
+        let json: Vec<[String; 2]> =
+            sample.devices.iter().map(|d| [d.qdisc.to_string(), d.class.to_string()]).collect();
+        let devices = sample.devices.iter().zip(&json).map(|(d, [q, c])| [d.host.as_str(), &d.dev, q, c]);
+        self.push_raw(sample.t, devices)
+    }
+
     /// The samples, read back one at a time.
     pub fn iter(&self) -> Box<dyn Iterator<Item = TcSample> + '_> {
         match &self.store {
@@ -228,5 +240,51 @@ impl Serialize for Periodic {
 impl<'de> Deserialize<'de> for Periodic {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Periodic, D::Error> {
         Vec::<TcSample>::deserialize(d).map(Periodic::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spilled_samples_read_back_as_they_were() {
+        let dev = |host: &str, q: serde_json::Value| DeviceSnapshot {
+            host: host.into(),
+            dev: "eth0".into(),
+            qdisc: q,
+            class: serde_json::json!([]),
+            qdisc_text: None,
+            class_text: None,
+        };
+        let samples = vec![
+            TcSample { t: 0.0, devices: vec![] },
+            TcSample {
+                t: 0.1,
+                devices: vec![
+                    dev("a", serde_json::json!([{"kind": "htb", "bytes": u64::MAX, "rate": 0.30000000000000004}])),
+                    dev("link[0]", serde_json::json!([{"kind": "tbf", "note": "é \" \n"}])),
+                ],
+            },
+        ];
+        let mut spilled = Periodic::spilled();
+        for x in &samples {
+            spilled.push(x.clone()).unwrap();
+        }
+        // tc's output that is not JSON reads back as an empty list, as it did parsed.
+        spilled.push_raw(0.2, [["b", "eth1", "Error: no device", "[]"]]).unwrap();
+        let mut mem = Periodic::from(samples);
+        mem.push(TcSample {
+            t: 0.2,
+            devices: vec![DeviceSnapshot { dev: "eth1".into(), ..dev("b", serde_json::json!([])) }],
+        })
+        .unwrap();
+        assert_eq!((spilled.len(), spilled.in_memory(), mem.in_memory()), (3, 0, 3));
+        assert_eq!(spilled, mem);
+        assert_eq!(serde_json::to_string_pretty(&spilled).unwrap(), serde_json::to_string_pretty(&mem).unwrap());
+        // Two readers at once, and a copy in memory.
+        assert_eq!(spilled.iter().zip(spilled.iter()).filter(|(a, b)| a == b).count(), 3);
+        assert_eq!(spilled.clone().in_memory(), 3);
+        assert_eq!(spilled.last().unwrap().devices[0].dev, "eth1");
     }
 }
