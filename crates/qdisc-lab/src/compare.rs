@@ -458,8 +458,8 @@ struct JsonOut<'a> {
 }
 
 /// The comparison as JSON (`--json`): rows and both results.
-pub fn to_json(a: &RunResult, b: &RunResult, rows: &[Row]) -> String {
-    let out = JsonOut {
+pub fn json_out<'a>(a: &'a RunResult, b: &'a RunResult, rows: &'a [Row]) -> impl Serialize + 'a {
+    JsonOut {
         format: FORMAT,
         a: &a.metadata.backend,
         b: &b.metadata.backend,
@@ -468,8 +468,7 @@ pub fn to_json(a: &RunResult, b: &RunResult, rows: &[Row]) -> String {
             .map(|r| JsonRow { metric: &r.metric, unit: r.unit, a: r.a, b: r.b, relative_difference: r.rel() })
             .collect(),
         results: [a, b],
-    };
-    serde_json::to_string_pretty(&out).expect("serialises") + "\n"
+    }
 }
 
 /// Run the scenario on both backends (A first); prints each run's progress on stderr.
@@ -537,7 +536,7 @@ pub fn run(c: &CompareArgs) -> ExitCode {
     let mut stdout = crate::out::Stdout::new("qdisc-lab compare");
     stdout.write("the table", &text);
     if let Some(path) = &c.json {
-        if let Err(e) = std::fs::write(path, to_json(&a, &b, &rows)) {
+        if let Err(e) = crate::out::write_json(path, &json_out(&a, &b, &rows)) {
             return fail(format!("cannot write {}: {e}", path.display()), 1);
         }
     }
@@ -640,7 +639,7 @@ mod tests {
                     qdisc_text: None,
                     class_text: None,
                 }],
-                periodic: vec![],
+                periodic: Default::default(),
             },
             cpu: Vec::new(),
             warnings: vec![],
@@ -870,7 +869,7 @@ mod tests {
         let mut rows = compare(&a, &b);
         let n = rows.len();
         rows.extend(cpu.into_iter().flat_map(|h| h.rows));
-        let j: Value = serde_json::from_str(&to_json(&a, &b, &rows)).unwrap();
+        let j = serde_json::to_value(json_out(&a, &b, &rows)).unwrap();
         let server = &j["rows"][n + 12];
         assert_eq!(server["metric"], "server busy, mean of 2 cpus");
         assert_eq!(

@@ -63,3 +63,12 @@ pub fn die_of_sigpipe() -> ! {
     // SIGPIPE blocked by whoever started us: the status a shell would show.
     std::process::exit(128 + libc::SIGPIPE)
 }
+
+/// Write `value` to `path` as pretty JSON and a newline, streamed: a large result (its
+/// periodic tc snapshots are read back from disk one at a time) is never one string.
+pub fn write_json(path: &std::path::Path, value: &impl serde::Serialize) -> io::Result<()> {
+    let mut w = io::BufWriter::new(std::fs::File::create(path)?);
+    serde_json::to_writer_pretty(&mut w, value)?;
+    w.write_all(b"\n")?;
+    w.flush()
+}

@@ -292,7 +292,7 @@ fn qdiscs(r: &RunResult) -> Vec<Figure> {
     // Devices in order of first appearance; per device, qdiscs likewise.
     type Qdisc = (String, [Vec<(f64, f64)>; 3]);
     let mut devices: Vec<((String, String), Vec<Qdisc>)> = Vec::new();
-    for sample in &r.tc.periodic {
+    for sample in r.tc.periodic.iter() {
         for d in &sample.devices {
             let key = (d.host.clone(), d.dev.clone());
             let pos = match devices.iter().position(|(k, _)| *k == key) {
@@ -842,7 +842,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("qdisc-lab-plot-test-{}", std::process::id()));
         let mut r1 = r.clone();
         // Keep it quick: the throughput and RTT figures only.
-        r1.tc.periodic.clear();
+        r1.tc.periodic = Default::default();
         let files = write_all(&r1, &dir).unwrap();
         let names: Vec<String> = files.iter().map(|f| f.file_name().unwrap().to_string_lossy().into()).collect();
         assert_eq!(names, ["throughput.svg", "throughput.png", "rtt.svg", "rtt.png", "rtt-cdf.svg", "rtt-cdf.png"]);
@@ -874,7 +874,7 @@ mod tests {
         r.throughput.clear();
         r.total.clear();
         r.rtt.clear();
-        r.tc.periodic.clear();
+        r.tc.periodic = Default::default();
         assert!(figures(&r).is_empty());
     }
 
@@ -915,7 +915,7 @@ mod tests {
         r.throughput.clear();
         r.total.clear();
         r.rtt.clear();
-        r.tc.periodic.clear();
+        r.tc.periodic = Default::default();
         r.metadata.backend = "sim".into();
         r.cpu = vec![host_cpu("client", 2, 30, "model"), host_cpu("router 1", 48, 30, "model")];
         let figs = figures(&r);
@@ -980,7 +980,7 @@ mod tests {
         r.throughput.clear();
         r.total.clear();
         r.rtt.clear();
-        r.tc.periodic.clear();
+        r.tc.periodic = Default::default();
         r.cpu = vec![host_cpu("client", 2, 20, "model"), host_cpu("router", 48, 20, "model")];
         let dir = std::env::temp_dir().join(format!("qdisc-lab-cpu-plot-test-{}", std::process::id()));
         let files = write_all(&r, &dir).unwrap();
@@ -1024,12 +1024,17 @@ mod tests {
         assert_eq!(slug("client-eth0.100"), "client-eth0.100");
         // Host "a-b" with device "c" and host "a" with device "b-c".
         let mut r = fixture();
-        r.tc.periodic.truncate(2);
-        for s in &mut r.tc.periodic {
-            s.devices.truncate(2);
-            (s.devices[0].host, s.devices[0].dev) = ("a-b".into(), "c".into());
-            (s.devices[1].host, s.devices[1].dev) = ("a".into(), "b-c".into());
-        }
+        r.tc.periodic =
+            r.tc.periodic
+                .iter()
+                .take(2)
+                .map(|mut s| {
+                    s.devices.truncate(2);
+                    (s.devices[0].host, s.devices[0].dev) = ("a-b".into(), "c".into());
+                    (s.devices[1].host, s.devices[1].dev) = ("a".into(), "b-c".into());
+                    s
+                })
+                .collect();
         let names: Vec<String> = figures(&r).into_iter().map(|f| f.name).skip(3).collect();
         assert_eq!(names, ["qdisc-a-b-c", "qdisc-a-b-c-2"]);
     }

@@ -189,8 +189,7 @@ pub fn run(a: &RunArgs) -> ExitCode {
             let mut stdout = crate::out::Stdout::new("qdisc-lab run");
             stdout.write("the report", &report(&result));
             if let Some(path) = &a.json {
-                let json = serde_json::to_string_pretty(&result).expect("a result serialises") + "\n";
-                if let Err(e) = std::fs::write(path, json) {
+                if let Err(e) = crate::out::write_json(path, &result) {
                     errln!("qdisc-lab run: cannot write {}: {e}", path.display());
                     return ExitCode::from(1);
                 }

@@ -16,6 +16,7 @@
 
 pub mod backend;
 pub mod iperf3;
+pub mod periodic;
 pub mod profile;
 pub mod result;
 pub mod scenario;

@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::periodic::{parse_tc_json, Periodic};
+
 /// The format identifier written in every result.
 pub const FORMAT: &str = "qdisc-lab/run-result/1";
 
@@ -396,7 +398,8 @@ pub struct TcResult {
     /// After the traffic ended.
     pub end: Vec<DeviceSnapshot>,
     /// Periodic snapshots while traffic ran (every `metadata.snapshot_interval_s`).
-    pub periodic: Vec<TcSample>,
+    #[schemars(with = "Vec<TcSample>")]
+    pub periodic: Periodic,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

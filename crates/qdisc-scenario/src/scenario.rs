@@ -44,6 +44,11 @@ pub struct Scenario {
     pub traffic: Vec<Traffic>,
 }
 
+/// The most figures a run's result may keep that grow with its duration (see
+/// [`Scenario::retained_figures`]): about 800 MB of memory. A longer run is refused
+/// when the file is loaded rather than ended by the OOM killer.
+pub const MAX_RETAINED_FIGURES: u64 = 10_000_000;
+
 /// Cores of a host whose `[[host]]` entry does not say.
 pub const DEFAULT_CPUS: u32 = 4;
 
@@ -366,6 +371,37 @@ impl TrafficKind {
 }
 
 impl Scenario {
+    /// The figures a run keeps that grow with its duration, at most: per 100 ms
+    /// reporting interval, one per tcp/udp/pktgen flow, one per such entry (its sum),
+    /// one for the total, one per host CPU (the simulator's CPU model) and one per veth
+    /// BQL queue; and one per ping request. (The periodic tc snapshots, the largest part,
+    /// do not count: they are kept on disk.)
+    pub fn retained_figures(&self) -> u64 {
+        const INTERVAL: u64 = 100_000_000;
+        let per_interval: u64 = 1
+            + self
+                .traffic
+                .iter()
+                .map(|t| match t.kind {
+                    TrafficKind::Tcp { flows, .. }
+                    | TrafficKind::Udp { flows, .. }
+                    | TrafficKind::Pktgen { flows, .. } => flows as u64 + 1,
+                    TrafficKind::Ping { .. } => 0,
+                })
+                .sum::<u64>()
+            + self.hosts.iter().map(|h| h.cpus as u64).sum::<u64>()
+            + self.links.iter().filter(|l| l.veth_bql != VethBql::Off).map(|l| 2 * l.txqueues as u64).sum::<u64>();
+        let pings: u64 = self
+            .traffic
+            .iter()
+            .map(|t| match t.kind {
+                TrafficKind::Ping { interval } => t.duration.div_ceil(interval),
+                _ => 0,
+            })
+            .sum();
+        self.duration.div_ceil(INTERVAL).saturating_mul(per_interval).saturating_add(pings)
+    }
+
     /// Read and validate a scenario file.
     pub fn load(path: impl AsRef<Path>) -> Result<Scenario, LoadError> {
         let path = path.as_ref();
@@ -1318,7 +1354,23 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
         });
     }
 
-    Ok(Scenario { file: cx.file.into(), sha256, name, duration, seed, hosts, links, tc, traffic })
+    let s = Scenario { file: cx.file.into(), sha256, name, duration, seed, hosts, links, tc, traffic };
+    let figures = s.retained_figures();
+    if figures > MAX_RETAINED_FIGURES {
+        return Err(cx.at(
+            dur.span(),
+            "duration",
+            format!(
+                "{} would keep {figures} figures that grow with the run (per 100 ms: each flow's interval, each \
+                 entry's sum, each host CPU's split, each veth BQL queue; each ping request), more than the {} a \
+                 result may hold (about 80 bytes each in memory): shorten the run, or use fewer flows, CPUs or \
+                 ping requests",
+                fmt_ns(duration),
+                MAX_RETAINED_FIGURES
+            ),
+        ));
+    }
+    Ok(s)
 }
 
 /// Split a script into tc command lines and settings, each with its line number in the
@@ -1343,6 +1395,17 @@ fn script_lines(
     let mut out = Vec::new();
     let mut settings = Vec::new();
     let names: Vec<&str> = ifaces.iter().map(|(n, _, _)| n.as_str()).collect();
+    // Line numbers counted on from the previous line's (offsets only grow), not from
+    // the file's start: setup stays linear in the script's length.
+    let start_line = line_col(cx.text, span.start).0;
+    let mut last = (span.start, start_line);
+    let mut line_of = |at: usize| {
+        if at == span.start {
+            return start_line;
+        }
+        last = (at, last.1 + cx.text.get(last.0..at).map_or(0, |t| t.matches('\n').count()));
+        last.1
+    };
     let not_ours = |d: &str| {
         let has = if names.is_empty() { "none".to_string() } else { names.join(", ") };
         format!("device {d:?} is not an interface of host {:?} (its interfaces: {has})", host.name)
@@ -1363,7 +1426,7 @@ fn script_lines(
         if args.is_empty() {
             continue; // blank line or comment
         }
-        let line_no = line_col(cx.text, at).0;
+        let line_no = line_of(at);
         if ["sysctl", "echo", "ethtool", "ip"].contains(&args[0].as_str()) {
             let devs = Devs { host, ifaces, links, not_ours: &not_ours };
             let kinds = match args[0].as_str() {

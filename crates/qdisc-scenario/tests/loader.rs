@@ -767,3 +767,44 @@ fn the_255th_link_is_blamed_where_it_is() {
         "t.toml:514:1: link[254]: at most 254 links (link i uses the subnet 10.(i+1).0.0/24); this file has 255"
     );
 }
+
+#[test]
+fn long_scripts_keep_their_line_numbers() {
+    // Line numbers are counted on from line to line (not from the file's start each
+    // time): every line of a long script, blank lines, comments and a setting among
+    // them, keeps its own.
+    let mut script = String::new();
+    for i in 0..5000 {
+        script += &format!("class add dev eth0 parent 1: classid 1:{:x} htb rate 1mbit\n", i + 0x20);
+        if i % 1000 == 0 {
+            script += "\n# a comment\nsysctl -w net.core.dev_weight=64\n";
+        }
+    }
+    let s = load(&with(&format!("{CLASS}\n"), &script)).unwrap();
+    let t = &s.tc[0];
+    assert_eq!(t.lines.len(), 5001);
+    let mut expect = vec![15];
+    let mut line = 16;
+    for i in 0..5000 {
+        expect.push(line);
+        line += if i % 1000 == 0 { 4 } else { 1 };
+    }
+    assert_eq!(t.lines.iter().map(|l| l.line).collect::<Vec<_>>(), expect);
+    assert_eq!(t.settings.iter().map(|s| s.line).collect::<Vec<_>>(), [19, 1022, 2025, 3028, 4031]);
+}
+
+#[test]
+fn a_run_too_long_to_hold_is_refused_at_its_duration() {
+    // BASE per 100 ms: 4 flows + their sum + the total + 8 CPUs = 14 figures; the ping
+    // answers every 10 ms.
+    let s = load(&with("duration = \"5s\"", "duration = \"3600s\"")).unwrap();
+    assert_eq!(s.retained_figures(), 36_000 * 14 + 360_000);
+    assert!(s.retained_figures() <= qdisc_scenario::scenario::MAX_RETAINED_FIGURES);
+    assert_eq!(
+        load(&with("duration = \"5s\"", "duration = \"1000000s\"")).unwrap_err(),
+        "t.toml:2:12: duration: 1000000s would keep 240000000 figures that grow with the run (per 100 ms: each \
+         flow's interval, each entry's sum, each host CPU's split, each veth BQL queue; each ping request), more \
+         than the 10000000 a result may hold (about 80 bytes each in memory): shorten the run, or use fewer flows, \
+         CPUs or ping requests"
+    );
+}

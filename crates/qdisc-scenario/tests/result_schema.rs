@@ -112,7 +112,8 @@ pub fn sample() -> RunResult {
             periodic: vec![TcSample {
                 t: 0.0,
                 devices: vec![DeviceSnapshot { qdisc_text: None, class_text: None, ..dev }],
-            }],
+            }]
+            .into(),
         },
         cpu: vec![HostCpu {
             host: "client".into(),

@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use qdisc::tc::TcOpts;
 use qdisc::Instant;
 use qdisc_scenario::result::{
-    BqlQueue, BqlSample, CpuInterval, CpuTime, DeviceSnapshot, FunctionShare, HostCpu, Interval, LinkInfo, LockStats,
-    Metadata, NetStats, RttResult, RttStats, RunResult, ScenarioInfo, StreamResult, Summary, TcResult, TcSample,
-    TrafficResult, FORMAT,
+    parse_tc_json, BqlQueue, BqlSample, CpuInterval, CpuTime, DeviceSnapshot, FunctionShare, HostCpu, Interval,
+    LinkInfo, LockStats, Metadata, NetStats, Periodic, RttResult, RttStats, RunResult, ScenarioInfo, StreamResult,
+    Summary, TcResult, TrafficResult, FORMAT,
 };
 use qdisc_scenario::scenario::{LinkKind, Scenario, TrafficKind, VethBql};
 
@@ -33,7 +33,10 @@ pub struct Recorder {
     tcp: Vec<((u64, u64), Vec<Interval>)>,
     /// Per UDP sender: (bytes, datagrams) at the last boundary, and the intervals.
     udp: Vec<((u64, u64), Vec<Interval>)>,
-    periodic: Vec<TcSample>,
+    /// The tc snapshots, spilled as they are taken (memory does not grow with the run).
+    periodic: Periodic,
+    /// Why a snapshot could not be spilled (a full disk), for the warnings.
+    spill_error: Option<String>,
     /// Per host with CPUs: each CPU's busy time by class at the last boundary, and
     /// the intervals so far.
     cpu: Vec<(Vec<[u64; 3]>, Vec<CpuInterval>)>,
@@ -63,7 +66,8 @@ impl Recorder {
             last: Instant::ZERO,
             tcp: sim.tcp.iter().map(|_| ((0, 0), Vec::new())).collect(),
             udp: sim.udp.iter().map(|_| ((0, 0), Vec::new())).collect(),
-            periodic: Vec::new(),
+            periodic: Periodic::spilled(),
+            spill_error: None,
             cpu: sim
                 .hosts
                 .iter()
@@ -87,8 +91,11 @@ impl Recorder {
             self.close(sim, now);
         }
         if now.as_nanos() % self.snapshot_every == 0 {
-            let devices = snapshot(sim, false);
-            self.periodic.push(TcSample { t: secs(now), devices });
+            let shown = show_all(sim, false);
+            let devices = shown.iter().map(|s| [s.host.as_str(), &s.dev, &s.qdisc, &s.class]);
+            if let Err(e) = self.periodic.push_raw(secs(now), devices) {
+                self.spill_error.get_or_insert(e.to_string());
+            }
         }
         self.last = now;
         let next = (now.as_nanos() / self.interval + 1) * self.interval;
@@ -163,7 +170,7 @@ impl Recorder {
             let now = sim.now;
             self.close(sim, now);
         }
-        let end = snapshot(sim, true);
+        let end = snapshot(sim);
         let mut throughput = Vec::new();
         let mut rtt = Vec::new();
         for (ti, t) in s.traffic.iter().enumerate() {
@@ -223,10 +230,11 @@ impl Recorder {
                     throughput.push(traffic_result(ti, t, &dst, start_s, None, None, streams, summary));
                 }
                 TrafficKind::Ping { interval } => {
-                    let p = sim.ping.iter().find(|p| p.traffic == ti).expect("one app per entry");
-                    let received = p.samples.len() as u64;
-                    let last = p.samples.iter().map(|x| x.seq).max().unwrap_or(0);
-                    let rtts: Vec<f64> = p.samples.iter().map(|x| x.rtt_ms).collect();
+                    let p = sim.ping.iter_mut().find(|p| p.traffic == ti).expect("one app per entry");
+                    let samples = std::mem::take(&mut p.samples); // the run is over: moved, not copied
+                    let received = samples.len() as u64;
+                    let last = samples.iter().map(|x| x.seq).max().unwrap_or(0);
+                    let rtts: Vec<f64> = samples.iter().map(|x| x.rtt_ms).collect();
                     // Still in flight: sent after the last reply and recently enough that
                     // a reply could come (iputils' linger, twice the largest RTT — here at
                     // least twice the path's own); older unanswered requests are lost.
@@ -245,7 +253,7 @@ impl Recorder {
                         transmitted: p.transmitted,
                         received,
                         in_flight_at_end: in_flight,
-                        samples: p.samples.clone(),
+                        samples,
                         stats: RttStats::of(&rtts),
                     });
                 }
@@ -253,6 +261,9 @@ impl Recorder {
         }
         let interval_s = self.interval as f64 / 1e9;
         let mut warnings = sim.warnings.clone();
+        if let Some(e) = &self.spill_error {
+            warnings.push(format!("some periodic tc snapshots are missing: their temporary file: {e}"));
+        }
         warnings.push(
             "simulated: TCP is qdisc-sim's Linux-like model (no handshake, sender intervals count acknowledged bytes); \
              NICs are modelled with BQL, TSO and GRO (docs/simulator.md)"
@@ -486,8 +497,18 @@ fn links(s: &Scenario) -> Vec<LinkInfo> {
         .collect()
 }
 
-/// `tc -s -j qdisc show` and `class show` of every interface (text too at the end).
-pub fn snapshot(sim: &mut Sim, text: bool) -> Vec<DeviceSnapshot> {
+/// One interface's `tc -s` output, as printed.
+struct Shown {
+    host: String,
+    dev: String,
+    qdisc: String,
+    class: String,
+    qdisc_text: Option<String>,
+    class_text: Option<String>,
+}
+
+/// `tc -s -j qdisc show` and `class show` of every interface (text too when `text`).
+fn show_all(sim: &mut Sim, text: bool) -> Vec<Shown> {
     let now = sim.now;
     let mut out = Vec::new();
     for h in &mut sim.hosts {
@@ -499,16 +520,30 @@ pub fn snapshot(sim: &mut Sim, text: bool) -> Vec<DeviceSnapshot> {
                 let args: Vec<String> = [what, "show", "dev", &dev].iter().map(|s| s.to_string()).collect();
                 h.tc.exec(&args, TcOpts { stats: 1, json, ..Default::default() }).stdout
             };
-            let parse = |s: String| serde_json::from_str(&s).unwrap_or(serde_json::Value::Array(Vec::new()));
-            out.push(DeviceSnapshot {
+            out.push(Shown {
                 host: h.name.clone(),
-                dev: dev.clone(),
-                qdisc: parse(show("qdisc", true)),
-                class: parse(show("class", true)),
+                qdisc: show("qdisc", true),
+                class: show("class", true),
                 qdisc_text: text.then(|| show("qdisc", false)),
                 class_text: text.then(|| show("class", false)),
+                dev,
             });
         }
     }
     out
+}
+
+/// The final snapshot of every interface, JSON and text.
+fn snapshot(sim: &mut Sim) -> Vec<DeviceSnapshot> {
+    show_all(sim, true)
+        .into_iter()
+        .map(|s| DeviceSnapshot {
+            qdisc: parse_tc_json(&s.qdisc),
+            class: parse_tc_json(&s.class),
+            host: s.host,
+            dev: s.dev,
+            qdisc_text: s.qdisc_text,
+            class_text: s.class_text,
+        })
+        .collect()
 }

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use qdisc_scenario::result::{self, LinkInfo, Metadata, ScenarioInfo, TcResult, TcSample, Wallclock};
+use qdisc_scenario::result::{self, LinkInfo, Metadata, Periodic, ScenarioInfo, TcResult, TcSample, Wallclock};
 use qdisc_scenario::scenario::{Scenario, ScriptItem, SettingKind, TrafficKind};
 use qdisc_scenario::{Backend, Progress, RunError, RunOptions, RunResult};
 
@@ -497,7 +497,8 @@ impl HostBackend {
         let t0_unix = now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
         let t0 = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
-        let samples: Arc<Mutex<(Vec<TcSample>, Option<String>)>> = Arc::new(Mutex::new((Vec::new(), None)));
+        // Kept on disk as they come (Periodic): an hour is 36,000 of them.
+        let samples: Arc<Mutex<(Periodic, Option<String>)>> = Arc::new(Mutex::new((Periodic::spilled(), None)));
         let snapper = {
             let (stop, samples, targets, tc) = (stop.clone(), samples.clone(), targets.clone(), tools.tc.clone());
             let every = opts.snapshot_interval;
@@ -513,11 +514,10 @@ impl HostBackend {
                     let t = t0.elapsed().as_secs_f64();
                     let snap = tc::snapshot(&tc, &targets, false);
                     let mut g = samples.lock().unwrap_or_else(|e| e.into_inner());
-                    match snap {
-                        Ok(devices) => g.0.push(TcSample { t, devices }),
-                        Err(e) => {
-                            g.1.get_or_insert(e);
-                        }
+                    if let Err(e) =
+                        snap.and_then(|devices| g.0.push(TcSample { t, devices }).map_err(|e| e.to_string()))
+                    {
+                        g.1.get_or_insert(e);
                     }
                     // Skip instants already missed rather than bunching up.
                     k = (t0.elapsed().as_secs_f64() / every.as_secs_f64()).floor() as u32 + 1;

@@ -150,12 +150,20 @@ impl Ht {
         self.buckets[b as usize].iter().find(|n| n.handle == handle)
     }
     fn used(&self, handle: u32) -> bool {
-        self.buckets.iter().any(|b| b.iter().any(|n| n.handle == handle))
+        self.key(handle).is_some()
     }
-    /// `gen_new_kid`: the lowest free node id from 0x800, else from 1, else 0xFFF.
+    /// `gen_new_kid`: the lowest free node id from 0x800, else from 1, else 0xFFF. The
+    /// ids `htid` can get all hash to its bucket: one pass over it.
     fn new_kid(&self, htid: u32) -> u32 {
-        let free = |lo: u32| (lo..=(htid | 0xFFF)).find(|&h| !self.used(h));
-        free(htid | 0x800).or_else(|| free(htid + 1)).unwrap_or(htid | 0xFFF)
+        let mut taken = [false; 0x1000];
+        let b = hash_of(htid);
+        if b <= self.divisor {
+            for n in self.buckets[b as usize].iter().filter(|n| n.handle & !0xFFF == htid) {
+                taken[node_of(n.handle) as usize] = true;
+            }
+        }
+        let free = |lo: u32| (lo..=0xFFF).find(|&id| !taken[id as usize]).map(|id| htid | id);
+        free(0x800).or_else(|| free(node_of(htid) + 1)).unwrap_or(htid | 0xFFF)
     }
 }
 
@@ -170,12 +178,22 @@ pub struct Common {
     pub refcnt: u32,
     /// Key nodes in all tables.
     pub knodes: usize,
+    /// Classids key nodes started (+1) or stopped (-1) naming since the last
+    /// [`Common::take_bound_changes`]: tc's bind bookkeeping follows an operation's
+    /// changes instead of comparing every filter before and after it.
+    bound_log: Vec<(u32, i32)>,
 }
 
 impl Common {
-    /// The classids all key nodes name (for `tcf_bind_filter` bookkeeping).
-    pub fn classids(&self) -> Vec<u32> {
-        self.hts.iter().flat_map(|t| t.buckets.iter().flatten()).map(|n| n.classid).filter(|&c| c != 0).collect()
+    /// The classids key nodes started naming (+1) or stopped naming (-1), since the
+    /// last call, for `tcf_bind_filter` / `tcf_unbind_filter`.
+    pub fn take_bound_changes(&mut self) -> Vec<(u32, i32)> {
+        std::mem::take(&mut self.bound_log)
+    }
+    fn log_bound(&mut self, classid: u32, delta: i32) {
+        if classid != 0 {
+            self.bound_log.push((classid, delta));
+        }
     }
     fn ht(&self, handle: u32) -> Option<&Ht> {
         self.hts.iter().find(|h| h.handle == handle)
@@ -246,7 +264,9 @@ impl Tp {
         }
         c.refcnt -= 1;
         if c.refcnt == 0 {
-            c.hts.clear();
+            for ht in std::mem::take(&mut c.hts) {
+                ht.buckets.iter().flatten().for_each(|n| c.log_bound(n.classid, -1));
+            }
             c.knodes = 0;
             return true;
         }
@@ -278,6 +298,7 @@ impl Tp {
                     for b in ht.buckets.iter_mut() {
                         if let Some(i) = b.iter().position(|n| n.handle == h) {
                             let n = b.remove(i);
+                            c.log_bound(n.classid, -1);
                             if n.link != 0 {
                                 unlink(&mut c, n.link);
                             }
@@ -328,6 +349,10 @@ impl Tp {
             }
             if let Some(cl) = o.classid {
                 n.classid = cl;
+            }
+            if n.classid != old.classid {
+                c.log_bound(old.classid, -1);
+                c.log_bound(n.classid, 1);
             }
             if n.link != old.link {
                 if n.link != 0 {
@@ -414,6 +439,7 @@ impl Tp {
         let at = b.iter().position(|x| node_of(handle) < node_of(x.handle)).unwrap_or(b.len());
         b.insert(at, n);
         c.knodes += 1;
+        c.log_bound(o.classid.unwrap_or(0), 1);
         Ok(())
     }
 
@@ -552,6 +578,7 @@ fn unlink(c: &mut Common, h: u32) {
 fn clear(c: &mut Common, ht: &Ht) {
     for n in ht.buckets.iter().flatten() {
         c.knodes -= 1;
+        c.log_bound(n.classid, -1);
         if n.link != 0 {
             unlink(c, n.link);
         }
@@ -1337,6 +1364,40 @@ mod tests {
         let (h, o) = opts("link 9: match ip dst 10.0.0.7");
         assert_eq!(tp.change(h, &o, None, &mut actx()), Err(FilterError::ext("cls_u32: Link hash table not found")));
         let _ = ETH_P_IP;
+    }
+
+    #[test]
+    fn each_change_logs_only_its_own_bindings() {
+        // tc's bind bookkeeping reads what a change logged, not every key node: one
+        // entry per filter added however many there are (setup linear in the script).
+        let mut tp = Tp::init(None, 1).unwrap();
+        for i in 0..3000 {
+            let (h, o) = opts(&format!("match ip sport {i} 0xffff flowid 1:{:x}", i + 0x10));
+            tp.change(h, &o, None, &mut actx()).unwrap();
+            assert_eq!(write_common(&tp.common).take_bound_changes(), [(0x10010 + i, 1)]);
+        }
+        // gen_new_kid: 0x800..=0xFFF first, then from 1.
+        assert_eq!(tp.get(0x8000_0FFF), Some(Fh::Key(0x8000_0FFF)));
+        assert_eq!(tp.get(0x8000_0001 + 3000 - 0x801), Some(Fh::Key(0x8000_0001 + 3000 - 0x801)));
+        assert_eq!(tp.get(0x8000_0002 + 3000 - 0x801), None);
+        let (h, o) = opts("flowid 1:ffff");
+        tp.change(h, &o, tp.get(0x8000_0800), &mut actx()).unwrap();
+        assert_eq!(write_common(&tp.common).take_bound_changes(), [(0x10010, -1), (0x1ffff, 1)]);
+        assert!(!tp.delete(Fh::Key(0x8000_0801)).unwrap());
+        assert_eq!(write_common(&tp.common).take_bound_changes(), [(0x10011, -1)]);
+        // The last proto takes every node's binding with it.
+        let common = tp.common.clone();
+        assert!(tp.destroy());
+        let mut gone: Vec<u32> = write_common(&common)
+            .take_bound_changes()
+            .into_iter()
+            .map(|(c, d)| {
+                assert_eq!(d, -1);
+                c
+            })
+            .collect();
+        gone.sort_unstable();
+        assert_eq!(gone, (0x10012..0x10010 + 3000).chain([0x1ffff]).collect::<Vec<_>>());
     }
 
     #[test]

@@ -820,23 +820,11 @@ impl Htb {
             match tp.kind {
                 Kind::U32(t) => {
                     let common = t.common.clone();
-                    let ids = |c: &std::sync::Arc<std::sync::RwLock<crate::classify::u32::Common>>| {
-                        let mut v = c.read().unwrap_or_else(|e| e.into_inner()).classids();
-                        v.sort_unstable();
-                        v
-                    };
-                    let before = ids(&common);
+                    let log = || common.write().unwrap_or_else(|e| e.into_inner()).take_bound_changes();
+                    log(); // not this destroy's doing
                     common_gone |= t.destroy();
-                    let after = ids(&common);
-                    // The multiset difference: what the destroyed key nodes named.
-                    let mut j = 0;
-                    for x in before {
-                        if after.get(j) == Some(&x) {
-                            j += 1;
-                        } else {
-                            unbind.push(x);
-                        }
-                    }
+                    // What the destroyed key nodes named.
+                    unbind.extend(log().into_iter().filter(|&(_, d)| d < 0).map(|(c, _)| c));
                 }
                 Kind::Fw(f) => unbind.extend(f.classids()),
                 Kind::Flower(f) => unbind.extend(f.filters.iter().filter_map(|x| x.o.classid)),
@@ -2899,6 +2887,32 @@ mod tests {
             tc_err(&mut tc, "filter add dev eth0 parent 1:20 protocol all matchall classid 1:10"),
             "Error: Specified class doesn't exist.\nWe have an error talking to the kernel\n"
         );
+    }
+
+    #[test]
+    fn u32_bindings_follow_replaces_and_tables() {
+        // What u32 logs per change keeps the counts that comparing every filter did.
+        let in_use = "Error: HTB class in use.\n";
+        let mut tc = tc_htb(&format!(
+            "{TREE}
+            class add dev eth0 parent 1: classid 1:40 htb rate 1mbit
+            filter add dev eth0 parent 1: prio 1 handle 100: protocol ip u32 divisor 256
+            filter add dev eth0 parent 1: prio 1 protocol ip u32 ht 100:5: match ip sport 5 0xffff flowid 1:30
+            filter add dev eth0 parent 1: prio 1 protocol ip u32 ht 100:6: match ip sport 6 0xffff flowid 1:30"
+        ));
+        assert_eq!(tc_err(&mut tc, "class del dev eth0 classid 1:30"), in_use);
+        // A replace moves its node's binding: 1:30 is still held by the other node.
+        tc_htb_run(
+            &mut tc,
+            "filter replace dev eth0 parent 1: prio 1 handle 100:5:800 protocol ip u32 match ip sport 5 0xffff flowid 1:40",
+        );
+        assert_eq!(tc_err(&mut tc, "class del dev eth0 classid 1:30"), in_use);
+        assert_eq!(tc_err(&mut tc, "class del dev eth0 classid 1:40"), in_use);
+        tc_htb_run(&mut tc, "filter del dev eth0 parent 1: prio 1 handle 100:6:800 protocol ip u32");
+        tc_htb_run(&mut tc, "class del dev eth0 classid 1:30");
+        // Deleting the table takes its nodes' bindings with it.
+        tc_htb_run(&mut tc, "filter del dev eth0 parent 1: prio 1 handle 100: protocol ip u32");
+        tc_htb_run(&mut tc, "class del dev eth0 classid 1:40");
     }
 
     fn tc_htb_run(tc: &mut crate::tc::Tc, line: &str) {

@@ -7,6 +7,8 @@
 //! estimators; filters on the ingress qdisc are refused as the ingress qdisc here
 //! exposes no block.
 
+use std::sync::{Arc, RwLock};
+
 use crate::classify::action::ActCtx;
 use crate::classify::{self, flower, fw, matchall, u32 as cu32, Block, DumpCtx, FilterError, Kind, Proto, ETH_P_ALL};
 use crate::qdisc::{tc_h_maj, tc_h_min, TC_H_ROOT};
@@ -206,15 +208,35 @@ fn modify(tc: &mut Tc, flags: Option<(bool, bool)>, argv: &[String]) -> Result<(
     // Bind bookkeeping only; the request's own checks run in their kernel order.
     let place = find_block(tc, di, parent).ok();
     let before = place.as_ref().map(|(p, m, _)| bound(tc, di, p, *m)).unwrap_or_default();
+    // u32 logs what its key nodes bind (the common may go away with its last proto, or
+    // come with the first): what was logged before this operation is not its doing.
+    let common_before = place.as_ref().and_then(|(p, ..)| u32_common(tc, di, p));
+    if let Some(c) = &common_before {
+        c.write().unwrap_or_else(|e| e.into_inner()).take_bound_changes();
+    }
     let r = match flags {
         Some((create, excl)) => new_tfilter(tc, di, parent, pref, protocol, chain, kind, handle, &kopts, create, excl),
         None => del_tfilter(tc, di, parent, pref, protocol, chain, kind, handle),
     };
     if let Some((path, minor, _)) = place {
-        let after = bound(tc, di, &path, minor);
+        let (mut before, mut after) = (before, bound(tc, di, &path, minor));
+        let common_after =
+            u32_common(tc, di, &path).filter(|a| !common_before.as_ref().is_some_and(|b| Arc::ptr_eq(a, b)));
+        for c in common_before.iter().chain(&common_after) {
+            for (classid, delta) in c.write().unwrap_or_else(|e| e.into_inner()).take_bound_changes() {
+                if delta < 0 { &mut before } else { &mut after }.push(classid);
+            }
+        }
+        before.sort_unstable();
+        after.sort_unstable();
         rebind(tc, di, &path, &before, &after);
     }
     r
+}
+
+/// The qdisc's u32 common, if it has one.
+fn u32_common(tc: &Tc, di: usize, path: &[u32]) -> Option<Arc<RwLock<cu32::Common>>> {
+    tc.devices[di].node(path).q.as_classful()?.block(0)?.u32_common.clone()
 }
 
 /// `__tcf_qdisc_find` + `__tcf_qdisc_cl_find`: the qdisc's path, the class minor
@@ -255,14 +277,11 @@ fn check_chain(chain: Option<u32>) -> Result<(), TcError> {
     }
 }
 
-/// Every classid the filters of block `minor` (and the qdisc's u32 tables) name.
+/// Every classid the filters of block `minor` name, but u32's (logged by its common).
 fn bound(tc: &Tc, di: usize, path: &[u32], minor: u32) -> Vec<u32> {
     let n = tc.devices[di].node(path);
     let Some(c) = n.q.as_classful() else { return Vec::new() };
     let mut v = Vec::new();
-    if let Some(common) = c.block(0).and_then(|b| b.u32_common.as_ref()) {
-        v.extend(common.read().unwrap_or_else(|e| e.into_inner()).classids());
-    }
     if let Some(b) = c.block(minor) {
         for tp in &b.protos {
             match &tp.kind {
