@@ -1292,8 +1292,8 @@ fn result_target(input: &[u8]) -> Result<(), String> {
         let rows = crate::compare::compare(a, b);
         let _ = crate::compare::table(a, b, &rows);
         let _ = crate::compare::cpu_table(a, b, &crate::compare::compare_cpu(a, b));
-        serde_json::from_str::<serde_json::Value>(&crate::compare::to_json(a, b, &rows))
-            .map_err(|e| format!("compare --json does not parse: {e}"))?;
+        let json = serde_json::to_string(&crate::compare::json_out(a, b, &rows)).map_err(|e| e.to_string())?;
+        serde_json::from_str::<serde_json::Value>(&json).map_err(|e| format!("compare --json does not parse: {e}"))?;
     }
     // PNG is slower to encode: one valid result in eight.
     let png = fnv(input).is_multiple_of(8);

@@ -860,7 +860,9 @@ mod tests {
     #[test]
     fn huge_values_plot_without_hanging() {
         let mut r = fixture();
-        r.tc.periodic[3].devices[0].qdisc[0]["drops"] = serde_json::json!(f64::MAX);
+        let mut periodic: Vec<_> = r.tc.periodic.iter().collect();
+        periodic[3].devices[0].qdisc[0]["drops"] = serde_json::json!(f64::MAX);
+        r.tc.periodic = periodic.into();
         r.rtt[0].samples[0].rtt_ms = f64::MAX;
         for fig in figures(&r) {
             assert!(svg(&fig).unwrap().starts_with("<svg"), "{}", fig.name);
