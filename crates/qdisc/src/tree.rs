@@ -27,12 +27,16 @@ pub enum DevKind {
     Veth,
 }
 
-/// `NAME[,kind=veth|eth][,txqueues=N][,mtu=N][,txqueuelen=N]`.
+/// `NAME[,kind=veth|eth][,txqueues=N][,realtxqueues=N][,mtu=N][,txqueuelen=N]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DevSpec {
     pub name: String,
     pub kind: DevKind,
     pub txqueues: u32,
+    /// `real_num_tx_queues` when fewer tx queues are in use than allocated: a veth
+    /// made by `ip link add … type veth` allocates num_possible_cpus() and uses one.
+    /// None = all of them.
+    pub realtxqueues: Option<u32>,
     pub mtu: u32,
     pub txqueuelen: u32,
     /// Link speed in Mbit/s as sysfs reports it (what `rate N%` is a share of);
@@ -42,7 +46,15 @@ pub struct DevSpec {
 
 impl DevSpec {
     pub fn new(name: &str) -> Self {
-        DevSpec { name: name.into(), kind: DevKind::Eth, txqueues: 1, mtu: 1500, txqueuelen: 1000, speed: None }
+        DevSpec {
+            name: name.into(),
+            kind: DevKind::Eth,
+            txqueues: 1,
+            realtxqueues: None,
+            mtu: 1500,
+            txqueuelen: 1000,
+            speed: None,
+        }
     }
 
     pub fn parse(s: &str) -> Result<Self, String> {
@@ -73,6 +85,7 @@ impl DevSpec {
                         return Err("txqueues must be 1..4096".into());
                     }
                 }
+                "realtxqueues" => d.realtxqueues = Some(num()?),
                 "mtu" => {
                     d.mtu = num()?;
                     if !(68..=65535).contains(&d.mtu) {
@@ -80,8 +93,15 @@ impl DevSpec {
                     }
                 }
                 "txqueuelen" => d.txqueuelen = num()?,
-                _ => return Err(format!("unknown device option \"{k}\" (kind, txqueues, mtu, txqueuelen, speed)")),
+                _ => {
+                    return Err(format!(
+                        "unknown device option \"{k}\" (kind, txqueues, realtxqueues, mtu, txqueuelen, speed)"
+                    ))
+                }
             }
+        }
+        if d.realtxqueues.is_some_and(|r| r == 0 || r > d.txqueues) {
+            return Err("realtxqueues must be 1..txqueues".into());
         }
         Ok(d)
     }
@@ -130,6 +150,8 @@ pub struct Device {
     pub kernel: KernelVersion,
     /// sysfs `speed` in Mbit/s, if the device reports one.
     pub speed: Option<u32>,
+    /// `real_num_tx_queues` (≤ `info.num_tx_queues`, the allocated ones).
+    pub real_tx_queues: u32,
     /// `default_qdisc_ops` (`net.core.default_qdisc`), which is kernel-global: the
     /// `Tc` owning the device keeps every device's copy the same.
     pub(crate) default_qdisc: &'static str,
@@ -274,6 +296,7 @@ impl Device {
             index: BTreeMap::new(),
             kernel: KernelVersion::default(),
             speed: spec.speed,
+            real_tx_queues: spec.realtxqueues.unwrap_or(spec.txqueues),
             default_qdisc,
         };
         d.root = d.default_root(now);
@@ -315,9 +338,29 @@ impl Device {
         let root = if info.num_tx_queues <= 1 || no_queue {
             one_default(no_queue)
         } else {
-            sched::create_dflt("mq", info, TC_H_ROOT, self.default_qdisc, now).map(|q| Node::new(0, TC_H_ROOT, q))
+            sched::create_dflt("mq", info, TC_H_ROOT, self.default_qdisc, now)
+                .map(|q| self.mq_queues(Node::new(0, TC_H_ROOT, q), now))
         };
         root.or_else(|| one_default(true)).expect("noqueue's init cannot fail")
+    }
+
+    /// mq_init/mq_attach on a device using fewer tx queues than it has: a queue past
+    /// real_num_tx_queues gets pfifo_fast whatever `net.core.default_qdisc` says
+    /// (`get_default_qdisc_ops`), and its qdisc is not hashed, so dumps skip it.
+    fn mq_queues(&self, mut node: Node, now: Instant) -> Node {
+        let real = self.real_tx_queues;
+        if node.q.kind() != "mq" || real >= self.info.num_tx_queues {
+            return node;
+        }
+        let Some(c) = node.q.as_classful_mut() else { return node };
+        for ntx in real..self.info.num_tx_queues {
+            let Some(leaf) = c.leaf_mut(ntx + 1) else { continue };
+            if let Some(q) = sched::create_dflt("pfifo_fast", &self.info, leaf.parent, self.default_qdisc, now) {
+                leaf.q = q;
+            }
+            leaf.unhashed = true;
+        }
+        node
     }
 
     /// Record the handles of the subtree at `path` in the index.
@@ -590,6 +633,9 @@ impl Device {
         if !sched::KINDS.contains(&kind) {
             return Err(TcError::with_errno("Specified qdisc kind is unknown", Errno::ENOENT));
         }
+        if clid == TC_H_INGRESS && kind != "ingress" && kind != "clsact" {
+            return Err(TcError::kernel("Specified parent ID is reserved for ingress and clsact Qdiscs"));
+        }
         let handle = if clid == TC_H_INGRESS {
             INGRESS_HANDLE
         } else if handle == 0 {
@@ -598,7 +644,7 @@ impl Device {
             handle
         };
         let q = sched::create_with_default(kind, opts, &self.info, handle, clid, now, self.default_qdisc)?;
-        let mut node = Node::new(handle, clid, q);
+        let mut node = self.mq_queues(Node::new(handle, clid, q), now);
         if clid == TC_H_INGRESS {
             self.ingress = Some(node);
             self.index_subtree(&[INGRESS]);
@@ -827,7 +873,7 @@ impl Device {
     /// The tx queue `skb_tx_hash` picks for a packet (`reciprocal_scale(hash, n)`,
     /// §2.2; no XPS, no traffic classes).
     pub fn txq_of(&self, pkt: &Packet) -> usize {
-        let n = self.info.num_tx_queues.max(1) as u64;
+        let n = self.real_tx_queues.max(1) as u64;
         ((pkt.hash as u64 * n) >> 32) as usize
     }
 

@@ -844,6 +844,16 @@ fn parse_selector(a: &mut Args, sel: &mut Sel) -> Result<Option<()>, TcError> {
             Some("code") => parse_un(a, sel, 8, 1, -1),
             _ => None,
         }
+    } else if matches(w, "ether") {
+        // parse_ether: `src`/`dst` MAC matches are not modelled; anything else is
+        // named before tc gives up.
+        if a.rest().len() < 2 {
+            return Ok(None);
+        }
+        if let Some(x) = a.peek().filter(|x| *x != "src" && *x != "dst") {
+            a.notes.push_str(&format!("Unknown match: ether {x}\n"));
+        }
+        None
     } else if matches(w, "mark") {
         if a.rest().len() <= 1 {
             return Err(TcError::usage("Error: argument \"mark\" is required\n"));

@@ -102,7 +102,7 @@ where  OBJECT := { qdisc | class | filter | chain |
 \t\t    -o[neline] | -j[son] | -p[retty] | -c[olor]
 \t\t    -b[atch] [filename] | -n[etns] name | -N[umeric] |
 \t\t     -nm | -nam[es] | { -cf | -conf } path
-\t\t     -br[ief] }
+\t\t     -br[ief] | -echo }
 ";
 
 /// `duparg`.
@@ -188,39 +188,30 @@ pub fn makeargs_checked(line: &str) -> Result<Vec<String>, String> {
     }
 }
 
-/// The words of a line, and whether a quote was left open.
+/// The words of a line, and whether a quote was left open — iproute2's `makeargs`
+/// after `getcmdline`: a `#` anywhere ends the line (quotes included); words are
+/// separated by space, tab, CR or LF (not by a no-break space); a quote opens a word
+/// only at its start, and its closing quote ends the word (`"ab"cd` is two words);
+/// elsewhere a quote is an ordinary character.
 fn split_args(line: &str) -> (Vec<String>, bool) {
+    let line = line.split('#').next().unwrap_or("");
+    let sep = |c: char| matches!(c, ' ' | '\t' | '\r' | '\n');
     let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut quote: Option<char> = None;
-    for c in line.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => cur.push(c),
-            None => match c {
-                '"' | '\'' => {
-                    quote = Some(c);
-                    in_word = true;
-                }
-                '#' if !in_word => break,
-                c if c.is_whitespace() => {
-                    if in_word {
-                        out.push(std::mem::take(&mut cur));
-                        in_word = false;
-                    }
-                }
-                c => {
-                    cur.push(c);
-                    in_word = true;
-                }
-            },
+    let mut rest = line;
+    loop {
+        rest = rest.trim_start_matches(sep);
+        let Some(c) = rest.chars().next() else { break };
+        if c == '"' || c == '\'' {
+            let Some(end) = rest[1..].find(c) else { return (out, true) };
+            out.push(rest[1..1 + end].to_string());
+            rest = &rest[2 + end..];
+        } else {
+            let end = rest.find(sep).unwrap_or(rest.len());
+            out.push(rest[..end].to_string());
+            rest = &rest[end..];
         }
     }
-    if in_word {
-        out.push(cur);
-    }
-    (out, quote.is_some())
+    (out, false)
 }
 
 /// tc's global options as `main` in tc/tc.c reads them.
@@ -237,52 +228,68 @@ pub struct Global {
     pub version: bool,
 }
 
-/// Parse tc's leading `-options` (matched by prefix, as tc's `matches` does).
+/// Parse tc's leading `-options` as tc/tc.c's `main` does: each is tried against the
+/// options in tc's order with `matches` (so `-` is `-stats`, `-c` is `-conf`, `-n` is
+/// `-netns`, `-b` is `-batch`), and `--` is not special.
 pub fn parse_global(argv: &[String]) -> Result<Global, TcError> {
     let mut g = Global::default();
     let mut i = 0;
-    while i < argv.len() && argv[i].starts_with('-') && argv[i].len() > 1 {
-        let raw = argv[i].as_str();
-        let a = raw.strip_prefix("--").unwrap_or(&raw[1..]);
-        if a == "force" {
-            g.force = true;
-        } else if a == "iec" {
-            g.opts.iec = true;
-        } else if matches(a, "batch") {
-            i += 1;
-            let f = argv.get(i).ok_or_else(TcError::incomplete)?;
-            g.batch = Some(f.clone());
-        } else if matches(a, "stats") || matches(a, "statistics") {
+    while i < argv.len() && argv[i].starts_with('-') {
+        let o = argv[i].as_str();
+        if matches(o, "-stats") || matches(o, "-statistics") {
             g.opts.stats += 1;
-        } else if matches(a, "details") {
+        } else if matches(o, "-details") {
             g.opts.details = true;
-        } else if matches(a, "raw") {
+        } else if matches(o, "-raw") {
             g.opts.raw = true;
-        } else if matches(a, "pretty") {
+        } else if matches(o, "-pretty") {
             g.opts.pretty = true;
-        } else if matches(a, "json") {
-            g.opts.json = true;
-        } else if matches(a, "graph") {
+        } else if matches(o, "-graph") {
             g.opts.graph = true;
-        } else if matches(a, "oneline") {
-            g.opts.oneline = true;
-        } else if matches(a, "timestamp")
-            || a == "tshort"
-            || matches(a, "Numeric")
-            || matches(a, "color")
-            || a.starts_with("color=")
-        {
-            // These only change monitor output, name resolution or colours.
-        } else if matches(a, "Version") {
+        } else if matches(o, "-Version") {
             g.version = true;
-        } else if matches(a, "help") {
-            return Err(TcError::usage(TC_USAGE));
+        } else if matches(o, "-iec") {
+            g.opts.iec = true;
+        } else if matches(o, "-help") {
+            // usage() then exit(0).
+            return Err(TcError { msg: TC_USAGE.into(), code: 0 });
+        } else if matches(o, "-force") {
+            g.force = true;
+        } else if matches(o, "-batch") {
+            i += 1;
+            let f = argv.get(i).ok_or_else(|| TcError::usage("Error: argument \"batch file\" is required\n"))?;
+            g.batch = Some(f.clone());
+        } else if matches(o, "-netns") {
+            // There are no other network namespaces here (glibc prints a missing name
+            // as "(null)").
+            let name = argv.get(i + 1).map_or("(null)", |s| s.as_str());
+            return Err(TcError::usage(format!(
+                "Cannot open network namespace \"{name}\": No such file or directory\n"
+            )));
+        } else if matches(o, "-cf") || matches(o, "-conf") {
+            // The class-names file: only read with -nm, which prints no names here.
+            i += 1;
+        } else if matches(o, "-Numeric")
+            || matches(o, "-names")
+            || matches(o, "-nm")
+            || matches(o, "-color")
+            || ["-color=always", "-color=never", "-color=auto"].contains(&o)
+            || matches(o, "-brief")
+            || o == "-echo"
+            || matches(o, "-timestamp")
+            || matches(o, "-tshort")
+        {
+            // These only change names, colours, monitor output or netlink echoes.
+        } else if matches(o, "-json") {
+            g.opts.json = true;
+        } else if matches(o, "-oneline") {
+            g.opts.oneline = true;
         } else {
-            return Err(TcError::usage(format!("Option \"{raw}\" is unknown, try \"tc -help\".\n")));
+            return Err(TcError::usage(format!("Option \"{o}\" is unknown, try \"tc -help\".\n")));
         }
         i += 1;
     }
-    g.rest = i;
+    g.rest = i.min(argv.len());
     Ok(g)
 }
 
@@ -432,12 +439,40 @@ impl Tc {
     }
 
     /// `tc -batch`: every line a command; a failing line prints "Command failed
-    /// FILE:LINE" and stops the batch unless `force`. A line may start with its own
-    /// `-s/-d/-j/-p` (qdisc-lab extension), which apply to that line only.
+    /// FILE:LINE" and stops the batch unless `force` — but an error tc reports by
+    /// exiting (`invarg`, `duparg`, an incomplete command) ends the batch with status
+    /// 255, `-force` or not. Lines are read as `getcmdline` reads them: cut at a NUL
+    /// byte and at `#`, and a line ending in a backslash continues on the next ("Missing
+    /// continuation line" at the end of the file ends the batch). An unterminated quote
+    /// ends it too, with status 1. A line may start with its own `-s/-d/-j/-p`
+    /// (qdisc-lab extension), which apply to that line only.
     pub fn batch(&mut self, text: &str, name: &str, o: TcOpts, force: bool) -> Output {
+        // One physical line as C string functions see it.
+        fn cut(l: &str) -> &str {
+            let l = l.split('\0').next().unwrap_or("");
+            l.split('#').next().unwrap_or("")
+        }
         let mut res = Output::default();
-        for (n, line) in text.lines().enumerate() {
-            let mut args = makeargs(line);
+        let mut lines = text.split_inclusive('\n');
+        let mut n = 0;
+        while let Some(first) = lines.next() {
+            n += 1;
+            let mut line = cut(first).to_string();
+            while line.ends_with("\\\n") {
+                line.truncate(line.len() - 2);
+                let Some(next) = lines.next() else {
+                    res.stderr.push_str("Missing continuation line\n");
+                    return res;
+                };
+                n += 1;
+                line.push_str(cut(next));
+            }
+            let (mut args, open) = split_args(&line);
+            if open {
+                res.stderr.push_str("Unterminated quoted string\n");
+                res.code = 1;
+                return res;
+            }
             if args.is_empty() {
                 continue;
             }
@@ -456,14 +491,21 @@ impl Tc {
                 skip += 1;
             }
             args.drain(..skip);
-            let r = self.exec(&args, lo);
-            res.stdout.push_str(&r.stdout);
-            res.stderr.push_str(&r.stderr);
-            if r.code != 0 {
-                res.stderr.push_str(&format!("Command failed {}:{}\n", name, n + 1));
-                res.code = 1;
-                if !force {
-                    break;
+            let r = self.do_cmd(&args, lo);
+            res.stderr.push_str(&std::mem::take(&mut self.warn));
+            match r {
+                Ok(out) => res.stdout.push_str(&out),
+                Err(e) => {
+                    res.stderr.push_str(&e.msg);
+                    if e.exits() {
+                        res.code = 255;
+                        return res;
+                    }
+                    res.stderr.push_str(&format!("Command failed {}:{}\n", name, n));
+                    res.code = 1;
+                    if !force {
+                        break;
+                    }
                 }
             }
         }
@@ -471,7 +513,10 @@ impl Tc {
     }
 
     fn do_cmd(&mut self, argv: &[String], o: TcOpts) -> Result<String, TcError> {
-        let Some(obj) = argv.first() else { return Err(TcError::usage(TC_USAGE)) };
+        let Some(obj) = argv.first() else {
+            self.warn.push_str(TC_USAGE);
+            return Ok(String::new());
+        };
         let rest = &argv[1..];
         if matches(obj, "qdisc") {
             self.do_qdisc(rest, o)
@@ -484,7 +529,8 @@ impl Tc {
                 "qdisc-lab: \"tc {obj}\" is not supported (filters live in chain 0; actions exist only on filters).\n"
             )))
         } else if matches(obj, "help") {
-            Err(TcError::usage(TC_USAGE))
+            self.warn.push_str(TC_USAGE);
+            Ok(String::new())
         } else {
             Err(TcError::usage(format!("Object \"{obj}\" is unknown, try \"tc help\".\n")))
         }
@@ -563,7 +609,13 @@ impl Tc {
                     break;
                 }
                 "clsact" => {
-                    return Err(TcError::tc("qdisc-lab: the clsact hook is not supported yet\n"));
+                    if parent != 0 {
+                        return Err(TcError::usage("Error: \"clsact\" is a duplicate parent ID\n"));
+                    }
+                    parent = TC_H_INGRESS;
+                    handle = INGRESS_HANDLE;
+                    kind = Some("clsact");
+                    break;
                 }
                 w if matches(w, "estimator") || matches(w, "stab") => {
                     return Err(TcError::tc(format!("qdisc-lab: \"{w}\" is not supported yet\n")));
@@ -606,31 +658,42 @@ impl Tc {
         let mut a = Args::new(argv);
         let mut dev: Option<&str> = None;
         let mut f = QdiscFilter::default();
+        // One QDISC_ID: a second (handle, root, parent, ingress, clsact) is refused by
+        // what the first set; `handle 0:` sets nothing.
+        let taken = |f: &QdiscFilter, w: &str| {
+            if f.handle.is_some() {
+                Err(invarg("handle is already specified", w))
+            } else if f.parent.is_some() || f.root {
+                Err(invarg("parent is already specified", w))
+            } else {
+                Ok(())
+            }
+        };
         while let Some(w) = a.next() {
             match w {
                 "dev" => dev = Some(a.value()?),
                 "root" => {
-                    if f.parent.is_some() || f.root {
-                        return Err(TcError::usage(format!("Duplicate parent ID\n{QDISC_USAGE}")));
-                    }
+                    taken(&f, w)?;
                     f.root = true;
                 }
                 "parent" => {
+                    taken(&f, w)?;
                     let v = a.value()?;
                     f.parent = Some(get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?);
                 }
                 "handle" => {
+                    taken(&f, w)?;
                     let v = a.value()?;
-                    f.handle = Some(get_qdisc_handle(v).ok_or_else(|| invarg("invalid handle ID", v))?);
+                    let h = get_qdisc_handle(v).ok_or_else(|| invarg("invalid handle ID", v))?;
+                    f.handle = (h != 0).then_some(h);
                 }
                 "invisible" => f.invisible = true,
                 "ingress" | "clsact" => {
-                    if f.parent.is_some() || f.root {
-                        return Err(TcError::usage(format!("Duplicate parent ID\n{QDISC_USAGE}")));
-                    }
+                    taken(&f, w)?;
                     f.parent = Some(TC_H_INGRESS);
                 }
-                w if matches(w, "help") => return Err(TcError::usage(QDISC_USAGE)),
+                // Usage, and the listing still follows (status 0).
+                w if matches(w, "help") => self.warn.push_str(QDISC_USAGE),
                 w => return Err(TcError::usage(format!("What is \"{w}\"? Try \"tc qdisc help\".\n"))),
             }
         }
@@ -797,23 +860,42 @@ impl Tc {
         let mut classid: Option<u32> = None;
         while let Some(w) = a.next() {
             match w {
-                "dev" => dev = Some(a.value()?),
-                "root" => parent = Some(TC_H_ROOT),
+                "dev" => {
+                    let v = a.value()?;
+                    if dev.is_some() {
+                        return Err(duparg("dev", v));
+                    }
+                    dev = Some(v);
+                }
+                "root" => {
+                    if parent.is_some() {
+                        return Err(TcError::usage("Error: \"root\" is duplicate parent ID\n"));
+                    }
+                    parent = Some(TC_H_ROOT);
+                }
                 "parent" => {
+                    // tc names the keyword, not the value, as "the second value".
+                    if parent.is_some() {
+                        return Err(duparg("parent", w));
+                    }
                     let v = a.value()?;
                     parent = Some(get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?);
                 }
                 "classid" => {
                     let v = a.value()?;
-                    classid = Some(get_tc_classid(v).ok_or_else(|| invarg("invalid class ID", v))?);
+                    if classid.is_some() {
+                        return Err(duparg("classid", v));
+                    }
+                    let id = get_tc_classid(v).ok_or_else(|| invarg("invalid class ID", v))?;
+                    classid = (id != 0).then_some(id);
                 }
-                w if matches(w, "help") => return Err(TcError::usage(CLASS_USAGE)),
-                w => return Err(TcError::usage(format!("What is \"{w}\"? Try \"tc class help\"\n"))),
+                // Usage, and the listing still follows (status 0).
+                w if matches(w, "help") => self.warn.push_str(CLASS_USAGE),
+                w => return Err(TcError::usage(format!("What is \"{w}\"? Try \"tc class help\".\n"))),
             }
         }
-        let Some(name) = dev else {
-            return Err(TcError::usage("Error: \"dev\" is required to dump classes.\n"));
-        };
+        // No device: the kernel's class dump finds no ifindex 0 and sends nothing.
+        let Some(name) = dev else { return Ok(String::new()) };
         if o.graph {
             return Err(TcError::tc("qdisc-lab: \"tc -graph class show\" is not supported\n"));
         }

@@ -40,6 +40,15 @@ impl TcError {
     pub fn incomplete() -> Self {
         Self::usage("Command line is not complete. Try option \"help\"\n")
     }
+    /// Whether tc reports this by exiting (`invarg`, `duparg`, `incomplete_command`
+    /// call `exit(-1)`) rather than by returning -1: in a batch it ends the batch with
+    /// status 255, even with `-force`, and no "Command failed" line.
+    pub fn exits(&self) -> bool {
+        self.code == 255
+            && (self.msg.starts_with("Error: argument \"")
+                || self.msg.starts_with("Error: duplicate \"")
+                || self.msg == Self::incomplete().msg)
+    }
     /// A kernel refusal with an extack message: `Error: <msg>.`, status 2.
     pub fn kernel(extack: &str) -> Self {
         let dot = if extack.ends_with('.') { "" } else { "." };
@@ -129,7 +138,10 @@ impl<'a> Args<'a> {
                 .push_str(&format!("property \"speed\" in file {path} is currently unknown\nFailed to parse {path}\n"));
             return None;
         };
-        let perc = units::get_percent(v)?;
+        let Some(perc) = units::get_percent(v) else {
+            self.notes.push_str("Specified rate value could not be read or is malformed\n");
+            return None;
+        };
         if !(0.0..=1.0).contains(&perc) {
             self.notes.push_str(&format!("Invalid rate specified; should be between [0,100]% but is {v}\n"));
             return None;

@@ -120,8 +120,13 @@ pub fn get_rate(s: &str) -> Option<u32> {
 
 /// `parse_percent` on the `[0-9.%]` prefix tc scans: `N%` as a fraction (N/100).
 pub fn get_percent(s: &str) -> Option<f64> {
+    // sscanf("%m[0-9.%]") must match a character; strtod of what it took may match
+    // none ("%" is 0 %), and only a "%" may follow the number.
     let scanned: String = s.chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '%').collect();
-    let (v, rest) = strtod(&scanned)?;
+    if scanned.is_empty() {
+        return None;
+    }
+    let (v, rest) = strtod(&scanned).unwrap_or((0.0, &scanned));
     if !rest.is_empty() && rest != "%" {
         return None;
     }
