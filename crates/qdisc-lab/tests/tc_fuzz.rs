@@ -17,7 +17,7 @@
 //! reason. Every mismatch must match a known difference (KNOWN, each with its
 //! reason), and at least 98 % of the cases run must be identical.
 //!
-//! CI mode: seed 18, 2000 cases. By hand: `QDL_FUZZ_SEED=N QDL_FUZZ_CASES=M
+//! CI mode: seed 18, 2500 cases generated (about 2,040 run). By hand: `QDL_FUZZ_SEED=N QDL_FUZZ_CASES=M
 //! QDL_FUZZ_REPORT=FILE cargo test --release -p qdisc-lab --test tc_fuzz -- --nocapture`
 //! (the report lists every mismatch with both sides' output). Needs root, network
 //! namespaces and iproute2 6.15 (`scripts/install-iproute2.sh`, or `QDL_TC`);
@@ -32,7 +32,7 @@ use std::process::{Command, Output, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_qdisc-lab");
 const CI_SEED: u64 = 18;
-const CI_CASES: usize = 2000;
+const CI_CASES: usize = 2500;
 
 // ---- deterministic generation --------------------------------------------------
 
@@ -769,7 +769,24 @@ struct Known {
     matches: fn(&Case, &Run, &Run) -> bool,
 }
 
-const KNOWN: &[Known] = &[];
+const KNOWN: &[Known] = &[
+    Known {
+        reason: "estimator: the engine has no rate estimator (gen_estimator); tc parses its \
+                 times and the kernel range-checks them, the engine refuses the keyword",
+        matches: |c, _, ours| {
+            c.describe().contains("estimator")
+                && String::from_utf8_lossy(&ours.stderr).contains("qdisc-lab: \"estimator\" is not supported yet")
+        },
+    },
+    Known {
+        reason: "dev \"\": the engine looks the device up as it reads `dev`, tc after the \
+                 whole line (and an empty name there means no device)",
+        matches: |c, _, ours| {
+            matches!(c, Case::Argv(a) if a.windows(2).any(|w| w[0] == "dev" && w[1].is_empty()))
+                && String::from_utf8_lossy(&ours.stderr).contains("Cannot find device \"\"")
+        },
+    },
+];
 
 // ---- running ---------------------------------------------------------------------
 
@@ -983,8 +1000,10 @@ fn tc_matches_iproute2_on_the_running_kernel() {
         let _ = lab.run_in_ns(&tc, &["qdisc", "del", "dev", DEV, "root"].map(s), None);
     }
     let _ = lab.run_in_ns(&tc, &["qdisc", "add", "dev", DEV, "root", "handle", "1:", "htb"].map(s), None);
-    for k in CLS_KINDS {
-        let r = lab.run_in_ns(&tc, &["filter", "add", "dev", DEV, "parent", "1:", "prio", "9", k].map(s), None);
+    for (i, k) in CLS_KINDS.iter().enumerate() {
+        // A pref each: a second kind at the same pref is refused for that alone.
+        let pref = (10 + i).to_string();
+        let r = lab.run_in_ns(&tc, &["filter", "add", "dev", DEV, "parent", "1:", "prio", &pref, k].map(s), None);
         if String::from_utf8_lossy(&r.stderr).contains("TC classifier not found") {
             missing.insert(k, "classifier unknown to the running kernel");
         }

@@ -152,6 +152,9 @@ pub struct Device {
     pub speed: Option<u32>,
     /// `real_num_tx_queues` (≤ `info.num_tx_queues`, the allocated ones).
     pub real_tx_queues: u32,
+    /// The ingress queue exists (`dev_ingress_queue_create`, on the first request for
+    /// parent ffff:fff1); once made it stays, with noop on it when its qdisc is gone.
+    ingress_queue: bool,
     /// `default_qdisc_ops` (`net.core.default_qdisc`), which is kernel-global: the
     /// `Tc` owning the device keeps every device's copy the same.
     pub(crate) default_qdisc: &'static str,
@@ -297,6 +300,7 @@ impl Device {
             kernel: KernelVersion::default(),
             speed: spec.speed,
             real_tx_queues: spec.realtxqueues.unwrap_or(spec.txqueues),
+            ingress_queue: false,
             default_qdisc,
         };
         d.root = d.default_root(now);
@@ -468,9 +472,12 @@ impl Device {
             .lookup(tc_h_maj(clid))
             .ok_or_else(|| TcError::with_errno("Failed to find specified qdisc", Errno::ENOENT))?;
         let parent = self.node(&p);
+        if p == [INGRESS] {
+            return Err(TcError::with_errno("Cannot add children to ingress/clsact qdisc", Errno::EOPNOTSUPP));
+        }
         let c = parent.q.as_classful().ok_or_else(|| TcError::kernel("Parent qdisc is not classful"))?;
-        // `cops->find`: an inner class exists but has no leaf (`cops->leaf` is NULL).
-        if !c.find(tc_h_min(clid)) || tc_h_min(clid) == 0 {
+        // `cops->find` (tbf's answers for any minor, 0 too).
+        if !c.find(tc_h_min(clid)) {
             return Err(TcError::kernel("Specified class not found"));
         }
         let mut leaf = p.clone();
@@ -493,6 +500,9 @@ impl Device {
         autohandle: &mut u32,
         now: Instant,
     ) -> Result<(), TcError> {
+        if clid == TC_H_INGRESS {
+            self.ingress_queue = true;
+        }
         let kind_differs = |n: &Node| kind.is_some_and(|k| k != n.q.kind());
         // (q, p): the qdisc at the place, and the parent qdisc (None = root).
         let mut parent_path: Option<Path> = None;
@@ -667,10 +677,7 @@ impl Device {
                 if node.q.kind() == "noqueue" {
                     return Err(TcError::kernel("Cannot assign noqueue to a class"));
                 }
-                let depth = pp.len() + 1;
-                if depth > 7 {
-                    return Err(TcError::errno(Errno::E2BIG));
-                }
+                // No depth limit: 6.18 takes 40 nested tbf or htb as readily as 2.
                 self.graft(&pp, tc_h_min(clid), Some(node), now)?;
                 let mut leaf = pp.clone();
                 leaf.push(tc_h_min(clid));
@@ -736,7 +743,18 @@ impl Device {
     pub fn delete(&mut self, clid: u32, handle: u32, kind: Option<&str>, now: Instant) -> Result<(), TcError> {
         let mut parent_path = None;
         let q = if clid != TC_H_UNSPEC {
-            let q = if clid == TC_H_INGRESS {
+            // tc_get_qdisc: any parent ffff:X names the ingress queue's qdisc.
+            let q = if clid != TC_H_ROOT && tc_h_maj(clid) == tc_h_maj(TC_H_INGRESS) {
+                if self.ingress.is_none() && self.ingress_queue {
+                    // The queue's noop qdisc (handle 0).
+                    if handle != 0 {
+                        return Err(TcError::kernel("Invalid handle"));
+                    }
+                    if kind.is_some_and(|k| k != "noop") {
+                        return Err(self.kernel.invalid_qdisc_name());
+                    }
+                    return Err(TcError::with_errno("Cannot delete qdisc with handle of zero", Errno::ENOENT));
+                }
                 self.ingress.as_ref().map(|_| vec![INGRESS])
             } else if clid != TC_H_ROOT {
                 let p = self

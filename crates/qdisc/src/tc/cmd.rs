@@ -41,12 +41,26 @@ pub struct Tc {
     pub now: Instant,
     /// What the current command wrote to stderr without failing (usage texts, warnings).
     pub(crate) warn: String,
+    /// What `qdisc show` filters on: tc keeps it in statics (`filter_ifindex`,
+    /// `filter_parent`, `filter_handle`) that a later `qdisc show` of the same batch
+    /// only overwrites with what it names itself.
+    qdisc_show: QdiscShowState,
     /// The netns's tc actions (gact, police) by kind and index.
     pub(crate) actions: crate::classify::action::ActionTable,
     /// The kernel devices added later follow.
     kernel: KernelVersion,
     /// `net.core.default_qdisc` (kernel-global; each device keeps a copy).
     default_qdisc: &'static str,
+}
+
+/// tc's `qdisc show` filter statics (see [`Tc`]'s `qdisc_show`).
+#[derive(Clone, Copy, Debug, Default)]
+struct QdiscShowState {
+    /// The device index.
+    dev: Option<usize>,
+    root: bool,
+    parent: Option<u32>,
+    handle: Option<u32>,
 }
 
 /// The `sysctl -w` keys this engine models (see [`Tc::sysctl_w`]).
@@ -321,6 +335,7 @@ impl Tc {
             autohandle: 0x8000_0000,
             now: Instant::ZERO,
             warn: String::new(),
+            qdisc_show: QdiscShowState::default(),
             actions: Default::default(),
             kernel: k,
             default_qdisc,
@@ -427,6 +442,8 @@ impl Tc {
 
     /// Run one command (no global options) with the given options.
     pub fn exec(&mut self, argv: &[String], o: TcOpts) -> Output {
+        // A command of its own is a tc process of its own: no earlier show's filters.
+        self.qdisc_show = QdiscShowState::default();
         let r = self.do_cmd(argv, o);
         let mut stderr = std::mem::take(&mut self.warn);
         match r {
@@ -620,6 +637,14 @@ impl Tc {
                 w if matches(w, "estimator") || matches(w, "stab") => {
                     return Err(TcError::tc(format!("qdisc-lab: \"{w}\" is not supported yet\n")));
                 }
+                w if matches(w, "ingress_block") || matches(w, "egress_block") => {
+                    let v = a.value()?;
+                    let hook = if w.starts_with('i') { "ingress" } else { "egress" };
+                    if crate::tc::units::get_u32(v).is_none_or(|b| b == 0) {
+                        return Err(invarg(&format!("invalid {hook} block index value"), v));
+                    }
+                    return Err(TcError::tc("qdisc-lab: shared filter blocks are not supported\n"));
+                }
                 // tc prints its usage and carries on with the request.
                 w if matches(w, "help") => self.warn.push_str(QDISC_USAGE),
                 w => {
@@ -658,50 +683,68 @@ impl Tc {
         let mut a = Args::new(argv);
         let mut dev: Option<&str> = None;
         let mut f = QdiscFilter::default();
-        // One QDISC_ID: a second (handle, root, parent, ingress, clsact) is refused by
-        // what the first set; `handle 0:` sets nothing.
-        let taken = |f: &QdiscFilter, w: &str| {
-            if f.handle.is_some() {
-                Err(invarg("handle is already specified", w))
-            } else if f.parent.is_some() || f.root {
-                Err(invarg("parent is already specified", w))
-            } else {
-                Ok(())
+        // tc parses into its statics (see `qdisc_show`), so what an earlier show of the
+        // batch set counts too. One QDISC_ID: a second (handle, root, parent, ingress,
+        // clsact) is refused by what the first set; `handle 0:`/`parent 0:` set nothing.
+        let mut st = self.qdisc_show;
+        let mut help = false;
+        let parsed = (|| {
+            let taken = |st: &QdiscShowState, w: &str| {
+                if st.handle.is_some() {
+                    Err(invarg("handle is already specified", w))
+                } else if st.parent.is_some() || st.root {
+                    Err(invarg("parent is already specified", w))
+                } else {
+                    Ok(())
+                }
+            };
+            while let Some(w) = a.next() {
+                match w {
+                    "dev" => dev = Some(a.value()?),
+                    "root" => {
+                        taken(&st, w)?;
+                        st.root = true;
+                    }
+                    "parent" => {
+                        taken(&st, w)?;
+                        let v = a.value()?;
+                        let p = get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
+                        st.parent = (p != 0).then_some(p);
+                    }
+                    "handle" => {
+                        taken(&st, w)?;
+                        let v = a.value()?;
+                        let h = get_qdisc_handle(v).ok_or_else(|| invarg("invalid handle ID", v))?;
+                        st.handle = (h != 0).then_some(h);
+                    }
+                    "invisible" => f.invisible = true,
+                    "ingress" | "clsact" => {
+                        taken(&st, w)?;
+                        st.parent = Some(TC_H_INGRESS);
+                    }
+                    // Usage, and the listing still follows (status 0).
+                    w if matches(w, "help") => help = true,
+                    w => return Err(TcError::usage(format!("What is \"{w}\"? Try \"tc qdisc help\".\n"))),
+                }
             }
-        };
-        while let Some(w) = a.next() {
-            match w {
-                "dev" => dev = Some(a.value()?),
-                "root" => {
-                    taken(&f, w)?;
-                    f.root = true;
-                }
-                "parent" => {
-                    taken(&f, w)?;
-                    let v = a.value()?;
-                    f.parent = Some(get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?);
-                }
-                "handle" => {
-                    taken(&f, w)?;
-                    let v = a.value()?;
-                    let h = get_qdisc_handle(v).ok_or_else(|| invarg("invalid handle ID", v))?;
-                    f.handle = (h != 0).then_some(h);
-                }
-                "invisible" => f.invisible = true,
-                "ingress" | "clsact" => {
-                    taken(&f, w)?;
-                    f.parent = Some(TC_H_INGRESS);
-                }
-                // Usage, and the listing still follows (status 0).
-                w if matches(w, "help") => self.warn.push_str(QDISC_USAGE),
-                w => return Err(TcError::usage(format!("What is \"{w}\"? Try \"tc qdisc help\".\n"))),
-            }
+            Ok(())
+        })();
+        self.qdisc_show = st;
+        if help {
+            self.warn.push_str(QDISC_USAGE);
         }
-        let idx: Vec<usize> = match dev {
-            Some(name) => vec![self.dev_index(name)?],
+        parsed?;
+        if let Some(name) = dev {
+            let di = self.dev_index(name)?;
+            self.qdisc_show.dev = Some(di);
+        }
+        let st = &self.qdisc_show;
+        (f.root, f.parent, f.handle) = (st.root, st.parent, st.handle);
+        let idx: Vec<usize> = match st.dev {
+            Some(di) => vec![di],
             None => (0..self.devices.len()).collect(),
         };
-        f.dev_given = dev.is_some();
+        f.dev_given = st.dev.is_some();
         let mut out = self.out(o);
         out.start_top();
         for i in idx {
@@ -896,10 +939,13 @@ impl Tc {
         }
         // No device: the kernel's class dump finds no ifindex 0 and sends nothing.
         let Some(name) = dev else { return Ok(String::new()) };
-        if o.graph {
+        let di = self.dev_index(name)?;
+        // The graph of no classes is nothing; of some, not drawn here.
+        let classless =
+            self.devices[di].walk().iter().all(|(_, n)| n.q.as_classful().is_none_or(|c| c.class_minors().is_empty()));
+        if o.graph && !classless {
             return Err(TcError::tc("qdisc-lab: \"tc -graph class show\" is not supported\n"));
         }
-        let di = self.dev_index(name)?;
         self.devices[di].root.q.sync_stats();
         let d = &self.devices[di];
         let mut out = self.out(o);
