@@ -340,6 +340,71 @@ fn tbf_parent_minor_zero() {
 }
 
 #[test]
+fn size_fraction_cut() {
+    check(
+        "size_fraction_cut",
+        &["-force", "-batch", "B"],
+        Some(b"qdisc add dev eth0 root handle 1: bfifo limit 1.5\nqdisc show dev eth0\nqdisc replace dev eth0 root handle 1: bfifo limit -1\n"),
+        (1, "qdisc bfifo 1: root refcnt 3 limit 1b\n", "bfifo: Illegal value for \"limit\": \"-1\"\nCommand failed {FILE}:3\n"),
+    );
+}
+
+#[test]
+fn percent_on_missing_dev() {
+    check(
+        "percent_on_missing_dev",
+        &["class", "change", "dev", "eth1", "parent", "1:1", "htb", "rate", "10%"],
+        None,
+        (1, "", "fopen /sys/class/net/eth1/speed: No such file or directory\nIllegal \"rate\"\nUsage: ... qdisc add ... htb [default N] [r2q N]\n                      [direct_qlen P] [offload]\n default  minor id of class to which unclassified packets are sent {0}\n r2q      DRR quantums are computed as rate in Bps/r2q {10}\n debug    string of 16 numbers each 0-3 {0}\n\n direct_qlen  Limit of the direct queue {in packets}\n offload  enable hardware offload\n... class add ... htb rate R1 [burst B1] [mpu B] [overhead O]\n                      [prio P] [slot S] [pslot PS]\n                      [ceil R2] [cburst B2] [mtu MTU] [quantum Q]\n rate     rate allocated to this class (class can still borrow)\n burst    max bytes burst which can be accumulated during idle period {computed}\n mpu      minimum packet size used in rate computations\n overhead per-packet size overhead used in rate computations\n linklay  adapting to a linklayer e.g. atm\n ceil     definite upper class rate (no borrows) {rate}\n cburst   burst but for ceil {computed}\n mtu      max packet size we create rate map for {1600}\n prio     priority of leaf; lower are served first {0}\n quantum  how much bytes to serve from leaf at once {use r2q}\n\nTC HTB version 3.3\n"),
+    );
+}
+
+#[test]
+fn names_file_must_open() {
+    check(
+        "names_file_must_open",
+        &["-nm", "-c", "class", "show"],
+        None,
+        (255, "", "Can't open class names file: class\n"),
+    );
+}
+
+#[test]
+fn class_show_json_without_dev() {
+    check("class_show_json_without_dev", &["-j", "class", "show"], None, (0, "[]\n", ""));
+}
+
+#[test]
+fn u32_selector_needs_a_word() {
+    check(
+        "u32_selector_needs_a_word",
+        &["-force", "-batch", "B"],
+        Some(b"qdisc add dev eth0 root handle 1: htb\nfilter add dev eth0 parent 1: u32 match ether classid 1:1\nfilter add dev eth0 parent 1: u32 match ip\nqdisc show dev eth0\n"),
+        (255, "", "Unknown match: ether classid\nIllegal \"match\"\nCommand failed {FILE}:2\nCommand line is not complete. Try option \"help\"\n"),
+    );
+}
+
+#[test]
+fn gact_usage_exits() {
+    check(
+        "gact_usage_exits",
+        &["-force", "-batch", "B"],
+        Some(b"qdisc add dev eth0 root handle 1: htb\nfilter add dev eth0 parent 1: u32 match u32 0 0 classid 1:10 action gact pass help\nqdisc show dev eth0\n"),
+        (255, "", "Usage: ... gact <ACTION> [RAND] [INDEX]\nWhere: \tACTION := reclassify | drop | continue | pass | pipe |\n       \t          goto chain <CHAIN_INDEX> | jump <JUMP_COUNT>\n\tRAND := random <RANDTYPE> <ACTION> <VAL>\n\tRANDTYPE := netrand | determ\n\tVAL : = value not exceeding 10000\n\tJUMP_COUNT := Absolute jump from start of action list\n\tINDEX := index value used\n\n"),
+    );
+}
+
+#[test]
+fn ingress_filters_survive_a_new_root() {
+    check(
+        "ingress_filters_survive_a_new_root",
+        &["-force", "-batch", "B"],
+        Some(b"qdisc add dev eth0 ingress\nfilter add dev eth0 parent ffff: protocol ip prio 2 u32 match ip src 10.0.0.0/8 flowid 1:1\nqdisc replace dev eth0 root handle 1: mq\nqdisc del dev eth0 root\nfilter show dev eth0 ingress\n"),
+        (0, "filter parent ffff: protocol ip pref 2 u32 chain 0 \nfilter parent ffff: protocol ip pref 2 u32 chain 0 fh 800: ht divisor 1 \nfilter parent ffff: protocol ip pref 2 u32 chain 0 fh 800::800 order 2048 key ht 800 bkt 0 flowid 1:1 not_in_hw \n  match 0a000000/ff000000 at 12\n", ""),
+    );
+}
+
+#[test]
 fn graph_without_classes() {
     check("graph_without_classes", &["-g", "class", "show", "dev", "eth0"], None, (0, "", ""));
 }

@@ -672,6 +672,9 @@ impl Device {
                 self.root = node;
                 self.index.clear();
                 self.index_subtree(&[]);
+                if self.ingress.is_some() {
+                    self.index_subtree(&[INGRESS]);
+                }
             }
             Some(pp) => {
                 if node.q.kind() == "noqueue" {
@@ -793,6 +796,9 @@ impl Device {
             None => {
                 self.root = self.default_root(now);
                 self.index.clear();
+                if self.ingress.is_some() {
+                    self.index_subtree(&[INGRESS]);
+                }
             }
             Some(pp) => {
                 let minor = *q.last().expect("leaf path");

@@ -816,6 +816,11 @@ fn parse_ip6(a: &mut Args, sel: &mut Sel) -> Option<()> {
 /// `parse_selector`. `mark` is accepted and dropped (see the module docs).
 fn parse_selector(a: &mut Args, sel: &mut Sel) -> Result<Option<()>, TcError> {
     let Some(w) = a.next() else { return Ok(None) };
+    // Every selector takes NEXT_ARG before its own parser looks.
+    let known = ["u32", "u16", "u8", "ip", "ip6", "udp", "tcp", "icmp", "mark", "ether"];
+    if a.is_empty() && known.iter().any(|k| matches(w, k)) {
+        return Err(TcError::incomplete());
+    }
     Ok(if matches(w, "u32") {
         parse_un(a, sel, 32, 0, 0)
     } else if matches(w, "u16") {

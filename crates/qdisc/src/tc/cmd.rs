@@ -248,6 +248,7 @@ pub struct Global {
 pub fn parse_global(argv: &[String]) -> Result<Global, TcError> {
     let mut g = Global::default();
     let mut i = 0;
+    let (mut names, mut conf) = (false, None);
     while i < argv.len() && argv[i].starts_with('-') {
         let o = argv[i].as_str();
         if matches(o, "-stats") || matches(o, "-statistics") {
@@ -281,11 +282,12 @@ pub fn parse_global(argv: &[String]) -> Result<Global, TcError> {
                 "Cannot open network namespace \"{name}\": No such file or directory\n"
             )));
         } else if matches(o, "-cf") || matches(o, "-conf") {
-            // The class-names file: only read with -nm, which prints no names here.
+            // The class-names file: only read with -nm (checked below).
             i += 1;
+            conf = argv.get(i).map(String::as_str);
+        } else if matches(o, "-names") || matches(o, "-nm") {
+            names = true;
         } else if matches(o, "-Numeric")
-            || matches(o, "-names")
-            || matches(o, "-nm")
             || matches(o, "-color")
             || ["-color=always", "-color=never", "-color=auto"].contains(&o)
             || matches(o, "-brief")
@@ -302,6 +304,11 @@ pub fn parse_global(argv: &[String]) -> Result<Global, TcError> {
             return Err(TcError::usage(format!("Option \"{o}\" is unknown, try \"tc -help\".\n")));
         }
         i += 1;
+    }
+    if let (true, Some(f)) = (names, conf) {
+        if std::fs::File::open(f).is_err() {
+            return Err(TcError::usage(format!("Can't open class names file: {f}\n")));
+        }
     }
     g.rest = i.min(argv.len());
     Ok(g)
@@ -654,7 +661,10 @@ impl Tc {
             }
         }
         if let Some(d) = dev {
-            a.set_dev(d, self.device(d).and_then(|x| x.speed));
+            match self.device(d) {
+                Some(x) => a.set_dev(d, x.speed),
+                None => a.set_missing_dev(d),
+            }
         }
         let opts = match kind {
             Some(k) => sched::parse(k, &mut a),
@@ -831,7 +841,10 @@ impl Tc {
                 w if matches(w, "help") => self.warn.push_str(CLASS_USAGE),
                 k => {
                     if let Some(d) = dev {
-                        a.set_dev(d, self.device(d).and_then(|x| x.speed));
+                        match self.device(d) {
+                            Some(x) => a.set_dev(d, x.speed),
+                            None => a.set_missing_dev(d),
+                        }
                     }
                     let o = sched::parse_class(k, &mut a);
                     self.warn.push_str(&a.notes);
@@ -938,7 +951,12 @@ impl Tc {
             }
         }
         // No device: the kernel's class dump finds no ifindex 0 and sends nothing.
-        let Some(name) = dev else { return Ok(String::new()) };
+        let Some(name) = dev else {
+            let mut out = self.out(o);
+            out.start_top();
+            out.end_top();
+            return Ok(out.into_string());
+        };
         let di = self.dev_index(name)?;
         // The graph of no classes is nothing; of some, not drawn here.
         let classless =

@@ -47,7 +47,9 @@ impl TcError {
         self.code == 255
             && (self.msg.starts_with("Error: argument \"")
                 || self.msg.starts_with("Error: duplicate \"")
-                || self.msg == Self::incomplete().msg)
+                || self.msg == Self::incomplete().msg
+                // m_gact.c's usage() exits too.
+                || self.msg.contains("Usage: ... gact <ACTION>"))
     }
     /// A kernel refusal with an extack message: `Error: <msg>.`, status 2.
     pub fn kernel(extack: &str) -> Self {
@@ -112,15 +114,23 @@ pub struct Args<'a> {
     dev: Option<(&'a str, Option<u32>)>,
     /// What tc printed to stderr while parsing, ahead of any error of its own.
     pub notes: String,
+    /// The device of [`Args::set_dev`] does not exist (its sysfs file neither).
+    dev_missing: bool,
 }
 
 impl<'a> Args<'a> {
     pub fn new(argv: &'a [String]) -> Self {
-        Args { argv, pos: 0, dev: None, notes: String::new() }
+        Args { argv, pos: 0, dev: None, notes: String::new(), dev_missing: false }
     }
     /// Set the device the options are for (tc passes it to each kind's parser).
     pub fn set_dev(&mut self, name: &'a str, speed_mbit: Option<u32>) {
         self.dev = Some((name, speed_mbit));
+        self.dev_missing = false;
+    }
+    /// A `dev` that names no device: tc still reads its sysfs `speed` for `N%`.
+    pub fn set_missing_dev(&mut self, name: &'a str) {
+        self.dev = Some((name, None));
+        self.dev_missing = true;
     }
     /// `get_rate64` as tc calls it for a device: `N%` is a share of the link speed
     /// (`get_percent_rate64`), anything else a rate in tc's units. None = invalid.
@@ -132,6 +142,10 @@ impl<'a> Args<'a> {
             self.notes.push_str("No device specified; specify device to rate limit by percentage\n");
             return None;
         };
+        if self.dev_missing {
+            self.notes.push_str(&format!("fopen /sys/class/net/{dev}/speed: No such file or directory\n"));
+            return None;
+        }
         let Some(mbit) = speed else {
             let path = format!("/sys/class/net/{dev}/speed");
             self.notes

@@ -157,7 +157,8 @@ pub fn get_size(s: &str) -> Option<u32> {
         };
     }
     // tc stores into an unsigned int and rejects anything that did not survive.
-    if !(0.0..4294967296.0).contains(&v) || v.floor() != v {
+    // A fraction is cut off when tc stores it (`1.5` is 1); negative or ≥ 2^32 is refused.
+    if !(0.0..4294967296.0).contains(&v) {
         return None;
     }
     Some(v as u32)
@@ -442,7 +443,8 @@ mod tests {
         assert_eq!(get_size("32kbit"), Some(4096));
         assert_eq!(get_size("1514b"), Some(1514));
         assert_eq!(get_size("1.5k"), Some(1536));
-        assert_eq!(get_size("1.3"), None);
+        assert_eq!(get_size("1.3"), Some(1));
+        assert_eq!(get_size("-1"), None);
         assert_eq!(get_size("abc"), None);
         assert_eq!(get_size("4g"), None);
         assert_eq!(get_size_and_cell("10k/8"), Some((10240, Some(3))));
