@@ -50,8 +50,8 @@ enum Cmd {
     /// OBJECT COMMAND ...` or `-batch FILE [-force]`. In a batch, a line may start with its own -s/-d/-j/-p.
     #[command(allow_hyphen_values = true, disable_help_flag = true)]
     Tc {
-        /// A device: NAME[,kind=veth|eth][,txqueues=N][,mtu=N][,txqueuelen=N][,speed=MBIT]
-        /// (default: one eth0, kind eth, 1 tx queue, mtu 1500, txqueuelen 1000).
+        /// A device: NAME[,kind=veth|eth][,txqueues=N][,realtxqueues=N][,mtu=N][,txqueuelen=N][,speed=MBIT]
+        /// (default: one eth0, kind eth, 1 tx queue, all real, mtu 1500, txqueuelen 1000).
         #[arg(long = "dev", value_name = "SPEC")]
         dev: Vec<String>,
         /// Follow this kernel where versions differ (checked: 6.12, 6.18).
@@ -145,17 +145,22 @@ fn run_tc(dev: &[String], kernel: &str, sysctls: &[String], args: &[String]) -> 
     }
     let out = match &g.batch {
         Some(file) => {
-            let mut text = String::new();
+            let mut bytes = Vec::new();
             let read = if file == "-" {
-                std::io::stdin().read_to_string(&mut text).map(|_| ())
+                std::io::stdin().read_to_end(&mut bytes).map(|_| ())
             } else {
-                std::fs::read_to_string(file).map(|t| text = t)
+                std::fs::read(file).map(|b| bytes = b)
             };
             if let Err(e) = read {
+                // strerror's words, without Rust's " (os error N)".
+                let e = e.to_string();
+                let e = e.split(" (os error").next().unwrap_or(&e);
                 errln!("Cannot open file \"{file}\" for reading: {e}");
                 return ExitCode::from(1);
             }
-            tc.batch(&text, file, g.opts, g.force)
+            // tc reads bytes: a byte that is not UTF-8 (in a comment, say) must not
+            // refuse the file.
+            tc.batch(&String::from_utf8_lossy(&bytes), file, g.opts, g.force)
         }
         None => tc.exec(&args[g.rest..], g.opts),
     };

@@ -217,6 +217,11 @@ pub trait Classful {
     fn block_mut(&mut self, _minor: u32) -> Option<&mut crate::classify::Block> {
         None
     }
+    /// Whether `cops->tcf_block` gives a block for class `minor` of a request (clsact
+    /// gives none for its minor 0, whose [`Classful::block`] holds shared state).
+    fn hook_block(&self, minor: u32) -> bool {
+        self.block(minor).is_some()
+    }
     /// `cops->bind_tcf`: a filter's result now names class `classid` (htb counts it
     /// in `filter_cnt`, so the class cannot be deleted while filters point at it).
     fn bind_filter(&mut self, _classid: u32) {}

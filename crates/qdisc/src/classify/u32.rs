@@ -843,6 +843,11 @@ fn parse_ip6(a: &mut Args, sel: &mut Sel) -> Option<()> {
 /// `parse_selector`. `mark` is accepted and dropped (see the module docs).
 fn parse_selector(a: &mut Args, sel: &mut Sel) -> Result<Option<()>, TcError> {
     let Some(w) = a.next() else { return Ok(None) };
+    // Every selector takes NEXT_ARG before its own parser looks.
+    let known = ["u32", "u16", "u8", "ip", "ip6", "udp", "tcp", "icmp", "mark", "ether"];
+    if a.is_empty() && known.iter().any(|k| matches(w, k)) {
+        return Err(TcError::incomplete());
+    }
     Ok(if matches(w, "u32") {
         parse_un(a, sel, 32, 0, 0)
     } else if matches(w, "u16") {
@@ -871,6 +876,16 @@ fn parse_selector(a: &mut Args, sel: &mut Sel) -> Result<Option<()>, TcError> {
             Some("code") => parse_un(a, sel, 8, 1, -1),
             _ => None,
         }
+    } else if matches(w, "ether") {
+        // parse_ether: `src`/`dst` MAC matches are not modelled; anything else is
+        // named before tc gives up.
+        if a.rest().len() < 2 {
+            return Ok(None);
+        }
+        if let Some(x) = a.peek().filter(|x| *x != "src" && *x != "dst") {
+            a.notes.push_str(&format!("Unknown match: ether {x}\n"));
+        }
+        None
     } else if matches(w, "mark") {
         if a.rest().len() <= 1 {
             return Err(TcError::usage("Error: argument \"mark\" is required\n"));

@@ -218,13 +218,6 @@ pub fn parse_class(args: &mut Args) -> Result<HtbClassOpt, TcError> {
     let mut overhead: u16 = 0;
     let mut linklayer = LinkLayer::Ethernet;
     let (mut rate64, mut ceil64) = (0u64, 0u64);
-    let rate_arg = |v: &str, what: &str| -> Result<u64, TcError> {
-        // `N%` needs the device speed from sysfs, which these devices do not report.
-        if v.contains('%') {
-            return Err(explain1(what));
-        }
-        units::get_rate64(v).ok_or_else(|| explain1(what))
-    };
     while let Some(a) = args.next() {
         if matches(a, "prio") {
             let v = args.value()?;
@@ -263,13 +256,13 @@ pub fn parse_class(args: &mut Args) -> Result<HtbClassOpt, TcError> {
             if ceil64 != 0 {
                 return Err(TcError::tc("Double \"ceil\" spec\n"));
             }
-            ceil64 = rate_arg(v, "ceil")?;
+            ceil64 = args.rate64(v).ok_or_else(|| explain1("ceil"))?;
         } else if a == "rate" {
             let v = args.value()?;
             if rate64 != 0 {
                 return Err(TcError::tc("Double \"rate\" spec\n"));
             }
-            rate64 = rate_arg(v, "rate")?;
+            rate64 = args.rate64(v).ok_or_else(|| explain1("rate"))?;
         } else if a == "help" {
             return Err(TcError::tc(USAGE));
         } else {

@@ -1,14 +1,18 @@
-//! ingress — mirrors net/sched/sch_ingress.c; parsed and printed as tc/q_ingress.c.
+//! ingress and clsact — mirror net/sched/sch_ingress.c; parsed and printed as
+//! tc/q_ingress.c and tc/q_clsact.c.
 //!
-//! Not a queue: the ingress qdisc is where receive-side classifiers hang
-//! (`tc qdisc add dev X ingress`, handle `ffff:`, parent `ffff:fff1`). It holds no
-//! packets; what passes is counted in its bstats (the kernel's mini-Qdisc does the
-//! same in `sch_handle_ingress`). As a trait object it is a zero-delay pass-through.
+//! Not queues: they are where classifiers hang outside the root tree (`tc qdisc add
+//! dev X ingress` / `clsact`, handle `ffff:`, parent `ffff:fff1`). ingress has one
+//! filter block, whatever class a filter names; clsact has two, `ingress`
+//! (`ffff:fff2`) and `egress` (`ffff:fff3`). They hold no packets; what passes is
+//! counted in the bstats (the kernel's mini-Qdisc does the same in
+//! `sch_handle_ingress`). As a trait object each is a zero-delay pass-through.
 
 use std::collections::VecDeque;
 
+use crate::classify::Block;
 use crate::packet::Packet;
-use crate::qdisc::{Dequeued, DevInfo, Enqueued, Qdisc};
+use crate::qdisc::{Classful, Dequeued, DevInfo, Enqueued, Node, Qdisc};
 use crate::sched::Opts;
 use crate::stats::Stats;
 use crate::tc::{Args, Out, TcError};
@@ -19,27 +23,52 @@ pub const TC_H_INGRESS: u32 = 0xFFFF_FFF1;
 /// The handle every ingress qdisc gets, `ffff:`.
 pub const INGRESS_HANDLE: u32 = 0xFFFF_0000;
 
-/// q_ingress.c `ingress_parse_opt`: only a stray `handle X` is tolerated.
-pub fn parse(args: &mut Args) -> Result<(), TcError> {
+/// The minors of clsact's two blocks (TC_H_MIN_INGRESS, TC_H_MIN_EGRESS).
+const MIN_INGRESS: u32 = 0xFFF2;
+const MIN_EGRESS: u32 = 0xFFF3;
+
+/// q_ingress.c `ingress_parse_opt` (only a stray `handle X` is tolerated) and
+/// q_clsact.c `clsact_parse_opt` (nothing is).
+pub fn parse(kind: &str, args: &mut Args) -> Result<(), TcError> {
     while let Some(a) = args.next() {
-        if a == "handle" {
+        if a == "handle" && kind == "ingress" {
             args.value()?;
         } else {
-            return Err(TcError::tc(format!("What is \"{a}\"?\nUsage: ... ingress \n")));
+            return Err(TcError::tc(format!("What is \"{a}\"?\nUsage: ... {kind}\n")));
         }
     }
     Ok(())
 }
 
-#[derive(Default)]
 pub struct Ingress {
     passing: VecDeque<Packet>,
     stats: Stats,
+    clsact: bool,
+    /// ingress: the block; clsact: the ingress block.
+    block: Block,
+    /// clsact: the egress block.
+    egress: Block,
+}
+
+impl Ingress {
+    pub fn new(clsact: bool) -> Self {
+        Ingress {
+            passing: VecDeque::new(),
+            stats: Stats::default(),
+            clsact,
+            block: Block::new(INGRESS_HANDLE),
+            egress: Block::new(INGRESS_HANDLE),
+        }
+    }
 }
 
 impl Qdisc for Ingress {
     fn kind(&self) -> &'static str {
-        "ingress"
+        if self.clsact {
+            "clsact"
+        } else {
+            "ingress"
+        }
     }
     fn enqueue(&mut self, pkt: Packet, _now: Instant) -> Enqueued {
         self.stats.sent(&pkt);
@@ -64,8 +93,52 @@ impl Qdisc for Ingress {
     fn change(&mut self, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
         Ok(())
     }
-    /// `ingress_print_opt` prints a row of dashes (the dump carries an empty nest).
+    /// `ingress_print_opt` prints a row of dashes (the dump carries an empty nest);
+    /// clsact prints nothing.
     fn dump(&self, out: &mut Out, _dev: &DevInfo) {
-        out.fp(format_args!("---------------- "));
+        if !self.clsact {
+            out.fp(format_args!("---------------- "));
+        }
+    }
+    fn as_classful(&self) -> Option<&dyn Classful> {
+        Some(self)
+    }
+    fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
+        Some(self)
+    }
+}
+
+/// `ingress_class_ops` / `clsact_class_ops`: no classes, only filter blocks.
+impl Classful for Ingress {
+    fn class_minors(&self) -> Vec<u32> {
+        Vec::new()
+    }
+    /// `ingress_find` answers for any class; `clsact_find` only for its two hooks.
+    fn find(&self, minor: u32) -> bool {
+        !self.clsact || minor == MIN_INGRESS || minor == MIN_EGRESS
+    }
+    fn leaf(&self, _minor: u32) -> Option<&Node> {
+        None
+    }
+    fn leaf_mut(&mut self, _minor: u32) -> Option<&mut Node> {
+        None
+    }
+    fn graft(&mut self, _minor: u32, _new: Option<Node>, _dev: &DevInfo) -> Result<Option<Node>, TcError> {
+        Err(TcError::kernel("Cannot add children to ingress/clsact qdisc"))
+    }
+    /// `ingress_tcf_block` gives its block for any class. `clsact_tcf_block` gives a
+    /// hook's block and NULL (EINVAL) otherwise; minor 0 here stands for "has the op"
+    /// and holds the qdisc's shared u32 state, so filter.rs asks [`Classful::hook_block`].
+    fn block(&self, minor: u32) -> Option<&Block> {
+        Some(if self.clsact && minor == MIN_EGRESS { &self.egress } else { &self.block })
+    }
+    fn block_mut(&mut self, minor: u32) -> Option<&mut Block> {
+        Some(if self.clsact && minor == MIN_EGRESS { &mut self.egress } else { &mut self.block })
+    }
+    fn hook_block(&self, minor: u32) -> bool {
+        !self.clsact || minor == MIN_INGRESS || minor == MIN_EGRESS
+    }
+    fn class_kind(&self) -> &'static str {
+        self.kind()
     }
 }

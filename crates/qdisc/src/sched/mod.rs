@@ -40,6 +40,7 @@ pub enum Opts {
 /// Kinds this engine implements, as the kernel knows them.
 pub const KINDS: &[&str] = &[
     "bfifo",
+    "clsact",
     "codel",
     "fq",
     "fq_codel",
@@ -59,8 +60,8 @@ pub const KINDS: &[&str] = &[
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
 const TC_ONLY_KINDS: &[&str] = &[
-    "cake", "cbs", "choke", "clsact", "drr", "etf", "ets", "fq_pie", "gred", "hfsc", "hhf", "mqprio", "multiq", "pie",
-    "plug", "qfq", "red", "sfb", "skbprio", "taprio",
+    "cake", "cbs", "choke", "drr", "etf", "ets", "fq_pie", "gred", "hfsc", "hhf", "mqprio", "multiq", "pie", "plug",
+    "qfq", "red", "sfb", "skbprio", "taprio",
 ];
 
 /// iproute2 side: parse a kind's options (`q->parse_qopt`). `Ok(None)` means the
@@ -71,8 +72,8 @@ pub fn parse(kind: &str, args: &mut Args) -> Result<Option<Opts>, TcError> {
         "bfifo" => fifo::parse(FifoKind::Bfifo, args)?.map(Opts::Fifo),
         "pfifo_head_drop" => fifo::parse(FifoKind::PfifoHeadDrop, args)?.map(Opts::Fifo),
         "prio" => Some(Opts::Prio(prio::parse(args)?)),
-        "ingress" => {
-            ingress::parse(args)?;
+        "ingress" | "clsact" => {
+            ingress::parse(kind, args)?;
             Some(Opts::Empty)
         }
         "tbf" => Some(Opts::Tbf(tbf::parse(args)?)),
@@ -169,8 +170,10 @@ pub fn create_with_default(
         "pfifo_head_drop" => fifo(FifoKind::PfifoHeadDrop),
         "pfifo_fast" => Ok(Box::new(pfifo_fast::PfifoFast::new(dev)?)),
         "noqueue" => Ok(Box::new(noqueue::Noqueue::default())),
-        "ingress" if parent == ingress::TC_H_INGRESS => Ok(Box::new(ingress::Ingress::default())),
+        "ingress" if parent == ingress::TC_H_INGRESS => Ok(Box::new(ingress::Ingress::new(false))),
         "ingress" => Err(TcError::kernel("Can only be attached as ingress qdisc")),
+        "clsact" if parent == ingress::TC_H_INGRESS => Ok(Box::new(ingress::Ingress::new(true))),
+        "clsact" => Err(TcError::kernel("Can only be attached as clsact qdisc")),
         "prio" => match opts {
             Some(Opts::Prio(o)) => Ok(Box::new(prio::Prio::new(o, dev, handle)?)),
             _ => Err(TcError::invalid()),

@@ -41,6 +41,10 @@ pub struct Tc {
     pub now: Instant,
     /// What the current command wrote to stderr without failing (usage texts, warnings).
     pub(crate) warn: String,
+    /// What `qdisc show` filters on: tc keeps it in statics (`filter_ifindex`,
+    /// `filter_parent`, `filter_handle`) that a later `qdisc show` of the same batch
+    /// only overwrites with what it names itself.
+    qdisc_show: QdiscShowState,
     /// The netns's tc actions (gact, police) by kind and index.
     pub(crate) actions: crate::classify::action::ActionTable,
     /// The kernel devices added later follow.
@@ -50,6 +54,16 @@ pub struct Tc {
     /// tc's library directory (netem's distribution tables); nothing is readable
     /// unless the caller lends a reader ([`TcLib::from_env`]).
     pub lib: TcLib,
+}
+
+/// tc's `qdisc show` filter statics (see [`Tc`]'s `qdisc_show`).
+#[derive(Clone, Copy, Debug, Default)]
+struct QdiscShowState {
+    /// The device index.
+    dev: Option<usize>,
+    root: bool,
+    parent: Option<u32>,
+    handle: Option<u32>,
 }
 
 /// The `sysctl -w` keys this engine models (see [`Tc::sysctl_w`]).
@@ -105,7 +119,7 @@ where  OBJECT := { qdisc | class | filter | chain |
 \t\t    -o[neline] | -j[son] | -p[retty] | -c[olor]
 \t\t    -b[atch] [filename] | -n[etns] name | -N[umeric] |
 \t\t     -nm | -nam[es] | { -cf | -conf } path
-\t\t     -br[ief] }
+\t\t     -br[ief] | -echo }
 ";
 
 /// `duparg`.
@@ -191,39 +205,30 @@ pub fn makeargs_checked(line: &str) -> Result<Vec<String>, String> {
     }
 }
 
-/// The words of a line, and whether a quote was left open.
+/// The words of a line, and whether a quote was left open — iproute2's `makeargs`
+/// after `getcmdline`: a `#` anywhere ends the line (quotes included); words are
+/// separated by space, tab, CR or LF (not by a no-break space); a quote opens a word
+/// only at its start, and its closing quote ends the word (`"ab"cd` is two words);
+/// elsewhere a quote is an ordinary character.
 fn split_args(line: &str) -> (Vec<String>, bool) {
+    let line = line.split('#').next().unwrap_or("");
+    let sep = |c: char| matches!(c, ' ' | '\t' | '\r' | '\n');
     let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut quote: Option<char> = None;
-    for c in line.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => cur.push(c),
-            None => match c {
-                '"' | '\'' => {
-                    quote = Some(c);
-                    in_word = true;
-                }
-                '#' if !in_word => break,
-                c if c.is_whitespace() => {
-                    if in_word {
-                        out.push(std::mem::take(&mut cur));
-                        in_word = false;
-                    }
-                }
-                c => {
-                    cur.push(c);
-                    in_word = true;
-                }
-            },
+    let mut rest = line;
+    loop {
+        rest = rest.trim_start_matches(sep);
+        let Some(c) = rest.chars().next() else { break };
+        if c == '"' || c == '\'' {
+            let Some(end) = rest[1..].find(c) else { return (out, true) };
+            out.push(rest[1..1 + end].to_string());
+            rest = &rest[2 + end..];
+        } else {
+            let end = rest.find(sep).unwrap_or(rest.len());
+            out.push(rest[..end].to_string());
+            rest = &rest[end..];
         }
     }
-    if in_word {
-        out.push(cur);
-    }
-    (out, quote.is_some())
+    (out, false)
 }
 
 /// tc's global options as `main` in tc/tc.c reads them.
@@ -240,52 +245,75 @@ pub struct Global {
     pub version: bool,
 }
 
-/// Parse tc's leading `-options` (matched by prefix, as tc's `matches` does).
+/// Parse tc's leading `-options` as tc/tc.c's `main` does: each is tried against the
+/// options in tc's order with `matches` (so `-` is `-stats`, `-c` is `-conf`, `-n` is
+/// `-netns`, `-b` is `-batch`), and `--` is not special.
 pub fn parse_global(argv: &[String]) -> Result<Global, TcError> {
     let mut g = Global::default();
     let mut i = 0;
-    while i < argv.len() && argv[i].starts_with('-') && argv[i].len() > 1 {
-        let raw = argv[i].as_str();
-        let a = raw.strip_prefix("--").unwrap_or(&raw[1..]);
-        if a == "force" {
-            g.force = true;
-        } else if a == "iec" {
-            g.opts.iec = true;
-        } else if matches(a, "batch") {
-            i += 1;
-            let f = argv.get(i).ok_or_else(TcError::incomplete)?;
-            g.batch = Some(f.clone());
-        } else if matches(a, "stats") || matches(a, "statistics") {
+    let (mut names, mut conf) = (false, None);
+    while i < argv.len() && argv[i].starts_with('-') {
+        let o = argv[i].as_str();
+        if matches(o, "-stats") || matches(o, "-statistics") {
             g.opts.stats += 1;
-        } else if matches(a, "details") {
+        } else if matches(o, "-details") {
             g.opts.details = true;
-        } else if matches(a, "raw") {
+        } else if matches(o, "-raw") {
             g.opts.raw = true;
-        } else if matches(a, "pretty") {
+        } else if matches(o, "-pretty") {
             g.opts.pretty = true;
-        } else if matches(a, "json") {
-            g.opts.json = true;
-        } else if matches(a, "graph") {
+        } else if matches(o, "-graph") {
             g.opts.graph = true;
-        } else if matches(a, "oneline") {
-            g.opts.oneline = true;
-        } else if matches(a, "timestamp")
-            || a == "tshort"
-            || matches(a, "Numeric")
-            || matches(a, "color")
-            || a.starts_with("color=")
-        {
-            // These only change monitor output, name resolution or colours.
-        } else if matches(a, "Version") {
+        } else if matches(o, "-Version") {
             g.version = true;
-        } else if matches(a, "help") {
-            return Err(TcError::usage(TC_USAGE));
+        } else if matches(o, "-iec") {
+            g.opts.iec = true;
+        } else if matches(o, "-help") {
+            // usage() then exit(0).
+            return Err(TcError { msg: TC_USAGE.into(), code: 0 });
+        } else if matches(o, "-force") {
+            g.force = true;
+        } else if matches(o, "-batch") {
+            i += 1;
+            let f = argv.get(i).ok_or_else(|| TcError::usage("Error: argument \"batch file\" is required\n"))?;
+            g.batch = Some(f.clone());
+        } else if matches(o, "-netns") {
+            // There are no other network namespaces here (glibc prints a missing name
+            // as "(null)").
+            let name = argv.get(i + 1).map_or("(null)", |s| s.as_str());
+            return Err(TcError::usage(format!(
+                "Cannot open network namespace \"{name}\": No such file or directory\n"
+            )));
+        } else if matches(o, "-cf") || matches(o, "-conf") {
+            // The class-names file: only read with -nm (checked below).
+            i += 1;
+            conf = argv.get(i).map(String::as_str);
+        } else if matches(o, "-names") || matches(o, "-nm") {
+            names = true;
+        } else if matches(o, "-Numeric")
+            || matches(o, "-color")
+            || ["-color=always", "-color=never", "-color=auto"].contains(&o)
+            || matches(o, "-brief")
+            || o == "-echo"
+            || matches(o, "-timestamp")
+            || matches(o, "-tshort")
+        {
+            // These only change names, colours, monitor output or netlink echoes.
+        } else if matches(o, "-json") {
+            g.opts.json = true;
+        } else if matches(o, "-oneline") {
+            g.opts.oneline = true;
         } else {
-            return Err(TcError::usage(format!("Option \"{raw}\" is unknown, try \"tc -help\".\n")));
+            return Err(TcError::usage(format!("Option \"{o}\" is unknown, try \"tc -help\".\n")));
         }
         i += 1;
     }
-    g.rest = i;
+    if let (true, Some(f)) = (names, conf) {
+        if std::fs::File::open(f).is_err() {
+            return Err(TcError::usage(format!("Can't open class names file: {f}\n")));
+        }
+    }
+    g.rest = i.min(argv.len());
     Ok(g)
 }
 
@@ -317,6 +345,7 @@ impl Tc {
             autohandle: 0x8000_0000,
             now: Instant::ZERO,
             warn: String::new(),
+            qdisc_show: QdiscShowState::default(),
             actions: Default::default(),
             kernel: k,
             default_qdisc,
@@ -423,6 +452,8 @@ impl Tc {
 
     /// Run one command (no global options) with the given options.
     pub fn exec(&mut self, argv: &[String], o: TcOpts) -> Output {
+        // A command of its own is a tc process of its own: no earlier show's filters.
+        self.qdisc_show = QdiscShowState::default();
         let r = self.do_cmd(argv, o);
         let mut stderr = std::mem::take(&mut self.warn);
         match r {
@@ -435,12 +466,40 @@ impl Tc {
     }
 
     /// `tc -batch`: every line a command; a failing line prints "Command failed
-    /// FILE:LINE" and stops the batch unless `force`. A line may start with its own
-    /// `-s/-d/-j/-p` (qdisc-lab extension), which apply to that line only.
+    /// FILE:LINE" and stops the batch unless `force` — but an error tc reports by
+    /// exiting (`invarg`, `duparg`, an incomplete command) ends the batch with status
+    /// 255, `-force` or not. Lines are read as `getcmdline` reads them: cut at a NUL
+    /// byte and at `#`, and a line ending in a backslash continues on the next ("Missing
+    /// continuation line" at the end of the file ends the batch). An unterminated quote
+    /// ends it too, with status 1. A line may start with its own `-s/-d/-j/-p`
+    /// (qdisc-lab extension), which apply to that line only.
     pub fn batch(&mut self, text: &str, name: &str, o: TcOpts, force: bool) -> Output {
+        // One physical line as C string functions see it.
+        fn cut(l: &str) -> &str {
+            let l = l.split('\0').next().unwrap_or("");
+            l.split('#').next().unwrap_or("")
+        }
         let mut res = Output::default();
-        for (n, line) in text.lines().enumerate() {
-            let mut args = makeargs(line);
+        let mut lines = text.split_inclusive('\n');
+        let mut n = 0;
+        while let Some(first) = lines.next() {
+            n += 1;
+            let mut line = cut(first).to_string();
+            while line.ends_with("\\\n") {
+                line.truncate(line.len() - 2);
+                let Some(next) = lines.next() else {
+                    res.stderr.push_str("Missing continuation line\n");
+                    return res;
+                };
+                n += 1;
+                line.push_str(cut(next));
+            }
+            let (mut args, open) = split_args(&line);
+            if open {
+                res.stderr.push_str("Unterminated quoted string\n");
+                res.code = 1;
+                return res;
+            }
             if args.is_empty() {
                 continue;
             }
@@ -459,14 +518,21 @@ impl Tc {
                 skip += 1;
             }
             args.drain(..skip);
-            let r = self.exec(&args, lo);
-            res.stdout.push_str(&r.stdout);
-            res.stderr.push_str(&r.stderr);
-            if r.code != 0 {
-                res.stderr.push_str(&format!("Command failed {}:{}\n", name, n + 1));
-                res.code = 1;
-                if !force {
-                    break;
+            let r = self.do_cmd(&args, lo);
+            res.stderr.push_str(&std::mem::take(&mut self.warn));
+            match r {
+                Ok(out) => res.stdout.push_str(&out),
+                Err(e) => {
+                    res.stderr.push_str(&e.msg);
+                    if e.exits() {
+                        res.code = 255;
+                        return res;
+                    }
+                    res.stderr.push_str(&format!("Command failed {}:{}\n", name, n));
+                    res.code = 1;
+                    if !force {
+                        break;
+                    }
                 }
             }
         }
@@ -474,7 +540,10 @@ impl Tc {
     }
 
     fn do_cmd(&mut self, argv: &[String], o: TcOpts) -> Result<String, TcError> {
-        let Some(obj) = argv.first() else { return Err(TcError::usage(TC_USAGE)) };
+        let Some(obj) = argv.first() else {
+            self.warn.push_str(TC_USAGE);
+            return Ok(String::new());
+        };
         let rest = &argv[1..];
         if matches(obj, "qdisc") {
             self.do_qdisc(rest, o)
@@ -487,7 +556,8 @@ impl Tc {
                 "qdisc-lab: \"tc {obj}\" is not supported (filters live in chain 0; actions exist only on filters).\n"
             )))
         } else if matches(obj, "help") {
-            Err(TcError::usage(TC_USAGE))
+            self.warn.push_str(TC_USAGE);
+            Ok(String::new())
         } else {
             Err(TcError::usage(format!("Object \"{obj}\" is unknown, try \"tc help\".\n")))
         }
@@ -566,10 +636,24 @@ impl Tc {
                     break;
                 }
                 "clsact" => {
-                    return Err(TcError::tc("qdisc-lab: the clsact hook is not supported yet\n"));
+                    if parent != 0 {
+                        return Err(TcError::usage("Error: \"clsact\" is a duplicate parent ID\n"));
+                    }
+                    parent = TC_H_INGRESS;
+                    handle = INGRESS_HANDLE;
+                    kind = Some("clsact");
+                    break;
                 }
                 w if matches(w, "estimator") || matches(w, "stab") => {
                     return Err(TcError::tc(format!("qdisc-lab: \"{w}\" is not supported yet\n")));
+                }
+                w if matches(w, "ingress_block") || matches(w, "egress_block") => {
+                    let v = a.value()?;
+                    let hook = if w.starts_with('i') { "ingress" } else { "egress" };
+                    if crate::tc::units::get_u32(v).is_none_or(|b| b == 0) {
+                        return Err(invarg(&format!("invalid {hook} block index value"), v));
+                    }
+                    return Err(TcError::tc("qdisc-lab: shared filter blocks are not supported\n"));
                 }
                 // tc prints its usage and carries on with the request.
                 w if matches(w, "help") => self.warn.push_str(QDISC_USAGE),
@@ -580,7 +664,10 @@ impl Tc {
             }
         }
         if let Some(d) = dev {
-            a.set_dev(d, self.device(d).and_then(|x| x.speed));
+            match self.device(d) {
+                Some(x) => a.set_dev(d, x.speed),
+                None => a.set_missing_dev(d),
+            }
         }
         a.set_lib(self.lib.clone());
         let opts = match kind {
@@ -610,39 +697,68 @@ impl Tc {
         let mut a = Args::new(argv);
         let mut dev: Option<&str> = None;
         let mut f = QdiscFilter::default();
-        while let Some(w) = a.next() {
-            match w {
-                "dev" => dev = Some(a.value()?),
-                "root" => {
-                    if f.parent.is_some() || f.root {
-                        return Err(TcError::usage(format!("Duplicate parent ID\n{QDISC_USAGE}")));
+        // tc parses into its statics (see `qdisc_show`), so what an earlier show of the
+        // batch set counts too. One QDISC_ID: a second (handle, root, parent, ingress,
+        // clsact) is refused by what the first set; `handle 0:`/`parent 0:` set nothing.
+        let mut st = self.qdisc_show;
+        let mut help = false;
+        let parsed = (|| {
+            let taken = |st: &QdiscShowState, w: &str| {
+                if st.handle.is_some() {
+                    Err(invarg("handle is already specified", w))
+                } else if st.parent.is_some() || st.root {
+                    Err(invarg("parent is already specified", w))
+                } else {
+                    Ok(())
+                }
+            };
+            while let Some(w) = a.next() {
+                match w {
+                    "dev" => dev = Some(a.value()?),
+                    "root" => {
+                        taken(&st, w)?;
+                        st.root = true;
                     }
-                    f.root = true;
-                }
-                "parent" => {
-                    let v = a.value()?;
-                    f.parent = Some(get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?);
-                }
-                "handle" => {
-                    let v = a.value()?;
-                    f.handle = Some(get_qdisc_handle(v).ok_or_else(|| invarg("invalid handle ID", v))?);
-                }
-                "invisible" => f.invisible = true,
-                "ingress" | "clsact" => {
-                    if f.parent.is_some() || f.root {
-                        return Err(TcError::usage(format!("Duplicate parent ID\n{QDISC_USAGE}")));
+                    "parent" => {
+                        taken(&st, w)?;
+                        let v = a.value()?;
+                        let p = get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
+                        st.parent = (p != 0).then_some(p);
                     }
-                    f.parent = Some(TC_H_INGRESS);
+                    "handle" => {
+                        taken(&st, w)?;
+                        let v = a.value()?;
+                        let h = get_qdisc_handle(v).ok_or_else(|| invarg("invalid handle ID", v))?;
+                        st.handle = (h != 0).then_some(h);
+                    }
+                    "invisible" => f.invisible = true,
+                    "ingress" | "clsact" => {
+                        taken(&st, w)?;
+                        st.parent = Some(TC_H_INGRESS);
+                    }
+                    // Usage, and the listing still follows (status 0).
+                    w if matches(w, "help") => help = true,
+                    w => return Err(TcError::usage(format!("What is \"{w}\"? Try \"tc qdisc help\".\n"))),
                 }
-                w if matches(w, "help") => return Err(TcError::usage(QDISC_USAGE)),
-                w => return Err(TcError::usage(format!("What is \"{w}\"? Try \"tc qdisc help\".\n"))),
             }
+            Ok(())
+        })();
+        self.qdisc_show = st;
+        if help {
+            self.warn.push_str(QDISC_USAGE);
         }
-        let idx: Vec<usize> = match dev {
-            Some(name) => vec![self.dev_index(name)?],
+        parsed?;
+        if let Some(name) = dev {
+            let di = self.dev_index(name)?;
+            self.qdisc_show.dev = Some(di);
+        }
+        let st = &self.qdisc_show;
+        (f.root, f.parent, f.handle) = (st.root, st.parent, st.handle);
+        let idx: Vec<usize> = match st.dev {
+            Some(di) => vec![di],
             None => (0..self.devices.len()).collect(),
         };
-        f.dev_given = dev.is_some();
+        f.dev_given = st.dev.is_some();
         let mut out = self.out(o);
         out.start_top();
         for i in idx {
@@ -729,7 +845,10 @@ impl Tc {
                 w if matches(w, "help") => self.warn.push_str(CLASS_USAGE),
                 k => {
                     if let Some(d) = dev {
-                        a.set_dev(d, self.device(d).and_then(|x| x.speed));
+                        match self.device(d) {
+                            Some(x) => a.set_dev(d, x.speed),
+                            None => a.set_missing_dev(d),
+                        }
                     }
                     a.set_lib(self.lib.clone());
                     let o = sched::parse_class(k, &mut a);
@@ -802,27 +921,54 @@ impl Tc {
         let mut classid: Option<u32> = None;
         while let Some(w) = a.next() {
             match w {
-                "dev" => dev = Some(a.value()?),
-                "root" => parent = Some(TC_H_ROOT),
+                "dev" => {
+                    let v = a.value()?;
+                    if dev.is_some() {
+                        return Err(duparg("dev", v));
+                    }
+                    dev = Some(v);
+                }
+                "root" => {
+                    if parent.is_some() {
+                        return Err(TcError::usage("Error: \"root\" is duplicate parent ID\n"));
+                    }
+                    parent = Some(TC_H_ROOT);
+                }
                 "parent" => {
+                    // tc names the keyword, not the value, as "the second value".
+                    if parent.is_some() {
+                        return Err(duparg("parent", w));
+                    }
                     let v = a.value()?;
                     parent = Some(get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?);
                 }
                 "classid" => {
                     let v = a.value()?;
-                    classid = Some(get_tc_classid(v).ok_or_else(|| invarg("invalid class ID", v))?);
+                    if classid.is_some() {
+                        return Err(duparg("classid", v));
+                    }
+                    let id = get_tc_classid(v).ok_or_else(|| invarg("invalid class ID", v))?;
+                    classid = (id != 0).then_some(id);
                 }
-                w if matches(w, "help") => return Err(TcError::usage(CLASS_USAGE)),
-                w => return Err(TcError::usage(format!("What is \"{w}\"? Try \"tc class help\"\n"))),
+                // Usage, and the listing still follows (status 0).
+                w if matches(w, "help") => self.warn.push_str(CLASS_USAGE),
+                w => return Err(TcError::usage(format!("What is \"{w}\"? Try \"tc class help\".\n"))),
             }
         }
+        // No device: the kernel's class dump finds no ifindex 0 and sends nothing.
         let Some(name) = dev else {
-            return Err(TcError::usage("Error: \"dev\" is required to dump classes.\n"));
+            let mut out = self.out(o);
+            out.start_top();
+            out.end_top();
+            return Ok(out.into_string());
         };
-        if o.graph {
+        let di = self.dev_index(name)?;
+        // The graph of no classes is nothing; of some, not drawn here.
+        let classless =
+            self.devices[di].walk().iter().all(|(_, n)| n.q.as_classful().is_none_or(|c| c.class_minors().is_empty()));
+        if o.graph && !classless {
             return Err(TcError::tc("qdisc-lab: \"tc -graph class show\" is not supported\n"));
         }
-        let di = self.dev_index(name)?;
         self.devices[di].root.q.sync_stats();
         let d = &self.devices[di];
         let mut out = self.out(o);

@@ -185,11 +185,17 @@ fn modify(tc: &mut Tc, flags: Option<(bool, bool)>, argv: &[String]) -> Result<(
         None => None,
     };
     // q->parse_fopt.
+    let parsed = match kind {
+        Some("u32") => cu32::parse(fhandle, &mut a).map(|(h, o)| (h, KindOpts::U32(o))),
+        Some("fw") => fw::parse(fhandle, &mut a).map(|(h, o)| (h, KindOpts::Fw(o))),
+        Some("flower") => flower::parse(fhandle, protocol, &mut a).map(|(h, o)| (h, KindOpts::Flower(o))),
+        Some("matchall") => matchall::parse(fhandle, &mut a).map(|(h, o)| (h, KindOpts::Matchall(o))),
+        _ => Ok((0, KindOpts::Unknown)),
+    };
+    // What tc printed while parsing comes first, error or not.
+    tc.warn.push_str(&std::mem::take(&mut a.notes));
     let (handle, kopts) = match kind {
-        Some("u32") => cu32::parse(fhandle, &mut a).map(|(h, o)| (h, KindOpts::U32(o)))?,
-        Some("fw") => fw::parse(fhandle, &mut a).map(|(h, o)| (h, KindOpts::Fw(o)))?,
-        Some("flower") => flower::parse(fhandle, protocol, &mut a).map(|(h, o)| (h, KindOpts::Flower(o)))?,
-        Some("matchall") => matchall::parse(fhandle, &mut a).map(|(h, o)| (h, KindOpts::Matchall(o)))?,
+        Some("u32" | "fw" | "flower" | "matchall") => parsed?,
         Some(k) => {
             if let Some(w) = a.peek() {
                 return Err(TcError::tc(format!("Unknown filter \"{k}\", hence option \"{w}\" is unparsable\n")));
@@ -258,7 +264,7 @@ fn find_block(tc: &Tc, di: usize, parent: u32) -> Result<(Path, u32, u32), TcErr
     if minor != 0 && !c.find(minor) {
         return Err(kerr("Specified class doesn't exist"));
     }
-    if c.block(minor).is_none() {
+    if !c.hook_block(minor) {
         return Err(kerrno(Errno::EINVAL));
     }
     Ok((path, minor, parent))
@@ -628,6 +634,9 @@ fn dump(tc: &Tc, di: usize, parent: u32, prio: u32, protocol: u16, chain: Option
     }
     let minor = tc_h_min(parent);
     if minor != 0 && !c.find(minor) {
+        return;
+    }
+    if !c.hook_block(minor) {
         return;
     }
     let Some(b) = c.block(minor) else { return };

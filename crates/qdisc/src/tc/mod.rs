@@ -41,6 +41,17 @@ impl TcError {
     pub fn incomplete() -> Self {
         Self::usage("Command line is not complete. Try option \"help\"\n")
     }
+    /// Whether tc reports this by exiting (`invarg`, `duparg`, `incomplete_command`
+    /// call `exit(-1)`) rather than by returning -1: in a batch it ends the batch with
+    /// status 255, even with `-force`, and no "Command failed" line.
+    pub fn exits(&self) -> bool {
+        self.code == 255
+            && (self.msg.starts_with("Error: argument \"")
+                || self.msg.starts_with("Error: duplicate \"")
+                || self.msg == Self::incomplete().msg
+                // m_gact.c's usage() exits too.
+                || self.msg.contains("Usage: ... gact <ACTION>"))
+    }
     /// A kernel refusal with an extack message: `Error: <msg>.`, status 2.
     pub fn kernel(extack: &str) -> Self {
         let dot = if extack.ends_with('.') { "" } else { "." };
@@ -106,6 +117,8 @@ pub struct Args<'a> {
     pub notes: String,
     /// Where netem's distribution tables are read from.
     lib: Option<TcLib>,
+    /// The device of [`Args::set_dev`] does not exist (its sysfs file neither).
+    dev_missing: bool,
 }
 
 /// The reader behind [`TcLib`]: a file's bytes, or the OS error.
@@ -146,7 +159,7 @@ impl fmt::Debug for TcLib {
 
 impl<'a> Args<'a> {
     pub fn new(argv: &'a [String]) -> Self {
-        Args { argv, pos: 0, dev: None, notes: String::new(), lib: None }
+        Args { argv, pos: 0, dev: None, notes: String::new(), lib: None, dev_missing: false }
     }
     /// Set where distribution tables come from (tc's library directory).
     pub fn set_lib(&mut self, lib: TcLib) {
@@ -187,6 +200,12 @@ impl<'a> Args<'a> {
     /// Set the device the options are for (tc passes it to each kind's parser).
     pub fn set_dev(&mut self, name: &'a str, speed_mbit: Option<u32>) {
         self.dev = Some((name, speed_mbit));
+        self.dev_missing = false;
+    }
+    /// A `dev` that names no device: tc still reads its sysfs `speed` for `N%`.
+    pub fn set_missing_dev(&mut self, name: &'a str) {
+        self.dev = Some((name, None));
+        self.dev_missing = true;
     }
     /// `get_rate64` as tc calls it for a device: `N%` is a share of the link speed
     /// (`get_percent_rate64`), anything else a rate in tc's units. None = invalid.
@@ -198,13 +217,20 @@ impl<'a> Args<'a> {
             self.notes.push_str("No device specified; specify device to rate limit by percentage\n");
             return None;
         };
+        if self.dev_missing {
+            self.notes.push_str(&format!("fopen /sys/class/net/{dev}/speed: No such file or directory\n"));
+            return None;
+        }
         let Some(mbit) = speed else {
             let path = format!("/sys/class/net/{dev}/speed");
             self.notes
                 .push_str(&format!("property \"speed\" in file {path} is currently unknown\nFailed to parse {path}\n"));
             return None;
         };
-        let perc = units::get_percent(v)?;
+        let Some(perc) = units::get_percent(v) else {
+            self.notes.push_str("Specified rate value could not be read or is malformed\n");
+            return None;
+        };
         if !(0.0..=1.0).contains(&perc) {
             self.notes.push_str(&format!("Invalid rate specified; should be between [0,100]% but is {v}\n"));
             return None;

@@ -101,16 +101,23 @@ pub fn get_rate64(s: &str) -> Option<u64> {
         let (_, f) = RATE_SUFFIXES.iter().find(|(n, _)| n.eq_ignore_ascii_case(rest))?;
         v * f
     };
-    if bits.is_nan() || bits.is_infinite() {
-        return None;
+    // tc checks no range: what it sends is C's double → u64 conversion as x86-64
+    // compiles it (-1mbit becomes 2^64 - 125000; NaN and -inf 2^63; +inf and
+    // anything from 2^64 up, 0), and the kernel takes what it is given.
+    Some(c_double_to_u64(bits / 8.))
+}
+
+/// `(__u64)x` on x86-64: below 2^63 (NaN included, as the comparison fails) one
+/// cvttsd2si, whose out-of-range answer is 2^63; from 2^63 up, cvttsd2si of x − 2^63
+/// with the top bit flipped.
+fn c_double_to_u64(x: f64) -> u64 {
+    const TOP: f64 = 9_223_372_036_854_775_808.0;
+    let cvt = |v: f64| if v.is_nan() || !(-TOP..TOP).contains(&v) { 1u64 << 63 } else { v as i64 as u64 };
+    if x >= TOP {
+        cvt(x - TOP) ^ (1 << 63)
+    } else {
+        cvt(x)
     }
-    let bytes = bits / 8.;
-    if bytes >= 18446744073709551615.0 {
-        return None;
-    }
-    // tc does not reject negative rates: C's double → u64 conversion wraps them
-    // (-1mbit becomes 2^64 - 125000), and the kernel takes what it is given.
-    Some(if bytes < 0. { (bytes as i64) as u64 } else { bytes as u64 })
 }
 
 /// `get_rate`: like get_rate64 but must fit 32 bits.
@@ -120,8 +127,13 @@ pub fn get_rate(s: &str) -> Option<u32> {
 
 /// `parse_percent` on the `[0-9.%]` prefix tc scans: `N%` as a fraction (N/100).
 pub fn get_percent(s: &str) -> Option<f64> {
+    // sscanf("%m[0-9.%]") must match a character; strtod of what it took may match
+    // none ("%" is 0 %), and only a "%" may follow the number.
     let scanned: String = s.chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '%').collect();
-    let (v, rest) = strtod(&scanned)?;
+    if scanned.is_empty() {
+        return None;
+    }
+    let (v, rest) = strtod(&scanned).unwrap_or((0.0, &scanned));
     if !rest.is_empty() && rest != "%" {
         return None;
     }
@@ -145,7 +157,8 @@ pub fn get_size(s: &str) -> Option<u32> {
         };
     }
     // tc stores into an unsigned int and rejects anything that did not survive.
-    if !(0.0..4294967296.0).contains(&v) || v.floor() != v {
+    // A fraction is cut off when tc stores it (`1.5` is 1); negative or ≥ 2^32 is refused.
+    if !(0.0..4294967296.0).contains(&v) {
         return None;
     }
     Some(v as u32)
@@ -489,6 +502,11 @@ mod tests {
         assert_eq!(get_rate64("xyz"), None);
         assert_eq!(get_rate64("10foo"), None);
         assert_eq!(get_rate64("-1mbit"), Some(u64::MAX - 124_999));
+        // No range check in tc: C's conversion as x86-64 does it.
+        assert_eq!(get_rate64("nan"), Some(1 << 63));
+        assert_eq!(get_rate64("-inf"), Some(1 << 63));
+        assert_eq!(get_rate64("inf"), Some(0));
+        assert_eq!(get_rate64("1e30"), Some(0));
         assert_eq!(get_rate("100gbit"), None);
     }
 
@@ -499,7 +517,8 @@ mod tests {
         for v in ["x\u{fffd}", "ññ", "ñññ", "-ññ", "i\u{fffd}"] {
             assert_eq!((get_rate64(v), get_size(v), get_time(v)), (None, None, None), "{v}");
         }
-        assert_eq!(get_rate64("inf"), None);
+        // tc itself takes "inf" (C's double → u64 conversion makes it 0).
+        assert_eq!(get_rate64("inf"), Some(0));
     }
 
     #[test]
@@ -510,7 +529,8 @@ mod tests {
         assert_eq!(get_size("32kbit"), Some(4096));
         assert_eq!(get_size("1514b"), Some(1514));
         assert_eq!(get_size("1.5k"), Some(1536));
-        assert_eq!(get_size("1.3"), None);
+        assert_eq!(get_size("1.3"), Some(1));
+        assert_eq!(get_size("-1"), None);
         assert_eq!(get_size("abc"), None);
         assert_eq!(get_size("4g"), None);
         assert_eq!(get_size_and_cell("10k/8"), Some((10240, Some(3))));
@@ -531,6 +551,8 @@ mod tests {
         assert_eq!(get_percent("10%"), Some(0.1));
         assert_eq!(get_percent("10%x"), Some(0.1));
         assert_eq!(get_percent("x"), None);
+        assert_eq!(get_percent("%"), Some(0.0));
+        assert_eq!(get_percent("-5%"), None);
     }
 
     #[test]
