@@ -987,7 +987,13 @@ fn tc_target(input: &[u8]) -> Result<(), String> {
     if out.code == 0 {
         accepted();
     }
-    if out.code != 0 && !out.stderr.contains("fuzz.tc") {
+    // tc names the line of a failed command ("Command failed FILE:N"), except where it
+    // ends the whole batch at once: its exit(-1) paths (invalid or duplicate argument,
+    // incomplete command: status 255) and the tokenizer's own errors.
+    let ends_batch = out.code == 255
+        || out.stderr.ends_with("Unterminated quoted string\n")
+        || out.stderr.ends_with("Missing continuation line\n");
+    if out.code != 0 && !ends_batch && !out.stderr.contains("fuzz.tc") {
         return Err(format!("a batch failed without naming the file and line: {:?}", out.stderr));
     }
     show(&mut tc)
