@@ -196,38 +196,37 @@ pub fn get_time(s: &str) -> Option<u32> {
     Some((t as i64) as u32)
 }
 
-/// `get_time64`: nanoseconds; also ns/nsec/nsecs; none = ns.
-pub fn get_time64(s: &str) -> Option<u64> {
-    let (mut t, rest) = strtod(s)?;
-    if !rest.is_empty() {
-        t *= match rest.to_ascii_lowercase().as_str() {
+/// `get_time64`'s reading: `strtod`, then a unit (s/ms/us/ns and their long forms; none
+/// = ns), as nanoseconds.
+fn time64_ns(s: &str) -> Option<f64> {
+    let (t, rest) = strtod(s)?;
+    if rest.is_empty() {
+        return Some(t);
+    }
+    Some(
+        t * match rest.to_ascii_lowercase().as_str() {
             "s" | "sec" | "secs" => 1e9,
             "ms" | "msec" | "msecs" => 1e6,
             "us" | "usec" | "usecs" => 1e3,
             "ns" | "nsec" | "nsecs" => 1.,
             _ => return None,
-        };
-    }
+        },
+    )
+}
+
+/// `get_time64` where only a non-negative time makes sense: nanoseconds.
+pub fn get_time64(s: &str) -> Option<u64> {
+    let t = time64_ns(s)?;
     if t.is_nan() || !(0.0..1.8446744073709552e19).contains(&t) {
         return None;
     }
     Some(t as u64)
 }
 
-/// `get_time64` as it really is: signed nanoseconds (`strtod` then a unit; a negative
-/// time is tc's to send and the kernel's to refuse). [`get_time64`] is its
-/// non-negative use.
+/// `get_time64` as it really is: signed nanoseconds (a negative time is tc's to send
+/// and the kernel's to refuse).
 pub fn get_stime64(s: &str) -> Option<i64> {
-    let (mut t, rest) = strtod(s)?;
-    if !rest.is_empty() {
-        t *= match rest.to_ascii_lowercase().as_str() {
-            "s" | "sec" | "secs" => 1e9,
-            "ms" | "msec" | "msecs" => 1e6,
-            "us" | "usec" | "usecs" => 1e3,
-            "ns" | "nsec" | "nsecs" => 1.,
-            _ => return None,
-        };
-    }
+    let t = time64_ns(s)?;
     // C's double → s64 conversion: NaN and out-of-range values become INT64_MIN on x86-64.
     Some(if t.is_nan() || t >= 9.223372036854775807e18 || t < -9.223372036854775808e18 { i64::MIN } else { t as i64 })
 }
