@@ -509,13 +509,20 @@ const SET_SPARSE_WAIT: u8 = 2;
 const SET_BULK: u8 = 3;
 const SET_DECAYING: u8 = 4;
 
-/// `struct cake_flow` plus its links on the tin's lists.
+/// `struct cake_flow` with the queue's `backlogs[]` entry, so one queue is one cache
+/// line (the tags stay apart, as in the kernel: a set's 8 tags share a line). (The per-queue drop count, which only
+/// cake's class dump prints, is not kept: classes are not modelled.)
 #[derive(Clone, Copy, Debug)]
+#[repr(align(64))]
 struct Flow {
     head: u32,
     tail: u32,
     deficit: i32,
-    dropped: u32,
+    /// `backlogs[i]`: bytes queued.
+    backlog: u32,
+    /// `flowchain` (next, prev) in the tin's link space: queues 0‥1023, then the
+    /// three list heads; a queue off every list points at itself.
+    link: [u16; 2],
     cvars: CobaltVars,
     /// `srchost`, `dsthost`: indices into the tin's hosts.
     host: [u16; 2],
@@ -543,11 +550,9 @@ const DST: usize = 1;
 /// `struct cake_tin_data`.
 struct Tin {
     flows: Vec<Flow>,
-    /// `flowchain` links (next, prev) of the 1024 queues, then of the three list
-    /// heads ([`NEW_FLOWS`], [`OLD_FLOWS`], [`DECAYING_FLOWS`]); a node off every list
-    /// points at itself.
-    links: Vec<[u16; 2]>,
-    backlogs: Vec<u32>,
+    /// The links of the list heads [`NEW_FLOWS`], [`OLD_FLOWS`], [`DECAYING_FLOWS`].
+    heads: [[u16; 2]; 3],
+    /// `tags[]`: the flow hash that owns each way.
     tags: Vec<u32>,
     overflow_idx: Vec<u16>,
     hosts: Vec<Host>,
@@ -583,12 +588,13 @@ struct Tin {
 impl Tin {
     fn new(i: usize) -> Tin {
         let mut flows = Vec::with_capacity(QUEUES);
-        for _ in 0..QUEUES {
+        for j in 0..QUEUES {
             flows.push(Flow {
                 head: NIL,
                 tail: NIL,
                 deficit: 0,
-                dropped: 0,
+                backlog: 0,
+                link: [j as u16; 2],
                 cvars: CobaltVars::default(),
                 host: [0; 2],
                 set: SET_NONE,
@@ -596,8 +602,7 @@ impl Tin {
         }
         Tin {
             flows,
-            links: (0..QUEUES as u16 + 3).map(|n| [n, n]).collect(),
-            backlogs: vec![0; QUEUES],
+            heads: [[NEW_FLOWS; 2], [OLD_FLOWS; 2], [DECAYING_FLOWS; 2]],
             tags: vec![0; QUEUES],
             overflow_idx: (0..QUEUES).map(|j| (j * MAX_TINS + i) as u16).collect(),
             hosts: vec![Host::default(); QUEUES],
@@ -633,17 +638,26 @@ impl Tin {
 
     // ---- list_head over flows and the three heads --------------------------------
 
+    fn link(&mut self, n: u16) -> &mut [u16; 2] {
+        match n.checked_sub(NEW_FLOWS) {
+            Some(h) => &mut self.heads[h as usize],
+            None => &mut self.flows[n as usize].link,
+        }
+    }
     fn next_of(&self, n: u16) -> u16 {
-        self.links[n as usize][0]
+        match n.checked_sub(NEW_FLOWS) {
+            Some(h) => self.heads[h as usize][0],
+            None => self.flows[n as usize].link[0],
+        }
     }
     fn set_next(&mut self, n: u16, v: u16) {
-        self.links[n as usize][0] = v
+        self.link(n)[0] = v
     }
-    fn prev_of(&self, n: u16) -> u16 {
-        self.links[n as usize][1]
+    fn prev_of(&mut self, n: u16) -> u16 {
+        self.link(n)[1]
     }
     fn set_prev(&mut self, n: u16, v: u16) {
-        self.links[n as usize][1] = v
+        self.link(n)[1] = v
     }
     fn list_empty(&self, head: u16) -> bool {
         self.next_of(head) == head
@@ -698,6 +712,7 @@ impl Tin {
     /// The host half of `cake_hash`: give queue `reduced` the host slot of `hash`
     /// on `side` (the set-associative search again: the slot tagged with it, else the
     /// first without bulk flows, else the last way tried).
+    #[inline]
     fn alloc_host(&mut self, reduced: usize, side: usize, hash: u32, mode: u8) {
         let idx = hash as usize % QUEUES;
         let (inner, outer) = (idx % WAYS, idx - idx % WAYS);
@@ -736,13 +751,14 @@ fn ewma(avg: u64, sample: u64, shift: u32) -> u64 {
     avg - (avg >> shift) + (sample >> shift)
 }
 
-/// A packet slot: the packet, the next slot of its queue, and the length the shaper
-/// charges for it (`cobalt_skb_cb.adjusted_len`; the enqueue time is
-/// `Packet::enqueued_at`).
-struct Slot {
-    pkt: Option<Packet>,
-    next: u32,
-    adjusted_len: u32,
+/// Packet slots, in three parallel arrays so the links stay dense: the packet, the
+/// next slot of its queue (or of the free list), and the length the shaper charges
+/// for it (`cobalt_skb_cb.adjusted_len`; the enqueue time is `Packet::enqueued_at`).
+#[derive(Default)]
+struct Slots {
+    pkt: Vec<Option<Packet>>,
+    /// (next, adjusted_len).
+    meta: Vec<[u32; 2]>,
 }
 
 /// The value standing in for the kernel's hash of a packet with no usable keys (a
@@ -759,12 +775,15 @@ fn mix32(mut h: u32) -> u32 {
     h.max(1)
 }
 
+/// A host address's hash (the kernel's `flow_hash_from_keys` over the keys with
+/// everything but that address cleared; ours is a multiply-rotate over the four
+/// words and one final mix).
 fn addr_hash(a: &[u8; 16], salt: u32) -> u32 {
     let mut h = salt;
-    for c in a.chunks(4) {
-        h = mix32(h ^ u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+    for c in a.chunks_exact(4) {
+        h = (h ^ u32::from_be_bytes([c[0], c[1], c[2], c[3]])).wrapping_mul(0x9E37_79B1).rotate_left(13);
     }
-    h
+    mix32(h)
 }
 
 /// The kernel's configuration (`struct cake_sched_data`'s user-set part).
@@ -923,7 +942,7 @@ pub struct Cake {
     mtu: u32,
     netoff: u32,
     handle: u32,
-    slots: Vec<Slot>,
+    slots: Slots,
     free: u32,
     stats: Stats,
     reduce: Reduce,
@@ -970,7 +989,7 @@ impl Cake {
             mtu: dev.psched_mtu(),
             netoff: dev.hard_header_len,
             handle,
-            slots: Vec::new(),
+            slots: Slots::default(),
             free: NIL,
             stats: Stats::default(),
             reduce: Reduce::default(),
@@ -989,6 +1008,7 @@ impl Cake {
         Ok(q)
     }
 
+    #[inline]
     fn rand_u32(&mut self) -> u32 {
         // splitmix64
         self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -1108,47 +1128,52 @@ impl Cake {
 
     // ---- packet slots ------------------------------------------------------------
 
+    #[inline]
     fn alloc_slot(&mut self, pkt: Packet, adjusted_len: u32) -> u32 {
+        let sl = &mut self.slots;
         if self.free != NIL {
-            let i = self.free;
-            let s = &mut self.slots[i as usize];
-            self.free = s.next;
-            *s = Slot { pkt: Some(pkt), next: NIL, adjusted_len };
-            i
+            let i = self.free as usize;
+            self.free = sl.meta[i][0];
+            sl.pkt[i] = Some(pkt);
+            sl.meta[i] = [NIL, adjusted_len];
+            i as u32
         } else {
-            self.slots.push(Slot { pkt: Some(pkt), next: NIL, adjusted_len });
-            (self.slots.len() - 1) as u32
+            sl.pkt.push(Some(pkt));
+            sl.meta.push([NIL, adjusted_len]);
+            (sl.pkt.len() - 1) as u32
         }
     }
 
     /// `flow_queue_add`.
+    #[inline]
     fn flow_queue_add(&mut self, tin: usize, idx: usize, pkt: Packet, adjusted_len: u32) {
         let s = self.alloc_slot(pkt, adjusted_len);
         let f = &mut self.tins[tin].flows[idx];
         if f.head == NIL {
             f.head = s;
         } else {
-            self.slots[f.tail as usize].next = s;
+            self.slots.meta[f.tail as usize][0] = s;
         }
-        self.tins[tin].flows[idx].tail = s;
+        f.tail = s;
     }
 
     /// `dequeue_head`: the packet and its adjusted length.
+    #[inline]
     fn dequeue_head(&mut self, tin: usize, idx: usize) -> Option<(Packet, u32)> {
         let f = &mut self.tins[tin].flows[idx];
         if f.head == NIL {
             return None;
         }
-        let s = f.head;
-        let slot = &mut self.slots[s as usize];
-        f.head = slot.next;
+        let s = f.head as usize;
+        let sl = &mut self.slots;
+        let [next, adj] = sl.meta[s];
+        f.head = next;
         if f.head == NIL {
             f.tail = NIL;
         }
-        let p = slot.pkt.take().expect("queued slot holds a packet");
-        let adj = slot.adjusted_len;
-        slot.next = self.free;
-        self.free = s;
+        let p = sl.pkt[s].take().expect("queued slot holds a packet");
+        sl.meta[s][0] = self.free;
+        self.free = s as u32;
         Some((p, adj))
     }
 
@@ -1201,7 +1226,7 @@ impl Cake {
 
     fn heap_backlog(&self, i: usize) -> u32 {
         let e = self.overflow_heap[i];
-        self.tins[e.t as usize].backlogs[e.b as usize]
+        self.tins[e.t as usize].flows[e.b as usize].backlog
     }
     fn heap_swap(&mut self, i: usize, j: usize) {
         let (ii, jj) = (self.overflow_heap[i], self.overflow_heap[j]);
@@ -1296,9 +1321,8 @@ impl Cake {
         let len = pkt.len;
         self.buffer_used = self.buffer_used.wrapping_sub(pkt.truesize);
         b.tin_backlog = b.tin_backlog.wrapping_sub(len);
-        b.backlogs[idx] = b.backlogs[idx].wrapping_sub(len);
+        b.flows[idx].backlog = b.flows[idx].backlog.wrapping_sub(len);
         self.stats.backlog = self.stats.backlog.wrapping_sub(len);
-        b.flows[idx].dropped = b.flows[idx].dropped.wrapping_add(1);
         b.tin_dropped = b.tin_dropped.wrapping_add(1);
         if self.cfg.rate_flags & FLAG_INGRESS != 0 {
             self.advance_shaper(tin, adj, now, true);
@@ -1357,12 +1381,18 @@ impl Cake {
             return 0;
         }
         // skb->hash with l4_hash set: the packet's own hash; else the dissected keys.
-        let (mut flow_hash, srchost_hash, dsthost_hash) = match pkt.flow.as_deref() {
-            Some(k) => {
-                let fh = if pkt.hash != 0 { pkt.hash } else { k.hash().max(1) };
-                (fh, addr_hash(&k.src, 0x0123_4567), addr_hash(&k.dst, 0x0123_4567))
+        // The host hashes are only worked out when the mode looks at hosts.
+        let key = pkt.flow.as_deref();
+        let mut flow_hash = match (pkt.hash, key) {
+            (0, Some(k)) => k.hash().max(1),
+            (0, None) => NOKEY_HASH,
+            (h, _) => h,
+        };
+        let (srchost_hash, dsthost_hash) = match key {
+            Some(k) if mode & (FLOW_SRC_IP | FLOW_DST_IP) != 0 => {
+                (addr_hash(&k.src, 0x0123_4567), addr_hash(&k.dst, 0x0123_4567))
             }
-            None => (if pkt.hash != 0 { pkt.hash } else { NOKEY_HASH }, 0, 0),
+            _ => (0, 0),
         };
         if mode & FLOW_FLOWS == 0 {
             flow_hash = 0;
@@ -1431,6 +1461,7 @@ impl Cake {
 
     /// `cake_get_flow_quantum`: the tin's quantum shared among the host's bulk flows,
     /// dithered by a random 16-bit value.
+    #[inline]
     fn flow_quantum(&mut self, tin: usize, idx: usize) -> u16 {
         let mode = self.cfg.flow_mode;
         let b = &self.tins[tin];
@@ -1448,12 +1479,13 @@ impl Cake {
     // ---- dequeue -----------------------------------------------------------------
 
     /// `cake_dequeue_one`: the head of queue `cur_flow` of tin `cur_tin`.
+    #[inline]
     fn dequeue_one(&mut self) -> Option<(Packet, u32)> {
         let (tin, idx) = (self.cur_tin as usize, self.cur_flow as usize);
         let (pkt, adj) = self.dequeue_head(tin, idx)?;
         let len = pkt.len;
         let b = &mut self.tins[tin];
-        b.backlogs[idx] = b.backlogs[idx].wrapping_sub(len);
+        b.flows[idx].backlog = b.flows[idx].backlog.wrapping_sub(len);
         b.tin_backlog = b.tin_backlog.wrapping_sub(len);
         self.stats.backlog = self.stats.backlog.wrapping_sub(len);
         self.buffer_used = self.buffer_used.wrapping_sub(pkt.truesize);
@@ -1468,7 +1500,7 @@ impl Cake {
     /// `cobalt_should_drop` for the packet just taken from `flow`. True = drop.
     fn should_drop(&mut self, tin: usize, idx: usize, pkt: &mut Packet, now: i64, bulk_flows: u32) -> bool {
         let p = self.tins[tin].cparams;
-        let coin = self.rand_u32();
+        let coin = if self.tins[tin].flows[idx].cvars.p_drop != 0 { self.rand_u32() } else { u32::MAX };
         let v = &mut self.tins[tin].flows[idx].cvars;
         let sojourn = now.wrapping_sub(pkt.enqueued_at.0 as i64) as u64;
         let mut schedule = now.wrapping_sub(v.drop_next);
@@ -1511,6 +1543,7 @@ impl Cake {
         }
         // BLUE: no ECN on purpose.
         if v.p_drop != 0 && !drop && coin < v.p_drop {
+            // (the coin is only tossed when BLUE is active)
             drop = true;
         }
         v.count = count;
@@ -1531,6 +1564,9 @@ impl Cake {
         let now = now_i.0 as i64;
         let mode = self.cfg.flow_mode;
         let ingress = self.cfg.rate_flags & FLAG_INGRESS != 0;
+        // Only the very first queue picked may come from the decaying list (not reset
+        // by going back to `begin`).
+        let mut first_flow = true;
         'begin: loop {
             if self.stats.qlen == 0 {
                 return Dequeued::Empty;
@@ -1588,7 +1624,6 @@ impl Cake {
                 }
             }
             let tin = self.cur_tin as usize;
-            let mut first_flow = true;
             'retry: loop {
                 let b = &self.tins[tin];
                 let mut head = DECAYING_FLOWS;
@@ -1676,7 +1711,6 @@ impl Cake {
                         b.tin_deficit = b.tin_deficit.wrapping_sub(len);
                     }
                     let b = &mut self.tins[tin];
-                    b.flows[idx].dropped = b.flows[idx].dropped.wrapping_add(1);
                     b.tin_dropped = b.tin_dropped.wrapping_add(1);
                     self.reduce.add(1, pkt.len as i64);
                     self.stats.dropped();
@@ -1720,6 +1754,7 @@ impl Cake {
     }
 
     /// Enqueue one (already segmented) packet on queue `idx` of tin `tin`.
+    #[inline]
     fn queue_packet(&mut self, tin: usize, idx: usize, mut pkt: Packet, now: Instant) -> u32 {
         pkt.enqueued_at = now;
         let adj = self.overhead(&pkt);
@@ -1776,7 +1811,7 @@ impl Qdisc for Cake {
             let b = &mut self.tins[tin];
             b.bytes = b.bytes.wrapping_add(slen as u64);
             b.tin_backlog = b.tin_backlog.wrapping_add(slen);
-            b.backlogs[idx] = b.backlogs[idx].wrapping_add(slen);
+            b.flows[idx].backlog = b.flows[idx].backlog.wrapping_add(slen);
             self.reduce.add(1 - n, len as i64 - slen as i64);
             drop(pkt);
         } else {
@@ -1788,7 +1823,7 @@ impl Qdisc for Cake {
             let b = &mut self.tins[tin];
             b.bytes = b.bytes.wrapping_add(len as u64);
             b.tin_backlog = b.tin_backlog.wrapping_add(len);
-            b.backlogs[idx] = b.backlogs[idx].wrapping_add(len);
+            b.flows[idx].backlog = b.flows[idx].backlog.wrapping_add(len);
         }
 
         if self.overflow_timeout != 0 {
@@ -2251,7 +2286,7 @@ mod tests {
         let r = q.enqueue(Packet::new(101, 1000).with_hash(6), Instant::ZERO);
         assert_eq!(r, Enqueued::Success);
         assert_eq!(q.tins[0].tin_dropped, 1);
-        assert_eq!(q.tins[0].backlogs[5], 9000);
+        assert_eq!(q.tins[0].flows[5].backlog, 9000);
     }
 
     #[test]
