@@ -52,14 +52,14 @@
 //!   does with non-TCP traffic. The option is accepted and dumped.
 //! * GSO packets that are not split (`no-split-gso`) are charged as their segments
 //!   would be, without the kernel's header-length arithmetic.
-//! * cake's classes (one per active queue, for `tc class show`) and its filter block
-//!   are not modelled: `tc class show` lists none.
+//! * cake's filter block (a classifier's classid overriding the queue and host) is
+//!   not modelled; its classes (one per queue on a list) are, for `tc class show`.
 
 use crate::packet::Packet;
-use crate::qdisc::{tc_h_maj, tc_h_min, Dequeued, DevInfo, Enqueued, Parked, Qdisc};
+use crate::qdisc::{tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Node, Parked, Qdisc};
 use crate::sched::Opts;
 use crate::stats::{Reduce, Stats};
-use crate::tc::{units, Args, Out, TcError};
+use crate::tc::{units, Args, Errno, Out, TcError};
 use crate::time::Instant;
 
 /// CAKE_QUEUES: queues per tin.
@@ -510,8 +510,8 @@ const SET_BULK: u8 = 3;
 const SET_DECAYING: u8 = 4;
 
 /// `struct cake_flow` with the queue's `backlogs[]` entry, so one queue is one cache
-/// line (the tags stay apart, as in the kernel: a set's 8 tags share a line). (The per-queue drop count, which only
-/// cake's class dump prints, is not kept: classes are not modelled.)
+/// line (the tags stay apart, as in the kernel: a set's 8 tags share a line, and so
+/// does the per-queue drop count, which only the class dump reads).
 #[derive(Clone, Copy, Debug)]
 #[repr(align(64))]
 struct Flow {
@@ -554,6 +554,8 @@ struct Tin {
     heads: [[u16; 2]; 3],
     /// `tags[]`: the flow hash that owns each way.
     tags: Vec<u32>,
+    /// Each queue's `dropped`.
+    dropped: Vec<u32>,
     overflow_idx: Vec<u16>,
     hosts: Vec<Host>,
     flow_quantum: u16,
@@ -604,6 +606,7 @@ impl Tin {
             flows,
             heads: [[NEW_FLOWS; 2], [OLD_FLOWS; 2], [DECAYING_FLOWS; 2]],
             tags: vec![0; QUEUES],
+            dropped: vec![0; QUEUES],
             overflow_idx: (0..QUEUES).map(|j| (j * MAX_TINS + i) as u16).collect(),
             hosts: vec![Host::default(); QUEUES],
             flow_quantum: 0,
@@ -949,6 +952,8 @@ pub struct Cake {
     parked: Parked,
     watchdog: Option<Instant>,
     rng: u64,
+    /// The latest time seen (the class dump's `ktime_get()`).
+    last_now: i64,
 }
 
 impl Cake {
@@ -996,6 +1001,7 @@ impl Cake {
             parked: Parked::default(),
             watchdog: None,
             rng: 0x9E37_79B9_7F4A_7C15 ^ handle as u64,
+            last_now: 0,
         };
         if let Some(o) = opts {
             cfg.apply(o);
@@ -1323,6 +1329,7 @@ impl Cake {
         b.tin_backlog = b.tin_backlog.wrapping_sub(len);
         b.flows[idx].backlog = b.flows[idx].backlog.wrapping_sub(len);
         self.stats.backlog = self.stats.backlog.wrapping_sub(len);
+        b.dropped[idx] = b.dropped[idx].wrapping_add(1);
         b.tin_dropped = b.tin_dropped.wrapping_add(1);
         if self.cfg.rate_flags & FLAG_INGRESS != 0 {
             self.advance_shaper(tin, adj, now, true);
@@ -1562,6 +1569,7 @@ impl Cake {
     /// `cake_dequeue` (without the peek slot).
     fn dequeue_inner(&mut self, now_i: Instant) -> Dequeued {
         let now = now_i.0 as i64;
+        self.last_now = now;
         let mode = self.cfg.flow_mode;
         let ingress = self.cfg.rate_flags & FLAG_INGRESS != 0;
         // Only the very first queue picked may come from the decaying list (not reset
@@ -1711,6 +1719,7 @@ impl Cake {
                         b.tin_deficit = b.tin_deficit.wrapping_sub(len);
                     }
                     let b = &mut self.tins[tin];
+                    b.dropped[idx] = b.dropped[idx].wrapping_add(1);
                     b.tin_dropped = b.tin_dropped.wrapping_add(1);
                     self.reduce.add(1, pkt.len as i64);
                     self.stats.dropped();
@@ -1775,6 +1784,7 @@ impl Qdisc for Cake {
     /// `cake_enqueue`.
     fn enqueue(&mut self, mut pkt: Packet, now_i: Instant) -> Enqueued {
         let now = now_i.0 as i64;
+        self.last_now = now;
         let len = pkt.len;
         let tin = self.select_tin(&mut pkt);
         let idx = self.hash(tin, &pkt);
@@ -2116,11 +2126,109 @@ impl Qdisc for Cake {
         row(out, "  quantum ", &|b| b.flow_quantum.to_string());
     }
 
+    fn as_classful(&self) -> Option<&dyn Classful> {
+        Some(self)
+    }
+    fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
+        Some(self)
+    }
+
     fn watchdog(&self) -> Option<Instant> {
         if self.stats.qlen == 0 {
             return None;
         }
         self.watchdog
+    }
+}
+
+impl Cake {
+    /// Class `minor` (1-based over the tins in dump order) as (tin, queue).
+    fn class_queue(&self, minor: u32) -> Option<(usize, usize)> {
+        let i = (minor as usize).checked_sub(1)?;
+        (i < QUEUES * self.tin_cnt as usize).then(|| (self.tin_order[i / QUEUES] as usize, i % QUEUES))
+    }
+}
+
+/// The queues as classes `<handle>:<n>`, n = tin position × 1024 + queue + 1: only
+/// dumpable (`cake_find` finds nothing, there are no leaves, and — unlike the kernel —
+/// no filter block: see the notes at the top).
+impl Classful for Cake {
+    /// `cake_walk`: the queues on a list (even if momentarily empty), tins in dump order.
+    fn class_minors(&self) -> Vec<u32> {
+        let mut v = Vec::new();
+        for i in 0..self.tin_cnt as usize {
+            let b = &self.tins[self.tin_order[i] as usize];
+            for (j, f) in b.flows.iter().enumerate() {
+                if f.link[0] as usize != j {
+                    v.push((i * QUEUES + j + 1) as u32);
+                }
+            }
+        }
+        v
+    }
+    fn find(&self, _minor: u32) -> bool {
+        false
+    }
+    fn leaf(&self, _minor: u32) -> Option<&Node> {
+        None
+    }
+    fn leaf_mut(&mut self, _minor: u32) -> Option<&mut Node> {
+        None
+    }
+    fn graft(&mut self, _minor: u32, _new: Option<Node>, _dev: &DevInfo) -> Result<Option<Node>, TcError> {
+        Err(TcError::errno(Errno::EOPNOTSUPP))
+    }
+    /// `cake_dump_class_stats`: the queue's packets, backlog and drops.
+    fn class_stats(&self, minor: u32) -> Option<Stats> {
+        let Some((t, j)) = self.class_queue(minor) else { return Some(Stats::default()) };
+        let b = &self.tins[t];
+        let mut qlen = 0;
+        let mut s = b.flows[j].head;
+        while s != NIL {
+            qlen += 1;
+            s = self.slots.meta[s as usize][0];
+        }
+        Some(Stats { qlen, backlog: b.flows[j].backlog, drops: b.dropped[j], ..Default::default() })
+    }
+    /// Only the queue counters (no TCA_STATS_BASIC).
+    fn class_has_basic_stats(&self) -> bool {
+        false
+    }
+    /// The queue's xstats as `cake_print_xstats` prints them.
+    fn dump_class_xstats(&self, minor: u32, out: &mut Out) {
+        let Some((t, j)) = self.class_queue(minor) else { return };
+        let f = &self.tins[t].flows[j];
+        let v = &f.cvars;
+        out.int("deficit", format_args!("  deficit {}", f.deficit), f.deficit as i64);
+        out.uint("count", format_args!(" count {}", v.count), v.count as u64);
+        let us = |t: i64| (self.last_now.wrapping_sub(t) / 1000) as i32;
+        if v.dropping {
+            out.boolean("dropping", format_args!(" dropping"), true);
+            let d = us(v.drop_next);
+            if d < 0 {
+                out.fp(format_args!(" drop_next -{}", units::fmt_time(d.wrapping_neg() as u32)));
+            } else {
+                out.uint("drop_next", format_args!(" drop_next {}", units::fmt_time(d as u32)), d as u64);
+            }
+        }
+        out.uint("blue_prob", format_args!(" blue_prob {}", v.p_drop), v.p_drop as u64);
+        if v.p_drop != 0 {
+            let b = us(v.blue_timer);
+            // tc prints a negative timer through sprint_time's unsigned argument.
+            let txt = if b < 0 {
+                format!(" blue_timer -{}", units::fmt_time(b as u32))
+            } else {
+                format!(" blue_timer {}", units::fmt_time(b as u32))
+            };
+            if b >= 0 {
+                out.uint("blue_timer", format_args!("{txt}"), b as u64);
+            } else {
+                out.fp(format_args!("{txt}"));
+            }
+        }
+    }
+    fn class_kind(&self) -> &'static str {
+        "cake"
     }
 }
 
