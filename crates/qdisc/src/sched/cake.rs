@@ -52,9 +52,10 @@
 //!   does with non-TCP traffic. The option is accepted and dumped.
 //! * GSO packets that are not split (`no-split-gso`) are charged as their segments
 //!   would be, without the kernel's header-length arithmetic.
-//! * cake's filter block (a classifier's classid overriding the queue and host) is
-//!   not modelled; its classes (one per queue on a list) are, for `tc class show`.
+//! * Classes (one per queue on a list, for `tc class show`) and the filter block (a
+//!   classid's minor picks the queue, its major the host) are modelled.
 
+use crate::classify::{Block, Verdict};
 use crate::packet::Packet;
 use crate::qdisc::{tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Node, Parked, Qdisc};
 use crate::sched::Opts;
@@ -954,6 +955,8 @@ pub struct Cake {
     rng: u64,
     /// The latest time seen (the class dump's `ktime_get()`).
     last_now: i64,
+    /// `q->block`: the qdisc's filters.
+    block: Block,
 }
 
 impl Cake {
@@ -1002,6 +1005,7 @@ impl Cake {
             watchdog: None,
             rng: 0x9E37_79B9_7F4A_7C15 ^ handle as u64,
             last_now: 0,
+            block: Block::new(handle),
         };
         if let Some(o) = opts {
             cfg.apply(o);
@@ -1381,8 +1385,9 @@ impl Cake {
         }
     }
 
-    /// `cake_hash`: the queue index within tin `tin`.
-    fn hash(&mut self, tin: usize, pkt: &Packet) -> usize {
+    /// `cake_hash`: the queue index within tin `tin`. `flow_override` and
+    /// `host_override` are a filter's classid minor and major (0 = none).
+    fn hash(&mut self, tin: usize, pkt: &Packet, flow_override: u32, host_override: u32) -> usize {
         let mode = self.cfg.flow_mode & FLOW_MASK;
         if mode == FLOW_NONE as u8 {
             return 0;
@@ -1390,19 +1395,24 @@ impl Cake {
         // skb->hash with l4_hash set: the packet's own hash; else the dissected keys.
         // The host hashes are only worked out when the mode looks at hosts.
         let key = pkt.flow.as_deref();
-        let mut flow_hash = match (pkt.hash, key) {
-            (0, Some(k)) => k.hash().max(1),
-            (0, None) => NOKEY_HASH,
-            (h, _) => h,
-        };
+        let mut flow_hash = 0;
+        if flow_override != 0 {
+            flow_hash = flow_override - 1;
+        } else if mode & FLOW_FLOWS != 0 {
+            flow_hash = match (pkt.hash, key) {
+                (0, Some(k)) => k.hash().max(1),
+                (0, None) => NOKEY_HASH,
+                (h, _) => h,
+            };
+        }
         let (srchost_hash, dsthost_hash) = match key {
+            _ if host_override != 0 => (host_override - 1, host_override - 1),
             Some(k) if mode & (FLOW_SRC_IP | FLOW_DST_IP) != 0 => {
                 (addr_hash(&k.src, 0x0123_4567), addr_hash(&k.dst, 0x0123_4567))
             }
             _ => (0, 0),
         };
         if mode & FLOW_FLOWS == 0 {
-            flow_hash = 0;
             if mode & FLOW_SRC_IP != 0 {
                 flow_hash ^= srchost_hash;
             }
@@ -1786,8 +1796,27 @@ impl Qdisc for Cake {
         let now = now_i.0 as i64;
         self.last_now = now;
         let len = pkt.len;
+        // `cake_classify`: the filters first; a classid's minor picks the queue and its
+        // major the host (each only when within 1024).
+        let (mut flow_ov, mut host_ov) = (0, 0);
+        match self.block.classify(&pkt, now_i) {
+            Some(Verdict::Shot) => {
+                self.stats.dropped();
+                return Enqueued::Dropped;
+            }
+            Some(Verdict::Stolen) => return Enqueued::Stolen,
+            Some(Verdict::Class(res)) => {
+                if tc_h_min(res.classid) as usize <= QUEUES {
+                    flow_ov = tc_h_min(res.classid);
+                }
+                if tc_h_maj(res.classid) <= (QUEUES as u32) << 16 {
+                    host_ov = tc_h_maj(res.classid) >> 16;
+                }
+            }
+            None => {}
+        }
         let tin = self.select_tin(&mut pkt);
-        let idx = self.hash(tin, &pkt);
+        let idx = self.hash(tin, &pkt, flow_ov, host_ov);
 
         // Keep the shaper state fresh.
         if self.tins[tin].tin_backlog == 0 {
@@ -2150,8 +2179,8 @@ impl Cake {
 }
 
 /// The queues as classes `<handle>:<n>`, n = tin position × 1024 + queue + 1: only
-/// dumpable (`cake_find` finds nothing, there are no leaves, and — unlike the kernel —
-/// no filter block: see the notes at the top).
+/// dumpable (`cake_find` finds nothing, there are no leaves); the qdisc has a filter
+/// block.
 impl Classful for Cake {
     /// `cake_walk`: the queues on a list (even if momentarily empty), tins in dump order.
     fn class_minors(&self) -> Vec<u32> {
@@ -2226,6 +2255,13 @@ impl Classful for Cake {
                 out.fp(format_args!("{txt}"));
             }
         }
+    }
+    /// `cake_tcf_block`: the qdisc's block; classes have none (NULL → EINVAL).
+    fn block(&self, minor: u32) -> Option<&Block> {
+        (minor == 0).then_some(&self.block)
+    }
+    fn block_mut(&mut self, minor: u32) -> Option<&mut Block> {
+        (minor == 0).then_some(&mut self.block)
     }
     fn class_kind(&self) -> &'static str {
         "cake"
