@@ -527,7 +527,6 @@ struct Flow {
     cvars: CobaltVars,
     /// `srchost`, `dsthost`: indices into the tin's hosts.
     host: [u16; 2],
-    set: u8,
 }
 
 /// The three list heads sit after the 1024 queues in the link index space.
@@ -557,6 +556,8 @@ struct Tin {
     tags: Vec<u32>,
     /// Each queue's `dropped`.
     dropped: Vec<u32>,
+    /// Each queue's `set` (`CAKE_SET_*`), apart so a set's 8 ways share a line.
+    sets: Vec<u8>,
     overflow_idx: Vec<u16>,
     hosts: Vec<Host>,
     flow_quantum: u16,
@@ -600,7 +601,6 @@ impl Tin {
                 link: [j as u16; 2],
                 cvars: CobaltVars::default(),
                 host: [0; 2],
-                set: SET_NONE,
             });
         }
         Tin {
@@ -608,6 +608,7 @@ impl Tin {
             heads: [[NEW_FLOWS; 2], [OLD_FLOWS; 2], [DECAYING_FLOWS; 2]],
             tags: vec![0; QUEUES],
             dropped: vec![0; QUEUES],
+            sets: vec![SET_NONE; QUEUES],
             overflow_idx: (0..QUEUES).map(|j| (j * MAX_TINS + i) as u16).collect(),
             hosts: vec![Host::default(); QUEUES],
             flow_quantum: 0,
@@ -738,7 +739,7 @@ impl Tin {
             self.hosts[outer + k].tag[side] = hash;
         }
         self.flows[reduced].host[side] = (outer + k) as u16;
-        if self.flows[reduced].set == SET_BULK {
+        if self.sets[reduced] == SET_BULK {
             self.inc_host(reduced, side, mode);
         }
     }
@@ -1422,7 +1423,7 @@ impl Cake {
         }
         let q = &mut self.tins[tin];
         let mut reduced = (flow_hash % QUEUES as u32) as usize;
-        if q.tags[reduced] == flow_hash && q.flows[reduced].set != SET_NONE {
+        if q.tags[reduced] == flow_hash && q.sets[reduced] != SET_NONE {
             q.way_directs = q.way_directs.wrapping_add(1);
             return reduced;
         }
@@ -1436,7 +1437,7 @@ impl Cake {
                 if i != 0 {
                     q.way_hits = q.way_hits.wrapping_add(1);
                 }
-                if q.flows[outer + k].set == SET_NONE {
+                if q.sets[outer + k] == SET_NONE {
                     alloc_src = dual(mode, SRC);
                     alloc_dst = dual(mode, DST);
                 }
@@ -1447,7 +1448,7 @@ impl Cake {
         }
         if !found {
             for _ in 0..WAYS {
-                if q.flows[outer + k].set == SET_NONE {
+                if q.sets[outer + k] == SET_NONE {
                     q.way_misses = q.way_misses.wrapping_add(1);
                     alloc_src = dual(mode, SRC);
                     alloc_dst = dual(mode, DST);
@@ -1461,7 +1462,7 @@ impl Cake {
             q.way_collisions = q.way_collisions.wrapping_add(1);
             alloc_src = dual(mode, SRC);
             alloc_dst = dual(mode, DST);
-            if q.flows[outer + k].set == SET_BULK {
+            if q.sets[outer + k] == SET_BULK {
                 q.dec_hosts(outer + k, mode);
             }
         }
@@ -1662,14 +1663,14 @@ impl Cake {
                 first_flow = false;
                 if self.tins[tin].flows[idx].deficit <= 0 {
                     let b = &mut self.tins[tin];
-                    if b.flows[idx].set == SET_SPARSE {
+                    if b.sets[idx] == SET_SPARSE {
                         if b.flows[idx].head != NIL {
                             b.sparse_flow_count -= 1;
                             b.bulk_flow_count += 1;
                             b.inc_hosts(idx, mode);
-                            b.flows[idx].set = SET_BULK;
+                            b.sets[idx] = SET_BULK;
                         } else {
-                            b.flows[idx].set = SET_SPARSE_WAIT;
+                            b.sets[idx] = SET_SPARSE_WAIT;
                         }
                     }
                     let q = self.flow_quantum(tin, idx) as i32;
@@ -1689,7 +1690,7 @@ impl Cake {
                         let cv = b.flows[idx].cvars;
                         if cv.p_drop != 0 || cv.count != 0 || now < cv.drop_next {
                             b.list_move_tail(idx as u16, DECAYING_FLOWS);
-                            match b.flows[idx].set {
+                            match b.sets[idx] {
                                 SET_BULK => {
                                     b.bulk_flow_count -= 1;
                                     b.dec_hosts(idx, mode);
@@ -1701,10 +1702,10 @@ impl Cake {
                                 }
                                 _ => {}
                             }
-                            b.flows[idx].set = SET_DECAYING;
+                            b.sets[idx] = SET_DECAYING;
                         } else {
                             b.list_del_init(idx as u16);
-                            match b.flows[idx].set {
+                            match b.sets[idx] {
                                 SET_SPARSE | SET_SPARSE_WAIT => b.sparse_flow_count -= 1,
                                 SET_BULK => {
                                     b.bulk_flow_count -= 1;
@@ -1712,7 +1713,7 @@ impl Cake {
                                 }
                                 _ => b.decaying_flow_count = b.decaying_flow_count.wrapping_sub(1),
                             }
-                            b.flows[idx].set = SET_NONE;
+                            b.sets[idx] = SET_NONE;
                         }
                         continue 'begin;
                     };
@@ -1900,7 +1901,7 @@ impl Qdisc for Cake {
 
         // flowchain
         let mode = self.cfg.flow_mode;
-        let set = self.tins[tin].flows[idx].set;
+        let set = self.tins[tin].sets[idx];
         if set == SET_NONE || set == SET_DECAYING {
             let b = &mut self.tins[tin];
             if set == SET_NONE {
@@ -1909,13 +1910,13 @@ impl Qdisc for Cake {
                 b.decaying_flow_count -= 1;
                 b.list_move_tail(idx as u16, NEW_FLOWS);
             }
-            b.flows[idx].set = SET_SPARSE;
+            b.sets[idx] = SET_SPARSE;
             b.sparse_flow_count += 1;
             let q = self.flow_quantum(tin, idx);
             self.tins[tin].flows[idx].deficit = q as i32;
         } else if set == SET_SPARSE_WAIT {
             let b = &mut self.tins[tin];
-            b.flows[idx].set = SET_BULK;
+            b.sets[idx] = SET_BULK;
             b.sparse_flow_count -= 1;
             b.bulk_flow_count += 1;
             b.inc_hosts(idx, mode);
