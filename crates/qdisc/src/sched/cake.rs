@@ -2443,4 +2443,88 @@ mod tests {
         assert!(s.starts_with(" memory used: 0b of 15140Kb\n capacity estimate: 0bit\n"), "{s}");
         assert!(s.contains("\n\n                  Tin 0\n  thresh           0bit\n  target            5ms\n"), "{s}");
     }
+
+    /// Drain `q`, following its throttle times; (id, departure ns) in order.
+    fn drain(q: &mut Cake, mut now: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        loop {
+            match q.dequeue(Instant(now)) {
+                Dequeued::Packet(p) => out.push((p.id, now)),
+                Dequeued::Throttled { until } => now = until.0,
+                Dequeued::Empty => return out,
+            }
+        }
+    }
+
+    #[test]
+    fn cobalt_drops_the_ninth_of_a_burst_at_4mbit() {
+        // goldens/diff/cake-shaper: the kernel drops packet 9 of the first burst too.
+        // 1000 B at 4 Mbit/s = 2 ms; 4 MTU times = 12.11 ms. Packet 8 (sojourn 14 ms)
+        // starts the dropping state with drop_next = now (rec_inv_sqrt still 0), so
+        // packet 9 is dropped at once; then count 2 spaces the next drop by
+        // interval/sqrt(2) ≈ 70.7 ms.
+        let mut q = cake("bandwidth 4mbit besteffort flows");
+        for i in 1..=10u64 {
+            q.enqueue(Packet::new(i, 1000).with_hash(3), Instant::ZERO);
+        }
+        let got = drain(&mut q, 0);
+        let want: Vec<(u64, u64)> = (1..=8).chain([10]).zip((0..9).map(|k| k * 2_000_000)).collect();
+        assert_eq!(got, want);
+        assert_eq!((q.tins[0].tin_dropped, q.stats.drops, q.tins[0].dropped[3]), (1, 1, 1));
+        let v = q.tins[0].flows[3].cvars;
+        assert_eq!((v.count, v.dropping, v.rec_inv_sqrt), (2, true, 3037000500));
+    }
+
+    #[test]
+    fn wash_clears_dscp_keeps_ecn_and_still_picks_the_tin() {
+        let mut q = cake("diffserv4 wash");
+        let mut p = Packet::new(1, 100);
+        p.tos = (46 << 2) | 0b10; // EF, ECT(0)
+        q.enqueue(p, Instant::ZERO);
+        assert_eq!(q.tins[3].packets, 1, "EF → Voice");
+        let Dequeued::Packet(p) = q.dequeue(Instant::ZERO) else { panic!() };
+        assert_eq!(p.tos, 0b10);
+    }
+
+    #[test]
+    fn overflow_drops_from_the_longest_queue_of_any_tin() {
+        // memlimit 10 packets' truesize (1792 each); tin 2 (Voice) holds the fattest.
+        // At 10 ms: BLUE only moves when its timer is a target (5 ms) old.
+        let t = Instant::from_millis(10);
+        let mut q = cake("diffserv3 flows memlimit 17920");
+        for i in 0..6u64 {
+            let mut p = Packet::new(i, 1000).with_hash(1);
+            p.tos = 46 << 2;
+            q.enqueue(p, t);
+        }
+        for i in 6..10u64 {
+            q.enqueue(Packet::new(i, 1000).with_hash(2), t);
+        }
+        assert_eq!(q.stats.drops, 0);
+        // The eleventh: the Voice queue (6 packets) loses its head.
+        assert_eq!(q.enqueue(Packet::new(10, 1000).with_hash(2), t), Enqueued::Success);
+        assert_eq!((q.tins[2].tin_dropped, q.tins[2].flows[1].backlog, q.tins[0].flows[2].backlog), (1, 5000, 5000));
+        assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 1000 });
+        // BLUE noticed: p_drop = 1/256 and the queue counts as unresponsive.
+        assert_eq!((q.tins[2].flows[1].cvars.p_drop, q.tins[2].unresponsive_flow_count), (1 << 24, 1));
+        // The twelfth makes its own queue the longest: NET_XMIT_CN, and the parents,
+        // which will not count it, are told nothing more.
+        assert_eq!(q.enqueue(Packet::new(11, 1000).with_hash(2), t), Enqueued::Congested);
+        assert_eq!(q.take_reduce(), Reduce { pkts: 0, bytes: 0 });
+        // drop_overlimit counts on the tin of the packet that overflowed (both times
+        // tin 0), tin_dropped on the tin that lost one.
+        assert_eq!((q.tins[0].tin_dropped, q.tins[0].drop_overlimit, q.stats.qlen), (1, 2, 10));
+    }
+
+    #[test]
+    fn ingress_mode_charges_the_shaper_for_overflow_drops() {
+        let mut q = cake("bandwidth 8mbit besteffort flows ingress memlimit 3584");
+        q.enqueue(Packet::new(1, 1000).with_hash(1), Instant::ZERO);
+        q.enqueue(Packet::new(2, 1000).with_hash(1), Instant::ZERO);
+        let before = q.time_next_packet;
+        // A third overflows: the head (1000 B = 1 ms at 8 Mbit/s) is dropped and charged.
+        q.enqueue(Packet::new(3, 1000).with_hash(1), Instant::ZERO);
+        assert_eq!(q.time_next_packet - before, 1_000_000);
+        assert_eq!(q.failsafe_next_packet, 0, "drops do not move the failsafe clock");
+    }
 }
