@@ -2527,4 +2527,25 @@ mod tests {
         assert_eq!(q.time_next_packet - before, 1_000_000);
         assert_eq!(q.failsafe_next_packet, 0, "drops do not move the failsafe clock");
     }
+
+    #[test]
+    fn gso_split_or_charged_whole() {
+        // split-gso (the default): three segments, three packets; the parents grew by
+        // one packet and are told two more (a negative reduction).
+        let mut q = cake("besteffort flows overhead 10");
+        let mut p = Packet::new(1, 3000).with_hash(9);
+        p.gso_segs = 3;
+        assert_eq!(q.enqueue(p, Instant::ZERO), Enqueued::Success);
+        assert_eq!((q.stats.qlen, q.tins[0].packets, q.tins[0].bytes), (3, 3, 3000));
+        assert_eq!(q.take_reduce(), Reduce { pkts: -2, bytes: 0 });
+        // Each segment: 1000 − 14 + 10.
+        assert_eq!((q.min_adjlen, q.max_adjlen), (996, 996));
+        // no-split-gso: one packet, charged as its segments.
+        let mut q = cake("besteffort flows overhead 10 no-split-gso");
+        let mut p = Packet::new(1, 3000).with_hash(9);
+        p.gso_segs = 3;
+        q.enqueue(p, Instant::ZERO);
+        assert_eq!((q.stats.qlen, q.tins[0].packets), (1, 1));
+        assert_eq!(q.slots.meta[0][1], 3 * 996);
+    }
 }
