@@ -2548,4 +2548,29 @@ mod tests {
         assert_eq!((q.stats.qlen, q.tins[0].packets), (1, 1));
         assert_eq!(q.slots.meta[0][1], 3 * 996);
     }
+
+    #[test]
+    fn autorate_ingress_follows_the_arrival_rate() {
+        // Pairs of 1000-byte packets every 2 ms: 1 MB/s arriving in bursts. The first of
+        // a pair comes after a gap longer than the (EWMA) average gap, closing a window
+        // of 2000 bytes in 2 ms; the peak estimate goes to 10^6 B/s (less the integer
+        // EWMA's shortfall) and every 250 ms the bandwidth becomes 15/16 of it. (At a
+        // perfectly even rate the average gap reaches the gap and no window closes.)
+        let mut q = cake("autorate-ingress besteffort");
+        assert_eq!(q.cfg.rate_bps, 0);
+        for k in 1..=150u64 {
+            let t = Instant::from_millis(2 * k);
+            for i in 0..2 {
+                q.enqueue(Packet::new(2 * k + i, 1000).with_hash(1), t);
+            }
+            while let Dequeued::Packet(_) = q.dequeue(t) {}
+        }
+        let est = q.avg_peak_bandwidth;
+        assert!((999_000..=1_000_000).contains(&est), "{est}");
+        assert_eq!(q.cfg.rate_bps, (est * 15) >> 4);
+        assert_eq!(q.tins[0].tin_rate_bps, q.cfg.rate_bps, "reconfigured: the shaper is on");
+        let mut o = Out::text();
+        q.dump(&mut o, &dev());
+        assert!(o.as_str().starts_with("bandwidth 7500Kbit autorate-ingress besteffort "), "{}", o.as_str());
+    }
 }
