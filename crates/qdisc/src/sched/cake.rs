@@ -2092,11 +2092,11 @@ impl Qdisc for Cake {
                 u(out, "threshold_rate", b.tin_rate_bps);
                 u(out, "sent_bytes", b.bytes);
                 u(out, "backlog_bytes", b.tin_backlog as u64);
-                u(out, "target_us", b.cparams.target / 1000 & 0xFFFF_FFFF);
-                u(out, "interval_us", b.cparams.interval / 1000 & 0xFFFF_FFFF);
-                u(out, "peak_delay_us", b.peak_delay / 1000 & 0xFFFF_FFFF);
-                u(out, "avg_delay_us", b.avge_delay / 1000 & 0xFFFF_FFFF);
-                u(out, "base_delay_us", b.base_delay / 1000 & 0xFFFF_FFFF);
+                u(out, "target_us", us32(b.cparams.target));
+                u(out, "interval_us", us32(b.cparams.interval));
+                u(out, "peak_delay_us", us32(b.peak_delay));
+                u(out, "avg_delay_us", us32(b.avge_delay));
+                u(out, "base_delay_us", us32(b.base_delay));
                 u(out, "sent_packets", b.packets as u64);
                 u(out, "way_indirect_hits", b.way_hits as u64);
                 u(out, "way_misses", b.way_misses as u64);
@@ -2269,6 +2269,11 @@ impl Classful for Cake {
     }
 }
 
+/// `ktime_to_us` put in a u32 attribute.
+fn us32(ns: u64) -> u64 {
+    (ns / 1000) as u32 as u64
+}
+
 /// `cake_print_mode`.
 fn print_mode(out: &mut Out, v: u32, key: &str, table: &[&str]) {
     match table.get(v as usize) {
@@ -2341,7 +2346,7 @@ mod tests {
         // 20 Mbit/s = 2.5 MB/s: 400 ns per byte, in 34-bit fixed point shifted to fit.
         let q = cake("bandwidth 20mbit besteffort");
         let b = &q.tins[0];
-        assert_eq!((b.tin_rate_ns >> b.tin_rate_shft) as u64, 400);
+        assert_eq!(b.tin_rate_ns >> b.tin_rate_shft, 400);
         assert_eq!(b.flow_quantum, 610); // 2_500_000 >> 12
                                          // mtu_time = 1514 B × 400 ns = 605.6 µs → target max(908 µs, 5 ms).
         assert_eq!(b.cparams.target, 5_000_000);
