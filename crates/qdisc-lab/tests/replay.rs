@@ -84,6 +84,44 @@ fn pcap_through_tbf_and_prio_favours_voice_and_interactive() {
     assert!(worst_urgent < 1_000_000, "{worst_urgent}");
 }
 
+/// The README's cake tour: the shaper holds 20 Mbit/s, EF voice keeps its Voice tin's
+/// sub-millisecond delay, the two best-effort flows share their tin evenly, and the
+/// per-tin table is printed.
+#[test]
+fn cake_home_shapes_prioritises_voice_and_shares_fairly() {
+    let tc = example("cake-home.tc");
+    let args = [
+        "--tc",
+        tc.as_str(),
+        "--rate",
+        "100mbit",
+        "--flow",
+        "12mbit",
+        "--flow",
+        "12mbit,proto=tcp,dport=443",
+        "--flow",
+        "8mbit,tos=0x20",
+        "--flow",
+        "500kbit,size=200,tos=0xb8",
+        "--duration",
+        "5s",
+    ];
+    let text = replay_ok(&args);
+    assert!(text.contains("                   Bulk  Best Effort        Video        Voice\n  thresh       1250Kbit       20Mbit       10Mbit        5Mbit\n"), "{text}");
+    let r = replay_json(&args);
+    assert_conservation(&r);
+    let flows = r["flows"].as_array().unwrap();
+    let voice = flows.iter().find(|f| u(f, "tos") == 0xB8).unwrap();
+    assert_eq!(u(voice, "dropped_pkts"), 0);
+    assert!(voice["delay_ns"]["p99"].as_u64().unwrap() < 1_000_000, "{voice}");
+    let be: Vec<u64> = flows.iter().filter(|f| u(f, "tos") == 0).map(|f| u(f, "delivered_bytes")).collect();
+    assert_eq!(be.len(), 2);
+    assert!(be[0].abs_diff(be[1]) * 100 < be[0], "even split: {be:?}");
+    // 20 Mbit/s of DOCSIS-framed (+18 bytes) packets for about 5 s.
+    let total_bits = u(&r["total"], "delivered_bytes") * 8;
+    assert!((95_000_000..115_000_000).contains(&total_bits), "{total_bits}");
+}
+
 #[test]
 fn generated_flow_into_a_small_fifo_gets_the_wire_rate_and_drops() {
     let tc = std::env::temp_dir().join(format!("qdisc-lab-replay-pfifo10-{}.tc", std::process::id()));

@@ -34,6 +34,13 @@ fn kernel_of(dir: &std::path::Path) -> KernelVersion {
 /// only its output is not compared.
 const KNOWN_GAPS: &[(&str, &str, &str, &str)] = &[
     (
+        "kernel-6.12",
+        "cake-classes",
+        "-s class show dev eth0",
+        "a queue's deficit: each quantum cake hands out is dithered by get_random_u16() (1514 or, one time in 43, \
+         1513), which the engine cannot draw as the kernel did",
+    ),
+    (
         "kernel",
         "nokernel-prio",
         "",
@@ -74,6 +81,29 @@ const KNOWN_GAPS: &[(&str, &str, &str, &str)] = &[
 /// Cases whose netem was given no `seed`: the kernel drew one at random, so the seed
 /// printed is not compared.
 const RANDOM_SEED_CASES: &[&str] = &["netem-default"];
+
+/// cake cases with traffic: the kernel's per-tin delay averages are wall-clock
+/// sojourn times (a few µs to a few hundred under TCG, nothing the replay's single
+/// instant can reproduce), and its "memory used" peak sums the truesize of the
+/// AF_PACKET skbs (2304 bytes for a 1000-byte frame: a kmalloc bucket), which the
+/// engine models as `truesize_of`. Those three rows and that figure are masked;
+/// every other byte is compared.
+const CAKE_CLOCK_CASES: &[&str] = &["cake-traffic", "cake-classes"];
+
+/// Blank the delay rows' values and the "memory used" figure of cake's `-s` table.
+fn mask_cake_clock(s: &str) -> String {
+    s.split_inclusive('\n')
+        .map(|l| {
+            if ["  pk_delay", "  av_delay", "  sp_delay"].iter().any(|p| l.starts_with(p)) {
+                format!("{}\n", &l[..10])
+            } else if let Some(rest) = l.strip_prefix(" memory used: ") {
+                format!(" memory used: N{}", &rest[rest.find(' ').unwrap_or(rest.len())..])
+            } else {
+                l.to_string()
+            }
+        })
+        .collect()
+}
 
 /// Replace the digits after `seed ` (text) or `"seed":` (JSON) with `N`.
 fn mask_seed(s: &str) -> String {
@@ -168,6 +198,7 @@ fn check_dir(name: &str, at_least: usize) {
         let mut tc = boot(&specs, kernel, case.get("sysctl"));
         tc.lib = tc_lib();
         let masked = RANDOM_SEED_CASES.contains(&case_name);
+        let cake_clock = CAKE_CLOCK_CASES.contains(&case_name);
         for step in case["steps"].as_array().unwrap() {
             let cmd = step["cmd"].as_str().unwrap();
             if let Some(rest) = cmd.strip_prefix("# send ") {
@@ -189,6 +220,9 @@ fn check_dir(name: &str, at_least: usize) {
             let mut want_out = step["stdout"].as_str().unwrap().to_string();
             if masked {
                 (want_out, got.stdout) = (mask_seed(&want_out), mask_seed(&got.stdout));
+            }
+            if cake_clock {
+                (want_out, got.stdout) = (mask_cake_clock(&want_out), mask_cake_clock(&got.stdout));
             }
             let want = (want_out.as_str(), step["stderr"].as_str().unwrap(), step["exit"].as_i64().unwrap() as i32);
             if (got.stdout.as_str(), got.stderr.as_str(), got.code) != want {

@@ -1,4 +1,4 @@
-//! Differential tests against the real kernel's fq and fq_codel: crafted packet
+//! Differential tests against the real kernel's fq, fq_codel, netem and cake: crafted packet
 //! sequences were sent through Debian 13's 6.12 kernel (under qemu) behind a slow
 //! shaper, and what left the qdisc was captured on the veth peer
 //! (`scripts/diff-kernel-vm.sh`, fixtures in `goldens/diff/`). Here the same tc script
@@ -202,6 +202,16 @@ fn ipv4_mapped(a: [u8; 4]) -> [u8; 16] {
 const TIMING_KEYS: &[(&str, &str, &str)] = &[
     ("fq", "latency", "fq's unthrottle latency EWMA: how late the VM's timer fired"),
     ("fq", "next_packet_delay", "relative to the dump's wall-clock time"),
+    (
+        "cake",
+        "overlimits",
+        "a throttled dequeue each time the shaper makes the queue wait: a watchdog that fires later than a \
+         packet's time sends two back to back without one",
+    ),
+    ("cake", "memory_used", "peak skb truesize: the kernel's UDP skbs are not the engine's truesize_of"),
+    ("cake", "peak_delay_us", "sojourn times in the VM's real time"),
+    ("cake", "avg_delay_us", "sojourn times in the VM's real time"),
+    ("cake", "base_delay_us", "sojourn times in the VM's real time"),
 ];
 
 /// Numeric fields of each qdisc's `tc -s -j` object (stats and xstats), by handle.
@@ -216,6 +226,16 @@ fn counters(stats: &Value) -> BTreeMap<String, BTreeMap<String, Value>> {
             }
             if v.is_number() || v.is_string() || v.is_boolean() {
                 m.insert(k.clone(), v.clone());
+            }
+            // cake's per-tin table: each tin's counters, as "tinN key".
+            if k == "tins" {
+                for (i, t) in v.as_array().into_iter().flatten().enumerate() {
+                    for (tk, tv) in t.as_object().into_iter().flatten() {
+                        if !TIMING_KEYS.iter().any(|(kd, key, _)| *kd == kind && key == tk) {
+                            m.insert(format!("tin{i} {tk}"), tv.clone());
+                        }
+                    }
+                }
             }
         }
         out.insert(format!("{} {}", kind, q["handle"].as_str().unwrap_or("?")), m);
@@ -330,6 +350,25 @@ fn check(name: &str) -> Result<String, String> {
         for key in km.keys().chain(em.keys()).collect::<BTreeSet<_>>() {
             if km.get(key) != em.get(key) {
                 errs.push(format!("{q} {key}: kernel {:?}, engine {:?}", km.get(key), em.get(key)));
+            }
+        }
+    }
+    // 6. A shaper's rate: the span from the first departure to the last, when the
+    // scenario asks for it (cake: within 1 %).
+    if let Some(tol) = sc.get("span_tolerance").and_then(Value::as_f64) {
+        let kt: Vec<i64> = k["departures"].as_array().unwrap().iter().map(|d| d["t_ns"].as_i64().unwrap()).collect();
+        let et: Vec<i64> = run.departures.iter().map(|d| d.1 as i64).collect();
+        if let (Some(kf), Some(kl), Some(ef), Some(el)) = (kt.first(), kt.last(), et.first(), et.last()) {
+            let (kspan, espan) = ((kl - kf) as f64, (el - ef) as f64);
+            let err = (kspan - espan).abs() / espan;
+            report.push_str(&format!(
+                "{name}: departure span {:.3} ms in the kernel, {:.3} ms here ({:+.3} %)\n",
+                kspan / 1e6,
+                espan / 1e6,
+                (kspan - espan) / espan * 100.0
+            ));
+            if err > tol {
+                errs.push(format!("departure span off by {:.2} % (allowed {:.2} %)", err * 100.0, tol * 100.0));
             }
         }
     }

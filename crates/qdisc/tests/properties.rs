@@ -74,6 +74,28 @@ const TREES: &[(&str, &str, &[&str])] = &[
         "qdisc add dev eth0 root handle 1: tbf rate 2mbit burst 4k limit 200k\nqdisc add dev eth0 parent 1:1 handle 10: sfq limit 10 depth 4 flows 4 divisor 16 headdrop",
         &["qdisc replace dev eth0 parent 1:1 handle 20: sfq limit 5 perturb 1", "qdisc replace dev eth0 parent 1:1 handle 10: sfq limit 8 redflowlimit 20000 min 3000 max 9000 probability 0.2 ecn"],
     ),
+    // cake shaping on its own (its changes keep or add tins: fewer tins free the
+    // dropped tins' packets without counting them, as the kernel does), and cake under
+    // tbf with a memory limit small enough to overflow (drops reported to the parent).
+    (
+        "eth0",
+        "qdisc add dev eth0 root handle 1: cake bandwidth 2mbit diffserv4 memlimit 20000 rtt 5ms",
+        &[
+            "qdisc change dev eth0 root cake diffserv8",
+            "qdisc change dev eth0 root cake memlimit 8000",
+            "qdisc change dev eth0 root cake unlimited ingress",
+            "qdisc change dev eth0 root cake bandwidth 1mbit atm overhead 40 rtt 2ms egress",
+        ],
+    ),
+    (
+        "eth0",
+        "qdisc add dev eth0 root handle 1: tbf rate 2mbit burst 4k limit 200k\nqdisc add dev eth0 parent 1:1 handle 10: cake besteffort flows memlimit 12000 rtt 5ms",
+        &[
+            "qdisc change dev eth0 parent 1:1 handle 10: cake memlimit 4000",
+            "qdisc change dev eth0 parent 1:1 handle 10: cake dual-dsthost ingress",
+            "qdisc change dev eth0 parent 1:1 handle 10: cake bandwidth 500kbit docsis",
+        ],
+    ),
 ];
 
 #[derive(Clone, Debug)]
@@ -192,7 +214,7 @@ proptest! {
         Just("link"), Just("show"), Just("dev"), Just("eth0"), Just("eth9"), Just("root"), Just("parent"),
         Just("handle"), Just("1:"), Just("1:1"), Just(":2"), Just("ffff:"), Just("10000:"), Just("8001:"),
         Just("pfifo"), Just("bfifo"), Just("pfifo_head_drop"), Just("pfifo_fast"), Just("prio"), Just("tbf"),
-        Just("mq"), Just("noqueue"), Just("fq_codel"), Just("bogus"), Just("limit"), Just("bands"), Just("priomap"),
+        Just("mq"), Just("noqueue"), Just("fq_codel"), Just("cake"), Just("diffserv4"), Just("memlimit"), Just("bogus"), Just("limit"), Just("bands"), Just("priomap"),
         Just("rate"), Just("burst"), Just("latency"), Just("peakrate"), Just("mtu"), Just("minburst"),
         Just("overhead"), Just("linklayer"), Just("atm"), Just("mpu"), Just("1mbit"), Just("10kbps"), Just("5ms"),
         Just("10k/8"), Just("0"), Just("1"), Just("3"), Just("17"), Just("-1"), Just("4294967296"), Just("xyz"),

@@ -1,6 +1,7 @@
 //! The qdiscs, one file each, and the registry that maps a tc kind name to its
 //! option parser (iproute2 side) and its constructor (kernel side).
 
+pub mod cake;
 pub mod codel;
 pub mod fifo;
 pub mod fq;
@@ -33,6 +34,7 @@ pub enum Opts {
     Fq(fq::FqOpt),
     Htb(htb::HtbOpt),
     Netem(netem::NetemOpt),
+    Cake(cake::CakeOpt),
     /// Kinds that take no options (mq, pfifo_fast, noqueue).
     Empty,
 }
@@ -40,6 +42,7 @@ pub enum Opts {
 /// Kinds this engine implements, as the kernel knows them.
 pub const KINDS: &[&str] = &[
     "bfifo",
+    "cake",
     "clsact",
     "codel",
     "fq",
@@ -60,8 +63,8 @@ pub const KINDS: &[&str] = &[
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
 const TC_ONLY_KINDS: &[&str] = &[
-    "cake", "cbs", "choke", "drr", "etf", "ets", "fq_pie", "gred", "hfsc", "hhf", "mqprio", "multiq", "pie", "plug",
-    "qfq", "red", "sfb", "skbprio", "taprio",
+    "cbs", "choke", "drr", "etf", "ets", "fq_pie", "gred", "hfsc", "hhf", "mqprio", "multiq", "pie", "plug", "qfq",
+    "red", "sfb", "skbprio", "taprio",
 ];
 
 /// iproute2 side: parse a kind's options (`q->parse_qopt`). `Ok(None)` means the
@@ -88,6 +91,8 @@ pub fn parse(kind: &str, args: &mut Args) -> Result<Option<Opts>, TcError> {
         "fq" => Some(Opts::Fq(fq::parse(args)?)),
         // q_netem.c always sends TCA_OPTIONS.
         "netem" => Some(Opts::Netem(netem::parse(args)?)),
+        // q_cake.c always sends TCA_OPTIONS.
+        "cake" => Some(Opts::Cake(cake::parse(args)?)),
         // q_prio.c registers pfifo_fast for printing only, without a parser.
         "pfifo_fast" => {
             if !args.is_empty() {
@@ -210,6 +215,11 @@ pub fn create_with_default(
         "mq" => Ok(Box::new(mq::Mq::new(dev, handle, parent, default_qdisc, now)?)),
         "netem" => match opts {
             Some(Opts::Netem(o)) => Ok(Box::new(netem::Netem::new(o, handle, now)?)),
+            _ => Err(TcError::invalid()),
+        },
+        "cake" => match opts {
+            None => Ok(Box::new(cake::Cake::new(None, dev, handle, now)?)),
+            Some(Opts::Cake(o)) => Ok(Box::new(cake::Cake::new(Some(o), dev, handle, now)?)),
             _ => Err(TcError::invalid()),
         },
         _ => Err(TcError::kernel("Specified qdisc kind is unknown")),
