@@ -346,11 +346,8 @@ fn parse_police(a: &mut Args, named: bool) -> Result<PoliceSpec, Fail> {
     if a.is_empty() {
         return Err(Fail::Ret(String::new()));
     }
-    let invarg =
-        |what: &str, v: &str| Fail::Exit(TcError::usage(format!("Error: argument \"{v}\" is wrong: {what}\n")));
-    let duparg = |what: &str, v: &str| {
-        Fail::Exit(TcError::usage(format!("Error: duplicate \"{what}\": \"{v}\" is the second value.\n")))
-    };
+    let invarg = |what: &str, v: &str| Fail::Exit(crate::tc::invarg(what, v));
+    let duparg = |what: &str, v: &str| Fail::Exit(crate::tc::duparg(what, v));
     let mut p = PoliceSpec { action: TC_ACT_RECLASSIFY, ..Default::default() };
     let (mut buffer, mut mtu, mut mpu) = (0u32, 0u32, 0u32);
     let (mut rcell, mut pcell) = (None, None);
@@ -873,7 +870,7 @@ impl ActCtx<'_> {
                         mtu = 255u32 << p.rate.cell_log;
                     }
                 }
-                let burst = (p.burst as i64) << 6;
+                let burst = units::ticks2ns(p.burst);
                 let mtu_ptoks = peak.as_ref().map(|pk| pk.l2t_ns(mtu) as i64).unwrap_or(0);
                 let pol = Police {
                     action: p.action,
@@ -1062,7 +1059,7 @@ fn print_police(out: &mut Out, a: &Action, refs: i64, now: Instant) {
     }
     let rate64 = p.rate.map(|r| r.rate_bytes_ps).unwrap_or(0);
     out.fp(format_args!("rate {} ", units::fmt_rate(rate64, out.iec())));
-    let ticks = (p.burst >> 6) as u32;
+    let ticks = units::ns2ticks(p.burst) as u32;
     let buffer = units::calc_xmitsize(rate64, ticks);
     out.fp(format_args!("burst {} ", units::fmt_size(buffer)));
     out.fp(format_args!("mtu {} ", units::fmt_size(p.mtu)));

@@ -48,6 +48,7 @@ use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
 use crate::sched::fifo::{Fifo, FifoKind};
 use crate::sched::{ClassOpts, Opts};
 use crate::stats::{Reduce, Stats};
+use crate::tc::units::{calc_xmitsize, calc_xmittime, ns2ticks, ticks2ns};
 use crate::tc::{matches, units, Args, Errno, Out, TcError};
 use crate::time::Instant;
 
@@ -299,36 +300,6 @@ pub fn parse_class(args: &mut Args) -> Result<HtbClassOpt, TcError> {
         opt.ceil64 = Some(ceil64);
     }
     Ok(opt)
-}
-
-/// C's conversion of a double to `unsigned int` as gcc emits it on x86-64: truncate
-/// to a 64-bit integer and keep the low 32 bits (out-of-range values wrap).
-fn c_double_to_u32(x: f64) -> u32 {
-    if x.is_finite() && x.abs() < 9.223_372_036_854_776e18 {
-        (x as i64) as u32
-    } else {
-        0
-    }
-}
-
-/// `tc_calc_xmittime`: ticks for `size` bytes at `rate`, its `unsigned int` result
-/// wrapping for huge values (`rate 8bit` with the default burst).
-fn calc_xmittime(rate: u64, size: u32) -> u32 {
-    c_double_to_u32(units::time2tick(1_000_000.0 * (size as f64 / rate as f64)).ceil())
-}
-
-/// `tc_calc_xmitsize`: bytes sent in `ticks` at `rate`, wrapping like C for huge rates.
-fn calc_xmitsize(rate: u64, ticks: u32) -> u32 {
-    c_double_to_u32(rate as f64 * units::tick2time(ticks as f64) / 1_000_000.0)
-}
-
-/// PSCHED_TICKS2NS.
-fn ticks2ns(ticks: u32) -> i64 {
-    (ticks as i64) << 6
-}
-/// PSCHED_NS2TICKS.
-fn ns2ticks(ns: i64) -> i64 {
-    ns >> 6
 }
 
 // ---------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ use crate::packet::Packet;
 use crate::qdisc::{tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Node, Parked, Qdisc};
 use crate::sched::Opts;
 use crate::stats::{Reduce, Stats};
+use crate::tc::units::c_double_to_u32;
 use crate::tc::{units, Args, Errno, Out, TcError};
 use crate::time::{Duration, Instant};
 
@@ -154,15 +155,6 @@ fn scan_lg(s: &str) -> Option<f64> {
         }
     }
     t[..end].parse().ok()
-}
-
-/// C's conversion of a double to `__u32` as gcc emits it on x86-64.
-fn c_double_to_u32(x: f64) -> u32 {
-    if x.is_finite() && x.abs() < 9.223_372_036_854_776e18 {
-        (x as i64) as u32
-    } else {
-        0
-    }
 }
 
 /// tc/tc_red.c `tc_red_eval_ewma`: the smallest Wlog whose EWMA absorbs `burst`

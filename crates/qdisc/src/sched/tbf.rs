@@ -25,6 +25,7 @@ use crate::sched::fifo::{Fifo, FifoKind, FifoOpt};
 use crate::sched::noqueue::Noop;
 use crate::sched::Opts;
 use crate::stats::{Reduce, Stats};
+use crate::tc::units::{c_double_to_u32, ticks2ns};
 use crate::tc::{matches, units, Args, Out, TcError};
 use crate::time::Instant;
 
@@ -97,16 +98,6 @@ fn get_u16_dec(s: &str) -> Option<u16> {
     let v: u64 = digits.parse().unwrap_or(u64::MAX);
     let v = if neg { v.wrapping_neg() } else { v };
     u16::try_from(v).ok()
-}
-
-/// C's conversion of a double to `unsigned int` as gcc emits it on x86-64
-/// (truncate to a 64-bit integer, keep the low 32 bits).
-fn c_double_to_u32(x: f64) -> u32 {
-    if x.is_finite() && x.abs() < 9.223_372_036_854_776e18 {
-        (x as i64) as u32
-    } else {
-        0
-    }
 }
 
 /// tc side: q_tbf.c `tbf_parse_opt`.
@@ -258,15 +249,6 @@ pub fn parse(args: &mut Args) -> Result<TbfOpt, TcError> {
         opt.pburst = Some(mtu);
     }
     Ok(opt)
-}
-
-/// PSCHED_TICKS2NS.
-fn ticks2ns(ticks: u32) -> i64 {
-    (ticks as i64) << 6
-}
-/// PSCHED_NS2TICKS, stored into a u32 field of the dump.
-fn ns2ticks(ns: i64) -> u32 {
-    (ns >> 6) as u32
 }
 
 /// Kernel side: `struct tbf_sched_data` plus the qdisc's counters.
@@ -586,13 +568,13 @@ impl Qdisc for Tbf {
     fn dump(&self, out: &mut Out, _dev: &DevInfo) {
         let rate64 = self.rate.rate_bytes_ps;
         let rspec = self.rate.getrate();
-        let buffer_ticks = ns2ticks(self.buffer);
+        let buffer_ticks = units::ns2ticks(self.buffer) as u32;
         let (prate64, pspec) = if self.peak.is_present() {
             (self.peak.rate_bytes_ps, self.peak.getrate())
         } else {
             (0, RateSpec::default())
         };
-        let mtu_ticks = ns2ticks(self.mtu);
+        let mtu_ticks = units::ns2ticks(self.mtu) as u32;
         let limit = self.limit;
         let (details, raw, iec) = (out.details(), out.raw(), out.iec());
 

@@ -5,7 +5,7 @@ use crate::qdisc::{tc_h_maj, TC_H_ROOT};
 use crate::sched;
 use crate::sched::ingress::{INGRESS_HANDLE, TC_H_INGRESS};
 use crate::tc::show::{self, QdiscFilter};
-use crate::tc::{matches, Args, Errno, Out, TcError, TcLib};
+use crate::tc::{duparg, invarg, matches, Args, Errno, Out, TcError, TcLib};
 use crate::time::Instant;
 use crate::tree::{self, DevSpec, Device, KernelVersion, NlFlags};
 
@@ -121,15 +121,6 @@ where  OBJECT := { qdisc | class | filter | chain |
 \t\t     -nm | -nam[es] | { -cf | -conf } path
 \t\t     -br[ief] | -echo }
 ";
-
-/// `duparg`.
-fn duparg(key: &str, arg: &str) -> TcError {
-    TcError::usage(format!("Error: duplicate \"{key}\": \"{arg}\" is the second value.\n"))
-}
-/// `invarg`.
-fn invarg(msg: &str, arg: &str) -> TcError {
-    TcError::usage(format!("Error: argument \"{arg}\" is wrong: {msg}\n"))
-}
 
 /// `get_qdisc_handle`: `maj[:]` in hex, or `none`.
 pub fn get_qdisc_handle(s: &str) -> Option<u32> {

@@ -13,7 +13,7 @@ use crate::classify::action::ActCtx;
 use crate::classify::{self, flower, fw, matchall, u32 as cu32, Block, DumpCtx, FilterError, Kind, Proto, ETH_P_ALL};
 use crate::qdisc::{tc_h_maj, tc_h_min, TC_H_ROOT};
 use crate::tc::cmd::{get_tc_classid, Tc, TcOpts};
-use crate::tc::{matches, show, Args, Errno, Out, TcError};
+use crate::tc::{duparg, invarg, matches, show, Args, Errno, Out, TcError};
 use crate::tree::{KernelVersion, Path};
 
 const USAGE: &str = "Usage: tc filter [ add | del | change | replace | show ] [ dev STRING ]
@@ -37,12 +37,6 @@ OPTIONS := ... try tc filter add <desired FILTER_KIND> help
 const INGRESS_PARENT: u32 = 0xFFFF_FFF2;
 const EGRESS_PARENT: u32 = 0xFFFF_FFF3;
 
-fn duparg(key: &str, arg: &str) -> TcError {
-    TcError::usage(format!("Error: duplicate \"{key}\": \"{arg}\" is the second value.\n"))
-}
-fn invarg(msg: &str, arg: &str) -> TcError {
-    TcError::usage(format!("Error: argument \"{arg}\" is wrong: {msg}\n"))
-}
 fn kerr(m: &str) -> TcError {
     FilterError::ext(m).into_tc()
 }

@@ -263,6 +263,16 @@ impl<'a> Args<'a> {
     }
 }
 
+/// iproute2's `duparg`: a keyword given twice (exit 255).
+pub(crate) fn duparg(key: &str, arg: &str) -> TcError {
+    TcError::usage(format!("Error: duplicate \"{key}\": \"{arg}\" is the second value.\n"))
+}
+
+/// iproute2's `invarg`: a value tc cannot use (exit 255).
+pub(crate) fn invarg(msg: &str, arg: &str) -> TcError {
+    TcError::usage(format!("Error: argument \"{arg}\" is wrong: {msg}\n"))
+}
+
 /// iproute2's `matches(arg, keyword)`: `arg` is a non-empty prefix of `keyword`.
 pub fn matches(arg: &str, keyword: &str) -> bool {
     !arg.is_empty() && keyword.starts_with(arg)

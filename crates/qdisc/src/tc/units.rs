@@ -468,19 +468,37 @@ pub fn tick2time(ticks: f64) -> f64 {
     ticks / TICK_IN_USEC
 }
 
-/// `tc_calc_xmittime(rate, size)`: ticks to send `size` bytes at `rate` bytes/s.
-pub fn calc_xmittime(rate: u64, size: u32) -> u32 {
-    let t = (time2tick(1_000_000.0 * size as f64 / rate as f64)).ceil();
-    if t >= 4294967295.0 {
-        u32::MAX
+/// C's `double` → `unsigned int` as iproute2 gets it on x86-64: through a 64-bit
+/// integer, keeping the low 32 bits (so a too-large value wraps); NaN and values
+/// beyond 2^63 give INT64_MIN, whose low bits are 0.
+pub fn c_double_to_u32(x: f64) -> u32 {
+    if x.is_finite() && x.abs() < 9.223_372_036_854_776e18 {
+        (x as i64) as u32
     } else {
-        t as u32
+        0
     }
 }
 
-/// `tc_calc_xmitsize(rate, ticks)`: bytes sendable in `ticks` at `rate`.
+/// `tc_calc_xmittime(rate, size)`: ticks to send `size` bytes at `rate` bytes/s, its
+/// `unsigned int` result wrapping for huge values (`rate 8bit` with a large burst).
+pub fn calc_xmittime(rate: u64, size: u32) -> u32 {
+    c_double_to_u32(time2tick(1_000_000.0 * (size as f64 / rate as f64)).ceil())
+}
+
+/// `tc_calc_xmitsize(rate, ticks)`: bytes sendable in `ticks` at `rate`, wrapping
+/// like C for huge rates.
 pub fn calc_xmitsize(rate: u64, ticks: u32) -> u32 {
-    (rate as f64 * tick2time(ticks as f64) / 1_000_000.0) as u32
+    c_double_to_u32(rate as f64 * tick2time(ticks as f64) / 1_000_000.0)
+}
+
+/// `PSCHED_TICKS2NS`: a tick is 64 ns.
+pub fn ticks2ns(ticks: u32) -> i64 {
+    (ticks as i64) << 6
+}
+
+/// `PSCHED_NS2TICKS`.
+pub fn ns2ticks(ns: i64) -> i64 {
+    ns >> 6
 }
 
 #[cfg(test)]
