@@ -152,10 +152,7 @@ fn run_tc(dev: &[String], kernel: &str, sysctls: &[String], args: &[String]) -> 
                 std::fs::read(file).map(|b| bytes = b)
             };
             if let Err(e) = read {
-                // strerror's words, without Rust's " (os error N)".
-                let e = e.to_string();
-                let e = e.split(" (os error").next().unwrap_or(&e);
-                errln!("Cannot open file \"{file}\" for reading: {e}");
+                errln!("Cannot open file \"{file}\" for reading: {}", qdisc::tc::strerror(&e));
                 return ExitCode::from(1);
             }
             // tc reads bytes: a byte that is not UTF-8 (in a comment, say) must not

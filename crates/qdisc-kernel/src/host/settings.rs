@@ -57,6 +57,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Arc;
 
+use qdisc::tc::strerror;
 pub use qdisc_scenario::scenario::SYSCTL_KEYS;
 use qdisc_scenario::scenario::{cpumask_string, parse_cpulist, Scenario, SettingKind, TrafficKind, VethBql};
 
@@ -74,15 +75,6 @@ pub fn scoped_to_script(key: &str) -> bool {
 /// The /proc/sys file of a dotted key.
 fn proc_path(root: &Path, key: &str) -> PathBuf {
     root.join(key.replace('.', "/"))
-}
-
-/// "No such file or directory", without std's " (os error 2)".
-fn strerror(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.rfind(" (os error ") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
 }
 
 /// The signal handler's way to stop the run: the run's cancel flag.

@@ -795,21 +795,13 @@ impl Netem {
         self.stats.qlen += 1;
     }
 
-    /// `netem_peek`: the earlier of the tree's first and the linear head (the head on a tie).
-    fn tfifo_peek(&self) -> Option<u64> {
+    /// `netem_peek`: the earlier of the tree's first and the linear head (the head on a
+    /// tie), with whether it is the tree's.
+    fn tfifo_peek(&self) -> Option<(u64, bool)> {
         let lin = self.linear.front().map(|(t, _)| *t);
         match (self.tree.first(), lin) {
-            (Some(a), Some(b)) if a < b => Some(a),
-            (Some(a), None) => Some(a),
-            (_, b) => b,
-        }
-    }
-
-    fn tfifo_pop(&mut self) -> Packet {
-        let lin = self.linear.front().map(|(t, _)| *t);
-        match self.tree.first() {
-            Some(a) if lin.is_none_or(|b| a < b) => self.tree.pop(),
-            _ => self.linear.pop_front().unwrap().1,
+            (Some(a), b) if b.is_none_or(|b| a < b) => Some((a, true)),
+            (_, b) => b.map(|b| (b, false)),
         }
     }
 
@@ -932,13 +924,13 @@ impl Netem {
             if let Some((_, p)) = self.head.pop_front() {
                 return self.deliver(p);
             }
-            let Some(t) = self.tfifo_peek() else { break };
+            let Some((t, from_tree)) = self.tfifo_peek() else { break };
             let now_ns = now.as_nanos();
             if self.slot_next.is_some_and(|s| s < t) {
                 self.get_slot_next(now_ns);
             }
             if t <= now_ns && self.slot_next.is_none_or(|s| s <= now_ns) {
-                let p = self.tfifo_pop();
+                let p = if from_tree { self.tree.pop() } else { self.linear.pop_front().unwrap().1 };
                 if self.slot_next.is_some() {
                     self.packets_left -= 1;
                     self.bytes_left = self.bytes_left.wrapping_sub(p.len as i32);
@@ -951,9 +943,7 @@ impl Netem {
                 };
                 let len = p.len;
                 let r = child.q.enqueue(p, now);
-                let mut up = Reduce::default();
-                Child::collect(child, &mut self.stats, &mut up);
-                self.reduce.add(up.pkts, up.bytes);
+                Child::collect(child, &mut self.stats, &mut self.reduce);
                 if r != Enqueued::Success {
                     if r.counts_as_drop() {
                         self.stats.dropped();
@@ -977,9 +967,7 @@ impl Netem {
     fn child_dequeue(&mut self, now: Instant) -> Option<Dequeued> {
         let child = self.child.as_mut()?;
         let d = child.q.dequeue(now);
-        let mut up = Reduce::default();
-        Child::collect(child, &mut self.stats, &mut up);
-        self.reduce.add(up.pkts, up.bytes);
+        Child::collect(child, &mut self.stats, &mut self.reduce);
         match d {
             Dequeued::Packet(p) => Some(self.deliver(p)),
             _ => None,

@@ -177,15 +177,6 @@ impl<'a> Args<'a> {
             Some(r) => r(&path),
             None => Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
         };
-        let strerror = |e: std::io::Error| {
-            let text = match e.raw_os_error() {
-                Some(n) => std::io::Error::from_raw_os_error(n).to_string(),
-                None if e.kind() == std::io::ErrorKind::NotFound => "No such file or directory".into(),
-                None => e.to_string(),
-            };
-            // std appends " (os error N)" to strerror's text.
-            text.split(" (os error").next().unwrap_or_default().to_string()
-        };
         match read {
             Ok(bytes) => {
                 let data = crate::sched::netem::parse_dist(&bytes, &path)?;
@@ -194,7 +185,7 @@ impl<'a> Args<'a> {
                 }
                 Ok(data)
             }
-            Err(e) => Err(TcError::tc(format!("No distribution data for {name} ({path}: {})\n", strerror(e)))),
+            Err(e) => Err(TcError::tc(format!("No distribution data for {name} ({path}: {})\n", strerror(&e)))),
         }
     }
     /// Set the device the options are for (tc passes it to each kind's parser).
@@ -260,6 +251,19 @@ impl<'a> Args<'a> {
     }
     pub fn is_empty(&self) -> bool {
         self.pos >= self.argv.len()
+    }
+}
+
+/// glibc's `strerror` text of an I/O error: std's message without its " (os error N)";
+/// an error made from `ErrorKind::NotFound` alone (a lent reader's) reads as ENOENT.
+pub fn strerror(e: &std::io::Error) -> String {
+    if e.raw_os_error().is_none() && e.kind() == std::io::ErrorKind::NotFound {
+        return Errno::ENOENT.strerror().into();
+    }
+    let s = e.to_string();
+    match s.rfind(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
     }
 }
 
