@@ -261,7 +261,7 @@ fn arm(events: &mut crate::event::Events, pending: &mut Option<Instant>, want: O
 
 /// Whether a device's tree has an fq qdisc (which marks its sockets SK_PACING_FQ).
 fn has_fq(dev: &qdisc::tree::Device) -> bool {
-    dev.walk().iter().any(|(_, n)| n.q.kind() == "fq")
+    dev.walk().iter().any(|(_, n)| n.kind() == "fq")
 }
 
 impl Sim {

@@ -227,7 +227,7 @@ impl Sim {
             Stage::Pick => {
                 // Its cost (`dev_queue_xmit` in the profile) is in the step that led
                 // here (see `XmitTask::send`).
-                let kind = self.device(iface).root.q.kind();
+                let kind = self.device(iface).root.kind();
                 let mq = kind == "mq";
                 if let Some(p) = t.pkt.as_ref() {
                     self.packets += 1;
@@ -418,7 +418,7 @@ impl Sim {
             Stage::Sent(txq) => {
                 let l = self.ifaces[iface as usize].txqs[txq as usize].xmit_lock;
                 self.give_back(h, c, l);
-                if self.device(iface).root.q.kind() == "noqueue" {
+                if self.device(iface).root.kind() == "noqueue" {
                     return self.xmit_done(h, c, &t, 0);
                 }
                 t.quota = t.quota.saturating_sub(1);
@@ -519,7 +519,7 @@ impl Sim {
     /// The kind of the qdisc of mq's queue `qd`.
     fn mq_child_kind(&mut self, iface: u32, qd: u32) -> &'static str {
         let dev = self.device(iface);
-        dev.root.q.as_classful().and_then(|c| c.leaf(qd + 1)).map(|n| n.q.kind()).unwrap_or("noqueue")
+        dev.root.q.as_classful().and_then(|c| c.leaf(qd + 1)).map(|n| n.kind()).unwrap_or("noqueue")
     }
 
     /// Rows and costs of the enqueue/dequeue of the qdisc serving queue `qd`.
@@ -530,7 +530,7 @@ impl Sim {
         let kind = if self.device(iface).per_txq_qdiscs() {
             self.mq_child_kind(iface, qd)
         } else {
-            self.device(iface).root.q.kind()
+            self.device(iface).root.kind()
         };
         let hc = self.cpus(h);
         let k = hc.funcs.kind(&hc.profile, kind);

@@ -168,7 +168,7 @@ impl Sim {
         if full {
             // 6.16 and 6.12.61 on ("veth: apply qdisc backpressure on full ptr_ring"):
             // a tx queue with a qdisc stops and the packet is requeued; noqueue drops.
-            if self.device(iface).root.q.kind() != "noqueue" {
+            if self.device(iface).root.kind() != "noqueue" {
                 self.ifaces[iface as usize].txqs[txq as usize].drv_stopped = true;
                 return Err(p);
             }

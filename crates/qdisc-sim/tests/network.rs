@@ -145,8 +145,8 @@ size = "1472"
     // Completions come one frame at a time: BQL learns a limit of a few frames.
     assert!(q.dql.limit <= 4 * 1514, "limit {}", q.dql.limit);
     let dev = sim.device(0);
-    assert_eq!(dev.root.q.kind(), "pfifo_fast");
-    let st = dev.root.q.stats();
+    assert_eq!(dev.root.kind(), "pfifo_fast");
+    let st = dev.root.stats();
     // Offered twice the line rate: pfifo_fast (txqueuelen 1000) overflows.
     assert!(st.drops > 10_000, "{st:?}");
     assert!(st.qlen >= 999, "the queue stands in the qdisc: {st:?}");
@@ -273,7 +273,7 @@ flows = 8
     sim.run(|_| {}).unwrap();
     assert_eq!(sim.ifaces[0].txqs.len(), 4);
     let dev = sim.device(0);
-    assert_eq!(dev.root.q.kind(), "mq");
+    assert_eq!(dev.root.kind(), "mq");
     // skb_tx_hash spreads the 8 connections: more than one queue carried traffic, and
     // each queue that did learnt its own BQL limit.
     let used: Vec<usize> = (0..4).filter(|&i| sim.ifaces[0].txqs[i].dql.num_completed > 0).collect();

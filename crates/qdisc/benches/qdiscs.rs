@@ -8,17 +8,18 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughpu
 use qdisc::qdisc::TC_H_ROOT;
 use qdisc::sched;
 use qdisc::tc::Args;
-use qdisc::{DevInfo, Instant, Packet, Qdisc};
+use qdisc::{DevInfo, Instant, Node, Packet};
 
 fn dev() -> DevInfo {
     DevInfo::eth0()
 }
 
 /// Build a qdisc from a tc option string, as `tc qdisc add … KIND OPTS` would.
-fn make(kind: &str, opts: &str) -> Box<dyn Qdisc> {
+fn make(kind: &str, opts: &str) -> Node {
     let argv: Vec<String> = opts.split_whitespace().map(String::from).collect();
     let o = sched::parse(kind, &mut Args::new(&argv)).expect("options parse");
-    sched::create(kind, o.as_ref(), &dev(), 0x10000, TC_H_ROOT, Instant::ZERO).expect("qdisc builds")
+    let q = sched::create(kind, o.as_ref(), &dev(), 0x10000, TC_H_ROOT, Instant::ZERO).expect("qdisc builds");
+    Node::new(0x10000, TC_H_ROOT, q)
 }
 
 fn bench(c: &mut Criterion) {

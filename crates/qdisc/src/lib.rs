@@ -6,12 +6,13 @@
 //! answers a dequeue with [`Dequeued::Throttled`] and the caller decides how to wait.
 //!
 //! ```
-//! use qdisc::{sched, tc::Args, Dequeued, DevInfo, Instant, Packet};
+//! use qdisc::{sched, tc::Args, Dequeued, DevInfo, Instant, Node, Packet};
 //! # fn main() -> Result<(), qdisc::tc::TcError> {
 //! let dev = DevInfo::eth0();
 //! let argv: Vec<String> = "rate 1mbit burst 1600 limit 10k".split(' ').map(String::from).collect();
 //! let opts = sched::parse("tbf", &mut Args::new(&argv))?;
-//! let mut q = sched::create("tbf", opts.as_ref(), &dev, 0x10000, qdisc::qdisc::TC_H_ROOT, Instant::ZERO)?;
+//! let tbf = sched::create("tbf", opts.as_ref(), &dev, 0x10000, qdisc::qdisc::TC_H_ROOT, Instant::ZERO)?;
+//! let mut q = Node::new(0x10000, qdisc::qdisc::TC_H_ROOT, tbf);
 //! q.enqueue(Packet::new(1, 1500), Instant::ZERO);
 //! q.enqueue(Packet::new(2, 1500), Instant::ZERO);
 //! assert_eq!(q.dequeue(Instant::ZERO).packet().map(|p| p.id), Some(1));
@@ -30,6 +31,8 @@ pub mod rate;
 pub mod sched;
 pub mod stats;
 pub mod tc;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod time;
 pub mod tree;
 

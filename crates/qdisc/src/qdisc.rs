@@ -1,16 +1,19 @@
-//! The `Qdisc` trait (the kernel's `Qdisc_ops`) and `Classful` (its `Qdisc_class_ops`).
+//! The `Qdisc` trait (the kernel's `Qdisc_ops`), `Classful` (its `Qdisc_class_ops`)
+//! and `Node` (its `struct Qdisc`).
 //!
 //! Differences from the kernel, all deliberate:
 //! * time is an argument; a shaper that cannot send answers `Dequeued::Throttled { until }`
 //!   instead of arming `qdisc_watchdog_schedule` (§1.5 of docs/kernel-notes.md);
-//! * children are owned by their parent (`Box<dyn Qdisc>`); what the kernel's
-//!   `qdisc_tree_reduce_backlog` pushes up the parent chain is handed up instead:
-//!   a child records it (`Stats`-side `Reduce`) and the parent collects it after the call
-//!   (see [`Child`]), which walks the same ancestors in the same order.
+//! * children are owned by their parent (`Node`s holding `Box<dyn Qdisc>`); what the
+//!   kernel's `qdisc_tree_reduce_backlog` pushes up the parent chain is handed up
+//!   instead: a child records it in its [`Sch`] and the parent collects it after the
+//!   call (see [`Child`]), which walks the same ancestors in the same order.
+
+use std::any::Any;
 
 use crate::packet::Packet;
 use crate::stats::{Reduce, Stats};
-use crate::tc::{Out, TcError};
+use crate::tc::{Args, Out, TcError};
 use crate::time::Instant;
 
 /// What enqueue did with the packet: the kernel's NET_XMIT_* codes.
@@ -99,30 +102,128 @@ impl DevInfo {
     }
 }
 
-/// One queueing discipline.
-pub trait Qdisc: Send {
-    /// The kernel's `ops->id`, e.g. `"pfifo"`.
-    fn kind(&self) -> &'static str;
+/// One kind's registration: `struct Qdisc_ops` (id, init, static flags) and
+/// `struct qdisc_util` (parse_qopt, parse_copt).
+pub struct Ops {
+    /// `ops->id`, the name tc and dumps use.
+    pub id: &'static str,
+    /// How tc parses the kind's options.
+    pub parse: Parse,
+    /// `qdisc_create` → `ops->init` (see [`Create`]).
+    pub create: fn(&Create) -> Result<Box<dyn Qdisc>, TcError>,
+    /// `parse_copt`, for kinds whose classes take options (htb).
+    pub parse_class: Option<ClassParse>,
+    pub flags: Flags,
+}
 
-    fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued;
-    fn dequeue(&mut self, now: Instant) -> Dequeued;
-    /// The packet the next dequeue would return. Non-work-conserving qdiscs do
-    /// what `qdisc_peek_dequeued` does: dequeue it and park it (it still counts in
-    /// qlen/backlog, and was already counted as sent).
-    fn peek(&mut self, now: Instant) -> Option<&Packet>;
-    /// `ops->reset`: drop every queued packet without counting drops; time-based
-    /// state restarts at `now`.
-    fn reset(&mut self, now: Instant);
+/// iproute2's `parse_copt`: a class command's options.
+pub type ClassParse = fn(&mut Args) -> Result<Opts, TcError>;
 
-    fn stats(&self) -> &Stats;
-    fn stats_mut(&mut self) -> &mut Stats;
-    /// Backlog reductions to report to the parent (`qdisc_tree_reduce_backlog`).
-    fn take_reduce(&mut self) -> Reduce {
-        Reduce::default()
+/// iproute2's side of a kind.
+pub enum Parse {
+    /// tc/q_KIND.c's `parse_qopt`: `Ok(None)` means tc sends no TCA_OPTIONS at all.
+    Qopt(fn(&mut Args) -> Result<Option<Opts>, TcError>),
+    /// q_KIND.c registers the kind for printing only and refuses options (pfifo_fast).
+    PrintOnly,
+    /// iproute2 has no q_KIND.c (mq, noqueue): its fallback refuses any option.
+    Generic,
+}
+
+/// What the core of the kernel does differently for a kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flags {
+    /// TCQ_F_INGRESS: attached only at ffff:fff1 (ingress, clsact).
+    pub ingress: bool,
+    /// `ops->attach`: gives each tx queue a child of its own (mq); the device's
+    /// queues hold the children, not the qdisc, and nothing travels up from them.
+    pub per_txq: bool,
+    /// No `enqueue` (noqueue): the device transmits directly.
+    pub no_enqueue: bool,
+    /// TCQ_F_BUILTIN: the static noop qdisc, never hashed, never a "real" qdisc.
+    pub builtin: bool,
+    /// `ops->dump` sends no TCA_OPTIONS (noqueue, mq).
+    pub no_options: bool,
+}
+
+impl Flags {
+    /// A kind the core treats like any other.
+    pub const NONE: Flags =
+        Flags { ingress: false, per_txq: false, no_enqueue: false, builtin: false, no_options: false };
+}
+
+/// The arguments of `ops->init`: options (if tc sent any), the device, the new
+/// qdisc's handle (children it creates hang below it), where it is attached, and
+/// `net.core.default_qdisc` (only mq reads it, for its tx queues' qdiscs).
+pub struct Create<'a> {
+    pub opts: Option<&'a Opts>,
+    pub dev: &'a DevInfo,
+    pub handle: u32,
+    pub parent: u32,
+    pub now: Instant,
+    pub default_qdisc: &'a str,
+}
+
+impl Create<'_> {
+    /// The options as the kind's own type: EINVAL if they are some other kind's (what
+    /// the kernel's nla_parse of a foreign attribute set comes to).
+    pub fn opts<T: Any>(&self) -> Result<Option<&T>, TcError> {
+        self.opts.map(Opts::of).transpose()
     }
+    /// Options the kind cannot do without (tbf, htb, prio, netem): EINVAL if absent.
+    pub fn required<T: Any>(&self) -> Result<&T, TcError> {
+        self.opts.ok_or_else(TcError::invalid)?.of()
+    }
+}
 
-    /// `ops->change` with the options tc would send. `Err` leaves the qdisc untouched.
-    fn change(&mut self, opts: &crate::sched::Opts, dev: &DevInfo, now: Instant) -> Result<(), TcError>;
+/// The options tc sends for a kind (`TCA_OPTIONS`) or a class, already parsed into
+/// the kind's own type.
+pub struct Opts(Box<dyn Any + Send + Sync>);
+
+impl Opts {
+    pub fn new<T: Any + Send + Sync>(v: T) -> Self {
+        Opts(Box::new(v))
+    }
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
+    /// The kind's own type, or EINVAL.
+    pub fn of<T: Any>(&self) -> Result<&T, TcError> {
+        self.get().ok_or_else(TcError::invalid)
+    }
+}
+
+impl std::fmt::Debug for Opts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Opts(..)")
+    }
+}
+
+/// One queueing discipline: the kind's own part of the kernel's `Qdisc_ops`. What
+/// `struct Qdisc` holds for every kind (counters, the parked packet, the reduction to
+/// hand up) is the [`Sch`] in the tree's [`Node`], passed in as the kernel passes
+/// `struct Qdisc *sch`; callers go through [`Node`]'s methods.
+pub trait Qdisc: Send {
+    /// The kind's registration (`sch->ops`): its name, parser, constructor, flags.
+    fn ops(&self) -> &'static Ops;
+
+    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued;
+    /// `ops->dequeue` proper: [`Node::dequeue`] hands out a parked packet first
+    /// (`qdisc_dequeue_peeked`).
+    fn dequeue(&mut self, sch: &mut Sch, now: Instant) -> Dequeued;
+    /// `ops->peek`: the packet the next dequeue would return. The default is
+    /// `qdisc_peek_dequeued`, what non-work-conserving qdiscs use: dequeue it and park
+    /// it in `sch` (it still counts in qlen/backlog, and was already counted as sent).
+    fn peek<'a>(&'a mut self, sch: &'a mut Sch, now: Instant) -> Option<&'a Packet> {
+        peek_dequeued(self, sch, now)
+    }
+    /// `ops->reset`: drop every queued packet without counting drops; time-based
+    /// state restarts at `now`. [`Node::reset`] then clears what `qdisc_reset` does
+    /// (the parked packet, qlen, backlog).
+    fn reset(&mut self, sch: &mut Sch, now: Instant);
+
+    /// `ops->change` with the options tc would send (the kind's own type, see
+    /// [`Opts::get`]). `Err` leaves the qdisc untouched.
+    fn change(&mut self, sch: &mut Sch, opts: &Opts, dev: &DevInfo, now: Instant) -> Result<(), TcError>;
 
     /// Print the options as iproute2's `print_qopt` prints what the kernel dumps.
     fn dump(&self, out: &mut Out, dev: &DevInfo);
@@ -140,22 +241,87 @@ pub trait Qdisc: Send {
         None
     }
     /// When a throttled qdisc will next be able to send (its armed watchdog), if any.
-    fn watchdog(&self) -> Option<Instant> {
+    fn watchdog(&self, _sch: &Sch) -> Option<Instant> {
         None
     }
-    /// Whether `dump` sends a TCA_OPTIONS attribute at all (noqueue and mq do not).
-    fn has_options(&self) -> bool {
-        true
-    }
     /// Bring dump-time counters up to date (mq sums its children in `mq_dump`).
-    fn sync_stats(&mut self) {
+    fn sync_stats(&mut self, _sch: &mut Sch) {
         if let Some(c) = self.as_classful_mut() {
             for m in c.class_minors() {
                 if let Some(n) = c.leaf_mut(m) {
-                    n.q.sync_stats();
+                    n.sync_stats();
                 }
             }
         }
+    }
+}
+
+/// `qdisc_peek_dequeued`: the parked packet, or dequeue one and park it.
+pub fn peek_dequeued<'a, Q: Qdisc + ?Sized>(q: &'a mut Q, sch: &'a mut Sch, now: Instant) -> Option<&'a Packet> {
+    if sch.parked.is_none() {
+        if let Dequeued::Packet(p) = q.dequeue(sch, now) {
+            sch.park(p);
+        }
+    }
+    sch.parked.as_ref()
+}
+
+/// `qdisc_dequeue_internal(sch, false)`: the parked packet first, else the kind's
+/// dequeue — how a change trims a queue to a new limit.
+pub fn dequeue_internal<Q: Qdisc + ?Sized>(q: &mut Q, sch: &mut Sch, now: Instant) -> Dequeued {
+    match sch.take_parked() {
+        Some(p) => Dequeued::Packet(p),
+        None => q.dequeue(sch, now),
+    }
+}
+
+/// The state the kernel keeps in `struct Qdisc` for every kind, kept in the tree's
+/// [`Node`] and handed to the kind's operations.
+#[derive(Default)]
+pub struct Sch {
+    /// bstats + qstats, qlen and backlog included.
+    pub stats: Stats,
+    /// Backlog reductions to report to the parent (`qdisc_tree_reduce_backlog`),
+    /// collected by the parent after the call (see [`Child`]).
+    pub reduce: Reduce,
+    /// `sch->gso_skb` as `qdisc_peek_dequeued` uses it (§1.4): a packet dequeued by a
+    /// peek, still counted in qlen/backlog until dequeued.
+    parked: Option<Packet>,
+}
+
+impl Sch {
+    /// `qdisc_peek_dequeued`: park a packet the qdisc just dequeued; it stays counted
+    /// in qlen/backlog until taken.
+    pub fn park(&mut self, p: Packet) {
+        self.stats.queued(p.len);
+        self.parked = Some(p);
+    }
+    /// `qdisc_dequeue_peeked`'s first step: the parked packet leaves the queue (it was
+    /// counted as sent when it was parked).
+    pub fn take_parked(&mut self) -> Option<Packet> {
+        let p = self.parked.take()?;
+        self.stats.unqueued(p.len);
+        Some(p)
+    }
+    pub fn parked(&self) -> Option<&Packet> {
+        self.parked.as_ref()
+    }
+    /// Record a reduction for the parent.
+    pub fn reduce(&mut self, pkts: i32, bytes: i64) {
+        self.reduce.add(pkts, bytes);
+    }
+    /// `qdisc_tree_reduce_backlog` reaching this qdisc from a child: our qlen and
+    /// backlog fall (drops rise), and the reduction travels on up.
+    pub fn child_reduced(&mut self, r: Reduce) {
+        if !r.is_zero() {
+            r.apply(&mut self.stats);
+            self.reduce.add(r.pkts, r.bytes);
+        }
+    }
+    /// A child's queue was purged (`qdisc_purge_queue`): what it held is reduced here
+    /// and above.
+    pub fn child_purged(&mut self, child: &Stats) {
+        self.child_reduced(Reduce { pkts: child.qlen as i32, bytes: child.backlog as i64 });
     }
 }
 
@@ -173,30 +339,33 @@ pub trait Classful {
     /// `cops->graft`: attach `new` to class `minor` (None = back to the default
     /// child), returning the old child. The parent's qlen/backlog drop by what the
     /// old child held (`qdisc_purge_queue` + `qdisc_tree_reduce_backlog`).
-    fn graft(&mut self, minor: u32, new: Option<Node>, dev: &DevInfo) -> Result<Option<Node>, TcError>;
+    /// `sch` is the qdisc's own [`Sch`] (the classes' parent).
+    fn graft(&mut self, sch: &mut Sch, minor: u32, new: Option<Node>, dev: &DevInfo) -> Result<Option<Node>, TcError>;
     /// `cops->change`: create class `classid` below `parent` (`exists` false) or
     /// change it. `Ok(Some(w))` succeeds with a kernel warning (tc prints
-    /// "Warning: w."). Purged leaves are reported through the qdisc's `take_reduce`.
+    /// "Warning: w."). Purged leaves are reported through `sch.reduce`.
+    #[allow(clippy::too_many_arguments)]
     fn change_class(
         &mut self,
+        _sch: &mut Sch,
         _classid: u32,
         _parent: u32,
         _exists: bool,
-        _opts: Option<&crate::sched::ClassOpts>,
+        _opts: Option<&Opts>,
         _dev: &DevInfo,
         _now: Instant,
     ) -> Result<Option<String>, TcError> {
         Err(TcError::errno(crate::tc::Errno::EOPNOTSUPP))
     }
     /// `cops->delete`: remove class `minor` (its leaf's packets are purged and
-    /// reported through `take_reduce`).
-    fn delete_class(&mut self, _minor: u32, _now: Instant) -> Result<(), TcError> {
+    /// reported through `sch.reduce`).
+    fn delete_class(&mut self, _sch: &mut Sch, _minor: u32, _now: Instant) -> Result<(), TcError> {
         Err(TcError::errno(crate::tc::Errno::EOPNOTSUPP))
     }
     /// Class stats (`cops->dump_stats`): by default the leaf's counters; None for
     /// kinds without `dump_stats` (tbf), whose classes print no counters.
     fn class_stats(&self, minor: u32) -> Option<Stats> {
-        Some(self.leaf(minor).map(|n| n.q.stats().clone()).unwrap_or_default())
+        Some(self.leaf(minor).map(|n| n.stats().clone()).unwrap_or_default())
     }
     /// Whether `cops->dump_stats` copies the basic counters (TCA_STATS_BASIC); sfq's
     /// does not, so tc prints no `Sent … pkt` for its classes.
@@ -227,8 +396,6 @@ pub trait Classful {
     fn bind_filter(&mut self, _classid: u32) {}
     /// `cops->unbind_tcf`: a filter no longer names class `classid`.
     fn unbind_filter(&mut self, _classid: u32) {}
-    /// The kind printed on `class <kind>` lines.
-    fn class_kind(&self) -> &'static str;
     /// Classes dumped with parent TC_H_ROOT (mq's per-txq classes) rather than the qdisc.
     fn class_parent_is_root(&self) -> bool {
         false
@@ -240,9 +407,11 @@ pub trait Classful {
     }
 }
 
-/// A qdisc in a device's tree: the qdisc plus the tree facts the kernel keeps in
-/// `struct Qdisc` (handle, parent, refcount, invisibility).
-pub struct Node {
+/// A qdisc in a device's tree — the kernel's `struct Qdisc`: the kind's own state
+/// (`q`), the state every kind has ([`Sch`]) and the tree facts (handle, parent,
+/// refcount, invisibility). Generic so that a kind's unit tests can hold a concrete
+/// qdisc (`Node<Tbf>`); the tree holds `Node<dyn Qdisc>`.
+pub struct Node<Q: ?Sized + Qdisc = dyn Qdisc> {
     /// `major << 16`, minor 0.
     pub handle: u32,
     /// Parent classid, or TC_H_ROOT.
@@ -251,15 +420,16 @@ pub struct Node {
     pub refcnt: u32,
     /// TCQ_F_INVISIBLE: hidden from `tc qdisc show` unless `invisible` is given.
     pub invisible: bool,
-    /// Creation order. A qdisc enters its device's hash (`qdisc_hash_add`) when it
-    /// is created below a class, and dumps list a hash bucket newest first; the
-    /// order of creation is that order.
-    pub seq: u64,
     /// Kept out of the device's qdisc hash although below a class (htb's leaf made
     /// when an inner class loses its last child is never `qdisc_hash_add`ed), so
     /// dumps do not list it.
     pub unhashed: bool,
-    pub q: Box<dyn Qdisc>,
+    /// Creation order. A qdisc enters its device's hash (`qdisc_hash_add`) when it
+    /// is created below a class, and dumps list a hash bucket newest first; the
+    /// order of creation is that order.
+    pub seq: u64,
+    pub sch: Sch,
+    pub q: Box<Q>,
 }
 
 /// Creation counter for [`Node::seq`]. Only the relative order of one device's nodes
@@ -268,13 +438,28 @@ static CREATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 
 impl Node {
     pub fn new(handle: u32, parent: u32, q: Box<dyn Qdisc>) -> Self {
+        Node::typed(handle, parent, q)
+    }
+}
+
+impl<Q: ?Sized + Qdisc> Node<Q> {
+    /// A node holding a qdisc of a known type (what a kind's unit tests use).
+    pub fn typed(handle: u32, parent: u32, q: Box<Q>) -> Self {
         let seq = CREATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Node { handle, parent, refcnt: 1, invisible: false, seq, unhashed: false, q }
+        Node { handle, parent, refcnt: 1, invisible: false, unhashed: false, seq, sch: Sch::default(), q }
+    }
+    /// The kind's name (`sch->ops->id`).
+    pub fn kind(&self) -> &'static str {
+        self.q.ops().id
+    }
+    /// The kind's flags (`sch->ops->static_flags` and friends).
+    pub fn flags(&self) -> Flags {
+        self.q.ops().flags
     }
     /// Is this qdisc in the device's hash? Root and ingress qdiscs are dumped on their
     /// own, and the builtin noop never is.
     pub fn hashed(&self) -> bool {
-        !self.unhashed && self.parent != TC_H_ROOT && self.parent != 0xFFFF_FFF1 && self.q.kind() != "noop"
+        !self.unhashed && self.parent != TC_H_ROOT && self.parent != 0xFFFF_FFF1 && !self.flags().builtin
     }
     /// Mark as not in the device's qdisc hash (see [`Node::unhashed`]).
     pub fn unhashed(mut self) -> Self {
@@ -285,6 +470,89 @@ impl Node {
         self.invisible = true;
         self
     }
+
+    pub fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
+        self.q.enqueue(&mut self.sch, pkt, now)
+    }
+    /// `qdisc_dequeue_peeked`: a packet parked by a peek first, else `ops->dequeue`.
+    pub fn dequeue(&mut self, now: Instant) -> Dequeued {
+        if self.sch.parked.is_some() {
+            if let Some(p) = self.sch.take_parked() {
+                return Dequeued::Packet(p);
+            }
+        }
+        self.q.dequeue(&mut self.sch, now)
+    }
+    pub fn peek(&mut self, now: Instant) -> Option<&Packet> {
+        self.q.peek(&mut self.sch, now)
+    }
+    /// `qdisc_reset`: `ops->reset`, then the parked packet, qlen and backlog go.
+    pub fn reset(&mut self, now: Instant) {
+        self.q.reset(&mut self.sch, now);
+        self.sch.parked = None;
+        self.sch.stats.qlen = 0;
+        self.sch.stats.backlog = 0;
+    }
+    pub fn change(&mut self, opts: &Opts, dev: &DevInfo, now: Instant) -> Result<(), TcError> {
+        self.q.change(&mut self.sch, opts, dev, now)
+    }
+    pub fn stats(&self) -> &Stats {
+        &self.sch.stats
+    }
+    pub fn stats_mut(&mut self) -> &mut Stats {
+        &mut self.sch.stats
+    }
+    /// The reductions recorded since the last call, for the parent.
+    pub fn take_reduce(&mut self) -> Reduce {
+        std::mem::take(&mut self.sch.reduce)
+    }
+    /// When a throttled qdisc will next be able to send ([`Qdisc::watchdog`]).
+    pub fn watchdog(&self) -> Option<Instant> {
+        self.q.watchdog(&self.sch)
+    }
+    /// Bring dump-time counters up to date ([`Qdisc::sync_stats`]).
+    pub fn sync_stats(&mut self) {
+        self.q.sync_stats(&mut self.sch)
+    }
+
+    /// [`Classful::graft`] with this qdisc's own state (EOPNOTSUPP if classless).
+    pub fn graft(&mut self, minor: u32, new: Option<Node>, dev: &DevInfo) -> Result<Option<Node>, TcError> {
+        let c = self.q.as_classful_mut().ok_or_else(|| TcError::errno(crate::tc::Errno::EOPNOTSUPP))?;
+        c.graft(&mut self.sch, minor, new, dev)
+    }
+    /// [`Classful::change_class`] with this qdisc's own state (EINVAL if classless).
+    pub fn change_class(
+        &mut self,
+        classid: u32,
+        parent: u32,
+        exists: bool,
+        opts: Option<&Opts>,
+        dev: &DevInfo,
+        now: Instant,
+    ) -> Result<Option<String>, TcError> {
+        let c = self.q.as_classful_mut().ok_or_else(|| TcError::errno(crate::tc::Errno::EINVAL))?;
+        c.change_class(&mut self.sch, classid, parent, exists, opts, dev, now)
+    }
+    /// [`Classful::delete_class`] with this qdisc's own state (EINVAL if classless).
+    pub fn delete_class(&mut self, minor: u32, now: Instant) -> Result<(), TcError> {
+        let c = self.q.as_classful_mut().ok_or_else(|| TcError::errno(crate::tc::Errno::EINVAL))?;
+        c.delete_class(&mut self.sch, minor, now)
+    }
+}
+
+/// Unit tests reach a concrete qdisc's fields through its node.
+#[cfg(test)]
+impl<Q: Qdisc> std::ops::Deref for Node<Q> {
+    type Target = Q;
+    fn deref(&self) -> &Q {
+        &self.q
+    }
+}
+#[cfg(test)]
+impl<Q: Qdisc> std::ops::DerefMut for Node<Q> {
+    fn deref_mut(&mut self) -> &mut Q {
+        &mut self.q
+    }
 }
 
 /// A classful qdisc's handle on one child: the parent-side bookkeeping of the
@@ -294,59 +562,37 @@ pub struct Child;
 impl Child {
     /// Enqueue to `child` and account in `parent` as the kernel's classful qdiscs do
     /// (e.g. `prio_enqueue`): success → qlen+1, backlog+len; a drop code → drops+1.
-    /// Reductions reported by the child are applied to `parent` and recorded in
-    /// `up` to be reported further up.
-    pub fn enqueue(child: &mut Node, pkt: Packet, now: Instant, parent: &mut Stats, up: &mut Reduce) -> Enqueued {
+    /// Reductions reported by the child are applied to `parent` and recorded in its
+    /// `reduce` to be reported further up.
+    pub fn enqueue(child: &mut Node, pkt: Packet, now: Instant, parent: &mut Sch) -> Enqueued {
         let len = pkt.len;
-        let r = child.q.enqueue(pkt, now);
-        Self::collect(child, parent, up);
+        let r = child.enqueue(pkt, now);
+        Self::collect(child, parent);
         match r {
-            Enqueued::Success => parent.queued(len),
-            r if r.counts_as_drop() => parent.dropped(),
+            Enqueued::Success => parent.stats.queued(len),
+            r if r.counts_as_drop() => parent.stats.dropped(),
             _ => {}
         }
         r
     }
 
-    /// Dequeue from `child` (`qdisc_dequeue_peeked` semantics live in the child's own
-    /// parked slot); on a packet, the parent's qlen/backlog fall and its bstats rise.
-    pub fn dequeue(child: &mut Node, now: Instant, parent: &mut Stats, up: &mut Reduce) -> Dequeued {
-        let d = child.q.dequeue(now);
-        Self::collect(child, parent, up);
+    /// Dequeue from `child` (`qdisc_dequeue_peeked`); on a packet, the parent's
+    /// qlen/backlog fall and its bstats rise.
+    pub fn dequeue(child: &mut Node, now: Instant, parent: &mut Sch) -> Dequeued {
+        let d = child.dequeue(now);
+        Self::collect(child, parent);
         if let Dequeued::Packet(p) = &d {
-            parent.unqueued(p.len);
-            parent.sent(p);
+            parent.stats.unqueued(p.len);
+            parent.stats.sent(p);
         }
         d
     }
 
     /// Apply the child's pending reduction to the parent and pass it on.
-    pub fn collect(child: &mut Node, parent: &mut Stats, up: &mut Reduce) {
-        let r = child.q.take_reduce();
-        if !r.is_zero() {
-            r.apply(parent);
-            up.add(r.pkts, r.bytes);
+    pub fn collect(child: &mut Node, parent: &mut Sch) {
+        if !child.sch.reduce.is_zero() {
+            parent.child_reduced(child.take_reduce());
         }
-    }
-}
-
-/// `qdisc_peek_dequeued`'s parking slot for non-work-conserving qdiscs (§1.4).
-#[derive(Default)]
-pub struct Parked(pub Option<Packet>);
-
-impl Parked {
-    /// `qdisc_dequeue_peeked`'s first step: the parked packet leaves the queue (it was
-    /// counted as sent when it was parked).
-    pub fn take(&mut self, stats: &mut Stats) -> Option<Packet> {
-        let p = self.0.take()?;
-        stats.unqueued(p.len);
-        Some(p)
-    }
-    /// `qdisc_peek_dequeued`: park a packet the qdisc just dequeued; it stays counted
-    /// in qlen/backlog until taken.
-    pub fn park(&mut self, p: Packet, stats: &mut Stats) {
-        stats.queued(p.len);
-        self.0 = Some(p);
     }
 }
 

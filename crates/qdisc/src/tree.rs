@@ -297,8 +297,8 @@ pub(crate) fn default_qdisc_ops(value: &str) -> Result<&'static str, String> {
     let v = &v[..v.len().min(15)];
     sched::KINDS
         .iter()
+        .map(|k| k.id)
         .find(|k| k.as_bytes() == v)
-        .copied()
         .ok_or_else(|| format!("sysctl: setting key \"{DEFAULT_QDISC_SYSCTL}\": No such file or directory"))
 }
 
@@ -334,7 +334,7 @@ impl Device {
         let mut d = Device {
             info,
             kind: spec.kind,
-            root: Node::new(0, TC_H_ROOT, Box::new(noqueue::Noop::default())),
+            root: Node::new(0, TC_H_ROOT, Box::new(noqueue::Noop)),
             ingress: None,
             index: BTreeMap::new(),
             kernel,
@@ -393,7 +393,7 @@ impl Device {
     /// (`get_default_qdisc_ops`), and its qdisc is not hashed, so dumps skip it.
     fn mq_queues(&self, mut node: Node, now: Instant) -> Node {
         let real = self.real_tx_queues;
-        if node.q.kind() != "mq" || real >= self.info.num_tx_queues {
+        if !node.flags().per_txq || real >= self.info.num_tx_queues {
             return node;
         }
         let Some(c) = node.q.as_classful_mut() else { return node };
@@ -490,7 +490,7 @@ impl Device {
         let p = self.index.get(&handle)?;
         // The index may remember a qdisc that has since been destroyed.
         let n = self.try_node(p)?;
-        (n.handle == handle && n.q.kind() != "noop").then(|| p.clone())
+        (n.handle == handle && !n.flags().builtin).then(|| p.clone())
     }
 
     /// The order `tc qdisc show` lists this device's qdiscs in: the root, then the
@@ -543,7 +543,7 @@ impl Device {
         if clid == TC_H_INGRESS {
             self.ingress_queue = true;
         }
-        let kind_differs = |n: &Node| kind.is_some_and(|k| k != n.q.kind());
+        let kind_differs = |n: &Node| kind.is_some_and(|k| k != n.kind());
         // (q, p): the qdisc at the place, and the parent qdisc (None = root).
         let mut parent_path: Option<Path> = None;
         if clid != TC_H_UNSPEC {
@@ -557,7 +557,7 @@ impl Device {
                 Some(Vec::new())
             };
             // "It may be default qdisc, ignore it."
-            let q_path = q_path.filter(|p| self.try_node(p).is_some_and(|n| n.handle != 0 && n.q.kind() != "noop"));
+            let q_path = q_path.filter(|p| self.try_node(p).is_some_and(|n| n.handle != 0 && !n.flags().builtin));
             let mut goto_create = false;
             let qh = q_path.as_ref().map(|p| self.node(p).handle);
             if q_path.is_none() || handle == 0 || qh != Some(handle) {
@@ -644,15 +644,15 @@ impl Device {
         }
         let info = self.info.clone();
         let n = self.node_mut(&q);
-        if kind.is_some_and(|k| k != n.q.kind()) {
+        if kind.is_some_and(|k| k != n.kind()) {
             return Err(self.kernel.invalid_qdisc_name());
         }
         if let Some(o) = opts {
-            let before = (n.q.stats().qlen, n.q.stats().backlog);
-            n.q.change(o, &info, now)?;
-            let after = (n.q.stats().qlen, n.q.stats().backlog);
+            let before = (n.stats().qlen, n.stats().backlog);
+            n.change(o, &info, now)?;
+            let after = (n.stats().qlen, n.stats().backlog);
             // A change that shrank the queue reports it up (e.g. prio losing bands).
-            let mut r = n.q.take_reduce();
+            let mut r = n.take_reduce();
             if r.is_zero() && before != after {
                 r.add(before.0 as i32 - after.0 as i32, before.1 as i64 - after.1 as i64);
             }
@@ -680,10 +680,10 @@ impl Device {
         }
         // qdisc_create
         let kind = kind.unwrap_or("");
-        if !sched::KINDS.contains(&kind) {
+        let Some(ops) = sched::lookup(kind) else {
             return Err(TcError::with_errno("Specified qdisc kind is unknown", Errno::ENOENT));
-        }
-        if clid == TC_H_INGRESS && kind != "ingress" && kind != "clsact" {
+        };
+        if clid == TC_H_INGRESS && !ops.flags.ingress {
             return Err(TcError::kernel("Specified parent ID is reserved for ingress and clsact Qdiscs"));
         }
         let handle = if clid == TC_H_INGRESS {
@@ -700,7 +700,7 @@ impl Device {
             self.index_subtree(&[INGRESS]);
             return Ok(());
         }
-        if node.q.kind() == "ingress" {
+        if node.flags().ingress {
             return Err(TcError::kernel("Specified parent ID is reserved for ingress and clsact Qdiscs"));
         }
         // qdisc_graft
@@ -708,7 +708,7 @@ impl Device {
             None => {
                 // Root: one reference per tx queue, plus dev->qdisc, unless the
                 // qdisc attaches itself to the queues (mq).
-                node.refcnt = if node.q.kind() == "mq" { 1 } else { self.info.num_tx_queues + 1 };
+                node.refcnt = if node.flags().per_txq { 1 } else { self.info.num_tx_queues + 1 };
                 self.root = node;
                 self.index.clear();
                 self.index_subtree(&[]);
@@ -717,7 +717,7 @@ impl Device {
                 }
             }
             Some(pp) => {
-                if node.q.kind() == "noqueue" {
+                if node.flags().no_enqueue {
                     return Err(TcError::kernel("Cannot assign noqueue to a class"));
                 }
                 // No depth limit: 6.18 takes 40 nested tbf or htb as readily as 2.
@@ -749,12 +749,11 @@ impl Device {
     fn graft(&mut self, pp: &[u32], minor: u32, new: Option<Node>, now: Instant) -> Result<(), TcError> {
         let info = self.info.clone();
         let parent = self.node_mut(pp);
-        let mq_parent = parent.q.kind() == "mq";
-        let c = parent.q.as_classful_mut().ok_or_else(|| TcError::errno(Errno::EOPNOTSUPP))?;
-        let old = c.graft(minor, new, &info)?;
+        let mq_parent = parent.flags().per_txq;
+        let old = parent.graft(minor, new, &info)?;
         if let Some(mut old) = old {
-            let (qlen, backlog) = (old.q.stats().qlen, old.q.stats().backlog);
-            old.q.reset(now);
+            let (qlen, backlog) = (old.stats().qlen, old.stats().backlog);
+            old.reset(now);
             // mq children are NOPARENT: nothing travels up from them.
             if !mq_parent && qlen > 0 {
                 let mut path = pp.to_vec();
@@ -774,10 +773,10 @@ impl Device {
         }
         for depth in (0..path.len()).rev() {
             let n = self.node_mut(&path[..depth]);
-            if n.q.kind() == "mq" {
+            if n.flags().per_txq {
                 break;
             }
-            r.apply(n.q.stats_mut());
+            r.apply(n.stats_mut());
         }
     }
 
@@ -806,7 +805,7 @@ impl Device {
                 let (pp, leaf) = self.leaf_path(clid)?;
                 debug_assert_eq!(p, pp);
                 parent_path = Some(pp);
-                Some(leaf).filter(|l| self.try_node(l).is_some_and(|n| n.q.kind() != "noop"))
+                Some(leaf).filter(|l| self.try_node(l).is_some_and(|n| !n.flags().builtin))
             } else {
                 Some(Vec::new())
             };
@@ -820,7 +819,7 @@ impl Device {
             self.lookup(handle)
                 .ok_or_else(|| TcError::with_errno("Failed to find qdisc with specified handle", Errno::ENOENT))?
         };
-        if kind.is_some_and(|k| k != self.node(&q).q.kind()) {
+        if kind.is_some_and(|k| k != self.node(&q).kind()) {
             return Err(self.kernel.invalid_qdisc_name());
         }
         if clid == TC_H_UNSPEC {
@@ -860,14 +859,13 @@ impl Device {
         classid: u32,
         parent: u32,
         exists: bool,
-        opts: Option<&sched::ClassOpts>,
+        opts: Option<&Opts>,
         now: Instant,
     ) -> Result<Option<String>, TcError> {
         let info = self.info.clone();
         let n = self.node_mut(q);
-        let c = n.q.as_classful_mut().ok_or_else(|| TcError::errno(Errno::EINVAL))?;
-        let r = c.change_class(classid, parent, exists, opts, &info, now);
-        let red = n.q.take_reduce();
+        let r = n.change_class(classid, parent, exists, opts, &info, now);
+        let red = n.take_reduce();
         self.reduce_ancestors(q, red);
         r
     }
@@ -875,9 +873,8 @@ impl Device {
     /// `cops->delete` on the classful qdisc at `q`.
     pub fn delete_class(&mut self, q: &[u32], minor: u32, now: Instant) -> Result<(), TcError> {
         let n = self.node_mut(q);
-        let c = n.q.as_classful_mut().ok_or_else(|| TcError::errno(Errno::EINVAL))?;
-        let r = c.delete_class(minor, now);
-        let red = n.q.take_reduce();
+        let r = n.delete_class(minor, now);
+        let red = n.take_reduce();
         self.reduce_ancestors(q, red);
         r
     }
@@ -899,10 +896,10 @@ impl Device {
     /// socket's cached queue, XPS, else `skb_tx_hash`); it matters under mq, where
     /// each queue has its own qdisc.
     pub fn xmit_on(&mut self, pkt: Packet, txq: usize, now: Instant, driver_idle: bool) -> Xmit {
-        if self.root.q.kind() == "noqueue" {
+        if self.root.flags().no_enqueue {
             return Xmit::Direct(pkt);
         }
-        let mq = self.root.q.kind() == "mq";
+        let mq = self.root.flags().per_txq;
         let txq = if mq {
             let minor = txq as u32 + 1;
             self.root.q.as_classful_mut().and_then(|c| c.leaf_mut(minor))
@@ -912,22 +909,22 @@ impl Device {
         if let Some(q) = txq {
             // A tx queue whose qdisc has no enqueue (mq with noqueue per queue, from
             // `net.core.default_qdisc=noqueue`): straight to the driver, as above.
-            if q.q.kind() == "noqueue" {
+            if q.flags().no_enqueue {
                 return Xmit::Direct(pkt);
             }
-            if driver_idle && q.q.can_bypass() && q.q.stats().qlen == 0 {
-                q.q.stats_mut().sent(&pkt);
+            if driver_idle && q.q.can_bypass() && q.stats().qlen == 0 {
+                q.stats_mut().sent(&pkt);
                 // mq sums its queues when dumped (as mq_dump does), not per packet.
                 if !mq {
-                    self.root.q.sync_stats();
+                    self.root.sync_stats();
                 }
                 return Xmit::Direct(pkt);
             }
             if mq {
                 // __dev_xmit_skb enqueues into the picked queue's own qdisc
                 // (txq->qdisc); mq itself never sees the packet.
-                let r = q.q.enqueue(pkt, now);
-                let _ = q.q.take_reduce();
+                let r = q.enqueue(pkt, now);
+                let _ = q.take_reduce();
                 return Xmit::Queued(r);
             }
         }
@@ -944,7 +941,7 @@ impl Device {
     /// Whether each tx queue has a qdisc of its own (an mq root): then
     /// [`Device::dequeue_txq`] serves one queue; otherwise all queues share the root.
     pub fn per_txq_qdiscs(&self) -> bool {
-        self.root.q.kind() == "mq"
+        self.root.flags().per_txq
     }
 
     /// `dequeue_skb` for tx queue `txq`: its own qdisc under an mq root, else the root.
@@ -955,15 +952,15 @@ impl Device {
         let Some(leaf) = self.root.q.as_classful_mut().and_then(|c| c.leaf_mut(txq as u32 + 1)) else {
             return Dequeued::Empty;
         };
-        let d = leaf.q.dequeue(now);
-        let _ = leaf.q.take_reduce();
+        let d = leaf.dequeue(now);
+        let _ = leaf.take_reduce();
         d
     }
 
     /// Hand a packet to the device's root qdisc.
     pub fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
-        let r = self.root.q.enqueue(pkt, now);
-        let _ = self.root.q.take_reduce();
+        let r = self.root.enqueue(pkt, now);
+        let _ = self.root.take_reduce();
         r
     }
 
@@ -971,8 +968,8 @@ impl Device {
     /// reports go nowhere; they are cleared before rather than after the call so that
     /// the packet is returned straight from the root, not copied through a local.)
     pub fn dequeue(&mut self, now: Instant) -> Dequeued {
-        let _ = self.root.q.take_reduce();
-        self.root.q.dequeue(now)
+        let _ = self.root.take_reduce();
+        self.root.dequeue(now)
     }
 }
 

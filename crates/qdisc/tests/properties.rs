@@ -137,8 +137,8 @@ fn rng_seed() -> RngSeed {
 
 fn root_counts(tc: &mut Tc) -> (u64, u64, u32, u32, u32) {
     let d = &mut tc.devices[0];
-    d.root.q.sync_stats();
-    let s = d.root.q.stats();
+    d.root.sync_stats();
+    let s = d.root.stats();
     (s.packets, s.bytes, s.drops, s.qlen, s.backlog)
 }
 

@@ -142,7 +142,7 @@ fn upstream_tc_testing_cases() {
     // Every tdc file whose qdisc this engine implements ("fifo" covers pfifo/bfifo).
     let mut kinds: Vec<&str> = qdisc::sched::KINDS
         .iter()
-        .map(|k| if *k == "pfifo" { "fifo" } else { k })
+        .map(|k| if k.id == "pfifo" { "fifo" } else { k.id })
         .filter(|k| dir.join(format!("{k}.json")).exists())
         .collect();
     kinds.sort();

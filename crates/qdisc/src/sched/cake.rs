@@ -57,9 +57,10 @@
 
 use crate::classify::{Block, Verdict};
 use crate::packet::Packet;
-use crate::qdisc::{tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Node, Parked, Qdisc};
-use crate::sched::Opts;
-use crate::stats::{Reduce, Stats};
+use crate::qdisc::{
+    tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch,
+};
+use crate::stats::Stats;
 use crate::tc::{units, Args, Errno, Out, TcError};
 use crate::time::Instant;
 
@@ -949,9 +950,6 @@ pub struct Cake {
     handle: u32,
     slots: Slots,
     free: u32,
-    stats: Stats,
-    reduce: Reduce,
-    parked: Parked,
     watchdog: Option<Instant>,
     rng: u64,
     /// The latest time seen (the class dump's `ktime_get()`).
@@ -959,6 +957,15 @@ pub struct Cake {
     /// `q->block`: the qdisc's filters.
     block: Block,
 }
+
+/// q_cake.c always sends TCA_OPTIONS (possibly empty).
+pub static OPS: Ops = Ops {
+    id: "cake",
+    parse: Parse::Qopt(|a| Ok(Some(Opts::new(parse(a)?)))),
+    create: |c| Ok(Box::new(Cake::new(c.opts()?, c.dev, c.handle, c.now)?)),
+    parse_class: None,
+    flags: Flags::NONE,
+};
 
 impl Cake {
     /// `cake_init` (+ `cake_change` with the options given).
@@ -1000,9 +1007,6 @@ impl Cake {
             handle,
             slots: Slots::default(),
             free: NIL,
-            stats: Stats::default(),
-            reduce: Reduce::default(),
-            parked: Parked::default(),
             watchdog: None,
             rng: 0x9E37_79B9_7F4A_7C15 ^ handle as u64,
             last_now: 0,
@@ -1012,7 +1016,8 @@ impl Cake {
             cfg.apply(o);
         }
         q.cfg = cfg;
-        q.reconfigure();
+        // Nothing is queued yet: the counters are not needed.
+        q.reconfigure(&mut Sch::default());
         q.avg_peak_bandwidth = q.cfg.rate_bps;
         q.min_netlen = !0;
         q.min_adjlen = !0;
@@ -1061,7 +1066,7 @@ impl Cake {
     }
 
     /// `cake_config_*` + `cake_configure_rates` (`mtu` 0 = rate adjustment only).
-    fn configure_rates(&mut self, rate: u64, mtu: u32) {
+    fn configure_rates(&mut self, sch: &mut Sch, rate: u64, mtu: u32) {
         let (t, i) = (self.cfg.target * 1000, self.cfg.interval * 1000);
         let set = |q: &mut Cake, tin: usize, r: u64, quantum: u16| {
             Self::set_rate(&mut q.tins[tin], r, mtu, t, i);
@@ -1104,7 +1109,7 @@ impl Cake {
             }
         }
         for c in self.tin_cnt as usize..MAX_TINS {
-            self.clear_tin(c);
+            self.clear_tin(sch, c);
             self.tins[c].cparams.mtu_time = self.tins[0].cparams.mtu_time;
         }
         self.rate_ns = self.tins[0].tin_rate_ns;
@@ -1112,8 +1117,8 @@ impl Cake {
     }
 
     /// `cake_reconfigure`.
-    fn reconfigure(&mut self) {
-        self.configure_rates(self.cfg.rate_bps, self.mtu);
+    fn reconfigure(&mut self, sch: &mut Sch) {
+        self.configure_rates(sch, self.cfg.rate_bps, self.mtu);
         let buffer_limit = if self.cfg.buffer_config_limit != 0 {
             self.cfg.buffer_config_limit
         } else if self.cfg.rate_bps != 0 {
@@ -1127,12 +1132,12 @@ impl Cake {
 
     /// `cake_clear_tin`: drop what a tin no longer in use holds (not counted as drops,
     /// and — as in the kernel — not reported to the parents).
-    fn clear_tin(&mut self, tin: usize) {
+    fn clear_tin(&mut self, sch: &mut Sch, tin: usize) {
         self.cur_tin = tin as u16;
         for f in 0..QUEUES {
             self.cur_flow = f as u16;
             while self.tins[tin].flows[f].head != NIL {
-                let _ = self.dequeue_one();
+                let _ = self.dequeue_one(sch);
             }
         }
     }
@@ -1312,7 +1317,7 @@ impl Cake {
     }
 
     /// `cake_drop`: drop the head of the longest queue. Returns `idx + (tin << 16)`.
-    fn drop_longest(&mut self, now: i64) -> u32 {
+    fn drop_longest(&mut self, sch: &mut Sch, now: i64) -> u32 {
         if self.overflow_timeout == 0 {
             for i in (0..MAX_TINS * QUEUES / 2).rev() {
                 self.heapify(i);
@@ -1333,14 +1338,14 @@ impl Cake {
         self.buffer_used = self.buffer_used.wrapping_sub(pkt.truesize);
         b.tin_backlog = b.tin_backlog.wrapping_sub(len);
         b.flows[idx].backlog = b.flows[idx].backlog.wrapping_sub(len);
-        self.stats.backlog = self.stats.backlog.wrapping_sub(len);
+        sch.stats.backlog = sch.stats.backlog.wrapping_sub(len);
         b.dropped[idx] = b.dropped[idx].wrapping_add(1);
         b.tin_dropped = b.tin_dropped.wrapping_add(1);
         if self.cfg.rate_flags & FLAG_INGRESS != 0 {
             self.advance_shaper(tin, adj, now, true);
         }
-        self.stats.dropped();
-        self.stats.qlen -= 1;
+        sch.stats.dropped();
+        sch.stats.qlen -= 1;
         drop(pkt);
         self.heapify(0);
         idx as u32 + ((tin as u32) << 16)
@@ -1498,16 +1503,16 @@ impl Cake {
 
     /// `cake_dequeue_one`: the head of queue `cur_flow` of tin `cur_tin`.
     #[inline]
-    fn dequeue_one(&mut self) -> Option<(Packet, u32)> {
+    fn dequeue_one(&mut self, sch: &mut Sch) -> Option<(Packet, u32)> {
         let (tin, idx) = (self.cur_tin as usize, self.cur_flow as usize);
         let (pkt, adj) = self.dequeue_head(tin, idx)?;
         let len = pkt.len;
         let b = &mut self.tins[tin];
         b.flows[idx].backlog = b.flows[idx].backlog.wrapping_sub(len);
         b.tin_backlog = b.tin_backlog.wrapping_sub(len);
-        self.stats.backlog = self.stats.backlog.wrapping_sub(len);
+        sch.stats.backlog = sch.stats.backlog.wrapping_sub(len);
         self.buffer_used = self.buffer_used.wrapping_sub(pkt.truesize);
-        self.stats.qlen -= 1;
+        sch.stats.qlen -= 1;
         if self.overflow_timeout != 0 {
             let i = self.tins[tin].overflow_idx[idx] as usize;
             self.heapify(i);
@@ -1578,7 +1583,7 @@ impl Cake {
     }
 
     /// `cake_dequeue` (without the peek slot).
-    fn dequeue_inner(&mut self, now_i: Instant) -> Dequeued {
+    fn dequeue_inner(&mut self, sch: &mut Sch, now_i: Instant) -> Dequeued {
         let now = now_i.0 as i64;
         self.last_now = now;
         let mode = self.cfg.flow_mode;
@@ -1587,11 +1592,11 @@ impl Cake {
         // by going back to `begin`).
         let mut first_flow = true;
         'begin: loop {
-            if self.stats.qlen == 0 {
+            if sch.stats.qlen == 0 {
                 return Dequeued::Empty;
             }
             if self.time_next_packet > now && self.failsafe_next_packet > now {
-                self.stats.overlimit();
+                sch.stats.overlimit();
                 let until = self.throttle_until();
                 self.watchdog = Some(until);
                 return Dequeued::Throttled { until };
@@ -1681,7 +1686,7 @@ impl Cake {
                 }
                 // Retrieve a packet via the AQM.
                 let (pkt, adj) = loop {
-                    let Some((mut pkt, adj)) = self.dequeue_one() else {
+                    let Some((mut pkt, adj)) = self.dequeue_one(sch) else {
                         let b = &mut self.tins[tin];
                         let p = b.cparams;
                         if cobalt_queue_empty(&mut b.flows[idx].cvars, &p, now) {
@@ -1732,8 +1737,8 @@ impl Cake {
                     let b = &mut self.tins[tin];
                     b.dropped[idx] = b.dropped[idx].wrapping_add(1);
                     b.tin_dropped = b.tin_dropped.wrapping_add(1);
-                    self.reduce.add(1, pkt.len as i64);
-                    self.stats.dropped();
+                    sch.reduce(1, pkt.len as i64);
+                    sch.stats.dropped();
                     drop(pkt);
                     if ingress {
                         continue 'retry;
@@ -1741,7 +1746,7 @@ impl Cake {
                 };
                 let b = &mut self.tins[tin];
                 b.tin_ecn_mark = b.tin_ecn_mark.wrapping_add(u32::from(b.flows[idx].cvars.ecn_marked));
-                self.stats.sent(&pkt);
+                sch.stats.sent(&pkt);
                 let delay = now.wrapping_sub(pkt.enqueued_at.0 as i64) as u64;
                 b.avge_delay = ewma(b.avge_delay, delay, 8);
                 b.peak_delay = ewma(b.peak_delay, delay, if delay > b.peak_delay { 2 } else { 8 });
@@ -1750,9 +1755,9 @@ impl Cake {
                 let b = &mut self.tins[tin];
                 b.flows[idx].deficit = b.flows[idx].deficit.wrapping_sub(len);
                 b.tin_deficit = b.tin_deficit.wrapping_sub(len);
-                if self.time_next_packet > now && self.stats.qlen != 0 {
+                if self.time_next_packet > now && sch.stats.qlen != 0 {
                     self.watchdog = Some(self.throttle_until());
-                } else if self.stats.qlen == 0 {
+                } else if sch.stats.qlen == 0 {
                     self.watchdog = None;
                     for i in 0..self.tin_cnt as usize {
                         if self.tins[i].decaying_flow_count != 0 {
@@ -1769,18 +1774,14 @@ impl Cake {
         }
     }
 
-    fn take_parked(&mut self) -> Option<Packet> {
-        self.parked.take(&mut self.stats)
-    }
-
     /// Enqueue one (already segmented) packet on queue `idx` of tin `tin`.
     #[inline]
-    fn queue_packet(&mut self, tin: usize, idx: usize, mut pkt: Packet, now: Instant) -> u32 {
+    fn queue_packet(&mut self, sch: &mut Sch, tin: usize, idx: usize, mut pkt: Packet, now: Instant) -> u32 {
         pkt.enqueued_at = now;
         let adj = self.overhead(&pkt);
         let (len, truesize) = (pkt.len, pkt.truesize);
         self.flow_queue_add(tin, idx, pkt, adj);
-        self.stats.qlen += 1;
+        sch.stats.qlen += 1;
         self.buffer_used = self.buffer_used.wrapping_add(truesize);
         self.tins[tin].packets = self.tins[tin].packets.wrapping_add(1);
         len
@@ -1788,12 +1789,12 @@ impl Cake {
 }
 
 impl Qdisc for Cake {
-    fn kind(&self) -> &'static str {
-        "cake"
+    fn ops(&self) -> &'static Ops {
+        &OPS
     }
 
     /// `cake_enqueue`.
-    fn enqueue(&mut self, mut pkt: Packet, now_i: Instant) -> Enqueued {
+    fn enqueue(&mut self, sch: &mut Sch, mut pkt: Packet, now_i: Instant) -> Enqueued {
         let now = now_i.0 as i64;
         self.last_now = now;
         let len = pkt.len;
@@ -1802,7 +1803,7 @@ impl Qdisc for Cake {
         let (mut flow_ov, mut host_ov) = (0, 0);
         match self.block.classify(&pkt, now_i) {
             Some(Verdict::Shot) => {
-                self.stats.dropped();
+                sch.stats.dropped();
                 return Enqueued::Dropped;
             }
             Some(Verdict::Stolen) => return Enqueued::Stolen,
@@ -1825,12 +1826,12 @@ impl Qdisc for Cake {
             if b.time_next_packet < now {
                 b.time_next_packet = now;
             }
-            if self.stats.qlen == 0 {
+            if sch.stats.qlen == 0 {
                 if self.time_next_packet < now {
                     self.failsafe_next_packet = now;
                     self.time_next_packet = now;
                 } else if self.time_next_packet > now && self.failsafe_next_packet > now {
-                    self.stats.overlimit();
+                    sch.stats.overlimit();
                     self.watchdog = Some(self.throttle_until());
                 }
             }
@@ -1844,21 +1845,21 @@ impl Qdisc for Cake {
             let n = segs.len() as i32;
             let mut slen = 0u32;
             for s in segs {
-                slen = slen.wrapping_add(self.queue_packet(tin, idx, s, now_i));
+                slen = slen.wrapping_add(self.queue_packet(sch, tin, idx, s, now_i));
             }
-            self.stats.backlog = self.stats.backlog.wrapping_add(slen);
+            sch.stats.backlog = sch.stats.backlog.wrapping_add(slen);
             self.avg_window_bytes = self.avg_window_bytes.wrapping_add(slen as u64);
             let b = &mut self.tins[tin];
             b.bytes = b.bytes.wrapping_add(slen as u64);
             b.tin_backlog = b.tin_backlog.wrapping_add(slen);
             b.flows[idx].backlog = b.flows[idx].backlog.wrapping_add(slen);
-            self.reduce.add(1 - n, len as i64 - slen as i64);
+            sch.reduce(1 - n, len as i64 - slen as i64);
             drop(pkt);
         } else {
             // The ack filter finds no eligible ACK: this engine's packets carry no TCP
             // header (see the file's notes).
-            self.queue_packet(tin, idx, pkt, now_i);
-            self.stats.backlog = self.stats.backlog.wrapping_add(len);
+            self.queue_packet(sch, tin, idx, pkt, now_i);
+            sch.stats.backlog = sch.stats.backlog.wrapping_add(len);
             self.avg_window_bytes = self.avg_window_bytes.wrapping_add(len as u64);
             let b = &mut self.tins[tin];
             b.bytes = b.bytes.wrapping_add(len as u64);
@@ -1891,7 +1892,7 @@ impl Qdisc for Cake {
                 if now > self.last_reconfig_time + 250_000_000 {
                     self.cfg.rate_bps = (self.avg_peak_bandwidth * 15) >> 4;
                     self.last_reconfig_time = now;
-                    self.reconfigure();
+                    self.reconfigure(sch);
                 }
             }
         } else {
@@ -1928,73 +1929,49 @@ impl Qdisc for Cake {
         if self.buffer_used <= self.buffer_limit {
             return Enqueued::Success;
         }
-        let (prev_qlen, prev_backlog) = (self.stats.qlen, self.stats.backlog);
+        let (prev_qlen, prev_backlog) = (sch.stats.qlen, sch.stats.backlog);
         let mut same_flow = false;
         while self.buffer_used > self.buffer_limit {
-            let id = self.drop_longest(now);
+            let id = self.drop_longest(sch, now);
             if (id >> 16) as usize == tin && (id & 0xFFFF) as usize == idx {
                 same_flow = true;
             }
         }
-        let dropped = prev_qlen - self.stats.qlen;
-        let dropped_bytes = prev_backlog.wrapping_sub(self.stats.backlog);
+        let dropped = prev_qlen - sch.stats.qlen;
+        let dropped_bytes = prev_backlog.wrapping_sub(sch.stats.backlog);
         self.tins[tin].drop_overlimit = self.tins[tin].drop_overlimit.wrapping_add(dropped);
         if same_flow {
-            self.reduce.add(dropped as i32 - 1, dropped_bytes as i64 - len as i64);
+            sch.reduce(dropped as i32 - 1, dropped_bytes as i64 - len as i64);
             return Enqueued::Congested;
         }
-        self.reduce.add(dropped as i32, dropped_bytes as i64);
+        sch.reduce(dropped as i32, dropped_bytes as i64);
         Enqueued::Success
     }
 
-    /// `qdisc_dequeue_peeked` over `cake_dequeue`.
-    fn dequeue(&mut self, now: Instant) -> Dequeued {
-        if let Some(p) = self.take_parked() {
-            return Dequeued::Packet(p);
-        }
-        self.dequeue_inner(now)
+    /// `cake_dequeue`.
+    fn dequeue(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
+        self.dequeue_inner(sch, now)
     }
 
-    /// `qdisc_peek_dequeued`.
-    fn peek(&mut self, now: Instant) -> Option<&Packet> {
-        if self.parked.0.is_none() {
-            if let Dequeued::Packet(p) = self.dequeue_inner(now) {
-                self.parked.park(p, &mut self.stats);
-            }
-        }
-        self.parked.0.as_ref()
-    }
+    // peek: `qdisc_peek_dequeued` (the default).
 
     /// `cake_reset`: every tin cleared (packets freed, not counted as drops).
-    fn reset(&mut self, _now: Instant) {
+    fn reset(&mut self, sch: &mut Sch, _now: Instant) {
         for c in 0..MAX_TINS {
-            self.clear_tin(c);
+            self.clear_tin(sch, c);
         }
-        self.parked.0 = None;
-        self.stats.qlen = 0;
-        self.stats.backlog = 0;
-    }
-
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut Stats {
-        &mut self.stats
-    }
-    fn take_reduce(&mut self) -> Reduce {
-        std::mem::take(&mut self.reduce)
     }
 
     /// `cake_change`.
-    fn change(&mut self, opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
-        let Opts::Cake(o) = opts else { return Err(TcError::invalid()) };
+    fn change(&mut self, sch: &mut Sch, opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
+        let o = opts.of()?;
         if self.cfg.apply(o) {
             self.max_netlen = 0;
             self.max_adjlen = 0;
             self.min_netlen = !0;
             self.min_adjlen = !0;
         }
-        self.reconfigure();
+        self.reconfigure(sch);
         Ok(())
     }
 
@@ -2163,8 +2140,8 @@ impl Qdisc for Cake {
         Some(self)
     }
 
-    fn watchdog(&self) -> Option<Instant> {
-        if self.stats.qlen == 0 {
+    fn watchdog(&self, sch: &Sch) -> Option<Instant> {
+        if sch.stats.qlen == 0 {
             return None;
         }
         self.watchdog
@@ -2205,7 +2182,13 @@ impl Classful for Cake {
     fn leaf_mut(&mut self, _minor: u32) -> Option<&mut Node> {
         None
     }
-    fn graft(&mut self, _minor: u32, _new: Option<Node>, _dev: &DevInfo) -> Result<Option<Node>, TcError> {
+    fn graft(
+        &mut self,
+        _sch: &mut Sch,
+        _minor: u32,
+        _new: Option<Node>,
+        _dev: &DevInfo,
+    ) -> Result<Option<Node>, TcError> {
         Err(TcError::errno(Errno::EOPNOTSUPP))
     }
     /// `cake_dump_class_stats`: the queue's packets, backlog and drops.
@@ -2264,9 +2247,6 @@ impl Classful for Cake {
     fn block_mut(&mut self, minor: u32) -> Option<&mut Block> {
         (minor == 0).then_some(&mut self.block)
     }
-    fn class_kind(&self) -> &'static str {
-        "cake"
-    }
 }
 
 /// `ktime_to_us` put in a u32 attribute.
@@ -2291,18 +2271,16 @@ fn print_mode(out: &mut Out, v: u32, key: &str, table: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn dev() -> DevInfo {
-        DevInfo::eth0()
-    }
+    use crate::stats::Reduce;
+    use crate::testing::{dev, held};
 
     fn opts(s: &str) -> Result<CakeOpt, TcError> {
         let argv: Vec<String> = s.split_whitespace().map(String::from).collect();
         parse(&mut Args::new(&argv))
     }
 
-    fn cake(s: &str) -> Cake {
-        Cake::new(Some(&opts(s).unwrap()), &dev(), 0x10000, Instant::ZERO).unwrap()
+    fn cake(s: &str) -> Node<Cake> {
+        held(Cake::new(Some(&opts(s).unwrap()), &dev(), 0x10000, Instant::ZERO).unwrap())
     }
 
     fn dump(q: &Cake) -> String {
@@ -2376,7 +2354,7 @@ mod tests {
         assert_eq!(q.dequeue(Instant::ZERO), Dequeued::Throttled { until: Instant::from_millis(1) });
         assert!(matches!(q.dequeue(Instant::from_millis(1)), Dequeued::Packet(_)));
         assert!(matches!(q.dequeue(Instant::from_millis(2)), Dequeued::Packet(_)));
-        assert_eq!(q.stats.overlimits, 1);
+        assert_eq!(q.stats().overlimits, 1);
         assert_eq!(q.tins[0].packets, 3);
     }
 
@@ -2450,7 +2428,7 @@ mod tests {
     }
 
     /// Drain `q`, following its throttle times; (id, departure ns) in order.
-    fn drain(q: &mut Cake, mut now: u64) -> Vec<(u64, u64)> {
+    fn drain(q: &mut Node<Cake>, mut now: u64) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
         loop {
             match q.dequeue(Instant(now)) {
@@ -2475,7 +2453,7 @@ mod tests {
         let got = drain(&mut q, 0);
         let want: Vec<(u64, u64)> = (1..=8).chain([10]).zip((0..9).map(|k| k * 2_000_000)).collect();
         assert_eq!(got, want);
-        assert_eq!((q.tins[0].tin_dropped, q.stats.drops, q.tins[0].dropped[3]), (1, 1, 1));
+        assert_eq!((q.tins[0].tin_dropped, q.stats().drops, q.tins[0].dropped[3]), (1, 1, 1));
         let v = q.tins[0].flows[3].cvars;
         assert_eq!((v.count, v.dropping, v.rec_inv_sqrt), (2, true, 3037000500));
     }
@@ -2505,7 +2483,7 @@ mod tests {
         for i in 6..10u64 {
             q.enqueue(Packet::new(i, 1000).with_hash(2), t);
         }
-        assert_eq!(q.stats.drops, 0);
+        assert_eq!(q.stats().drops, 0);
         // The eleventh: the Voice queue (6 packets) loses its head.
         assert_eq!(q.enqueue(Packet::new(10, 1000).with_hash(2), t), Enqueued::Success);
         assert_eq!((q.tins[2].tin_dropped, q.tins[2].flows[1].backlog, q.tins[0].flows[2].backlog), (1, 5000, 5000));
@@ -2518,7 +2496,7 @@ mod tests {
         assert_eq!(q.take_reduce(), Reduce { pkts: 0, bytes: 0 });
         // drop_overlimit counts on the tin of the packet that overflowed (both times
         // tin 0), tin_dropped on the tin that lost one.
-        assert_eq!((q.tins[0].tin_dropped, q.tins[0].drop_overlimit, q.stats.qlen), (1, 2, 10));
+        assert_eq!((q.tins[0].tin_dropped, q.tins[0].drop_overlimit, q.stats().qlen), (1, 2, 10));
     }
 
     #[test]
@@ -2541,7 +2519,7 @@ mod tests {
         let mut p = Packet::new(1, 3000).with_hash(9);
         p.gso_segs = 3;
         assert_eq!(q.enqueue(p, Instant::ZERO), Enqueued::Success);
-        assert_eq!((q.stats.qlen, q.tins[0].packets, q.tins[0].bytes), (3, 3, 3000));
+        assert_eq!((q.stats().qlen, q.tins[0].packets, q.tins[0].bytes), (3, 3, 3000));
         assert_eq!(q.take_reduce(), Reduce { pkts: -2, bytes: 0 });
         // Each segment: 1000 − 14 + 10.
         assert_eq!((q.min_adjlen, q.max_adjlen), (996, 996));
@@ -2550,7 +2528,7 @@ mod tests {
         let mut p = Packet::new(1, 3000).with_hash(9);
         p.gso_segs = 3;
         q.enqueue(p, Instant::ZERO);
-        assert_eq!((q.stats.qlen, q.tins[0].packets), (1, 1));
+        assert_eq!((q.stats().qlen, q.tins[0].packets), (1, 1));
         assert_eq!(q.slots.meta[0][1], 3 * 996);
     }
 

@@ -28,8 +28,7 @@
 use std::collections::VecDeque;
 
 use crate::packet::Packet;
-use crate::qdisc::{Dequeued, DevInfo, Enqueued, Parked, Qdisc};
-use crate::sched::Opts;
+use crate::qdisc::{peek_dequeued, Dequeued, DevInfo, Enqueued, Flags, Ops, Opts, Parse, Qdisc, Sch};
 use crate::stats::{Reduce, Stats};
 use crate::tc::{units, Args, Out, TcError};
 use crate::time::Instant;
@@ -414,6 +413,15 @@ impl CodelQueue for Fifo<'_> {
     }
 }
 
+/// q_codel.c always sends TCA_OPTIONS (possibly empty).
+pub static OPS: Ops = Ops {
+    id: "codel",
+    parse: Parse::Qopt(|a| Ok(Some(Opts::new(parse(a)?)))),
+    create: |c| Ok(Box::new(Codel::new(c.opts()?.unwrap_or(&CodelOpt::default()), c.dev, c.now)?)),
+    parse_class: None,
+    flags: Flags::NONE,
+};
+
 /// The codel qdisc: `struct codel_sched_data` plus the qdisc's queue and counters.
 pub struct Codel {
     params: CodelParams,
@@ -425,10 +433,6 @@ pub struct Codel {
     /// TCQ_F_CAN_BYPASS as decided at init (a later change does not update it).
     bypass: bool,
     q: VecDeque<Packet>,
-    /// `sch->gso_skb`, filled by `codel_peek`.
-    parked: Parked,
-    stats: Stats,
-    reduce: Reduce,
     /// The latest time the qdisc was called with, standing in for `codel_get_time()`
     /// at dump time (xstats `drop_next` is relative to it).
     last_now: Instant,
@@ -445,18 +449,16 @@ impl Codel {
             drop_overlimit: 0,
             bypass: false,
             q: VecDeque::new(),
-            parked: Parked::default(),
-            stats: Stats::default(),
-            reduce: Reduce::default(),
             last_now: now,
         };
-        c.apply(o);
+        // Nothing is queued yet: the counters are not needed.
+        c.apply(&mut Sch::default(), o);
         c.bypass = c.limit >= 1;
         Ok(c)
     }
 
     /// Mirrors `codel_change` (it validates nothing beyond the attribute types).
-    fn apply(&mut self, o: &CodelOpt) {
+    fn apply(&mut self, sch: &mut Sch, o: &CodelOpt) {
         if let Some(t) = o.target {
             self.params.target = us_to_codel(t);
         }
@@ -475,14 +477,16 @@ impl Codel {
         // Shrink to the new limit from the head (the parked packet first), counting
         // drops here and reporting them up.
         let (mut n, mut bytes) = (0i32, 0i64);
-        while self.stats.qlen > self.limit {
-            let Some(p) = self.parked.0.take().or_else(|| self.q.pop_front()) else { break };
-            self.stats.unqueued(p.len);
-            self.stats.dropped();
+        while sch.stats.qlen > self.limit {
+            let Some(p) = sch.take_parked().or_else(|| self.q.pop_front().inspect(|p| sch.stats.unqueued(p.len)))
+            else {
+                break;
+            };
+            sch.stats.dropped();
             n += 1;
             bytes += p.len as i64;
         }
-        self.reduce.add(n, bytes);
+        sch.reduce(n, bytes);
     }
 
     pub fn params(&self) -> &CodelParams {
@@ -502,85 +506,59 @@ impl Codel {
     }
 
     /// `__codel_qdisc_dequeue`: CoDel on the FIFO, bstats for what leaves.
-    fn dequeue_inner(&mut self, now: Instant) -> Option<Packet> {
-        let mut fifo = Fifo { q: &mut self.q, stats: &mut self.stats };
+    fn dequeue_inner(&mut self, sch: &mut Sch, now: Instant) -> Option<Packet> {
+        let mut fifo = Fifo { q: &mut self.q, stats: &mut sch.stats };
         let p = codel_dequeue(&mut fifo, &self.params, &mut self.vars, &mut self.cstats, now)?;
-        self.stats.sent(&p);
+        sch.stats.sent(&p);
         Some(p)
     }
 }
 
 impl Qdisc for Codel {
-    fn kind(&self) -> &'static str {
-        "codel"
+    fn ops(&self) -> &'static Ops {
+        &OPS
     }
 
     /// `codel_qdisc_enqueue`: tail-append below the limit, else drop (drop_overlimit).
-    fn enqueue(&mut self, mut pkt: Packet, now: Instant) -> Enqueued {
+    fn enqueue(&mut self, sch: &mut Sch, mut pkt: Packet, now: Instant) -> Enqueued {
         self.last_now = now;
-        if self.stats.qlen < self.limit {
+        if sch.stats.qlen < self.limit {
             pkt.enqueued_at = now;
-            self.stats.queued(pkt.len);
+            sch.stats.queued(pkt.len);
             self.q.push_back(pkt);
             return Enqueued::Success;
         }
         self.drop_overlimit = self.drop_overlimit.wrapping_add(1);
-        self.stats.dropped();
+        sch.stats.dropped();
         Enqueued::Dropped
     }
 
-    /// `qdisc_dequeue_peeked` over `codel_qdisc_dequeue` (+ `codel_dequeue_drop`).
-    fn dequeue(&mut self, now: Instant) -> Dequeued {
+    /// `codel_qdisc_dequeue` (+ `codel_dequeue_drop`).
+    fn dequeue(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
         self.last_now = now;
-        if let Some(p) = self.parked.take(&mut self.stats) {
-            return Dequeued::Packet(p);
-        }
-        let p = self.dequeue_inner(now);
-        self.cstats.flush_drops(&mut self.reduce);
+        let p = self.dequeue_inner(sch, now);
+        self.cstats.flush_drops(&mut sch.reduce);
         p.map_or(Dequeued::Empty, Dequeued::Packet)
     }
 
     /// `codel_peek`: dequeue through CoDel and park the packet (still counted as queued).
-    fn peek(&mut self, now: Instant) -> Option<&Packet> {
+    fn peek<'a>(&'a mut self, sch: &'a mut Sch, now: Instant) -> Option<&'a Packet> {
         self.last_now = now;
-        if self.parked.0.is_none() {
-            if let Some(p) = self.dequeue_inner(now) {
-                self.parked.park(p, &mut self.stats);
-            }
-            self.cstats.flush_drops(&mut self.reduce);
-        }
-        self.parked.0.as_ref()
+        peek_dequeued(self, sch, now)
     }
 
     /// `codel_reset`: empty the queue, CoDel state back to zero (stats kept).
-    fn reset(&mut self, now: Instant) {
+    fn reset(&mut self, _sch: &mut Sch, now: Instant) {
         self.last_now = now;
         self.q.clear();
-        self.parked.0 = None;
-        self.stats.qlen = 0;
-        self.stats.backlog = 0;
         self.vars = CodelVars::default();
     }
 
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut Stats {
-        &mut self.stats
-    }
-    fn take_reduce(&mut self) -> Reduce {
-        std::mem::take(&mut self.reduce)
-    }
-
-    fn change(&mut self, opts: &Opts, _dev: &DevInfo, now: Instant) -> Result<(), TcError> {
-        match opts {
-            Opts::Codel(o) => {
-                self.last_now = now;
-                self.apply(o);
-                Ok(())
-            }
-            _ => Err(TcError::invalid()),
-        }
+    fn change(&mut self, sch: &mut Sch, opts: &Opts, _dev: &DevInfo, now: Instant) -> Result<(), TcError> {
+        let o = opts.of()?;
+        self.last_now = now;
+        self.apply(sch, o);
+        Ok(())
     }
 
     /// `codel_dump` printed by q_codel.c `codel_print_opt`:
@@ -626,26 +604,20 @@ impl Qdisc for Codel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::qdisc::Node;
+    use crate::stats::Reduce;
+    use crate::testing::{argv, dev, held, t};
 
-    fn dev() -> DevInfo {
-        DevInfo::eth0()
-    }
-    fn t(ns: u64) -> Instant {
-        Instant::from_nanos(ns)
-    }
     /// The instant at which CoDel's clock reads `c` (its first nanosecond).
     fn at(c: CodelTime) -> Instant {
         Instant::from_nanos((c as u64) << CODEL_SHIFT)
-    }
-    fn argv(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
     }
     fn p(s: &str) -> Result<CodelOpt, TcError> {
         let v = argv(s);
         parse(&mut Args::new(&v))
     }
-    fn codel(s: &str) -> Codel {
-        Codel::new(&p(s).unwrap(), &dev(), t(0)).unwrap()
+    fn codel(s: &str) -> Node<Codel> {
+        held(Codel::new(&p(s).unwrap(), &dev(), t(0)).unwrap())
     }
 
     /// `codel_init`'s mtu: psched_mtu clamped to [256, 2^20] on 6.12.117, as it is on
@@ -685,7 +657,7 @@ mod tests {
         o.into_string()
     }
     /// Dequeue and tell what happened: the id sent and how many drops it took.
-    fn deq(q: &mut Codel, now: Instant) -> (Option<u64>, u32) {
+    fn deq(q: &mut Node<Codel>, now: Instant) -> (Option<u64>, u32) {
         let before = q.stats().drops;
         let id = q.dequeue(now).packet().map(|p| p.id);
         (id, q.stats().drops - before)
@@ -904,7 +876,7 @@ mod tests {
         let dn = q.vars().drop_next;
         // Drain the old packets and queue fresh ones: the delay falls below target.
         let now = at(dn - 1);
-        q.reset_queue_only(now);
+        reset_queue_only(&mut q, now);
         for i in 0..100 {
             q.enqueue(Packet::new(10_000 + i, 1000), now);
         }
@@ -933,13 +905,11 @@ mod tests {
         v.rec_inv_sqrt
     }
 
-    impl Codel {
-        /// Test helper: drop the queued packets without touching CoDel's state.
-        fn reset_queue_only(&mut self, now: Instant) {
-            let vars = self.vars;
-            self.reset(now);
-            self.vars = vars;
-        }
+    /// Drop the queued packets without touching CoDel's state.
+    fn reset_queue_only(q: &mut Node<Codel>, now: Instant) {
+        let vars = q.vars;
+        q.reset(now);
+        q.vars = vars;
     }
 
     #[test]
@@ -957,7 +927,7 @@ mod tests {
         }
         let dn = q.vars().drop_next;
         let now = at(dn + 16 * 97656);
-        q.reset_queue_only(now);
+        reset_queue_only(&mut q, now);
         for i in 0..100 {
             q.enqueue(Packet::new(10_000 + i, 1000), now);
         }
@@ -980,7 +950,7 @@ mod tests {
         assert_eq!((q.drop_overlimit(), q.stats().drops, q.stats().qlen), (1, 1, 2));
         assert!(xstats(&q, false).ends_with("drop_overlimit 1"));
         // Shrinking the limit drops from the head, counted here and reported up.
-        q.change(&Opts::Codel(p("limit 1").unwrap()), &dev(), t(0)).unwrap();
+        q.change(&Opts::new(p("limit 1").unwrap()), &dev(), t(0)).unwrap();
         assert_eq!((q.stats().qlen, q.stats().drops), (1, 2));
         assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 100 });
         assert_eq!(q.dequeue(t(0)).packet().unwrap().id, 1);
@@ -1027,7 +997,7 @@ mod tests {
             r#"{"count":0,"lastcount":0,"ldelay":0,"drop_next":0,"maxpacket":0,"ecn_mark":0,"drop_overlimit":0}"#
         );
         // limit 0 at init: no bypass, every packet dropped.
-        let mut z = Codel::new(&CodelOpt { limit: Some(0), ..Default::default() }, &dev(), t(0)).unwrap();
+        let mut z = held(Codel::new(&CodelOpt { limit: Some(0), ..Default::default() }, &dev(), t(0)).unwrap());
         assert!(!z.can_bypass());
         assert_eq!(z.enqueue(Packet::new(0, 1), t(0)), Enqueued::Dropped);
     }

@@ -10,9 +10,7 @@
 use std::collections::VecDeque;
 
 use crate::packet::Packet;
-use crate::qdisc::{Dequeued, DevInfo, Enqueued, Qdisc};
-use crate::sched::Opts;
-use crate::stats::{Reduce, Stats};
+use crate::qdisc::{Create, Dequeued, DevInfo, Enqueued, Flags, Ops, Opts, Parse, Qdisc, Sch};
 use crate::tc::{units, Args, Out, TcError};
 use crate::time::Instant;
 
@@ -32,6 +30,29 @@ impl FifoKind {
             FifoKind::PfifoHeadDrop => "pfifo_head_drop",
         }
     }
+}
+
+pub static PFIFO: Ops = ops!("pfifo", FifoKind::Pfifo);
+pub static BFIFO: Ops = ops!("bfifo", FifoKind::Bfifo);
+pub static PFIFO_HEAD_DROP: Ops = ops!("pfifo_head_drop", FifoKind::PfifoHeadDrop);
+
+/// The registration of one of the three fifos.
+macro_rules! ops {
+    ($id:literal, $kind:expr) => {
+        Ops {
+            id: $id,
+            parse: Parse::Qopt(|a| Ok(parse($kind, a)?.map(Opts::new))),
+            create: |c| create($kind, c),
+            parse_class: None,
+            flags: Flags::NONE,
+        }
+    };
+}
+use ops;
+
+/// `fifo_init`.
+fn create(kind: FifoKind, c: &Create) -> Result<Box<dyn Qdisc>, TcError> {
+    Ok(Box::new(Fifo::new(kind, c.opts::<FifoOpt>()?.copied(), c.dev)))
 }
 
 /// `struct tc_fifo_qopt`: what tc sends (only when `limit` is given).
@@ -67,22 +88,13 @@ pub struct Fifo {
     kind: FifoKind,
     pub limit: u32,
     q: VecDeque<Packet>,
-    stats: Stats,
-    reduce: Reduce,
     bypass: bool,
 }
 
 impl Fifo {
     /// `fifo_init` / `__fifo_init`.
     pub fn new(kind: FifoKind, opt: Option<FifoOpt>, dev: &DevInfo) -> Self {
-        let mut f = Fifo {
-            kind,
-            limit: 0,
-            q: VecDeque::new(),
-            stats: Stats::default(),
-            reduce: Reduce::default(),
-            bypass: false,
-        };
+        let mut f = Fifo { kind, limit: 0, q: VecDeque::new(), bypass: false };
         f.apply(opt, dev);
         f
     }
@@ -111,8 +123,8 @@ impl Fifo {
         self.q.is_empty()
     }
 
-    fn tail(&mut self, pkt: Packet, now: Instant) -> Enqueued {
-        self.stats.queued(pkt.len);
+    fn tail(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
+        sch.stats.queued(pkt.len);
         self.q.push_back(pkt);
         // Stamped in place: an 8-byte store into the packet just before it is
         // copied whole would stall the copy (store forwarding).
@@ -122,84 +134,71 @@ impl Fifo {
 }
 
 impl Qdisc for Fifo {
-    fn kind(&self) -> &'static str {
-        self.kind.id()
+    fn ops(&self) -> &'static Ops {
+        match self.kind {
+            FifoKind::Pfifo => &PFIFO,
+            FifoKind::Bfifo => &BFIFO,
+            FifoKind::PfifoHeadDrop => &PFIFO_HEAD_DROP,
+        }
     }
 
-    fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
+    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
         match self.kind {
             // bfifo_enqueue
             FifoKind::Bfifo => {
-                if self.stats.backlog as u64 + pkt.len as u64 <= self.limit as u64 {
-                    return self.tail(pkt, now);
+                if sch.stats.backlog as u64 + pkt.len as u64 <= self.limit as u64 {
+                    return self.tail(sch, pkt, now);
                 }
             }
             // pfifo_enqueue
             FifoKind::Pfifo => {
-                if self.stats.qlen < self.limit {
-                    return self.tail(pkt, now);
+                if sch.stats.qlen < self.limit {
+                    return self.tail(sch, pkt, now);
                 }
             }
             // pfifo_tail_enqueue
             FifoKind::PfifoHeadDrop => {
                 if self.limit == 0 {
-                    self.stats.dropped();
+                    sch.stats.dropped();
                     return Enqueued::Dropped;
                 }
-                if self.stats.qlen < self.limit {
-                    return self.tail(pkt, now);
+                if sch.stats.qlen < self.limit {
+                    return self.tail(sch, pkt, now);
                 }
-                let prev_backlog = self.stats.backlog;
+                let prev_backlog = sch.stats.backlog;
                 let old = self.q.pop_front().expect("qlen == limit > 0");
-                self.stats.unqueued(old.len);
-                self.stats.dropped();
-                self.tail(pkt, now);
-                self.reduce.add(0, prev_backlog as i64 - self.stats.backlog as i64);
+                sch.stats.unqueued(old.len);
+                sch.stats.dropped();
+                self.tail(sch, pkt, now);
+                sch.reduce(0, prev_backlog as i64 - sch.stats.backlog as i64);
                 return Enqueued::Congested;
             }
         }
-        self.stats.dropped();
+        sch.stats.dropped();
         Enqueued::Dropped
     }
 
-    fn dequeue(&mut self, _now: Instant) -> Dequeued {
+    fn dequeue(&mut self, sch: &mut Sch, _now: Instant) -> Dequeued {
         // Count from the queued packet, then move it out whole: the packet is
         // copied into the answer as one block (no field stored separately), so the
         // caller's loads of it forward from the stores.
         let Some(p) = self.q.front() else { return Dequeued::Empty };
-        self.stats.unqueued(p.len);
-        self.stats.sent(p);
+        sch.stats.unqueued(p.len);
+        sch.stats.sent(p);
         self.q.pop_front().map_or(Dequeued::Empty, Dequeued::Packet)
     }
 
-    fn peek(&mut self, _now: Instant) -> Option<&Packet> {
+    fn peek<'a>(&'a mut self, _sch: &'a mut Sch, _now: Instant) -> Option<&'a Packet> {
         self.q.front()
     }
 
-    fn reset(&mut self, _now: Instant) {
+    fn reset(&mut self, _sch: &mut Sch, _now: Instant) {
         self.q.clear();
-        self.stats.qlen = 0;
-        self.stats.backlog = 0;
     }
 
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut Stats {
-        &mut self.stats
-    }
-    fn take_reduce(&mut self) -> Reduce {
-        std::mem::take(&mut self.reduce)
-    }
-
-    fn change(&mut self, opts: &Opts, dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
-        match opts {
-            Opts::Fifo(o) => {
-                self.apply(Some(*o), dev);
-                Ok(())
-            }
-            _ => Err(TcError::invalid()),
-        }
+    fn change(&mut self, _sch: &mut Sch, opts: &Opts, dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
+        self.apply(Some(*opts.of::<FifoOpt>()?), dev);
+        Ok(())
     }
 
     fn dump(&self, out: &mut Out, _dev: &DevInfo) {
@@ -219,13 +218,8 @@ impl Qdisc for Fifo {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn dev() -> DevInfo {
-        DevInfo::eth0()
-    }
-    fn t(ns: u64) -> Instant {
-        Instant::from_nanos(ns)
-    }
+    use crate::stats::Reduce;
+    use crate::testing::{dev, held, t};
 
     #[test]
     fn defaults_follow_the_device() {
@@ -236,7 +230,7 @@ mod tests {
 
     #[test]
     fn pfifo_tail_drops_at_limit() {
-        let mut f = Fifo::with_limit(FifoKind::Pfifo, 2, &dev());
+        let mut f = held(Fifo::with_limit(FifoKind::Pfifo, 2, &dev()));
         assert_eq!(f.enqueue(Packet::new(1, 100), t(0)), Enqueued::Success);
         assert_eq!(f.enqueue(Packet::new(2, 100), t(0)), Enqueued::Success);
         assert_eq!(f.enqueue(Packet::new(3, 100), t(0)), Enqueued::Dropped);
@@ -250,7 +244,7 @@ mod tests {
 
     #[test]
     fn bfifo_counts_bytes_inclusive() {
-        let mut f = Fifo::with_limit(FifoKind::Bfifo, 3000, &dev());
+        let mut f = held(Fifo::with_limit(FifoKind::Bfifo, 3000, &dev()));
         assert_eq!(f.enqueue(Packet::new(1, 1500), t(0)), Enqueued::Success);
         assert_eq!(f.enqueue(Packet::new(2, 1500), t(0)), Enqueued::Success); // 3000 ≤ 3000
         assert_eq!(f.enqueue(Packet::new(3, 1), t(0)), Enqueued::Dropped);
@@ -260,14 +254,14 @@ mod tests {
 
     #[test]
     fn head_drop_drops_oldest_and_reports_bytes() {
-        let mut f = Fifo::with_limit(FifoKind::PfifoHeadDrop, 2, &dev());
+        let mut f = held(Fifo::with_limit(FifoKind::PfifoHeadDrop, 2, &dev()));
         f.enqueue(Packet::new(1, 100), t(0));
         f.enqueue(Packet::new(2, 200), t(0));
         assert_eq!(f.enqueue(Packet::new(3, 300), t(0)), Enqueued::Congested);
         assert_eq!(f.take_reduce(), Reduce { pkts: 0, bytes: -200 });
         assert_eq!((f.stats().qlen, f.stats().backlog, f.stats().drops), (2, 500, 1));
         assert_eq!(f.dequeue(t(0)).packet().unwrap().id, 2);
-        let mut z = Fifo::with_limit(FifoKind::PfifoHeadDrop, 0, &dev());
+        let mut z = held(Fifo::with_limit(FifoKind::PfifoHeadDrop, 0, &dev()));
         assert_eq!(z.enqueue(Packet::new(1, 1), t(0)), Enqueued::Dropped);
     }
 }

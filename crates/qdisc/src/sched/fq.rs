@@ -38,9 +38,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::packet::{Packet, SockState};
-use crate::qdisc::{Dequeued, DevInfo, Enqueued, Parked, Qdisc};
-use crate::sched::Opts;
-use crate::stats::{Reduce, Stats};
+use crate::qdisc::{dequeue_internal, peek_dequeued, Dequeued, DevInfo, Enqueued, Flags, Ops, Opts, Parse, Qdisc, Sch};
 use crate::tc::units::{get_integer10, get_unsigned10};
 use crate::tc::{units, Args, Errno, Out, TcError};
 use crate::time::Instant;
@@ -495,12 +493,9 @@ pub struct Fq {
     slab: Vec<Option<Flow>>,
     free: Vec<u32>,
     seq: u64,
-    parked: Parked,
     watchdog: Option<Instant>,
     /// The latest time seen (for `next_packet_delay` in dumps).
     last_now: u64,
-    stats: Stats,
-    reduce: Reduce,
 }
 
 /// `hash_64`: multiply by GOLDEN_RATIO_64 and keep the top `bits` bits.
@@ -540,6 +535,15 @@ fn usecs_to_jiffies(us: u32) -> u32 {
 fn jiffies_to_usecs(j: u64) -> u32 {
     (1_000_000 / HZ).wrapping_mul(j) as u32
 }
+
+/// q_fq.c always sends TCA_OPTIONS (possibly empty).
+pub static OPS: Ops = Ops {
+    id: "fq",
+    parse: Parse::Qopt(|a| Ok(Some(Opts::new(parse(a)?)))),
+    create: |c| Ok(Box::new(Fq::new(c.opts()?.unwrap_or(&FqOpt::default()), c.dev, c.handle, c.now)?)),
+    parse_class: None,
+    flags: Flags::NONE,
+};
 
 impl Fq {
     /// `fq_init`: the defaults, then `fq_change` with what tc sent.
@@ -585,16 +589,14 @@ impl Fq {
             slab: Vec::new(),
             free: Vec::new(),
             seq: 0,
-            parked: Parked::default(),
             watchdog: None,
             last_now: now.as_nanos(),
-            stats: Stats::default(),
-            reduce: Reduce::default(),
         };
         for (b, w) in q.bands.iter_mut().zip(DEFAULT_WEIGHTS) {
             b.quantum = w;
         }
-        q.apply(o, now)?;
+        // Nothing is queued yet: the counters are not needed.
+        q.apply(&mut Sch::default(), o, now)?;
         Ok(q)
     }
 
@@ -602,7 +604,7 @@ impl Fq {
     /// applied in the kernel's order, a bad one only records the error (priomap,
     /// weights and the bucket resize are skipped once an error is recorded), and the
     /// queue is trimmed to `limit` in any case.
-    fn apply(&mut self, o: &FqOpt, now: Instant) -> Result<(), TcError> {
+    fn apply(&mut self, sch: &mut Sch, o: &FqOpt, now: Instant) -> Result<(), TcError> {
         // Policy validation (nla_parse without extack): nothing is applied.
         // TCA_FQ_INITIAL_QUANTUM's range is [0, INT_MAX], [0, 2^20] on 6.12.117.
         let iq_max = if self.quantum_bounds { FQ_MAX_QUANTUM } else { i32::MAX as u32 };
@@ -704,8 +706,8 @@ impl Fq {
         // Trim to the (total) limit by dequeueing: the packets count as sent here and
         // as drops in the ancestors (qdisc_tree_reduce_backlog).
         let (mut n, mut bytes) = (0i32, 0i64);
-        while self.stats.qlen > self.limit {
-            match self.dequeue(now) {
+        while sch.stats.qlen > self.limit {
+            match dequeue_internal(self, sch, now) {
                 Dequeued::Packet(p) => {
                     n += 1;
                     bytes += p.len as i64;
@@ -713,7 +715,7 @@ impl Fq {
                 _ => break,
             }
         }
-        self.reduce.add(n, bytes);
+        sch.reduce(n, bytes);
         match err {
             Some(e) => Err(e),
             None => Ok(()),
@@ -840,11 +842,11 @@ impl Fq {
     }
 
     /// `fq_fastpath_check`.
-    fn fastpath_ok(&self, pkt: &Packet, time_to_send: u64, now: u64) -> bool {
+    fn fastpath_ok(&self, sch: &Sch, pkt: &Packet, time_to_send: u64, now: u64) -> bool {
         if time_to_send > now {
             return false;
         }
-        if self.stats.qlen != 0 {
+        if sch.stats.qlen != 0 {
             if self.flows != self.inactive_flows + self.throttled_flows {
                 return false;
             }
@@ -864,7 +866,7 @@ impl Fq {
     }
 
     /// Mirrors `fq_classify`: the flow slot, or None for the fast path queue.
-    fn classify(&mut self, pkt: &mut Packet, time_to_send: u64, now: Instant) -> Option<u32> {
+    fn classify(&mut self, sch: &Sch, pkt: &mut Packet, time_to_send: u64, now: Instant) -> Option<u32> {
         let orphan = |hash: u32, mask: u32| (((hash & mask) as u64) << 1) | 1;
         let (key, own_sk) = match pkt.sk.as_deref().map(|s| (s.state, s.id, s.hash)) {
             None => (orphan(pkt.hash, self.orphan_mask), None),
@@ -875,7 +877,7 @@ impl Fq {
             Some((SockState::Close, _, _)) => (orphan(pkt.hash, self.orphan_mask), None),
             Some((SockState::Connected, id, hash)) => (socket_key(id), Some(hash)),
         };
-        if self.fastpath_ok(pkt, time_to_send, now.as_nanos()) {
+        if self.fastpath_ok(sch, pkt, time_to_send, now.as_nanos()) {
             self.xs.fastpath_packets += 1;
             return None;
         }
@@ -961,16 +963,16 @@ impl Fq {
         }
     }
 
-    /// Mirrors `fq_dequeue` (without the parked slot of `qdisc_peek_dequeued`).
-    fn dequeue_inner(&mut self, now: Instant) -> Dequeued {
+    /// Mirrors `fq_dequeue`.
+    fn dequeue_fq(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
         self.last_now = self.last_now.max(now.as_nanos());
-        if self.stats.qlen == 0 {
+        if sch.stats.qlen == 0 {
             return Dequeued::Empty;
         }
         if let Some(item) = self.internal.pop() {
             self.internal_qlen -= 1;
-            self.stats.unqueued(item.pkt.len);
-            self.stats.sent(&item.pkt);
+            sch.stats.unqueued(item.pkt.len);
+            sch.stats.sent(&item.pkt);
             self.watchdog = None;
             return Dequeued::Packet(item.pkt);
         }
@@ -1030,8 +1032,8 @@ impl Fq {
                     f.qlen -= 1;
                     let emptied = f.qlen == 0;
                     let mut pkt = item.pkt;
-                    self.stats.unqueued(pkt.len);
-                    self.stats.sent(&pkt);
+                    sch.stats.unqueued(pkt.len);
+                    sch.stats.sent(&pkt);
                     if (now_ns.wrapping_sub(tnp).wrapping_sub(self.ce_threshold) as i64) > 0 {
                         pkt.set_ce();
                         self.xs.ce_mark += 1;
@@ -1131,18 +1133,18 @@ impl Fq {
 }
 
 impl Qdisc for Fq {
-    fn kind(&self) -> &'static str {
-        "fq"
+    fn ops(&self) -> &'static Ops {
+        &OPS
     }
 
     /// Mirrors `fq_enqueue`.
-    fn enqueue(&mut self, mut pkt: Packet, now: Instant) -> Enqueued {
+    fn enqueue(&mut self, sch: &mut Sch, mut pkt: Packet, now: Instant) -> Enqueued {
         let now_ns = now.as_nanos();
         self.last_now = self.last_now.max(now_ns);
         let band = self.prio2band[(pkt.priority & 15) as usize];
         if self.band_pkt_count[band as usize] >= self.limit {
             self.xs.band_drops[band as usize] += 1;
-            self.stats.dropped();
+            sch.stats.dropped();
             return Enqueued::Dropped;
         }
         let time_to_send = if pkt.tstamp == Instant::ZERO {
@@ -1151,7 +1153,7 @@ impl Qdisc for Fq {
             if (pkt.tstamp.as_nanos() as i64) > (now_ns.wrapping_add(self.horizon) as i64) {
                 if self.horizon_drop != 0 {
                     self.xs.horizon_drops += 1;
-                    self.stats.dropped();
+                    sch.stats.dropped();
                     return Enqueued::Dropped;
                 }
                 self.xs.horizon_caps += 1;
@@ -1162,7 +1164,7 @@ impl Qdisc for Fq {
         pkt.enqueued_at = now;
         let len = pkt.len;
         let seq = self.next_seq();
-        match self.classify(&mut pkt, time_to_send, now) {
+        match self.classify(sch, &mut pkt, time_to_send, now) {
             None => {
                 self.internal_qlen += 1;
                 self.internal.add(Item { time_to_send, band, pkt }, seq);
@@ -1170,7 +1172,7 @@ impl Qdisc for Fq {
             Some(idx) => {
                 if self.flow(idx).qlen >= self.flow_plimit {
                     self.xs.flows_plimit += 1;
-                    self.stats.dropped();
+                    sch.stats.dropped();
                     return Enqueued::Dropped;
                 }
                 if let Link::Detached(age) = self.flow(idx).link {
@@ -1194,36 +1196,24 @@ impl Qdisc for Fq {
                 }
             }
         }
-        self.stats.queued(len);
+        sch.stats.queued(len);
         Enqueued::Success
     }
 
-    /// `qdisc_dequeue_peeked`: the parked packet first, else `fq_dequeue`.
-    fn dequeue(&mut self, now: Instant) -> Dequeued {
-        if let Some(p) = self.parked.take(&mut self.stats) {
-            return Dequeued::Packet(p);
-        }
-        self.dequeue_inner(now)
+    fn dequeue(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
+        self.dequeue_fq(sch, now)
     }
 
     /// `qdisc_peek_dequeued`: dequeue (pacing state and bstats move) and park.
-    fn peek(&mut self, now: Instant) -> Option<&Packet> {
-        if self.parked.0.is_none() {
-            if let Dequeued::Packet(p) = self.dequeue_inner(now) {
-                self.parked.park(p, &mut self.stats);
-            }
-        }
-        self.parked.0.as_ref()
+    fn peek<'a>(&'a mut self, sch: &'a mut Sch, now: Instant) -> Option<&'a Packet> {
+        peek_dequeued(self, sch, now)
     }
 
     /// Mirrors `fq_reset` (with the stable fix that also zeroes band_pkt_count).
     /// Flows are freed without counting as gc; band credits, the unthrottle EWMA and
     /// `time_next_delayed_flow` are left as they are, as in the kernel.
-    fn reset(&mut self, now: Instant) {
+    fn reset(&mut self, _sch: &mut Sch, now: Instant) {
         self.last_now = self.last_now.max(now.as_nanos());
-        self.parked.0 = None;
-        self.stats.qlen = 0;
-        self.stats.backlog = 0;
         self.internal.drain().for_each(drop);
         self.internal_qlen = 0;
         for b in self.buckets.iter_mut() {
@@ -1243,21 +1233,8 @@ impl Qdisc for Fq {
         self.watchdog = None;
     }
 
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut Stats {
-        &mut self.stats
-    }
-    fn take_reduce(&mut self) -> Reduce {
-        std::mem::take(&mut self.reduce)
-    }
-
-    fn change(&mut self, opts: &Opts, _dev: &DevInfo, now: Instant) -> Result<(), TcError> {
-        match opts {
-            Opts::Fq(o) => self.apply(o, now),
-            _ => Err(TcError::invalid()),
-        }
+    fn change(&mut self, sch: &mut Sch, opts: &Opts, _dev: &DevInfo, now: Instant) -> Result<(), TcError> {
+        self.apply(sch, opts.of()?, now)
     }
 
     /// What `fq_dump` sends, printed as q_fq.c `fq_print_opt` prints it.
@@ -1371,8 +1348,8 @@ impl Qdisc for Fq {
         }
     }
 
-    fn watchdog(&self) -> Option<Instant> {
-        if self.stats.qlen == 0 {
+    fn watchdog(&self, sch: &Sch) -> Option<Instant> {
+        if sch.stats.qlen == 0 {
             None
         } else {
             self.watchdog
@@ -1384,25 +1361,19 @@ impl Qdisc for Fq {
 mod tests {
     use super::*;
     use crate::packet::Socket;
+    use crate::qdisc::Node;
+    use crate::stats::Reduce;
+    use crate::testing::{argv, dev, held, t};
     use crate::tree::KernelVersion;
     use std::sync::Arc;
 
-    fn dev() -> DevInfo {
-        DevInfo::eth0()
-    }
-    fn t(ns: u64) -> Instant {
-        Instant::from_nanos(ns)
-    }
     const MS: u64 = 1_000_000;
-    fn argv(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
-    }
     fn p(s: &str) -> Result<FqOpt, TcError> {
         let v = argv(s);
         parse(&mut Args::new(&v))
     }
-    fn fq(s: &str) -> Fq {
-        Fq::new(&p(s).unwrap(), &dev(), 0x80010000, t(0)).unwrap()
+    fn fq(s: &str) -> Node<Fq> {
+        held(Fq::new(&p(s).unwrap(), &dev(), 0x80010000, t(0)).unwrap())
     }
     /// An orphan (socket-less) packet of flow hash `h`.
     fn op(id: u64, len: u32, h: u32) -> Packet {
@@ -1425,10 +1396,10 @@ mod tests {
     fn sp(id: u64, len: u32, s: &Arc<Socket>) -> Packet {
         Packet::new(id, len).with_socket(s.clone())
     }
-    fn deq_id(q: &mut Fq, now: u64) -> Option<u64> {
+    fn deq_id(q: &mut Node<Fq>, now: u64) -> Option<u64> {
         q.dequeue(t(now)).packet().map(|p| p.id)
     }
-    fn drain(q: &mut Fq, now: u64) -> Vec<u64> {
+    fn drain(q: &mut Node<Fq>, now: u64) -> Vec<u64> {
         std::iter::from_fn(|| deq_id(q, now)).collect()
     }
     fn show(q: &Fq, json: bool) -> String {
@@ -1846,11 +1817,11 @@ mod tests {
             }
             if rnd() % 997 == 0 {
                 // Shrinking the limit trims by dequeueing (sent here, dropped above).
-                q.change(&Opts::Fq(p("limit 10").unwrap()), &dev(), t(now)).unwrap();
+                q.change(&Opts::new(p("limit 10").unwrap()), &dev(), t(now)).unwrap();
                 let r = q.take_reduce();
                 drop_p += r.pkts as u64;
                 drop_b += r.bytes as u64;
-                q.change(&Opts::Fq(p("limit 20").unwrap()), &dev(), t(now)).unwrap();
+                q.change(&Opts::new(p("limit 20").unwrap()), &dev(), t(now)).unwrap();
             }
             loop {
                 match q.dequeue(t(now)) {
@@ -1874,7 +1845,7 @@ mod tests {
         assert_eq!(in_b, out_b + drop_b + s.backlog as u64, "bytes");
         // bstats also count the packets the limit trim dequeued.
         assert_eq!(s.packets + s.drops as u64, out_p + drop_p);
-        assert_eq!(q.band_pkt_count().iter().sum::<u32>() + q.internal_qlen + q.parked.0.is_some() as u32, s.qlen);
+        assert_eq!(q.band_pkt_count().iter().sum::<u32>() + q.internal_qlen + q.sch.parked().is_some() as u32, s.qlen);
         let x = q.xstats();
         assert!(x.throttled > 0 && x.ce_mark > 0 && x.flows_plimit > 0 && x.horizon_drops > 0, "{x:?}");
         assert!(x.band_drops.iter().sum::<u64>() > 0 && x.fastpath_packets > 0, "{x:?}");
@@ -1886,19 +1857,19 @@ mod tests {
     fn change_is_not_transactional() {
         // 6.18.44 still refuses quantum 0 (6.12.117 clamps it: quantum_bounds_6_12_117).
         let dev = DevInfo { kernel: KernelVersion::V6_18, ..dev() };
-        let mut q = Fq::new(&FqOpt::default(), &dev, 0, t(0)).unwrap();
-        let e = q.change(&Opts::Fq(p("limit 200 quantum 0 flow_limit 9").unwrap()), &dev, t(0)).unwrap_err();
+        let mut q = held(Fq::new(&FqOpt::default(), &dev, 0, t(0)).unwrap());
+        let e = q.change(&Opts::new(p("limit 200 quantum 0 flow_limit 9").unwrap()), &dev, t(0)).unwrap_err();
         assert_eq!(e.msg, "Error: sch_fq: invalid quantum.\n");
         assert_eq!((q.limit, q.flow_plimit, q.quantum), (200, 9, 3028));
-        let e = q.change(&Opts::Fq(p("buckets 1 limit 300 weights x 20000 20000 20000").unwrap()), &dev, t(0));
+        let e = q.change(&Opts::new(p("buckets 1 limit 300 weights x 20000 20000 20000").unwrap()), &dev, t(0));
         assert_eq!(e.unwrap_err().msg, "RTNETLINK answers: Invalid argument\n");
         assert_eq!((q.limit, q.bands[0].quantum), (300, 9 << 16), "weights skipped after an error");
-        let e = q.change(&Opts::Fq(p("initial_quantum 2147483648 limit 5").unwrap()), &dev, t(0));
+        let e = q.change(&Opts::new(p("initial_quantum 2147483648 limit 5").unwrap()), &dev, t(0));
         assert_eq!(e.unwrap_err().msg, "RTNETLINK answers: Numerical result out of range\n");
         assert_eq!(q.limit, 300, "policy errors apply nothing");
         let o = FqOpt { weights: Some([20000, 100, 20000]), ..FqOpt::default() };
         assert_eq!(
-            q.change(&Opts::Fq(o), &dev, t(0)).unwrap_err().msg,
+            q.change(&Opts::new(o), &dev, t(0)).unwrap_err().msg,
             "Error: sch_fq: Weight 100 less that minimum allowed 16384.\n"
         );
     }
@@ -1909,7 +1880,7 @@ mod tests {
     #[test]
     fn quantum_bounds_6_12_117() {
         let mut q = fq("");
-        let set = |q: &mut Fq, s: &str| q.change(&Opts::Fq(p(s).unwrap()), &dev(), t(0));
+        let set = |q: &mut Node<Fq>, s: &str| q.change(&Opts::new(p(s).unwrap()), &dev(), t(0));
         for (v, want) in [(0, 256), (1, 256), (255, 256), (256, 256), (3000, 3000), (1 << 20, 1 << 20)] {
             set(&mut q, &format!("quantum {v}")).unwrap();
             assert_eq!(q.quantum, want, "quantum {v}");
@@ -1948,8 +1919,8 @@ mod tests {
     #[test]
     fn quantum_bounds_not_in_6_18_44() {
         let dev = DevInfo { kernel: KernelVersion::V6_18, ..dev() };
-        let mut q = Fq::new(&FqOpt::default(), &dev, 0, t(0)).unwrap();
-        let mut set = |s: &str| q.change(&Opts::Fq(p(s).unwrap()), &dev, t(0));
+        let mut q = held(Fq::new(&FqOpt::default(), &dev, 0, t(0)).unwrap());
+        let mut set = |s: &str| q.change(&Opts::new(p(s).unwrap()), &dev, t(0));
         for v in [0u32, 1048577, u32::MAX] {
             assert_eq!(set(&format!("quantum {v}")).unwrap_err().msg, "Error: sch_fq: invalid quantum.\n");
         }
@@ -1970,7 +1941,7 @@ mod tests {
         for id in 0..6 {
             q.enqueue(op(id, 100, id as u32), t(0));
         }
-        q.change(&Opts::Fq(p("limit 2").unwrap()), &dev(), t(0)).unwrap();
+        q.change(&Opts::new(p("limit 2").unwrap()), &dev(), t(0)).unwrap();
         let s = q.stats();
         // The kernel trims with fq_dequeue: the packets show up as sent here and as
         // drops in the parents (qdisc_tree_reduce_backlog).
@@ -1984,7 +1955,7 @@ mod tests {
         for id in 0..20 {
             q.enqueue(op(id, 100, id as u32), t(0));
         }
-        q.change(&Opts::Fq(p("buckets 16").unwrap()), &dev(), t(0)).unwrap();
+        q.change(&Opts::new(p("buckets 16").unwrap()), &dev(), t(0)).unwrap();
         assert_eq!((q.buckets(), q.flow_counts().0), (16, 20));
         assert_eq!(drain(&mut q, 0).len(), 20);
     }

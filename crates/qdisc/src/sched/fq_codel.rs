@@ -23,9 +23,11 @@ use super::codel::{
     us_to_codel, CodelParams, CodelQueue, CodelStats, CodelVars, CODEL_DISABLED_THRESHOLD,
 };
 use crate::packet::Packet;
-use crate::qdisc::{tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Node, Parked, Qdisc};
-use crate::sched::Opts;
-use crate::stats::{Reduce, Stats};
+use crate::qdisc::{
+    dequeue_internal, peek_dequeued, tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts,
+    Parse, Qdisc, Sch,
+};
+use crate::stats::Stats;
 use crate::tc::{units, Args, Out, TcError};
 use crate::time::Instant;
 
@@ -482,15 +484,14 @@ impl CodelQueue for Bucket<'_> {
     }
 }
 
-/// `struct fq_codel_sched_data` plus the qdisc's counters. Laid out in order
-/// (`repr(C)`) so that a packet to a cold instance with one flow and a few
+/// `struct fq_codel_sched_data` (the counters are the node's [`Sch`]). Laid out in
+/// order (`repr(C)`) so that a packet to a cold instance with one flow and a few
 /// packets — each leaf of a big htb — touches few lines, all at fixed offsets from
 /// the qdisc (no pointer to chase): what enqueue alone reads, then what both
-/// directions touch (the counters, the inline slots' links, the first flow), then
-/// what dequeue alone reads, so that each direction's fields are one contiguous
-/// span (152 and 192 bytes: three or four lines, whatever the allocation's offset
-/// in a line); then its packet slot; the rest only dumps, drops, and more flows
-/// or packets use. The `layout` test pins this. (Forcing 64-byte alignment, so
+/// directions touch (the inline slots' links, the first flow), then what dequeue
+/// alone reads, so that each direction's fields are one contiguous span (108 and
+/// 148 bytes: two to four lines, whatever the allocation's offset in a line); then
+/// its packet slot; the rest only dumps, drops, and more flows or packets use. The `layout` test pins this. (Forcing 64-byte alignment, so
 /// that the spans and slots start on a line, measured slower both times it was
 /// tried: on a round robin over 10,000 leaves the allocator's padding spreads
 /// the instances, and hurts more than the saved lines help.)
@@ -509,7 +510,6 @@ pub struct FqCodel {
     last_bucket: u32,
     last_slot: u32,
     // both
-    stats: Stats,
     /// The latest time the qdisc was called with, standing in for `codel_get_time()`
     /// when class xstats compute `drop_next`.
     last_now: Instant,
@@ -517,10 +517,6 @@ pub struct FqCodel {
     /// The head of the slab's free list.
     free: u32,
     quantum: u32,
-    /// `reduce` is non-zero, or may be (`take_reduce` need not read it otherwise).
-    reduce_pending: bool,
-    /// `parked` holds a packet.
-    has_parked: bool,
     /// The inline slots' links (see [`Slab`]).
     next: [u32; INLINE],
     /// Flow slot 0 (see [`FlowsMut`]).
@@ -531,7 +527,6 @@ pub struct FqCodel {
     cparams: CodelParams,
     cstats: CodelStats,
     // the rest
-    reduce: Reduce,
     new_flow_count: u32,
     /// The number of flows materialised (slot 0 plus `more`).
     nflows: u32,
@@ -546,8 +541,16 @@ pub struct FqCodel {
     spill: Spill,
     /// Bucket → position in `more`.
     index: BucketIndex,
-    parked: Parked,
 }
+
+/// q_fq_codel.c always sends TCA_OPTIONS (possibly empty).
+pub static OPS: Ops = Ops {
+    id: "fq_codel",
+    parse: Parse::Qopt(|a| Ok(Some(Opts::new(parse(a)?)))),
+    create: |c| Ok(Box::new(FqCodel::new(c.opts()?.unwrap_or(&FqCodelOpt::default()), c.dev, c.handle, c.now)?)),
+    parse_class: None,
+    flags: Flags::NONE,
+};
 
 impl FqCodel {
     /// `fq_codel_init`: defaults, `fq_codel_change`, then the bucket table.
@@ -556,20 +559,16 @@ impl FqCodel {
         let mut cparams = CodelParams::new(mtu);
         cparams.ecn = true;
         let mut q = FqCodel {
-            stats: Stats::default(),
             last_now: now,
             memory_usage: 0,
             free: 0,
             quantum: mtu,
-            reduce_pending: false,
-            has_parked: false,
             next: INLINE_FREE,
             first: Flow::EMPTY,
             new_flows: FlowList::EMPTY,
             old_flows: FlowList::EMPTY,
             cparams,
             cstats: CodelStats::default(),
-            reduce: Reduce::default(),
             limit: DEFAULT_LIMIT,
             memory_limit: DEFAULT_MEMORY_LIMIT,
             flows_cnt: 0,
@@ -586,9 +585,9 @@ impl FqCodel {
             more: Vec::new(),
             spill: Spill::default(),
             index: BucketIndex::default(),
-            parked: Parked::default(),
         };
-        let flows = q.apply(o, DEFAULT_FLOWS, now)?;
+        // Nothing is queued yet: the counters are not needed.
+        let flows = q.apply(&mut Sch::default(), o, DEFAULT_FLOWS, now)?;
         // All buckets read as zeroed flows; a bucket's state (and, past the first,
         // its index entry) is allocated on its first packet.
         q.flows_cnt = flows;
@@ -598,7 +597,7 @@ impl FqCodel {
 
     /// Mirrors `fq_codel_change`; returns the bucket count (only settable before
     /// the table exists: afterwards `flows` is refused with EINVAL).
-    fn apply(&mut self, o: &FqCodelOpt, flows_cnt: u32, now: Instant) -> Result<u32, TcError> {
+    fn apply(&mut self, sch: &mut Sch, o: &FqCodelOpt, flows_cnt: u32, now: Instant) -> Result<u32, TcError> {
         let mut flows_cnt = flows_cnt;
         if let Some(f) = o.flows {
             if self.flows_cnt != 0 || !(1..=65536).contains(&f) {
@@ -647,13 +646,13 @@ impl FqCodel {
         // Over the new limits: dequeue (through CoDel, counted as sent!) and free,
         // telling only the parents (`qdisc_dequeue_internal(sch, false)`).
         let (mut n, mut bytes) = (0i32, 0i64);
-        while self.flows_cnt != 0 && (self.stats.qlen > self.limit || self.memory_usage > self.memory_limit) {
-            let p = self.take_parked().or_else(|| self.dequeue_inner(now).packet());
+        while self.flows_cnt != 0 && (sch.stats.qlen > self.limit || self.memory_usage > self.memory_limit) {
+            let p = dequeue_internal(self, sch, now).packet();
             let Some(p) = p else { break };
             n += 1;
             bytes += p.len as i64;
         }
-        self.add_reduce(n, bytes);
+        sch.reduce(n, bytes);
         Ok(flows_cnt)
     }
 
@@ -791,28 +790,11 @@ impl FqCodel {
         n as u32 + 1
     }
 
-    /// The parked packet, taken out and uncounted (`Parked::take`), without
-    /// touching the parked slot's line when there is none.
-    #[inline]
-    fn take_parked(&mut self) -> Option<Packet> {
-        if !self.has_parked {
-            return None;
-        }
-        self.has_parked = false;
-        self.parked.take(&mut self.stats)
-    }
-
-    fn add_reduce(&mut self, pkts: i32, bytes: i64) {
-        self.reduce.add(pkts, bytes);
-        self.reduce_pending = true;
-    }
-
     /// The qdiscs' `*_dequeue_drop`: this call's CoDel drops go to the parents.
     #[inline]
-    fn flush_drops(&mut self) {
+    fn flush_drops(&mut self, sch: &mut Sch) {
         if self.cstats.drop_count != 0 {
-            self.cstats.flush_drops(&mut self.reduce);
-            self.reduce_pending = true;
+            self.cstats.flush_drops(&mut sch.reduce);
         }
     }
 
@@ -837,7 +819,7 @@ impl FqCodel {
 
     /// `fq_codel_drop`: drop from the head of the fattest bucket (first maximum),
     /// up to `max_packets` or until half its backlog is gone; returns its index.
-    fn drop_fat(&mut self, max_packets: u32) -> usize {
+    fn drop_fat(&mut self, sch: &mut Sch, max_packets: u32) -> usize {
         // The first bucket (in bucket order) with the largest backlog; bucket 0
         // when all are empty.
         let (mut maxbacklog, mut idx) = (0u32, 0usize);
@@ -868,9 +850,9 @@ impl FqCodel {
         flow.cvars.count = flow.cvars.count.wrapping_add(i);
         flow.q.backlog = flow.q.backlog.wrapping_sub(len);
         self.memory_usage = self.memory_usage.wrapping_sub(mem);
-        self.stats.drops = self.stats.drops.wrapping_add(i);
-        self.stats.backlog = self.stats.backlog.wrapping_sub(len);
-        self.stats.qlen = self.stats.qlen.wrapping_sub(i);
+        sch.stats.drops = sch.stats.drops.wrapping_add(i);
+        sch.stats.backlog = sch.stats.backlog.wrapping_sub(len);
+        sch.stats.qlen = sch.stats.qlen.wrapping_sub(i);
         idx
     }
 
@@ -891,13 +873,13 @@ impl FqCodel {
     /// then `fq_codel_dequeue`'s report of this call's CoDel drops to the parents.
     /// (The answer is built here, not converted by the caller: copying a packet
     /// just written piecewise stalls on store forwarding.)
-    fn dequeue_inner(&mut self, now: Instant) -> Dequeued {
+    fn dequeue_inner(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
         loop {
             let (from_new, idx) = match (self.new_flows.front(), self.old_flows.front()) {
                 (Some(i), _) => (true, i),
                 (None, Some(i)) => (false, i),
                 (None, None) => {
-                    self.flush_drops();
+                    self.flush_drops(sch);
                     return Dequeued::Empty;
                 }
             };
@@ -912,7 +894,7 @@ impl FqCodel {
                 queue: &mut flow.q,
                 slab: slab!(self),
                 memory_usage: &mut self.memory_usage,
-                stats: &mut self.stats,
+                stats: &mut sch.stats,
             };
             match codel_dequeue(&mut b, &self.cparams, &mut flow.cvars, &mut self.cstats, now) {
                 None => {
@@ -922,9 +904,9 @@ impl FqCodel {
                     self.leave_list(from_new, to_old);
                 }
                 Some(p) => {
-                    self.stats.sent(&p);
+                    sch.stats.sent(&p);
                     flow.deficit = flow.deficit.wrapping_sub(p.len as i32);
-                    self.flush_drops();
+                    self.flush_drops(sch);
                     return Dequeued::Packet(p);
                 }
             }
@@ -933,12 +915,12 @@ impl FqCodel {
 }
 
 impl Qdisc for FqCodel {
-    fn kind(&self) -> &'static str {
-        "fq_codel"
+    fn ops(&self) -> &'static Ops {
+        &OPS
     }
 
     /// `fq_codel_enqueue`.
-    fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
+    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
         self.last_now = now;
         let idx = self.classify(&pkt);
         let (len, truesize) = (pkt.len, pkt.truesize);
@@ -946,7 +928,7 @@ impl Qdisc for FqCodel {
         let flow = flow_mut(&mut self.first, &mut self.more, slot);
         slab!(self).push_back(&mut flow.q, pkt, now);
         flow.q.backlog = flow.q.backlog.wrapping_add(len);
-        self.stats.backlog = self.stats.backlog.wrapping_add(len);
+        sch.stats.backlog = sch.stats.backlog.wrapping_add(len);
         if flow.list == List::None {
             flow.list = List::New;
             flow.deficit = self.quantum as i32;
@@ -955,14 +937,14 @@ impl Qdisc for FqCodel {
         }
         self.memory_usage = self.memory_usage.wrapping_add(truesize);
         let memory_limited = self.memory_usage > self.memory_limit;
-        self.stats.qlen += 1;
-        if self.stats.qlen <= self.limit && !memory_limited {
+        sch.stats.qlen += 1;
+        if sch.stats.qlen <= self.limit && !memory_limited {
             return Enqueued::Success;
         }
-        let (prev_backlog, prev_qlen) = (self.stats.backlog, self.stats.qlen);
-        let ret = self.drop_fat(self.drop_batch_size);
-        let dropped = prev_qlen - self.stats.qlen;
-        let dropped_bytes = prev_backlog.wrapping_sub(self.stats.backlog);
+        let (prev_backlog, prev_qlen) = (sch.stats.backlog, sch.stats.qlen);
+        let ret = self.drop_fat(sch, self.drop_batch_size);
+        let dropped = prev_qlen - sch.stats.qlen;
+        let dropped_bytes = prev_backlog.wrapping_sub(sch.stats.backlog);
         self.drop_overlimit = self.drop_overlimit.wrapping_add(dropped);
         if memory_limited {
             self.drop_overmemory = self.drop_overmemory.wrapping_add(dropped);
@@ -970,37 +952,28 @@ impl Qdisc for FqCodel {
         if ret == idx {
             // Our parents never counted this packet (we answer CN), so they are
             // told one packet and `len` bytes less than what left.
-            self.add_reduce(dropped as i32 - 1, dropped_bytes as i32 as i64 - len as i64);
+            sch.reduce(dropped as i32 - 1, dropped_bytes as i32 as i64 - len as i64);
             return Enqueued::Congested;
         }
-        self.add_reduce(dropped as i32, dropped_bytes as i64);
+        sch.reduce(dropped as i32, dropped_bytes as i64);
         Enqueued::Success
     }
 
-    /// `qdisc_dequeue_peeked` over `fq_codel_dequeue` (+ `fq_codel_dequeue_drop`).
-    fn dequeue(&mut self, now: Instant) -> Dequeued {
+    /// `fq_codel_dequeue` (+ `fq_codel_dequeue_drop`).
+    fn dequeue(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
         self.last_now = now;
-        if let Some(p) = self.take_parked() {
-            return Dequeued::Packet(p);
-        }
-        self.dequeue_inner(now)
+        self.dequeue_inner(sch, now)
     }
 
     /// `fq_codel_peek`: dequeue and park (still counted in qlen/backlog).
-    fn peek(&mut self, now: Instant) -> Option<&Packet> {
+    fn peek<'a>(&'a mut self, sch: &'a mut Sch, now: Instant) -> Option<&'a Packet> {
         self.last_now = now;
-        if !self.has_parked {
-            if let Dequeued::Packet(p) = self.dequeue_inner(now) {
-                self.parked.park(p, &mut self.stats);
-                self.has_parked = true;
-            }
-        }
-        self.parked.0.as_ref()
+        peek_dequeued(self, sch, now)
     }
 
     /// `fq_codel_reset` (+ the generic qdisc_reset): lists and buckets emptied,
     /// CoDel state cleared; deficits and statistics kept.
-    fn reset(&mut self, now: Instant) {
+    fn reset(&mut self, _sch: &mut Sch, now: Instant) {
         self.last_now = now;
         self.new_flows = FlowList::EMPTY;
         self.old_flows = FlowList::EMPTY;
@@ -1015,35 +988,13 @@ impl Qdisc for FqCodel {
         self.free = 0;
         self.spill = Spill::default();
         self.memory_usage = 0;
-        self.parked.0 = None;
-        self.has_parked = false;
-        self.stats.qlen = 0;
-        self.stats.backlog = 0;
     }
 
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut Stats {
-        &mut self.stats
-    }
-    fn take_reduce(&mut self) -> Reduce {
-        if !self.reduce_pending {
-            return Reduce::default();
-        }
-        self.reduce_pending = false;
-        std::mem::take(&mut self.reduce)
-    }
-
-    fn change(&mut self, opts: &Opts, _dev: &DevInfo, now: Instant) -> Result<(), TcError> {
-        match opts {
-            Opts::FqCodel(o) => {
-                self.last_now = now;
-                let n = self.flows_cnt;
-                self.apply(o, n, now).map(|_| ())
-            }
-            _ => Err(TcError::invalid()),
-        }
+    fn change(&mut self, sch: &mut Sch, opts: &Opts, _dev: &DevInfo, now: Instant) -> Result<(), TcError> {
+        let o = opts.of()?;
+        self.last_now = now;
+        let n = self.flows_cnt;
+        self.apply(sch, o, n, now).map(|_| ())
     }
 
     /// `fq_codel_dump` printed by q_fq_codel.c `fq_codel_print_opt`.
@@ -1136,7 +1087,13 @@ impl Classful for FqCodel {
     fn leaf_mut(&mut self, _minor: u32) -> Option<&mut Node> {
         None
     }
-    fn graft(&mut self, _minor: u32, _new: Option<Node>, _dev: &DevInfo) -> Result<Option<Node>, TcError> {
+    fn graft(
+        &mut self,
+        _sch: &mut Sch,
+        _minor: u32,
+        _new: Option<Node>,
+        _dev: &DevInfo,
+    ) -> Result<Option<Node>, TcError> {
         Err(TcError::kernel("Specified class not found"))
     }
     /// `fq_codel_dump_class_stats`: the bucket's packet count and backlog only.
@@ -1162,32 +1119,22 @@ impl Classful for FqCodel {
             print_drop_next(out, drop_next_us(v, self.last_now));
         }
     }
-    fn class_kind(&self) -> &'static str {
-        "fq_codel"
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::sched::codel::{codel_time, control_law, CODEL_SHIFT};
+    use crate::stats::Reduce;
+    use crate::testing::{argv, dev, held, t};
 
-    fn dev() -> DevInfo {
-        DevInfo::eth0()
-    }
-    fn t(ns: u64) -> Instant {
-        Instant::from_nanos(ns)
-    }
     const H: u32 = 0x8001_0000;
-    fn argv(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
-    }
     fn p(s: &str) -> Result<FqCodelOpt, TcError> {
         let v = argv(s);
         parse(&mut Args::new(&v))
     }
-    fn fq(s: &str) -> FqCodel {
-        FqCodel::new(&p(s).unwrap(), &dev(), H, t(0)).unwrap()
+    fn fq(s: &str) -> Node<FqCodel> {
+        held(FqCodel::new(&p(s).unwrap(), &dev(), H, t(0)).unwrap())
     }
     fn out(json: bool, f: impl FnOnce(&mut Out)) -> String {
         let mut o = if json { Out::json(false) } else { Out::text() };
@@ -1207,7 +1154,7 @@ mod tests {
         assert_eq!(reciprocal_scale(hash, flows), b);
         Packet::new(id, len).with_hash(hash)
     }
-    fn ids(q: &mut FqCodel, now: Instant, n: usize) -> Vec<u64> {
+    fn ids(q: &mut Node<FqCodel>, now: Instant, n: usize) -> Vec<u64> {
         (0..n).filter_map(|_| q.dequeue(now).packet().map(|p| p.id)).collect()
     }
 
@@ -1286,19 +1233,19 @@ mod tests {
         assert_eq!(new("quantum 1048577").unwrap().msg, "Error: Invalid quantum.\n");
         // flows only at creation: any flows attribute on change is EINVAL, nothing changes.
         let mut q = fq("");
-        let e = q.change(&Opts::FqCodel(p("flows 1024 limit 5").unwrap()), &dev(), t(0));
+        let e = q.change(&Opts::new(p("flows 1024 limit 5").unwrap()), &dev(), t(0));
         assert_eq!(e, Err(TcError::invalid()));
         assert_eq!((q.flows_cnt(), q.limit()), (1024, 10240));
         // flows is checked before quantum.
-        let e = q.change(&Opts::FqCodel(p("flows 8 quantum 2000000").unwrap()), &dev(), t(0));
+        let e = q.change(&Opts::new(p("flows 8 quantum 2000000").unwrap()), &dev(), t(0));
         assert_eq!(e, Err(TcError::invalid()));
-        let e = q.change(&Opts::FqCodel(p("quantum 2000000 limit 5").unwrap()), &dev(), t(0));
+        let e = q.change(&Opts::new(p("quantum 2000000 limit 5").unwrap()), &dev(), t(0));
         assert_eq!(e, Err(TcError::kernel("Invalid quantum")));
         assert_eq!(q.limit(), 10240);
-        q.change(&Opts::FqCodel(p("limit 5 quantum 100 noecn").unwrap()), &dev(), t(0)).unwrap();
+        q.change(&Opts::new(p("limit 5 quantum 100 noecn").unwrap()), &dev(), t(0)).unwrap();
         assert_eq!((q.limit(), q.quantum(), q.params().ecn), (5, 256, false));
         // A change keeps what it does not mention.
-        q.change(&Opts::FqCodel(p("").unwrap()), &dev(), t(0)).unwrap();
+        q.change(&Opts::new(p("").unwrap()), &dev(), t(0)).unwrap();
         assert_eq!((q.limit(), q.quantum(), q.flows_cnt()), (5, 256, 1024));
     }
 
@@ -1498,7 +1445,7 @@ mod tests {
             "  maxpacket 0 drop_overlimit 1 new_flow_count 2 ecn_mark 0 memory_used 3584 drop_overmemory 1\n  new_flows_len 2 old_flows_len 0"
         );
         // A lower memory_limit on change dequeues (and counts as sent) until under it.
-        q.change(&Opts::FqCodel(p("memory_limit 2000").unwrap()), &dev(), t(0)).unwrap();
+        q.change(&Opts::new(p("memory_limit 2000").unwrap()), &dev(), t(0)).unwrap();
         assert_eq!((q.stats().qlen, q.stats().packets, q.stats().drops), (1, 1, 1));
         assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 1000 });
     }
@@ -1636,14 +1583,14 @@ mod tests {
                 // A lower limit dequeues the excess (bstats count it as sent) and
                 // reports it to the parents as dropped.
                 let before = (q.stats().packets, q.stats().bytes);
-                q.change(&Opts::FqCodel(p("limit 50").unwrap()), &dev(), t(now)).unwrap();
+                q.change(&Opts::new(p("limit 50").unwrap()), &dev(), t(now)).unwrap();
                 change_p += (q.stats().packets - before.0) as i64;
                 change_b += (q.stats().bytes - before.1) as i64;
                 let r = q.take_reduce();
                 red_p += r.pkts as i64;
                 red_b += r.bytes;
                 assert_eq!(q.stats().qlen, 50);
-                q.change(&Opts::FqCodel(p("limit 200").unwrap()), &dev(), t(now)).unwrap();
+                q.change(&Opts::new(p("limit 200").unwrap()), &dev(), t(now)).unwrap();
             }
         }
         let s = q.stats().clone();
@@ -1653,7 +1600,7 @@ mod tests {
         assert!(q.drop_overlimit() > 0 && q.drop_overmemory() > 0 && s.drops > 0);
         // Per-bucket backlogs and memory agree with the queue.
         let total: u64 = (0..64).map(|i| q.bucket(i).2 as u64).sum();
-        assert_eq!(total + q.parked.0.as_ref().map_or(0, |p| p.len as u64), s.backlog as u64);
+        assert_eq!(total + q.sch.parked().map_or(0, |p| p.len as u64), s.backlog as u64);
     }
 
     /// The bucket index finds every used bucket through its growth steps, leaves
@@ -1698,12 +1645,12 @@ mod tests {
             };
         }
         assert_eq!(offset_of!(FqCodel, limit), 0);
-        let both = offset_of!(FqCodel, stats);
+        let both = offset_of!(FqCodel, last_now);
         assert!(end!(last_slot, u32) <= both);
         assert_eq!(both, 24);
-        assert_eq!(end!(first, Flow), both + 128);
+        assert_eq!(end!(first, Flow), both + 84);
         let deq = offset_of!(FqCodel, new_flows);
-        assert_eq!(deq, both + 128);
+        assert_eq!(deq, both + 84);
         assert_eq!(end!(cstats, CodelStats), deq + 64);
         assert_eq!(end!(cparams, CodelParams), deq + 44);
         assert_eq!(size_of::<Option<Packet>>(), 64);

@@ -43,11 +43,12 @@ use std::collections::VecDeque;
 
 use crate::classify::{Block, Kind, Verdict};
 use crate::packet::Packet;
-use crate::qdisc::{tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Node, Parked, Qdisc, TC_H_ROOT};
+use crate::qdisc::{
+    tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch, TC_H_ROOT,
+};
 use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
 use crate::sched::fifo::{Fifo, FifoKind};
-use crate::sched::{ClassOpts, Opts};
-use crate::stats::{Reduce, Stats};
+use crate::stats::Stats;
 use crate::tc::units::{calc_xmitsize, calc_xmittime, ns2ticks, ticks2ns};
 use crate::tc::{matches, units, Args, Errno, Out, TcError};
 use crate::time::Instant;
@@ -561,13 +562,19 @@ pub struct Htb {
     pq_seq: u64,
     /// The device as last seen (for default leaf qdiscs created by a delete).
     dev: DevInfo,
-    parked: Parked,
     watchdog: Option<Instant>,
     /// Earliest wake-up of a throttled leaf seen during the current dequeue.
     child_wake: Option<Instant>,
-    stats: Stats,
-    reduce: Reduce,
 }
+
+/// q_htb.c always sends TCA_OPTIONS; `htb_init` wants them (EINVAL without).
+pub static OPS: Ops = Ops {
+    id: "htb",
+    parse: Parse::Qopt(|a| Ok(Some(Opts::new(parse(a)?)))),
+    create: |c| Ok(Box::new(Htb::new(c.required()?, c.dev, c.handle, c.parent, c.now)?)),
+    parse_class: Some(|a| Ok(Opts::new(parse_class(a)?))),
+    flags: Flags::NONE,
+};
 
 impl Htb {
     /// Mirrors `htb_init`. Offload needs hardware (`ndo_setup_tc`), which no device
@@ -602,11 +609,8 @@ impl Htb {
             now: now.as_nanos() as i64,
             pq_seq: 0,
             dev: dev.clone(),
-            parked: Parked::default(),
             watchdog: None,
             child_wake: None,
-            stats: Stats::default(),
-            reduce: Reduce::default(),
         })
     }
 
@@ -901,11 +905,11 @@ impl Htb {
     /// The second half of `htb_change_class_mode` (the first is [`Htb::class_mode`]):
     /// class `m` goes from mode `old` to `new`, moving between feeds and rows if it
     /// is active.
-    fn set_mode(&mut self, m: u32, old: Mode, new: Mode) {
+    fn set_mode(&mut self, sch: &mut Sch, m: u32, old: Mode, new: Mode) {
         let c = class_mut(&mut self.classes, m);
         if new == Mode::CantSend {
             c.overlimits = c.overlimits.wrapping_add(1);
-            self.stats.overlimit();
+            sch.stats.overlimit();
         }
         if c.prio_activity == 0 {
             c.cmode = new;
@@ -967,7 +971,7 @@ impl Htb {
 
     /// `htb_charge_class`: charge `len` bytes found at `level` to leaf `m` and its
     /// ancestors.
-    fn charge_class(&mut self, m: u32, level: usize, pkt: &Packet) {
+    fn charge_class(&mut self, sch: &mut Sch, m: u32, level: usize, pkt: &Packet) {
         let now = self.now;
         let len = pkt.len;
         let mut x = m;
@@ -1003,7 +1007,7 @@ impl Htb {
             let (old, parent) = (c.cmode, c.parent);
             let (new, delay) = Self::class_mode(c, 0);
             if old != new {
-                self.set_mode(x, old, new);
+                self.set_mode(sch, x, old, new);
                 if old != Mode::CanSend {
                     self.erase_from_wait_tree(x);
                 }
@@ -1021,7 +1025,7 @@ impl Htb {
     /// `htb_do_events`: apply the mode changes due at this level; the next pending
     /// event time, or 0 when the queue is empty. (The kernel also stops after two
     /// jiffies of work; virtual time never runs out.)
-    fn do_events(&mut self, level: usize) -> i64 {
+    fn do_events(&mut self, sch: &mut Sch, level: usize) -> i64 {
         loop {
             let Htb { levels, pq_pos, now, classes, .. } = self;
             let Some(e) = levels[level].wait_pq.first(pq_pos) else { return 0 };
@@ -1035,7 +1039,7 @@ impl Htb {
             let diff = (*now - c.t_c).min(MBUFFER_NS);
             let (old, (new, delay)) = (c.cmode, Self::class_mode(c, diff));
             if new != old {
-                self.set_mode(m, old, new);
+                self.set_mode(sch, m, old, new);
             }
             if new != Mode::CanSend {
                 self.add_to_wait_tree(m, delay);
@@ -1114,21 +1118,20 @@ impl Htb {
     }
 
     /// Leaf `m`'s qdisc.
-    fn leaf_q(&mut self, m: u32) -> &mut dyn Qdisc {
-        class_mut(&mut self.classes, m).leaf.as_mut().expect("leaf").q.as_mut()
+    fn leaf_q(&mut self, m: u32) -> &mut Node {
+        class_mut(&mut self.classes, m).leaf.as_mut().expect("leaf")
     }
 
     /// After an operation on leaf `m`'s qdisc, take its pending backlog reduction
     /// (`qdisc_tree_reduce_backlog` from the leaf): our qlen/backlog/drops, the report
     /// upwards, and `htb_qlen_notify` (deactivate) when the leaf became empty.
     /// Returns the leaf's qlen.
-    fn leaf_reduced(&mut self, m: u32) -> u32 {
+    fn leaf_reduced(&mut self, sch: &mut Sch, m: u32) -> u32 {
         let leaf = self.leaf_q(m);
         let r = leaf.take_reduce();
         let qlen = leaf.stats().qlen;
         if !r.is_zero() {
-            r.apply(&mut self.stats);
-            self.reduce.add(r.pkts, r.bytes);
+            sch.child_reduced(r);
             if qlen == 0 {
                 self.deactivate(m);
             }
@@ -1137,14 +1140,14 @@ impl Htb {
     }
 
     fn leaf_qlen(&self, m: u32) -> u32 {
-        self.cl(m).leaf.as_ref().map_or(0, |n| n.q.stats().qlen)
+        self.cl(m).leaf.as_ref().map_or(0, |n| n.stats().qlen)
     }
 
     /// `htb_dequeue_tree`: one packet at (prio, level), round robin over the leaves;
     /// `Empty` when none can send. (The leaf's answer is passed on as it came, never
     /// unpacked and rebuilt: each copy of a packet just written is a store-forwarding
     /// stall.)
-    fn dequeue_tree(&mut self, prio: usize, level: usize, now: Instant) -> Dequeued {
+    fn dequeue_tree(&mut self, sch: &mut Sch, prio: usize, level: usize, now: Instant) -> Dequeued {
         let mut cl = self.lookup_leaf(level, prio);
         let mut start = cl;
         loop {
@@ -1163,7 +1166,7 @@ impl Htb {
                 continue;
             }
             let d = self.leaf_q(c).dequeue(now);
-            let qlen = self.leaf_reduced(c);
+            let qlen = self.leaf_reduced(sch, c);
             match &d {
                 Dequeued::Packet(pkt) => {
                     let cls = self.cl_mut(c);
@@ -1176,7 +1179,7 @@ impl Htb {
                     if qlen == 0 {
                         self.deactivate(c);
                     }
-                    self.charge_class(c, level, pkt);
+                    self.charge_class(sch, c, level, pkt);
                     return d;
                 }
                 Dequeued::Throttled { until } => {
@@ -1194,15 +1197,15 @@ impl Htb {
         }
     }
 
-    /// `htb_dequeue` without the peek slot.
-    fn dequeue_inner(&mut self, now: Instant) -> Dequeued {
+    /// `htb_dequeue`.
+    fn dequeue_htb(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
         if let Some(p) = self.direct.pop_front() {
-            self.stats.sent(&p);
-            self.stats.unqueued(p.len);
+            sch.stats.sent(&p);
+            sch.stats.unqueued(p.len);
             self.watchdog = None;
             return Dequeued::Packet(p);
         }
-        if self.stats.qlen == 0 {
+        if sch.stats.qlen == 0 {
             self.watchdog = None;
             return Dequeued::Empty;
         }
@@ -1212,7 +1215,7 @@ impl Htb {
         for level in 0..TC_HTB_MAXDEPTH {
             let mut event = self.near_ev_cache[level];
             if self.now >= event {
-                event = self.do_events(level);
+                event = self.do_events(sch, level);
                 if event == 0 {
                     event = self.now + NSEC_PER_SEC;
                 }
@@ -1221,10 +1224,10 @@ impl Htb {
             next_event = next_event.min(event);
             let mask = self.row_mask[level];
             for prio in bits(mask) {
-                let d = self.dequeue_tree(prio, level, now);
+                let d = self.dequeue_tree(sch, prio, level, now);
                 if let Dequeued::Packet(p) = &d {
-                    self.stats.sent(p);
-                    self.stats.unqueued(p.len);
+                    sch.stats.sent(p);
+                    sch.stats.unqueued(p.len);
                     self.watchdog = None;
                     return d;
                 }
@@ -1248,21 +1251,18 @@ impl Htb {
 
     /// `qdisc_purge_queue` of leaf `m`'s qdisc: reset it and report what it held
     /// (`qdisc_tree_reduce_backlog`: our qlen/backlog fall, drops rise).
-    fn purge_leaf(&mut self, m: u32, now: Instant) {
+    fn purge_leaf(&mut self, sch: &mut Sch, m: u32, now: Instant) {
         let Some(leaf) = self.cl_mut(m).leaf.as_mut() else { return };
-        let (qlen, backlog) = (leaf.q.stats().qlen, leaf.q.stats().backlog);
-        leaf.q.reset(now);
-        let _ = leaf.q.take_reduce();
-        let r = Reduce { pkts: qlen as i32, bytes: backlog as i64 };
-        if !r.is_zero() {
-            r.apply(&mut self.stats);
-            self.reduce.add(r.pkts, r.bytes);
-        }
+        sch.child_purged(leaf.stats());
+        leaf.reset(now);
+        let _ = leaf.take_reduce();
     }
 
     /// Mirrors `htb_change_class`.
+    #[allow(clippy::too_many_arguments)]
     fn change_class_impl(
         &mut self,
+        sch: &mut Sch,
         classid: u32,
         parentid: u32,
         exists: bool,
@@ -1290,7 +1290,7 @@ impl Htb {
             let leaf = Self::default_leaf(classid, dev);
             if let Some(p) = parent.filter(|&p| self.cl(p).level == 0) {
                 // The parent stops being a leaf: its queue is purged and its qdisc goes.
-                self.purge_leaf(p, now);
+                self.purge_leaf(sch, p, now);
                 self.deactivate(p);
                 if self.cl(p).cmode != Mode::CanSend {
                     self.erase_from_wait_tree(p);
@@ -1360,7 +1360,7 @@ impl Htb {
     }
 
     /// Mirrors `htb_delete`.
-    fn delete_impl(&mut self, m: u32, now: Instant) -> Result<(), TcError> {
+    fn delete_impl(&mut self, sch: &mut Sch, m: u32, now: Instant) -> Result<(), TcError> {
         if !self.has(m) {
             return Err(TcError::errno(Errno::ENOENT));
         }
@@ -1378,7 +1378,7 @@ impl Htb {
             Self::default_leaf(self.cl(p).classid, &self.dev).unhashed()
         });
         if level == 0 {
-            self.purge_leaf(m, now);
+            self.purge_leaf(sch, m, now);
         }
         let classid = self.cl(m).classid;
         self.hash.remove(classid);
@@ -1716,12 +1716,12 @@ impl WaitQueue {
 }
 
 impl Qdisc for Htb {
-    fn kind(&self) -> &'static str {
-        "htb"
+    fn ops(&self) -> &'static Ops {
+        &OPS
     }
 
     /// Mirrors `htb_enqueue`.
-    fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
+    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
         let len = pkt.len;
         match self.classify(&pkt, now) {
             Target::Direct => {
@@ -1729,21 +1729,21 @@ impl Qdisc for Htb {
                     self.direct.push_back(pkt);
                     self.direct_pkts = self.direct_pkts.wrapping_add(1);
                 } else {
-                    self.stats.dropped();
+                    sch.stats.dropped();
                     return Enqueued::Dropped;
                 }
             }
             Target::Drop => {
-                self.stats.dropped();
+                sch.stats.dropped();
                 return Enqueued::Dropped;
             }
             Target::Stolen => return Enqueued::Stolen,
             Target::Class(m) => {
                 let r = self.leaf_q(m).enqueue(pkt, now);
-                self.leaf_reduced(m);
+                self.leaf_reduced(sch, m);
                 if r != Enqueued::Success {
                     if r.counts_as_drop() {
-                        self.stats.dropped();
+                        sch.stats.dropped();
                         let c = self.cl_mut(m);
                         c.drops = c.drops.wrapping_add(1);
                     }
@@ -1752,39 +1752,25 @@ impl Qdisc for Htb {
                 self.activate(m);
             }
         }
-        self.stats.queued(len);
+        sch.stats.queued(len);
         Enqueued::Success
     }
 
-    /// `qdisc_dequeue_peeked` on htb: the parked packet first, else `htb_dequeue`.
-    fn dequeue(&mut self, now: Instant) -> Dequeued {
-        if let Some(p) = self.parked.0.take() {
-            self.stats.unqueued(p.len);
-            return Dequeued::Packet(p);
-        }
-        self.dequeue_inner(now)
+    fn dequeue(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
+        self.dequeue_htb(sch, now)
     }
 
-    /// `qdisc_peek_dequeued`.
-    fn peek(&mut self, now: Instant) -> Option<&Packet> {
-        if self.parked.0.is_none() {
-            if let Dequeued::Packet(p) = self.dequeue_inner(now) {
-                self.stats.queued(p.len);
-                self.parked.0 = Some(p);
-            }
-        }
-        self.parked.0.as_ref()
-    }
+    // peek: `qdisc_peek_dequeued` (the default).
 
     /// Mirrors `htb_reset`: leaves reset, every class CAN_SEND and inactive, rows,
     /// feeds and wait queues emptied; buckets and the event cache are kept.
-    fn reset(&mut self, now: Instant) {
+    fn reset(&mut self, _sch: &mut Sch, now: Instant) {
         for c in self.classes.iter_mut().flatten().flat_map(|p| p.iter_mut()) {
             if c.level > 0 {
                 c.inner = Some(Box::default());
             } else if let Some(l) = c.leaf.as_mut() {
-                l.q.reset(now);
-                let _ = l.q.take_reduce();
+                l.reset(now);
+                let _ = l.take_reduce();
             }
             c.prio_activity = 0;
             c.cmode = Mode::CanSend;
@@ -1793,24 +1779,11 @@ impl Qdisc for Htb {
         self.direct.clear();
         self.levels = Default::default();
         self.row_mask = [0; TC_HTB_MAXDEPTH];
-        self.parked.0 = None;
         self.watchdog = None;
-        self.stats.qlen = 0;
-        self.stats.backlog = 0;
-    }
-
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut Stats {
-        &mut self.stats
-    }
-    fn take_reduce(&mut self) -> Reduce {
-        std::mem::take(&mut self.reduce)
     }
 
     /// htb has no `change` op.
-    fn change(&mut self, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
+    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
         Err(TcError::kernel("Change operation not supported by specified qdisc"))
     }
 
@@ -1840,7 +1813,7 @@ impl Qdisc for Htb {
 
     /// When the kernel's watchdog would fire after the last dequeue that found
     /// nothing sendable (None once a packet was sent, or when empty).
-    fn watchdog(&self) -> Option<Instant> {
+    fn watchdog(&self, _sch: &Sch) -> Option<Instant> {
         self.watchdog
     }
 }
@@ -1864,7 +1837,7 @@ impl Classful for Htb {
     /// Mirrors `htb_graft`: only leaves take a qdisc (EINVAL otherwise); None means a
     /// fresh default pfifo. The old qdisc is returned for the caller to purge; the
     /// class, whose new qdisc is empty, leaves the schedule (`htb_qlen_notify`).
-    fn graft(&mut self, minor: u32, new: Option<Node>, dev: &DevInfo) -> Result<Option<Node>, TcError> {
+    fn graft(&mut self, _sch: &mut Sch, minor: u32, new: Option<Node>, dev: &DevInfo) -> Result<Option<Node>, TcError> {
         if !self.has(minor) {
             return Err(TcError::kernel("Specified class not found"));
         }
@@ -1881,23 +1854,20 @@ impl Classful for Htb {
 
     fn change_class(
         &mut self,
+        sch: &mut Sch,
         classid: u32,
         parent: u32,
         exists: bool,
-        opts: Option<&ClassOpts>,
+        opts: Option<&Opts>,
         dev: &DevInfo,
         now: Instant,
     ) -> Result<Option<String>, TcError> {
-        #[allow(unreachable_patterns)]
-        let o = match opts {
-            Some(ClassOpts::Htb(o)) => o,
-            _ => return Err(TcError::invalid()),
-        };
-        self.change_class_impl(classid, parent, exists, o, dev, now)
+        let o = opts.ok_or_else(TcError::invalid)?.of()?;
+        self.change_class_impl(sch, classid, parent, exists, o, dev, now)
     }
 
-    fn delete_class(&mut self, minor: u32, now: Instant) -> Result<(), TcError> {
-        self.delete_impl(minor, now)
+    fn delete_class(&mut self, sch: &mut Sch, minor: u32, now: Instant) -> Result<(), TcError> {
+        self.delete_impl(sch, minor, now)
     }
 
     /// Mirrors `htb_dump_class_stats`: the class's own bstats, drops and
@@ -1907,7 +1877,7 @@ impl Classful for Htb {
             return Some(Stats::default());
         }
         let c = self.cl(minor);
-        let (qlen, backlog) = c.leaf.as_ref().map_or((0, 0), |n| (n.q.stats().qlen, n.q.stats().backlog));
+        let (qlen, backlog) = c.leaf.as_ref().map_or((0, 0), |n| (n.stats().qlen, n.stats().backlog));
         Some(Stats {
             bytes: c.bstats.bytes,
             packets: c.bstats.packets,
@@ -1983,10 +1953,6 @@ impl Classful for Htb {
         out.nl();
     }
 
-    fn class_kind(&self) -> &'static str {
-        "htb"
-    }
-
     /// `htb_tcf_block`: the qdisc's block for minor 0, else the class's.
     fn block(&self, minor: u32) -> Option<&Block> {
         if minor == 0 {
@@ -2019,20 +1985,13 @@ impl Classful for Htb {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::Reduce;
+    use crate::testing::{argv, dev, held, t};
 
     const H: u32 = 0x1_0000;
     const MS: u64 = 1_000_000;
     const SEC: u64 = 1_000_000_000;
 
-    fn dev() -> DevInfo {
-        DevInfo::eth0()
-    }
-    fn t(ns: u64) -> Instant {
-        Instant::from_nanos(ns)
-    }
-    fn argv(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
-    }
     fn qopt(s: &str) -> Result<HtbOpt, TcError> {
         let v = argv(s);
         parse(&mut Args::new(&v))
@@ -2041,23 +2000,23 @@ mod tests {
         let v = argv(s);
         parse_class(&mut Args::new(&v))
     }
-    fn htb(s: &str) -> Htb {
-        Htb::new(&qopt(s).unwrap(), &dev(), H, TC_H_ROOT, t(0)).unwrap()
+    fn htb(s: &str) -> Node<Htb> {
+        held(Htb::new(&qopt(s).unwrap(), &dev(), H, TC_H_ROOT, t(0)).unwrap())
     }
     /// `class add … parent H:parent classid H:minor htb OPTS` (parent 0 = the qdisc).
-    fn add(q: &mut Htb, parent: u32, minor: u32, opts: &str, now: u64) -> Result<Option<String>, TcError> {
-        let o = ClassOpts::Htb(copt(opts).unwrap());
+    fn add(q: &mut Node<Htb>, parent: u32, minor: u32, opts: &str, now: u64) -> Result<Option<String>, TcError> {
+        let o = Opts::new(copt(opts).unwrap());
         q.change_class(H | minor, H | parent, false, Some(&o), &dev(), t(now))
     }
-    fn change(q: &mut Htb, minor: u32, opts: &str, now: u64) -> Result<Option<String>, TcError> {
-        let o = ClassOpts::Htb(copt(opts).unwrap());
+    fn change(q: &mut Node<Htb>, minor: u32, opts: &str, now: u64) -> Result<Option<String>, TcError> {
+        let o = Opts::new(copt(opts).unwrap());
         q.change_class(H | minor, 0, true, Some(&o), &dev(), t(now))
     }
     fn pkt(id: u64, len: u32, classid: u32) -> Packet {
         Packet::new(id, len).with_priority(classid)
     }
     fn leaf_qlen(q: &Htb, minor: u32) -> u32 {
-        q.leaf(minor).unwrap().q.stats().qlen
+        q.leaf(minor).unwrap().stats().qlen
     }
 
     // ---- parsing and printing -------------------------------------------------------------
@@ -2175,7 +2134,7 @@ mod tests {
 
     /// Keep every listed leaf backlogged and dequeue as fast as htb allows for
     /// `secs` of virtual time; bytes sent per leaf.
-    fn saturate(q: &mut Htb, leaves: &[u32], len: u32, secs: u64) -> Vec<u64> {
+    fn saturate(q: &mut Node<Htb>, leaves: &[u32], len: u32, secs: u64) -> Vec<u64> {
         let mut bytes = vec![0u64; leaves.len()];
         let mut now = 0u64;
         let mut id = 0;
@@ -2412,7 +2371,7 @@ mod tests {
         assert_eq!(q.level(0x10), Some(0));
         assert_eq!(q.tokens(0x10), Some((100 * SEC as i64, 100 * SEC as i64)));
         let n = q.leaf(0x10).unwrap();
-        assert_eq!((n.handle, n.parent, n.q.kind(), n.hashed()), (0, H | 0x10, "pfifo", false));
+        assert_eq!((n.handle, n.parent, n.kind(), n.hashed()), (0, H | 0x10, "pfifo", false));
         assert_eq!(q.classify(&pkt(0, 1, 0), Instant::ZERO), Target::Class(0x10));
         // Bound filters keep a class busy too.
         assert!(q.bind_filter(H | 0x10));
@@ -2447,18 +2406,18 @@ mod tests {
         add(&mut q, 0, 1, "rate 1mbit", 0).unwrap();
         assert_eq!(add(&mut q, 0, 1, "rate 1mbit", 0).unwrap_err(), TcError::invalid());
         assert_eq!(
-            q.change_class(0, H, false, Some(&ClassOpts::Htb(copt("rate 1mbit").unwrap())), &dev(), t(0)),
+            q.change_class(0, H, false, Some(&Opts::new(copt("rate 1mbit").unwrap())), &dev(), t(0)),
             Err(TcError::invalid())
         );
         assert_eq!(q.change_class(H | 1, H, true, None, &dev(), t(0)), Err(TcError::invalid()));
         // An unknown parent makes a root class, as in the kernel.
         add(&mut q, 0x99, 0x20, "rate 1mbit", 0).unwrap();
         assert_eq!(q.class_parent(0x20), Some(TC_H_ROOT));
-        assert_eq!(q.graft(1, None, &dev()).unwrap().unwrap().q.kind(), "pfifo");
+        assert_eq!(q.graft(1, None, &dev()).unwrap().unwrap().kind(), "pfifo");
         add(&mut q, 1, 2, "rate 1mbit", 0).unwrap();
         assert_eq!(q.graft(1, None, &dev()).err(), Some(TcError::invalid()));
         assert_eq!(
-            q.change(&Opts::Empty, &dev(), t(0)).unwrap_err().msg,
+            q.change(&Opts::new(()), &dev(), t(0)).unwrap_err().msg,
             "Error: Change operation not supported by specified qdisc.\n"
         );
         assert!(Htb::new(&qopt("offload").unwrap(), &dev(), H, TC_H_ROOT, t(0)).is_err());
@@ -2561,10 +2520,10 @@ mod tests {
             let per_pkt = t2.elapsed().as_nanos() as f64 / n as f64;
             // 80 Gbit/s offered under a 100 Gbit/s root: every packet leaves but the
             // last one or two, and the round robin reaches every leaf.
-            let root = &d.root.q;
+            let root = &d.root;
             assert_eq!((root.stats().drops, out + root.stats().qlen as u64), (0, n));
             assert!(n - out <= 2, "{} packets still queued", n - out);
-            let htb = root.as_classful().unwrap();
+            let htb = root.q.as_classful().unwrap();
             let idle = (2..10_002u32).filter(|&m| htb.class_stats(m).unwrap().packets == 0).count();
             assert_eq!(idle, 0, "leaves that sent nothing");
             eprintln!(
@@ -2582,8 +2541,8 @@ mod tests {
     fn conservation_with_random_traffic_and_tree_changes() {
         let mut d = dev();
         d.tx_queue_len = 4;
-        let mut q = Htb::new(&qopt("default 20 direct_qlen 3").unwrap(), &d, H, TC_H_ROOT, t(0)).unwrap();
-        let o = |s: &str| ClassOpts::Htb(copt(s).unwrap());
+        let mut q = held(Htb::new(&qopt("default 20 direct_qlen 3").unwrap(), &d, H, TC_H_ROOT, t(0)).unwrap());
+        let o = |s: &str| Opts::new(copt(s).unwrap());
         q.change_class(H | 1, H, false, Some(&o("rate 2mbit ceil 4mbit")), &d, t(0)).unwrap();
         q.change_class(H | 0x10, H | 1, false, Some(&o("rate 1mbit ceil 4mbit prio 1")), &d, t(0)).unwrap();
         q.change_class(H | 0x20, H | 1, false, Some(&o("rate 500kbit ceil 3mbit")), &d, t(0)).unwrap();
@@ -2618,7 +2577,7 @@ mod tests {
             let s = q.stats();
             assert_eq!(in_p, out_p + s.drops as u64 + s.qlen as u64, "step {i}");
             // Class backlogs plus the direct queue add up to the qdisc's.
-            let leaves: u32 = q.class_minors().iter().filter_map(|&m| q.leaf(m)).map(|n| n.q.stats().qlen).sum();
+            let leaves: u32 = q.class_minors().iter().filter_map(|&m| q.leaf(m)).map(|n| n.stats().qlen).sum();
             assert_eq!(leaves + q.direct.len() as u32, s.qlen, "step {i}");
         }
         assert!(reduced > 0 && q.stats().drops > 0 && out_p > 1000);
@@ -2814,7 +2773,7 @@ mod tests {
             filter add dev eth0 parent 1:2 protocol all prio 1 matchall classid 1:1"
         ));
         assert_eq!(send_one(&mut tc, Packet::new(1, 100)), Enqueued::Dropped);
-        let q = &tc.device_mut("eth0").unwrap().root.q;
+        let q = &tc.device_mut("eth0").unwrap().root;
         assert_eq!((q.stats().drops, q.stats().qlen), (1, 0));
     }
 

@@ -12,9 +12,7 @@ use std::collections::VecDeque;
 
 use crate::classify::Block;
 use crate::packet::Packet;
-use crate::qdisc::{Classful, Dequeued, DevInfo, Enqueued, Node, Qdisc};
-use crate::sched::Opts;
-use crate::stats::Stats;
+use crate::qdisc::{Classful, Create, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch};
 use crate::tc::{Args, Out, TcError};
 use crate::time::Instant;
 
@@ -26,6 +24,31 @@ pub const INGRESS_HANDLE: u32 = 0xFFFF_0000;
 /// The minors of clsact's two blocks (TC_H_MIN_INGRESS, TC_H_MIN_EGRESS).
 const MIN_INGRESS: u32 = 0xFFF2;
 const MIN_EGRESS: u32 = 0xFFF3;
+
+pub static INGRESS: Ops = Ops {
+    id: "ingress",
+    parse: Parse::Qopt(|a| parse("ingress", a).map(|()| Some(Opts::new(())))),
+    create: |c| create(false, c),
+    parse_class: None,
+    flags: Flags { ingress: true, ..Flags::NONE },
+};
+
+pub static CLSACT: Ops = Ops {
+    id: "clsact",
+    parse: Parse::Qopt(|a| parse("clsact", a).map(|()| Some(Opts::new(())))),
+    create: |c| create(true, c),
+    parse_class: None,
+    flags: Flags { ingress: true, ..Flags::NONE },
+};
+
+/// `ingress_init` / `clsact_init`: only at the ingress hook.
+fn create(clsact: bool, c: &Create) -> Result<Box<dyn Qdisc>, TcError> {
+    if c.parent != TC_H_INGRESS {
+        let kind = if clsact { "clsact" } else { "ingress" };
+        return Err(TcError::kernel(&format!("Can only be attached as {kind} qdisc")));
+    }
+    Ok(Box::new(Ingress::new(clsact)))
+}
 
 /// q_ingress.c `ingress_parse_opt` (only a stray `handle X` is tolerated) and
 /// q_clsact.c `clsact_parse_opt` (nothing is).
@@ -42,7 +65,6 @@ pub fn parse(kind: &str, args: &mut Args) -> Result<(), TcError> {
 
 pub struct Ingress {
     passing: VecDeque<Packet>,
-    stats: Stats,
     clsact: bool,
     /// ingress: the block; clsact: the ingress block.
     block: Block,
@@ -54,7 +76,6 @@ impl Ingress {
     pub fn new(clsact: bool) -> Self {
         Ingress {
             passing: VecDeque::new(),
-            stats: Stats::default(),
             clsact,
             block: Block::new(INGRESS_HANDLE),
             egress: Block::new(INGRESS_HANDLE),
@@ -63,34 +84,28 @@ impl Ingress {
 }
 
 impl Qdisc for Ingress {
-    fn kind(&self) -> &'static str {
+    fn ops(&self) -> &'static Ops {
         if self.clsact {
-            "clsact"
+            &CLSACT
         } else {
-            "ingress"
+            &INGRESS
         }
     }
-    fn enqueue(&mut self, pkt: Packet, _now: Instant) -> Enqueued {
-        self.stats.sent(&pkt);
+    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, _now: Instant) -> Enqueued {
+        sch.stats.sent(&pkt);
         self.passing.push_back(pkt);
         Enqueued::Success
     }
-    fn dequeue(&mut self, _now: Instant) -> Dequeued {
+    fn dequeue(&mut self, _sch: &mut Sch, _now: Instant) -> Dequeued {
         self.passing.pop_front().map_or(Dequeued::Empty, Dequeued::Packet)
     }
-    fn peek(&mut self, _now: Instant) -> Option<&Packet> {
+    fn peek<'a>(&'a mut self, _sch: &'a mut Sch, _now: Instant) -> Option<&'a Packet> {
         self.passing.front()
     }
-    fn reset(&mut self, _now: Instant) {
+    fn reset(&mut self, _sch: &mut Sch, _now: Instant) {
         self.passing.clear();
     }
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut Stats {
-        &mut self.stats
-    }
-    fn change(&mut self, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
+    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
         Ok(())
     }
     /// `ingress_print_opt` prints a row of dashes (the dump carries an empty nest);
@@ -123,7 +138,13 @@ impl Classful for Ingress {
     fn leaf_mut(&mut self, _minor: u32) -> Option<&mut Node> {
         None
     }
-    fn graft(&mut self, _minor: u32, _new: Option<Node>, _dev: &DevInfo) -> Result<Option<Node>, TcError> {
+    fn graft(
+        &mut self,
+        _sch: &mut Sch,
+        _minor: u32,
+        _new: Option<Node>,
+        _dev: &DevInfo,
+    ) -> Result<Option<Node>, TcError> {
         Err(TcError::kernel("Cannot add children to ingress/clsact qdisc"))
     }
     /// `ingress_tcf_block` gives its block for any class. `clsact_tcf_block` gives a
@@ -137,8 +158,5 @@ impl Classful for Ingress {
     }
     fn hook_block(&self, minor: u32) -> bool {
         !self.clsact || minor == MIN_INGRESS || minor == MIN_EGRESS
-    }
-    fn class_kind(&self) -> &'static str {
-        self.kind()
     }
 }

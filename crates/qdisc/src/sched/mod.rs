@@ -1,5 +1,12 @@
-//! The qdiscs, one file each, and the registry that maps a tc kind name to its
-//! option parser (iproute2 side) and its constructor (kernel side).
+//! The qdisc kinds, one module each, and the one table that registers them.
+//!
+//! Each kind's module defines its option type, its parser (the iproute2 side,
+//! tc/q_KIND.c), its qdisc (the kernel side, net/sched/sch_KIND.c) and a `static`
+//! [`Ops`] naming them — the kernel's `struct Qdisc_ops` plus iproute2's
+//! `struct qdisc_util`. [`KINDS`] lists those statics; nothing else in the engine
+//! names a kind. Options are the kind's own type, carried opaquely in [`Opts`] as
+//! netlink attributes are carried through sch_api.c. Adding a kind: its module, plus
+//! `pub mod` and one line in [`KINDS`] here (docs/architecture.md).
 
 pub mod cake;
 pub mod codel;
@@ -16,48 +23,30 @@ pub mod prio;
 pub mod sfq;
 pub mod tbf;
 
+pub use crate::qdisc::{Create, Flags, Ops, Opts, Parse};
 use crate::qdisc::{DevInfo, Qdisc};
 use crate::tc::{Args, TcError};
 use crate::time::Instant;
 
-use fifo::{Fifo, FifoKind};
-
-/// The options tc sends for a kind (`TCA_OPTIONS`), already parsed.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Opts {
-    Fifo(fifo::FifoOpt),
-    Prio(prio::PrioOpt),
-    Tbf(tbf::TbfOpt),
-    Codel(codel::CodelOpt),
-    FqCodel(fq_codel::FqCodelOpt),
-    Sfq(sfq::SfqOpt),
-    Fq(fq::FqOpt),
-    Htb(htb::HtbOpt),
-    Netem(netem::NetemOpt),
-    Cake(cake::CakeOpt),
-    /// Kinds that take no options (mq, pfifo_fast, noqueue).
-    Empty,
-}
-
-/// Kinds this engine implements, as the kernel knows them.
-pub const KINDS: &[&str] = &[
-    "bfifo",
-    "cake",
-    "clsact",
-    "codel",
-    "fq",
-    "fq_codel",
-    "htb",
-    "ingress",
-    "mq",
-    "netem",
-    "noqueue",
-    "pfifo",
-    "pfifo_fast",
-    "pfifo_head_drop",
-    "prio",
-    "sfq",
-    "tbf",
+/// Every kind this engine implements (`register_qdisc`), in the kernel's names.
+pub static KINDS: &[&Ops] = &[
+    &fifo::BFIFO,
+    &cake::OPS,
+    &ingress::CLSACT,
+    &codel::OPS,
+    &fq::OPS,
+    &fq_codel::OPS,
+    &htb::OPS,
+    &ingress::INGRESS,
+    &mq::OPS,
+    &netem::OPS,
+    &noqueue::NOQUEUE,
+    &fifo::PFIFO,
+    &pfifo_fast::OPS,
+    &fifo::PFIFO_HEAD_DROP,
+    &prio::OPS,
+    &sfq::OPS,
+    &tbf::OPS,
 ];
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
@@ -67,58 +56,33 @@ const TC_ONLY_KINDS: &[&str] = &[
     "red", "sfb", "skbprio", "taprio",
 ];
 
+/// `qdisc_lookup_ops`: the registered kind named `kind`.
+pub fn lookup(kind: &str) -> Option<&'static Ops> {
+    KINDS.iter().copied().find(|o| o.id == kind)
+}
+
 /// iproute2 side: parse a kind's options (`q->parse_qopt`). `Ok(None)` means the
 /// command carries no TCA_OPTIONS at all.
 pub fn parse(kind: &str, args: &mut Args) -> Result<Option<Opts>, TcError> {
-    Ok(match kind {
-        "pfifo" => fifo::parse(FifoKind::Pfifo, args)?.map(Opts::Fifo),
-        "bfifo" => fifo::parse(FifoKind::Bfifo, args)?.map(Opts::Fifo),
-        "pfifo_head_drop" => fifo::parse(FifoKind::PfifoHeadDrop, args)?.map(Opts::Fifo),
-        "prio" => Some(Opts::Prio(prio::parse(args)?)),
-        "ingress" | "clsact" => {
-            ingress::parse(kind, args)?;
-            Some(Opts::Empty)
-        }
-        "tbf" => Some(Opts::Tbf(tbf::parse(args)?)),
-        // q_htb.c always sends TCA_OPTIONS.
-        "htb" => Some(Opts::Htb(htb::parse(args)?)),
-        // q_codel.c / q_fq_codel.c always send TCA_OPTIONS (possibly empty).
-        "codel" => Some(Opts::Codel(codel::parse(args)?)),
-        "fq_codel" => Some(Opts::FqCodel(fq_codel::parse(args)?)),
-        // q_sfq.c sends TCA_OPTIONS only when at least one option was given.
-        "sfq" => sfq::parse(args)?.map(Opts::Sfq),
-        // q_fq.c always sends TCA_OPTIONS (possibly empty).
-        "fq" => Some(Opts::Fq(fq::parse(args)?)),
-        // q_netem.c always sends TCA_OPTIONS.
-        "netem" => Some(Opts::Netem(netem::parse(args)?)),
-        // q_cake.c always sends TCA_OPTIONS.
-        "cake" => Some(Opts::Cake(cake::parse(args)?)),
-        // q_prio.c registers pfifo_fast for printing only, without a parser.
-        "pfifo_fast" => {
+    match lookup(kind).map(|o| &o.parse) {
+        Some(Parse::Qopt(p)) => p(args),
+        Some(Parse::PrintOnly) => {
             if !args.is_empty() {
-                return Err(TcError::usage("qdisc 'pfifo_fast' does not support option parsing\n"));
+                return Err(TcError::usage(format!("qdisc '{kind}' does not support option parsing\n")));
             }
-            None
+            Ok(None)
         }
-        k if TC_ONLY_KINDS.contains(&k) => {
+        None if TC_ONLY_KINDS.contains(&kind) => {
             // Options are the kernel's business here; it will refuse the kind anyway.
             while args.next().is_some() {}
-            None
+            Ok(None)
         }
-        _ => {
+        Some(Parse::Generic) | None => {
             if let Some(a) = args.next() {
                 return Err(TcError::tc(format!("Unknown qdisc \"{kind}\", hence option \"{a}\" is unparsable\n")));
             }
-            None
+            Ok(None)
         }
-    })
-}
-
-/// What a kind's parser wrote to stderr without failing (tc prints it and goes on).
-pub fn parse_warning(opts: &Opts) -> &str {
-    match opts {
-        Opts::Sfq(o) => &o.warning,
-        _ => "",
     }
 }
 
@@ -162,81 +126,15 @@ pub fn create_with_default(
     now: Instant,
     default_qdisc: &str,
 ) -> Result<Box<dyn Qdisc>, TcError> {
-    let fifo = |k: FifoKind| -> Result<Box<dyn Qdisc>, TcError> {
-        match opts {
-            None => Ok(Box::new(Fifo::new(k, None, dev))),
-            Some(Opts::Fifo(o)) => Ok(Box::new(Fifo::new(k, Some(*o), dev))),
-            Some(_) => Err(TcError::invalid()),
-        }
-    };
-    match kind {
-        "pfifo" => fifo(FifoKind::Pfifo),
-        "bfifo" => fifo(FifoKind::Bfifo),
-        "pfifo_head_drop" => fifo(FifoKind::PfifoHeadDrop),
-        "pfifo_fast" => Ok(Box::new(pfifo_fast::PfifoFast::new(dev)?)),
-        "noqueue" => Ok(Box::new(noqueue::Noqueue::default())),
-        "ingress" if parent == ingress::TC_H_INGRESS => Ok(Box::new(ingress::Ingress::new(false))),
-        "ingress" => Err(TcError::kernel("Can only be attached as ingress qdisc")),
-        "clsact" if parent == ingress::TC_H_INGRESS => Ok(Box::new(ingress::Ingress::new(true))),
-        "clsact" => Err(TcError::kernel("Can only be attached as clsact qdisc")),
-        "prio" => match opts {
-            Some(Opts::Prio(o)) => Ok(Box::new(prio::Prio::new(o, dev, handle)?)),
-            _ => Err(TcError::invalid()),
-        },
-        "sfq" => match opts {
-            None => Ok(Box::new(sfq::Sfq::new(None, dev, handle, now)?)),
-            Some(Opts::Sfq(o)) => Ok(Box::new(sfq::Sfq::new(Some(o), dev, handle, now)?)),
-            _ => Err(TcError::invalid()),
-        },
-        "codel" => match opts {
-            None => Ok(Box::new(codel::Codel::new(&codel::CodelOpt::default(), dev, now)?)),
-            Some(Opts::Codel(o)) => Ok(Box::new(codel::Codel::new(o, dev, now)?)),
-            _ => Err(TcError::invalid()),
-        },
-        "fq_codel" => match opts {
-            None => Ok(Box::new(fq_codel::FqCodel::new(&fq_codel::FqCodelOpt::default(), dev, handle, now)?)),
-            Some(Opts::FqCodel(o)) => Ok(Box::new(fq_codel::FqCodel::new(o, dev, handle, now)?)),
-            _ => Err(TcError::invalid()),
-        },
-        "tbf" => match opts {
-            Some(Opts::Tbf(o)) => Ok(Box::new(tbf::Tbf::new(o, dev, handle, now)?)),
-            _ => Err(TcError::invalid()),
-        },
-        "htb" => match opts {
-            Some(Opts::Htb(o)) => Ok(Box::new(htb::Htb::new(o, dev, handle, parent, now)?)),
-            _ => Err(TcError::invalid()),
-        },
-        // fq_init: without options only the defaults (tc always sends some).
-        "fq" => match opts {
-            None => Ok(Box::new(fq::Fq::new(&fq::FqOpt::default(), dev, handle, now)?)),
-            Some(Opts::Fq(o)) => Ok(Box::new(fq::Fq::new(o, dev, handle, now)?)),
-            _ => Err(TcError::invalid()),
-        },
-        "mq" => Ok(Box::new(mq::Mq::new(dev, handle, parent, default_qdisc, now)?)),
-        "netem" => match opts {
-            Some(Opts::Netem(o)) => Ok(Box::new(netem::Netem::new(o, handle, now)?)),
-            _ => Err(TcError::invalid()),
-        },
-        "cake" => match opts {
-            None => Ok(Box::new(cake::Cake::new(None, dev, handle, now)?)),
-            Some(Opts::Cake(o)) => Ok(Box::new(cake::Cake::new(Some(o), dev, handle, now)?)),
-            _ => Err(TcError::invalid()),
-        },
-        _ => Err(TcError::kernel("Specified qdisc kind is unknown")),
-    }
-}
-
-/// The class options tc sends (`tc class add|change … KIND OPTIONS`), parsed.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ClassOpts {
-    Htb(htb::HtbClassOpt),
+    let ops = lookup(kind).ok_or_else(|| TcError::kernel("Specified qdisc kind is unknown"))?;
+    (ops.create)(&Create { opts, dev, handle, parent, now, default_qdisc })
 }
 
 /// iproute2 side of `tc class … KIND OPTIONS` (`q->parse_copt`): only kinds whose
 /// q_*.c has a class parser accept options; for every other kind tc refuses.
-pub fn parse_class(kind: &str, args: &mut Args) -> Result<ClassOpts, TcError> {
-    match kind {
-        "htb" => Ok(ClassOpts::Htb(htb::parse_class(args)?)),
-        _ => Err(TcError::tc(format!("Error: Qdisc \"{kind}\" is classless.\n"))),
+pub fn parse_class(kind: &str, args: &mut Args) -> Result<Opts, TcError> {
+    match lookup(kind).and_then(|o| o.parse_class) {
+        Some(p) => p(args),
+        None => Err(TcError::tc(format!("Error: Qdisc \"{kind}\" is classless.\n"))),
     }
 }

@@ -10,17 +10,27 @@
 //! and `dequeue` serves the tx queues in turn, as a NIC draining its rings would.
 
 use crate::packet::Packet;
-use crate::qdisc::{tc_h_maj, tc_h_make, Classful, Dequeued, DevInfo, Enqueued, Node, Qdisc, TC_H_ROOT};
-use crate::sched::{self, Opts};
+use crate::qdisc::{
+    tc_h_maj, tc_h_make, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch, TC_H_ROOT,
+};
+use crate::sched;
 use crate::stats::Stats;
 use crate::tc::{Errno, Out, TcError};
 use crate::time::Instant;
+
+/// iproute2 has no q_mq.c. mq gives each tx queue its child (`mq_attach`).
+pub static OPS: Ops = Ops {
+    id: "mq",
+    parse: Parse::Generic,
+    create: |c| Ok(Box::new(Mq::new(c.dev, c.handle, c.parent, c.default_qdisc, c.now)?)),
+    parse_class: None,
+    flags: Flags { per_txq: true, no_options: true, ..Flags::NONE },
+};
 
 pub struct Mq {
     txqs: Vec<Node>,
     /// Next tx queue `dequeue` looks at.
     next: usize,
-    stats: Stats,
 }
 
 impl Mq {
@@ -43,18 +53,18 @@ impl Mq {
                 .ok_or_else(|| TcError::errno(Errno::ENOMEM))?;
             txqs.push(Node::new(0, parent, q));
         }
-        Ok(Mq { txqs, next: 0, stats: Stats::default() })
+        Ok(Mq { txqs, next: 0 })
     }
 
     /// `mq_dump`: the sums of the children.
-    fn sync(&mut self) {
+    fn sync(&mut self, sch: &mut Sch) {
         let mut s = Stats::default();
         for n in &mut self.txqs {
             // Children are NOPARENT: their backlog reductions stop here.
-            let _ = n.q.take_reduce();
-            s.add(n.q.stats());
+            let _ = n.take_reduce();
+            s.add(n.stats());
         }
-        self.stats = s;
+        sch.stats = s;
     }
 
     /// `skb_tx_hash` without traffic classes: `reciprocal_scale(hash, n)`.
@@ -68,68 +78,59 @@ impl Mq {
 }
 
 impl Qdisc for Mq {
-    fn kind(&self) -> &'static str {
-        "mq"
+    fn ops(&self) -> &'static Ops {
+        &OPS
     }
 
-    fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
+    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
         let i = self.pick_tx(&pkt);
-        let r = self.txqs[i].q.enqueue(pkt, now);
-        self.sync();
+        let r = self.txqs[i].enqueue(pkt, now);
+        self.sync(sch);
         r
     }
 
-    fn dequeue(&mut self, now: Instant) -> Dequeued {
+    fn dequeue(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
         let n = self.txqs.len();
         let mut idle = Dequeued::Empty;
         for k in 0..n {
             let i = (self.next + k) % n;
-            match self.txqs[i].q.dequeue(now) {
+            match self.txqs[i].dequeue(now) {
                 Dequeued::Packet(p) => {
                     self.next = (i + 1) % n;
-                    self.sync();
+                    self.sync(sch);
                     return Dequeued::Packet(p);
                 }
                 other => idle = Dequeued::earliest(idle, other),
             }
         }
-        self.sync();
+        self.sync(sch);
         idle
     }
 
-    fn peek(&mut self, now: Instant) -> Option<&Packet> {
+    fn peek<'a>(&'a mut self, sch: &'a mut Sch, now: Instant) -> Option<&'a Packet> {
         let n = self.txqs.len();
-        let i = (0..n).map(|k| (self.next + k) % n).find(|&i| self.txqs[i].q.peek(now).is_some())?;
-        self.txqs[i].q.peek(now)
+        let i = (0..n).map(|k| (self.next + k) % n).find(|&i| self.txqs[i].peek(now).is_some())?;
+        let _ = sch;
+        self.txqs[i].peek(now)
     }
 
-    fn reset(&mut self, now: Instant) {
+    fn reset(&mut self, sch: &mut Sch, now: Instant) {
         for n in &mut self.txqs {
-            n.q.reset(now);
+            n.reset(now);
         }
-        self.sync();
+        self.sync(sch);
     }
 
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut Stats {
-        &mut self.stats
-    }
-
-    fn change(&mut self, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
+    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
         Err(TcError::kernel("Change operation not supported by specified qdisc"))
     }
 
     fn dump(&self, _out: &mut Out, _dev: &DevInfo) {}
-    fn has_options(&self) -> bool {
-        false
-    }
-    fn sync_stats(&mut self) {
+    fn sync_stats(&mut self, sch: &mut Sch) {
         for n in &mut self.txqs {
-            n.q.sync_stats();
+            n.sync_stats();
         }
-        self.sync();
+        self.sync(sch);
     }
 
     fn as_classful(&self) -> Option<&dyn Classful> {
@@ -151,17 +152,19 @@ impl Classful for Mq {
         self.txqs.get_mut((minor as usize).checked_sub(1)?)
     }
     /// `mq_graft`: the tx queue's qdisc is swapped (deleting leaves noop on it).
-    fn graft(&mut self, minor: u32, new: Option<Node>, _dev: &DevInfo) -> Result<Option<Node>, TcError> {
+    fn graft(
+        &mut self,
+        _sch: &mut Sch,
+        minor: u32,
+        new: Option<Node>,
+        _dev: &DevInfo,
+    ) -> Result<Option<Node>, TcError> {
         let i = (minor as usize).checked_sub(1).filter(|&i| i < self.txqs.len());
         let i = i.ok_or_else(|| TcError::kernel("Specified class not found"))?;
         let parent = self.txqs[i].parent;
         let new = new.unwrap_or_else(|| crate::sched::noqueue::Noop::node(parent));
-        let old = std::mem::replace(&mut self.txqs[i], new);
-        self.sync();
-        Ok(Some(old))
-    }
-    fn class_kind(&self) -> &'static str {
-        "mq"
+        // mq's own counters are the sums taken at dump time (`sync_stats`).
+        Ok(Some(std::mem::replace(&mut self.txqs[i], new)))
     }
     fn class_parent_is_root(&self) -> bool {
         true
@@ -192,13 +195,13 @@ mod tests {
 
     #[test]
     fn stats_are_sums_and_hash_picks_queue() {
-        let mut mq = mq(&dev(4), 0, TC_H_ROOT).unwrap();
+        let mut mq = crate::testing::held(mq(&dev(4), 0, TC_H_ROOT).unwrap());
         let now = Instant::ZERO;
         // hash 0 → txq 0; hash 0xC000_0000 → txq 3.
         mq.enqueue(Packet::new(1, 100).with_hash(0), now);
         mq.enqueue(Packet::new(2, 200).with_hash(0xC000_0000), now);
-        assert_eq!(mq.txq(0).q.stats().qlen, 1);
-        assert_eq!(mq.txq(3).q.stats().backlog, 200);
+        assert_eq!(mq.txq(0).stats().qlen, 1);
+        assert_eq!(mq.txq(3).stats().backlog, 200);
         assert_eq!((mq.stats().qlen, mq.stats().backlog), (2, 300));
         assert!(mq.dequeue(now).packet().is_some());
         assert!(mq.dequeue(now).packet().is_some());

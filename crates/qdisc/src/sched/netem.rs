@@ -43,10 +43,9 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 
 use crate::packet::Packet;
-use crate::qdisc::{Child, Classful, Dequeued, DevInfo, Enqueued, Node, Parked, Qdisc};
+use crate::qdisc::{Child, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch};
 use crate::sched::sfq::SplitMix64;
-use crate::sched::Opts;
-use crate::stats::{Reduce, Stats};
+use crate::stats::Stats;
 use crate::tc::{matches, units, Args, Out, TcError};
 use crate::time::Instant;
 
@@ -560,16 +559,22 @@ pub struct Netem {
     tree: TimeHeap,
     /// `q->qdisc`: the child on class 1, if one is grafted.
     child: Option<Node>,
-    parked: Parked,
     watchdog: Option<Instant>,
-    stats: Stats,
-    reduce: Reduce,
 }
 
 /// The seed a netem without `seed` starts from (the kernel draws one at random).
 pub fn default_seed(handle: u32) -> u64 {
     0x4e45_5445_4d00_0000 ^ handle as u64
 }
+
+/// q_netem.c always sends TCA_OPTIONS; `netem_init` wants them (EINVAL without).
+pub static OPS: Ops = Ops {
+    id: "netem",
+    parse: Parse::Qopt(|a| Ok(Some(Opts::new(parse(a)?)))),
+    create: |c| Ok(Box::new(Netem::new(c.required()?, c.handle, c.now)?)),
+    parse_class: None,
+    flags: Flags::NONE,
+};
 
 impl Netem {
     /// `netem_init`: random loss model, a seeded generator, then `netem_change`.
@@ -606,10 +611,7 @@ impl Netem {
             linear: VecDeque::new(),
             tree: TimeHeap::default(),
             child: None,
-            parked: Parked::default(),
             watchdog: None,
-            stats: Stats::default(),
-            reduce: Reduce::default(),
         };
         q.apply(o, now)?;
         Ok(q)
@@ -786,13 +788,13 @@ impl Netem {
     }
 
     /// `tfifo_enqueue`: append when not earlier than the tail, else into the tree.
-    fn tfifo_enqueue(&mut self, t: u64, pkt: Packet) {
+    fn tfifo_enqueue(&mut self, sch: &mut Sch, t: u64, pkt: Packet) {
         if self.linear.back().is_none_or(|(tail, _)| t >= *tail) {
             self.linear.push_back((t, pkt));
         } else {
             self.tree.push(t, pkt);
         }
-        self.stats.qlen += 1;
+        sch.stats.qlen += 1;
     }
 
     /// `netem_peek`: the earlier of the tree's first and the linear head (the head on a
@@ -821,7 +823,7 @@ impl Netem {
     }
 
     /// `netem_enqueue`.
-    fn enqueue_one(&mut self, mut pkt: Packet, now: Instant) -> Enqueued {
+    fn enqueue_one(&mut self, sch: &mut Sch, mut pkt: Packet, now: Instant) -> Enqueued {
         let prev_len = pkt.len;
         let mut count = 1;
         if self.duplicate != 0
@@ -832,13 +834,13 @@ impl Netem {
         }
         if self.loss_event() {
             if self.ecn && pkt.set_ce() {
-                self.stats.dropped();
+                sch.stats.dropped();
             } else {
                 count -= 1;
             }
         }
         if count == 0 {
-            self.stats.dropped();
+            sch.stats.dropped();
             // NET_XMIT_SUCCESS | __NET_XMIT_BYPASS: the parents count neither.
             return Enqueued::Stolen;
         }
@@ -857,21 +859,21 @@ impl Netem {
             }
             pkt.set_corrupted();
         }
-        if self.stats.qlen >= self.limit {
+        if sch.stats.qlen >= self.limit {
             // qdisc_drop_all: one drop for the packet and its segments.
-            self.stats.dropped();
+            sch.stats.dropped();
             return Enqueued::Dropped;
         }
         if let Some(mut d) = dup {
             // The copy goes to the root first (see the module notes); ancestors count it.
             d.set_netem_dup();
             let len = d.len;
-            if self.enqueue_one(d, now) == Enqueued::Success {
-                self.reduce.add(-1, -(len as i64));
+            if self.enqueue_one(sch, d, now) == Enqueued::Success {
+                sch.reduce(-1, -(len as i64));
             }
         }
         let len = pkt.len;
-        self.stats.backlog = self.stats.backlog.wrapping_add(len);
+        sch.stats.backlog = sch.stats.backlog.wrapping_add(len);
         let now_ns = now.as_nanos();
         if self.gap == 0
             || self.counter < self.gap - 1
@@ -893,36 +895,36 @@ impl Netem {
                 delay += self.packet_time_ns(len as u64) as i64;
             }
             self.counter += 1;
-            self.tfifo_enqueue((from + delay).max(0) as u64, pkt);
+            self.tfifo_enqueue(sch, (from + delay).max(0) as u64, pkt);
         } else {
             self.counter = 0;
             self.head.push_front((now_ns, pkt));
-            self.stats.qlen += 1;
-            self.stats.requeues += 1;
+            sch.stats.qlen += 1;
+            sch.stats.requeues += 1;
         }
         if !segs.is_empty() {
             let (mut nb, mut total) = (1i32, len as i64);
             for seg in segs {
                 let l = seg.len;
-                match self.enqueue_one(seg, now) {
+                match self.enqueue_one(sch, seg, now) {
                     Enqueued::Success => {
                         nb += 1;
                         total += l as i64;
                     }
-                    r if r.counts_as_drop() => self.stats.dropped(),
+                    r if r.counts_as_drop() => sch.stats.dropped(),
                     _ => {}
                 }
             }
-            self.reduce.add(-(nb - 1), -(total - prev_len as i64));
+            sch.reduce(-(nb - 1), -(total - prev_len as i64));
         }
         Enqueued::Success
     }
 
     /// `netem_dequeue` (without the parked slot).
-    fn dequeue_inner(&mut self, now: Instant) -> Dequeued {
+    fn dequeue_inner(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
         loop {
             if let Some((_, p)) = self.head.pop_front() {
-                return self.deliver(p);
+                return self.deliver(sch, p);
             }
             let Some((t, from_tree)) = self.tfifo_peek() else { break };
             let now_ns = now.as_nanos();
@@ -939,44 +941,44 @@ impl Netem {
                     }
                 }
                 let Some(child) = self.child.as_mut() else {
-                    return self.deliver(p);
+                    return self.deliver(sch, p);
                 };
                 let len = p.len;
-                let r = child.q.enqueue(p, now);
-                Child::collect(child, &mut self.stats, &mut self.reduce);
+                let r = child.enqueue(p, now);
+                Child::collect(child, sch);
                 if r != Enqueued::Success {
                     if r.counts_as_drop() {
-                        self.stats.dropped();
+                        sch.stats.dropped();
                     }
-                    self.stats.unqueued(len);
-                    self.reduce.add(1, len as i64);
+                    sch.stats.unqueued(len);
+                    sch.reduce(1, len as i64);
                 }
                 continue;
             }
-            if let Some(d) = self.child_dequeue(now) {
+            if let Some(d) = self.child_dequeue(sch, now) {
                 return d;
             }
             let until = Instant::from_nanos(t.max(self.slot_next.unwrap_or(0)));
             self.watchdog = Some(until);
             return Dequeued::Throttled { until };
         }
-        self.child_dequeue(now).unwrap_or(Dequeued::Empty)
+        self.child_dequeue(sch, now).unwrap_or(Dequeued::Empty)
     }
 
     /// The child's next packet, delivered as ours; None when it has none.
-    fn child_dequeue(&mut self, now: Instant) -> Option<Dequeued> {
+    fn child_dequeue(&mut self, sch: &mut Sch, now: Instant) -> Option<Dequeued> {
         let child = self.child.as_mut()?;
-        let d = child.q.dequeue(now);
-        Child::collect(child, &mut self.stats, &mut self.reduce);
+        let d = child.dequeue(now);
+        Child::collect(child, sch);
         match d {
-            Dequeued::Packet(p) => Some(self.deliver(p)),
+            Dequeued::Packet(p) => Some(self.deliver(sch, p)),
             _ => None,
         }
     }
 
-    fn deliver(&mut self, p: Packet) -> Dequeued {
-        self.stats.unqueued(p.len);
-        self.stats.sent(&p);
+    fn deliver(&mut self, sch: &mut Sch, p: Packet) -> Dequeued {
+        sch.stats.unqueued(p.len);
+        sch.stats.sent(&p);
         self.watchdog = None;
         Dequeued::Packet(p)
     }
@@ -988,61 +990,33 @@ impl Netem {
 }
 
 impl Qdisc for Netem {
-    fn kind(&self) -> &'static str {
-        "netem"
+    fn ops(&self) -> &'static Ops {
+        &OPS
     }
 
-    fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
-        self.enqueue_one(pkt, now)
+    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
+        self.enqueue_one(sch, pkt, now)
     }
 
-    /// `qdisc_dequeue_peeked`: the parked packet first.
-    fn dequeue(&mut self, now: Instant) -> Dequeued {
-        if let Some(p) = self.parked.take(&mut self.stats) {
-            return Dequeued::Packet(p);
-        }
-        self.dequeue_inner(now)
+    fn dequeue(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
+        self.dequeue_inner(sch, now)
     }
 
-    /// `qdisc_peek_dequeued`.
-    fn peek(&mut self, now: Instant) -> Option<&Packet> {
-        if self.parked.0.is_none() {
-            if let Dequeued::Packet(p) = self.dequeue_inner(now) {
-                self.parked.park(p, &mut self.stats);
-            }
-        }
-        self.parked.0.as_ref()
-    }
+    // peek: `qdisc_peek_dequeued` (the default).
 
     /// `netem_reset`: both queues, the child, the watchdog.
-    fn reset(&mut self, now: Instant) {
+    fn reset(&mut self, _sch: &mut Sch, now: Instant) {
         self.head.clear();
         self.linear.clear();
         self.tree.clear();
         if let Some(c) = self.child.as_mut() {
-            c.q.reset(now);
+            c.reset(now);
         }
-        self.parked.0 = None;
-        self.stats.qlen = 0;
-        self.stats.backlog = 0;
         self.watchdog = None;
     }
 
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut Stats {
-        &mut self.stats
-    }
-    fn take_reduce(&mut self) -> Reduce {
-        std::mem::take(&mut self.reduce)
-    }
-
-    fn change(&mut self, opts: &Opts, _dev: &DevInfo, now: Instant) -> Result<(), TcError> {
-        match opts {
-            Opts::Netem(o) => self.apply(o, now),
-            _ => Err(TcError::invalid()),
-        }
+    fn change(&mut self, _sch: &mut Sch, opts: &Opts, _dev: &DevInfo, now: Instant) -> Result<(), TcError> {
+        self.apply(opts.of()?, now)
     }
 
     /// What `netem_dump` sends, printed as q_netem.c `netem_print_opt` prints it.
@@ -1159,7 +1133,7 @@ impl Qdisc for Netem {
     fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
         Some(self)
     }
-    fn watchdog(&self) -> Option<Instant> {
+    fn watchdog(&self, _sch: &Sch) -> Option<Instant> {
         self.watchdog
     }
 }
@@ -1184,11 +1158,14 @@ impl Classful for Netem {
         self.child.as_mut()
     }
     /// `netem_graft`: `qdisc_replace`, None detaches the child.
-    fn graft(&mut self, _minor: u32, new: Option<Node>, _dev: &DevInfo) -> Result<Option<Node>, TcError> {
+    fn graft(
+        &mut self,
+        _sch: &mut Sch,
+        _minor: u32,
+        new: Option<Node>,
+        _dev: &DevInfo,
+    ) -> Result<Option<Node>, TcError> {
         Ok(std::mem::replace(&mut self.child, new))
-    }
-    fn class_kind(&self) -> &'static str {
-        "netem"
     }
     fn class_stats(&self, _minor: u32) -> Option<Stats> {
         None
@@ -1199,19 +1176,15 @@ impl Classful for Netem {
 mod tests {
     use super::*;
     use crate::sched::fifo::{Fifo, FifoKind, FifoOpt};
+    use crate::stats::Reduce;
+    use crate::testing::{dev, held, ms};
 
-    fn dev() -> DevInfo {
-        DevInfo::eth0()
-    }
-    fn ms(v: u64) -> Instant {
-        Instant::from_millis(v)
-    }
     fn p(s: &str) -> Result<NetemOpt, TcError> {
         let v: Vec<String> = s.split_whitespace().map(String::from).collect();
         parse(&mut Args::new(&v))
     }
-    fn netem(s: &str) -> Netem {
-        Netem::new(&p(s).unwrap(), 0x10000, ms(0)).unwrap()
+    fn netem(s: &str) -> Node<Netem> {
+        held(Netem::new(&p(s).unwrap(), 0x10000, ms(0)).unwrap())
     }
     fn text(q: &Netem) -> String {
         let mut out = Out::text();
@@ -1219,7 +1192,7 @@ mod tests {
         out.into_string()
     }
     /// Dequeue everything due at `now`; the ids in order.
-    fn drain(q: &mut Netem, now: Instant) -> Vec<u64> {
+    fn drain(q: &mut Node<Netem>, now: Instant) -> Vec<u64> {
         let mut ids = vec![];
         while let Dequeued::Packet(p) = q.dequeue(now) {
             ids.push(p.id);
@@ -1475,7 +1448,7 @@ mod tests {
     #[test]
     fn change_keeps_what_is_not_sent() {
         let mut q = netem("delay 10ms 1ms 50% reorder 10% ecn loss 1% rate 1mbit seed 3");
-        q.change(&Opts::Netem(p("delay 20ms").unwrap()), &dev(), ms(0)).unwrap();
+        q.change(&Opts::new(p("delay 20ms").unwrap()), &dev(), ms(0)).unwrap();
         // Correlations, reorder probability, ecn, rate and the generator stay; loss is sent (0).
         assert_eq!(text(&q), "limit 1000 delay 20ms reorder 10% rate 1Mbit seed 3 ecn ");
     }

@@ -13,88 +13,82 @@
 use std::collections::VecDeque;
 
 use crate::packet::Packet;
-use crate::qdisc::{Dequeued, DevInfo, Enqueued, Node, Qdisc};
-use crate::sched::Opts;
-use crate::stats::Stats;
+use crate::qdisc::{Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch};
 use crate::tc::{Out, TcError};
 use crate::time::Instant;
+
+/// iproute2 has no q_noqueue.c; `noqueue_init` cannot fail.
+pub static NOQUEUE: Ops = Ops {
+    id: "noqueue",
+    parse: Parse::Generic,
+    create: |_| Ok(Box::new(Noqueue::default())),
+    parse_class: None,
+    flags: Flags { no_enqueue: true, no_options: true, ..Flags::NONE },
+};
+
+/// `noop_qdisc_ops`: not registered (tc cannot name it), only placed by the kernel.
+pub static NOOP: Ops = Ops {
+    id: "noop",
+    parse: Parse::Generic,
+    create: |_| Ok(Box::new(Noop)),
+    parse_class: None,
+    flags: Flags { builtin: true, no_options: true, ..Flags::NONE },
+};
 
 #[derive(Default)]
 pub struct Noqueue {
     /// Packets handed to the "driver", waiting only for the caller to take them.
     passing: VecDeque<Packet>,
-    stats: Stats,
 }
 
 impl Qdisc for Noqueue {
-    fn kind(&self) -> &'static str {
-        "noqueue"
+    fn ops(&self) -> &'static Ops {
+        &NOQUEUE
     }
-    fn enqueue(&mut self, pkt: Packet, _now: Instant) -> Enqueued {
+    fn enqueue(&mut self, _sch: &mut Sch, pkt: Packet, _now: Instant) -> Enqueued {
         self.passing.push_back(pkt);
         Enqueued::Success
     }
-    fn dequeue(&mut self, _now: Instant) -> Dequeued {
+    fn dequeue(&mut self, _sch: &mut Sch, _now: Instant) -> Dequeued {
         self.passing.pop_front().map_or(Dequeued::Empty, Dequeued::Packet)
     }
-    fn peek(&mut self, _now: Instant) -> Option<&Packet> {
+    fn peek<'a>(&'a mut self, _sch: &'a mut Sch, _now: Instant) -> Option<&'a Packet> {
         self.passing.front()
     }
-    fn reset(&mut self, _now: Instant) {
+    fn reset(&mut self, _sch: &mut Sch, _now: Instant) {
         self.passing.clear();
     }
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut Stats {
-        &mut self.stats
-    }
-    fn change(&mut self, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
+    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
         Err(TcError::kernel("Change operation not supported by specified qdisc"))
     }
     fn dump(&self, _out: &mut Out, _dev: &DevInfo) {}
-    fn has_options(&self) -> bool {
-        false
-    }
 }
 
-#[derive(Default)]
-pub struct Noop {
-    stats: Stats,
-}
+pub struct Noop;
 
 impl Noop {
     /// The noop placeholder as a tree node below `parent` (never hashed, never dumped).
     pub fn node(parent: u32) -> Node {
-        Node::new(0, parent, Box::new(Noop::default()))
+        Node::new(0, parent, Box::new(Noop))
     }
 }
 
 impl Qdisc for Noop {
-    fn kind(&self) -> &'static str {
-        "noop"
+    fn ops(&self) -> &'static Ops {
+        &NOOP
     }
-    fn enqueue(&mut self, _pkt: Packet, _now: Instant) -> Enqueued {
+    fn enqueue(&mut self, _sch: &mut Sch, _pkt: Packet, _now: Instant) -> Enqueued {
         Enqueued::Congested
     }
-    fn dequeue(&mut self, _now: Instant) -> Dequeued {
+    fn dequeue(&mut self, _sch: &mut Sch, _now: Instant) -> Dequeued {
         Dequeued::Empty
     }
-    fn peek(&mut self, _now: Instant) -> Option<&Packet> {
+    fn peek<'a>(&'a mut self, _sch: &'a mut Sch, _now: Instant) -> Option<&'a Packet> {
         None
     }
-    fn reset(&mut self, _now: Instant) {}
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut Stats {
-        &mut self.stats
-    }
-    fn change(&mut self, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
+    fn reset(&mut self, _sch: &mut Sch, _now: Instant) {}
+    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
         Err(TcError::invalid())
     }
     fn dump(&self, _out: &mut Out, _dev: &DevInfo) {}
-    fn has_options(&self) -> bool {
-        false
-    }
 }

@@ -9,9 +9,8 @@
 use std::collections::VecDeque;
 
 use crate::packet::Packet;
-use crate::qdisc::{Dequeued, DevInfo, Enqueued, Qdisc};
-use crate::sched::{prio, Opts};
-use crate::stats::Stats;
+use crate::qdisc::{Dequeued, DevInfo, Enqueued, Flags, Ops, Opts, Parse, Qdisc, Sch};
+use crate::sched::prio;
 use crate::tc::{Out, TcError};
 use crate::time::Instant;
 
@@ -19,11 +18,19 @@ use crate::time::Instant;
 pub const PRIO2BAND: [u8; 16] = [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
 pub const BANDS: usize = 3;
 
+/// q_prio.c registers pfifo_fast for printing only.
+pub static OPS: Ops = Ops {
+    id: "pfifo_fast",
+    parse: Parse::PrintOnly,
+    create: |c| Ok(Box::new(PfifoFast::new(c.dev)?)),
+    parse_class: None,
+    flags: Flags::NONE,
+};
+
 pub struct PfifoFast {
     bands: [VecDeque<Packet>; BANDS],
     /// Ring size of each band (`dev->tx_queue_len`).
     ring: u32,
-    stats: Stats,
 }
 
 impl PfifoFast {
@@ -32,7 +39,7 @@ impl PfifoFast {
         if dev.tx_queue_len == 0 {
             return Err(TcError::errno(crate::tc::Errno::EINVAL));
         }
-        Ok(PfifoFast { bands: Default::default(), ring: dev.tx_queue_len, stats: Stats::default() })
+        Ok(PfifoFast { bands: Default::default(), ring: dev.tx_queue_len })
     }
 
     /// `band2list`: the band for a priority.
@@ -42,55 +49,46 @@ impl PfifoFast {
 }
 
 impl Qdisc for PfifoFast {
-    fn kind(&self) -> &'static str {
-        "pfifo_fast"
+    fn ops(&self) -> &'static Ops {
+        &OPS
     }
 
     /// `pfifo_fast_enqueue`: push to the band's ring, or drop when it is full.
-    fn enqueue(&mut self, mut pkt: Packet, now: Instant) -> Enqueued {
+    fn enqueue(&mut self, sch: &mut Sch, mut pkt: Packet, now: Instant) -> Enqueued {
         let band = Self::band_of(pkt.priority);
         if self.bands[band].len() as u32 >= self.ring {
-            self.stats.dropped();
+            sch.stats.dropped();
             return Enqueued::Dropped;
         }
         pkt.enqueued_at = now;
-        self.stats.queued(pkt.len);
+        sch.stats.queued(pkt.len);
         self.bands[band].push_back(pkt);
         Enqueued::Success
     }
 
     /// `pfifo_fast_dequeue`: the first non-empty band, 0 → 2.
-    fn dequeue(&mut self, _now: Instant) -> Dequeued {
+    fn dequeue(&mut self, sch: &mut Sch, _now: Instant) -> Dequeued {
         // Count from the head packet, then move it out whole (one block copy, which
         // the caller's loads forward from).
         for band in self.bands.iter_mut() {
             if let Some(p) = band.front() {
-                self.stats.unqueued(p.len);
-                self.stats.sent(p);
+                sch.stats.unqueued(p.len);
+                sch.stats.sent(p);
                 return band.pop_front().map_or(Dequeued::Empty, Dequeued::Packet);
             }
         }
         Dequeued::Empty
     }
 
-    fn peek(&mut self, _now: Instant) -> Option<&Packet> {
+    fn peek<'a>(&'a mut self, _sch: &'a mut Sch, _now: Instant) -> Option<&'a Packet> {
         self.bands.iter().find_map(|b| b.front())
     }
 
-    fn reset(&mut self, _now: Instant) {
+    fn reset(&mut self, _sch: &mut Sch, _now: Instant) {
         self.bands.iter_mut().for_each(VecDeque::clear);
-        self.stats.qlen = 0;
-        self.stats.backlog = 0;
     }
 
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut Stats {
-        &mut self.stats
-    }
-
-    fn change(&mut self, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
+    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
         Err(TcError::kernel("Change operation not supported by specified qdisc"))
     }
 
@@ -114,7 +112,7 @@ mod tests {
 
     #[test]
     fn strict_priority_by_priomap() {
-        let mut q = PfifoFast::new(&dev(10)).unwrap();
+        let mut q = crate::testing::held(PfifoFast::new(&dev(10)).unwrap());
         let now = Instant::ZERO;
         // priority 1 → band 2, 0 → band 1, 6 → band 0, 7 → band 0, 15 → band 1
         for (id, prio) in [(1, 1), (2, 0), (3, 6), (4, 15), (5, 7)] {
@@ -126,7 +124,7 @@ mod tests {
 
     #[test]
     fn each_band_holds_txqueuelen() {
-        let mut q = PfifoFast::new(&dev(2)).unwrap();
+        let mut q = crate::testing::held(PfifoFast::new(&dev(2)).unwrap());
         let now = Instant::ZERO;
         for i in 0..3 {
             q.enqueue(Packet::new(i, 100), now);

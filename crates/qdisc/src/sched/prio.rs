@@ -11,10 +11,11 @@
 
 use crate::classify::Verdict;
 use crate::packet::Packet;
-use crate::qdisc::{tc_h_maj, tc_h_make, tc_h_min, Child, Classful, Dequeued, DevInfo, Enqueued, Node, Qdisc};
+use crate::qdisc::{
+    tc_h_maj, tc_h_make, tc_h_min, Child, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc,
+    Sch,
+};
 use crate::sched::fifo::{Fifo, FifoKind};
-use crate::sched::Opts;
-use crate::stats::{Reduce, Stats};
 use crate::tc::units::{get_integer10, get_unsigned10};
 use crate::tc::{Args, Out, TcError};
 use crate::time::Instant;
@@ -110,6 +111,15 @@ pub fn dump_priomap(out: &mut Out, bands: u32, priomap: &[u8; 16]) {
     out.boolean("multiqueue", format_args!(""), false);
 }
 
+/// `prio_init` wants options (EINVAL without); tc always sends them.
+pub static OPS: Ops = Ops {
+    id: "prio",
+    parse: Parse::Qopt(|a| Ok(Some(Opts::new(parse(a)?)))),
+    create: |c| Ok(Box::new(Prio::new(c.required()?, c.dev, c.handle)?)),
+    parse_class: None,
+    flags: Flags::NONE,
+};
+
 /// One prio qdisc (`struct prio_sched_data` plus the qdisc's own counters).
 pub struct Prio {
     /// `sch->handle`: classids `handle:1..=bands` are ours.
@@ -118,9 +128,6 @@ pub struct Prio {
     prio2band: [u8; 16],
     /// `queues[0..bands]`: one child per band; `queues.len()` is `q->bands`.
     queues: Vec<Node>,
-    stats: Stats,
-    /// What the kernel would push up with `qdisc_tree_reduce_backlog`.
-    reduce: Reduce,
     /// `q->block`: the qdisc's filters (prio bands have no blocks of their own).
     block: crate::classify::Block,
 }
@@ -129,15 +136,9 @@ impl Prio {
     /// `prio_init`: options are mandatory (the caller refuses `None` with EINVAL),
     /// then `prio_tune` from zero bands.
     pub fn new(o: &PrioOpt, dev: &DevInfo, handle: u32) -> Result<Prio, TcError> {
-        let mut p = Prio {
-            handle,
-            prio2band: [0; 16],
-            queues: Vec::new(),
-            stats: Stats::default(),
-            reduce: Reduce::default(),
-            block: crate::classify::Block::new(handle),
-        };
-        p.tune(o, dev)?;
+        let mut p = Prio { handle, prio2band: [0; 16], queues: Vec::new(), block: crate::classify::Block::new(handle) };
+        // From zero bands nothing is purged: the counters are not needed.
+        p.tune(&mut Sch::default(), o, dev)?;
         Ok(p)
     }
 
@@ -152,7 +153,7 @@ impl Prio {
     /// Mirrors `prio_tune` in net/sched/sch_prio.c: validate everything first (no
     /// change on error), make the new bands' children, shrink by purging the removed
     /// children (their packets count as drops here and above, via the reduce).
-    fn tune(&mut self, o: &PrioOpt, dev: &DevInfo) -> Result<(), TcError> {
+    fn tune(&mut self, sch: &mut Sch, o: &PrioOpt, dev: &DevInfo) -> Result<(), TcError> {
         if o.bands > TCQ_PRIO_BANDS || o.bands < TCQ_MIN_PRIO_BANDS {
             return Err(TcError::invalid());
         }
@@ -165,24 +166,14 @@ impl Prio {
         // ancestor (us first) that its packets are gone.
         while self.queues.len() > bands {
             let mut child = self.queues.pop().expect("len > bands");
-            let (qlen, backlog) = (child.q.stats().qlen, child.q.stats().backlog);
-            child.q.reset(Instant::ZERO);
-            self.report_purge(qlen, backlog);
+            sch.child_purged(child.stats());
+            child.reset(Instant::ZERO);
         }
         while self.queues.len() < bands {
             let c = self.default_child(self.queues.len(), dev);
             self.queues.push(c);
         }
         Ok(())
-    }
-
-    /// `qdisc_tree_reduce_backlog(child, qlen, backlog)` seen from this qdisc.
-    fn report_purge(&mut self, qlen: u32, backlog: u32) {
-        let r = Reduce { pkts: qlen as i32, bytes: backlog as i64 };
-        if !r.is_zero() {
-            r.apply(&mut self.stats);
-            self.reduce.add(r.pkts, r.bytes);
-        }
     }
 
     /// `q->bands`.
@@ -230,32 +221,32 @@ impl Prio {
 }
 
 impl Qdisc for Prio {
-    fn kind(&self) -> &'static str {
-        "prio"
+    fn ops(&self) -> &'static Ops {
+        &OPS
     }
 
     /// Mirrors `prio_enqueue`: hand the packet to the band's child; on success our
     /// qlen/backlog grow, on a drop code (DROP or CN) our drops grow.
-    fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
+    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
         let band = match self.classify(&pkt, now) {
             Ok(b) => b,
             Err(e) => {
                 if e == Enqueued::Dropped {
-                    self.stats.dropped();
+                    sch.stats.dropped();
                 }
                 return e;
             }
         };
-        Child::enqueue(&mut self.queues[band], pkt, now, &mut self.stats, &mut self.reduce)
+        Child::enqueue(&mut self.queues[band], pkt, now, sch)
     }
 
     /// Mirrors `prio_dequeue`: the first band, in order, whose child yields a packet
     /// (`qdisc_dequeue_peeked`, so a packet parked by a peek leaves first). When none
     /// does, the earliest wake-up among throttled children is reported.
-    fn dequeue(&mut self, now: Instant) -> Dequeued {
+    fn dequeue(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
         let mut idle = Dequeued::Empty;
         for child in self.queues.iter_mut() {
-            match Child::dequeue(child, now, &mut self.stats, &mut self.reduce) {
+            match Child::dequeue(child, now, sch) {
                 d @ Dequeued::Packet(_) => return d,
                 d => idle = Dequeued::earliest(idle, d),
             }
@@ -264,45 +255,30 @@ impl Qdisc for Prio {
     }
 
     /// Mirrors `prio_peek`: the first band whose child's peek has a packet.
-    fn peek(&mut self, now: Instant) -> Option<&Packet> {
+    fn peek<'a>(&'a mut self, sch: &'a mut Sch, now: Instant) -> Option<&'a Packet> {
         let mut found = None;
         for (i, child) in self.queues.iter_mut().enumerate() {
-            let has = child.q.peek(now).is_some();
-            Child::collect(child, &mut self.stats, &mut self.reduce);
+            let has = child.peek(now).is_some();
+            Child::collect(child, sch);
             if has {
                 found = Some(i);
                 break;
             }
         }
         // A second peek returns the same packet (parked or at the head).
-        self.queues[found?].q.peek(now)
+        self.queues[found?].peek(now)
     }
 
     /// Mirrors `prio_reset`.
-    fn reset(&mut self, now: Instant) {
+    fn reset(&mut self, _sch: &mut Sch, now: Instant) {
         for child in self.queues.iter_mut() {
-            child.q.reset(now);
+            child.reset(now);
         }
-        self.stats.qlen = 0;
-        self.stats.backlog = 0;
-    }
-
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut Stats {
-        &mut self.stats
-    }
-    fn take_reduce(&mut self) -> Reduce {
-        std::mem::take(&mut self.reduce)
     }
 
     /// `ops->change` is `prio_tune`.
-    fn change(&mut self, opts: &Opts, dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
-        match opts {
-            Opts::Prio(o) => self.tune(o, dev),
-            _ => Err(TcError::invalid()),
-        }
+    fn change(&mut self, sch: &mut Sch, opts: &Opts, dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
+        self.tune(sch, opts.of()?, dev)
     }
 
     /// `prio_dump` sends a tc_prio_qopt; tc prints it with `prio_print_opt`.
@@ -335,7 +311,7 @@ impl Classful for Prio {
     /// Mirrors `prio_graft`: `None` puts a fresh default pfifo (hashed invisible) on
     /// the band; the old child is swapped out by `qdisc_replace`, which purges it
     /// (its packets leave our qlen/backlog and count as drops here and above).
-    fn graft(&mut self, minor: u32, new: Option<Node>, dev: &DevInfo) -> Result<Option<Node>, TcError> {
+    fn graft(&mut self, sch: &mut Sch, minor: u32, new: Option<Node>, dev: &DevInfo) -> Result<Option<Node>, TcError> {
         let band = match (minor as usize).checked_sub(1) {
             Some(b) if b < self.queues.len() => b,
             _ => return Err(TcError::kernel("Specified class not found")),
@@ -345,17 +321,12 @@ impl Classful for Prio {
             None => self.default_child(band, dev),
         };
         let mut old = std::mem::replace(&mut self.queues[band], new);
-        let (qlen, backlog) = (old.q.stats().qlen, old.q.stats().backlog);
-        old.q.reset(Instant::ZERO);
-        self.report_purge(qlen, backlog);
+        sch.child_purged(old.stats());
+        old.reset(Instant::ZERO);
         Ok(Some(old))
     }
 
     // class_stats: the default (the leaf's bstats/qstats) is `prio_dump_class_stats`.
-
-    fn class_kind(&self) -> &'static str {
-        "prio"
-    }
 
     /// `prio_tcf_block`: the qdisc's block; bands have none (NULL → EINVAL).
     fn block(&self, minor: u32) -> Option<&crate::classify::Block> {
@@ -369,24 +340,16 @@ impl Classful for Prio {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn dev() -> DevInfo {
-        DevInfo::eth0()
-    }
-    fn t(ns: u64) -> Instant {
-        Instant::from_nanos(ns)
-    }
+    use crate::stats::{Reduce, Stats};
+    use crate::testing::{argv, dev, held, t};
     const H: u32 = 0x8001_0000;
 
-    fn argv(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
-    }
     fn p(s: &str) -> Result<PrioOpt, TcError> {
         let v = argv(s);
         parse(&mut Args::new(&v))
     }
-    fn prio(bands: i32, priomap: [u8; 16]) -> Prio {
-        Prio::new(&PrioOpt { bands, priomap }, &dev(), H).unwrap()
+    fn prio(bands: i32, priomap: [u8; 16]) -> Node<Prio> {
+        held(Prio::new(&PrioOpt { bands, priomap }, &dev(), H).unwrap())
     }
     fn text(bands: u32, map: &[u8; 16]) -> String {
         let mut o = Out::text();
@@ -482,13 +445,13 @@ mod tests {
         assert_eq!(q.class_minors(), vec![1, 2, 3]);
         for m in 1..=3 {
             let n = q.leaf(m).unwrap();
-            assert_eq!((n.handle, n.parent, n.invisible, n.q.kind()), (0, H | m, true, "pfifo"));
+            assert_eq!((n.handle, n.parent, n.invisible, n.kind()), (0, H | m, true, "pfifo"));
             let mut o = Out::text();
             n.q.dump(&mut o, &dev());
             assert_eq!(o.into_string(), "limit 1000p");
         }
         assert!(q.leaf(0).is_none() && q.leaf(4).is_none());
-        assert_eq!(q.class_kind(), "prio");
+        assert_eq!(q.kind(), "prio");
         assert!(!q.can_bypass());
     }
 
@@ -549,7 +512,7 @@ mod tests {
     fn full_band_drops_count_at_prio() {
         let mut d = dev();
         d.tx_queue_len = 2;
-        let mut q = Prio::new(&PrioOpt::default(), &d, H).unwrap();
+        let mut q = held(Prio::new(&PrioOpt::default(), &d, H).unwrap());
         for id in 0..3 {
             q.enqueue(Packet::new(id, 100), t(0)); // priority 0 → band 1
         }
@@ -566,7 +529,7 @@ mod tests {
         let mut q = prio(3, DEFAULT_PRIOMAP);
         let hd = Node::new(0x10_0000, H | 2, Box::new(Fifo::with_limit(FifoKind::PfifoHeadDrop, 2, &d)));
         let old = q.graft(2, Some(hd), &d).unwrap().unwrap();
-        assert_eq!(old.q.kind(), "pfifo");
+        assert_eq!(old.kind(), "pfifo");
         q.enqueue(Packet::new(1, 100), t(0));
         q.enqueue(Packet::new(2, 200), t(0));
         assert_eq!(q.enqueue(Packet::new(3, 500), t(0)), Enqueued::Congested);
@@ -590,19 +553,19 @@ mod tests {
         }
         // Invalid change: nothing moves.
         assert_eq!(
-            q.change(&Opts::Prio(PrioOpt { bands: 2, priomap: DEFAULT_PRIOMAP }), &d, t(0)),
+            q.change(&Opts::new(PrioOpt { bands: 2, priomap: DEFAULT_PRIOMAP }), &d, t(0)),
             Err(TcError::invalid())
         );
         assert_eq!(q.bands(), 3);
-        assert_eq!(q.change(&Opts::Empty, &d, t(0)), Err(TcError::invalid()));
+        assert_eq!(q.change(&Opts::new(()), &d, t(0)), Err(TcError::invalid()));
         // Grow to 5: bands 0..2 keep their children and packets.
-        q.change(&Opts::Prio(PrioOpt { bands: 5, priomap: [4; 16] }), &d, t(0)).unwrap();
+        q.change(&Opts::new(PrioOpt { bands: 5, priomap: [4; 16] }), &d, t(0)).unwrap();
         assert_eq!(q.bands(), 5);
-        assert_eq!(q.leaf(3).unwrap().q.stats().qlen, 2);
+        assert_eq!(q.leaf(3).unwrap().stats().qlen, 2);
         assert_eq!(q.leaf(5).unwrap().parent, H | 5);
         assert_eq!(band(&q, Packet::new(0, 1)), 4);
         // Shrink to 2: band 2 (two packets) is purged and reported.
-        q.change(&Opts::Prio(PrioOpt { bands: 2, priomap: [1; 16] }), &d, t(0)).unwrap();
+        q.change(&Opts::new(PrioOpt { bands: 2, priomap: [1; 16] }), &d, t(0)).unwrap();
         assert_eq!(q.class_minors(), vec![1, 2]);
         let s = q.stats().clone();
         assert_eq!((s.qlen, s.backlog, s.drops), (2, 200, 2));
@@ -622,9 +585,9 @@ mod tests {
         q.enqueue(Packet::new(1, 300), t(0)); // band 1
         q.enqueue(Packet::new(2, 50).with_priority(6), t(0)); // band 0
         let old = q.graft(2, None, &d).unwrap().unwrap();
-        assert_eq!(old.q.stats().qlen, 0); // purged
+        assert_eq!(old.stats().qlen, 0); // purged
         let n = q.leaf(2).unwrap();
-        assert_eq!((n.handle, n.parent, n.invisible, n.q.stats().qlen), (0, H | 2, true, 0));
+        assert_eq!((n.handle, n.parent, n.invisible, n.stats().qlen), (0, H | 2, true, 0));
         let s = q.stats().clone();
         assert_eq!((s.qlen, s.backlog, s.drops), (1, 50, 1));
         assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 300 });
@@ -636,18 +599,17 @@ mod tests {
     struct Shaped {
         until: Instant,
         q: std::collections::VecDeque<Packet>,
-        stats: Stats,
     }
     impl Qdisc for Shaped {
-        fn kind(&self) -> &'static str {
-            "tbf"
+        fn ops(&self) -> &'static Ops {
+            &crate::sched::tbf::OPS
         }
-        fn enqueue(&mut self, pkt: Packet, _now: Instant) -> Enqueued {
-            self.stats.queued(pkt.len);
+        fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, _now: Instant) -> Enqueued {
+            sch.stats.queued(pkt.len);
             self.q.push_back(pkt);
             Enqueued::Success
         }
-        fn dequeue(&mut self, now: Instant) -> Dequeued {
+        fn dequeue(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
             if self.q.is_empty() {
                 return Dequeued::Empty;
             }
@@ -655,29 +617,21 @@ mod tests {
                 return Dequeued::Throttled { until: self.until };
             }
             let p = self.q.pop_front().unwrap();
-            self.stats.unqueued(p.len);
-            self.stats.sent(&p);
+            sch.stats.unqueued(p.len);
+            sch.stats.sent(&p);
             Dequeued::Packet(p)
         }
-        fn peek(&mut self, now: Instant) -> Option<&Packet> {
+        fn peek<'a>(&'a mut self, _: &'a mut Sch, now: Instant) -> Option<&'a Packet> {
             if now < self.until {
                 None
             } else {
                 self.q.front()
             }
         }
-        fn reset(&mut self, _now: Instant) {
+        fn reset(&mut self, _: &mut Sch, _now: Instant) {
             self.q.clear();
-            self.stats.qlen = 0;
-            self.stats.backlog = 0;
         }
-        fn stats(&self) -> &Stats {
-            &self.stats
-        }
-        fn stats_mut(&mut self) -> &mut Stats {
-            &mut self.stats
-        }
-        fn change(&mut self, _: &Opts, _: &DevInfo, _: Instant) -> Result<(), TcError> {
+        fn change(&mut self, _: &mut Sch, _: &Opts, _: &DevInfo, _: Instant) -> Result<(), TcError> {
             Ok(())
         }
         fn dump(&self, _: &mut Out, _: &DevInfo) {}
@@ -687,9 +641,7 @@ mod tests {
     fn throttled_band_yields_to_lower_priority_and_surfaces_wakeup() {
         let d = dev();
         let mut q = prio(3, DEFAULT_PRIOMAP);
-        let mk = |until| {
-            Node::new(0x20_0000, H | 1, Box::new(Shaped { until, q: Default::default(), stats: Stats::default() }))
-        };
+        let mk = |until| Node::new(0x20_0000, H | 1, Box::new(Shaped { until, q: Default::default() }));
         q.graft(1, Some(mk(t(1000))), &d).unwrap();
         q.enqueue(Packet::new(1, 100).with_priority(6), t(0)); // band 0, shaped
         q.enqueue(Packet::new(2, 100), t(0)); // band 1
@@ -726,8 +678,9 @@ mod tests {
         // A deterministic mix of priorities, lengths and dequeues against small bands.
         let mut d = dev();
         d.tx_queue_len = 5;
-        let mut q =
-            Prio::new(&PrioOpt { bands: 4, priomap: [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3] }, &d, H).unwrap();
+        let mut q = held(
+            Prio::new(&PrioOpt { bands: 4, priomap: [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3] }, &d, H).unwrap(),
+        );
         let (mut in_p, mut in_b, mut out_p, mut out_b) = (0u64, 0u64, 0u64, 0u64);
         let mut x: u64 = 12345;
         for i in 0..2000u64 {

@@ -36,9 +36,10 @@
 use std::collections::VecDeque;
 
 use crate::packet::Packet;
-use crate::qdisc::{tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Node, Parked, Qdisc};
-use crate::sched::Opts;
-use crate::stats::{Reduce, Stats};
+use crate::qdisc::{
+    peek_dequeued, tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch,
+};
+use crate::stats::Stats;
 use crate::tc::units::c_double_to_u32;
 use crate::tc::{units, Args, Errno, Out, TcError};
 use crate::time::{Duration, Instant};
@@ -97,9 +98,6 @@ pub struct SfqOpt {
     /// TC_RED_* bits.
     pub flags: u8,
     pub max_p: u32,
-    /// What tc wrote to stderr while parsing without failing
-    /// ("SFQ: WARNING. Burst … seems to be too large.").
-    pub warning: String,
 }
 
 /// q_sfq.c `explain`.
@@ -309,12 +307,13 @@ pub fn parse(args: &mut Args) -> Result<Option<SfqOpt>, TcError> {
             Err(m) => return Err(TcError::tc(format!("{m}SFQ: failed to calculate EWMA constant.\n"))),
         };
         if wlog >= 10 {
-            opt.warning = format!("SFQ: WARNING. Burst {burst} seems to be too large.\n");
+            // tc warns on stderr and goes on.
+            args.notes.push_str(&format!("SFQ: WARNING. Burst {burst} seems to be too large.\n"));
         }
         opt.wlog = wlog as u8;
         let plog = tc_red_eval_p(opt.qth_min, opt.qth_max, probability);
         if plog < 0 {
-            return Err(TcError::tc(format!("{}SFQ: failed to calculate probability.\n", opt.warning)));
+            return Err(TcError::tc("SFQ: failed to calculate probability.\n"));
         }
         opt.plog = plog as u8;
         opt.max_p = c_double_to_u32(probability * 4294967296.0);
@@ -622,14 +621,20 @@ pub struct Sfq {
     dep: Vec<(u16, u16)>,
     /// Slot index of the tail of the ring.
     tail: Option<u16>,
-    parked: Parked,
-    stats: Stats,
-    reduce: Reduce,
 }
 
 fn einval() -> TcError {
     TcError::errno(Errno::EINVAL)
 }
+
+/// q_sfq.c sends TCA_OPTIONS only when at least one option was given.
+pub static OPS: Ops = Ops {
+    id: "sfq",
+    parse: Parse::Qopt(|a| Ok(parse(a)?.map(Opts::new))),
+    create: |c| Ok(Box::new(Sfq::new(c.opts()?, c.dev, c.handle, c.now)?)),
+    parse_class: None,
+    flags: Flags::NONE,
+};
 
 impl Sfq {
     /// `sfq_init`: defaults, the initial key, then `sfq_change` with the options (if
@@ -662,9 +667,6 @@ impl Sfq {
             slots: Vec::new(),
             dep: Vec::new(),
             tail: None,
-            parked: Parked::default(),
-            stats: Stats::default(),
-            reduce: Reduce::default(),
         };
         q.new_key();
         if let Some(o) = o {
@@ -676,7 +678,7 @@ impl Sfq {
 
     /// Re-seed the generator (keys and RED's random numbers) and draw a new key, as
     /// `sfq_init` does. Queued packets are rehashed under the new key.
-    pub fn set_seed(&mut self, seed: u64) {
+    pub fn set_seed(&mut self, sch: &mut Sch, seed: u64) {
         self.rng = SplitMix64(seed);
         self.new_key();
         if self.perturb_period != 0 {
@@ -684,7 +686,7 @@ impl Sfq {
             self.new_key();
         }
         if self.tail.is_some() {
-            self.rehash();
+            self.rehash(sch);
         }
     }
 
@@ -858,7 +860,7 @@ impl Sfq {
 
     /// `sfq_drop`: drop one packet from the longest slot (tail, or head with
     /// headdrop); returns its length (0 if nothing was queued).
-    fn drop_one(&mut self) -> u32 {
+    fn drop_one(&mut self, sch: &mut Sch) -> u32 {
         let d = self.cur_depth;
         let x = if d > 1 {
             self.dep[d as usize].0
@@ -883,18 +885,18 @@ impl Sfq {
         let len = skb.len;
         slot.backlog = slot.backlog.wrapping_sub(len);
         self.dec(x);
-        self.stats.unqueued(len);
-        self.stats.dropped();
+        sch.stats.unqueued(len);
+        sch.stats.dropped();
         len
     }
 
     /// Run the perturbation if its deadline has passed (`sfq_perturbation`).
-    fn maybe_perturb(&mut self, now: Instant) {
+    fn maybe_perturb(&mut self, sch: &mut Sch, now: Instant) {
         if let Some(t) = self.next_perturb {
             if now >= t {
                 self.new_key();
                 if self.tail.is_some() {
-                    self.rehash();
+                    self.rehash(sch);
                 }
                 self.next_perturb =
                     (self.perturb_period != 0).then(|| now + Duration::from_secs(self.perturb_period as u64));
@@ -906,7 +908,7 @@ impl Sfq {
     /// index order, keeping each flow's order. Counters do not move except qlen and
     /// backlog of what no longer fits (no free slot, or depth reached): those packets
     /// are freed without a drop here and reported to the parents.
-    fn rehash(&mut self) {
+    fn rehash(&mut self, sch: &mut Sch) {
         let mut list = VecDeque::new();
         for i in 0..self.maxflows as u16 {
             if self.slots[i as usize].qlen == 0 {
@@ -931,7 +933,7 @@ impl Sfq {
             if x == SFQ_EMPTY_SLOT {
                 match self.free_slot() {
                     None => {
-                        self.stats.backlog = self.stats.backlog.wrapping_sub(skb.len);
+                        sch.stats.backlog = sch.stats.backlog.wrapping_sub(skb.len);
                         drop_len += skb.len as i64;
                         dropped += 1;
                         continue;
@@ -944,7 +946,7 @@ impl Sfq {
                 }
             }
             if self.slots[x as usize].qlen as u32 >= self.maxdepth {
-                self.stats.backlog = self.stats.backlog.wrapping_sub(skb.len);
+                sch.stats.backlog = sch.stats.backlog.wrapping_sub(skb.len);
                 drop_len += skb.len as i64;
                 dropped += 1;
                 continue;
@@ -961,14 +963,12 @@ impl Sfq {
                 self.activate(x);
             }
         }
-        self.stats.qlen = (self.stats.qlen as i64 - dropped as i64) as u32;
-        if dropped != 0 || drop_len != 0 {
-            self.reduce.add(dropped, drop_len);
-        }
+        sch.stats.qlen = (sch.stats.qlen as i64 - dropped as i64) as u32;
+        sch.reduce(dropped, drop_len);
     }
 
-    /// The kernel's `sfq_dequeue` (the body, without perturbation or parking).
-    fn dequeue_inner(&mut self) -> Option<Packet> {
+    /// The kernel's `sfq_dequeue` (the body, without perturbation).
+    fn dequeue_inner(&mut self, sch: &mut Sch) -> Option<Packet> {
         let mut t = self.tail?;
         let a = loop {
             let a = self.slots[t as usize].next;
@@ -982,8 +982,8 @@ impl Sfq {
         };
         let skb = self.slots[a as usize].pkts.pop_front().expect("active slot has packets");
         self.dec(a);
-        self.stats.sent(&skb);
-        self.stats.unqueued(skb.len);
+        sch.stats.sent(&skb);
+        sch.stats.unqueued(skb.len);
         let slot = &mut self.slots[a as usize];
         slot.backlog = slot.backlog.wrapping_sub(skb.len);
         if slot.qlen == 0 {
@@ -1046,13 +1046,13 @@ impl Sfq {
 }
 
 impl Qdisc for Sfq {
-    fn kind(&self) -> &'static str {
-        "sfq"
+    fn ops(&self) -> &'static Ops {
+        &OPS
     }
 
     /// Mirrors `sfq_enqueue`.
-    fn enqueue(&mut self, mut pkt: Packet, now: Instant) -> Enqueued {
-        self.maybe_perturb(now);
+    fn enqueue(&mut self, sch: &mut Sch, mut pkt: Packet, now: Instant) -> Enqueued {
+        self.maybe_perturb(sch, now);
         pkt.enqueued_at = now;
         let hash = self.classify(&pkt) - 1;
         let mut x = self.ht[hash as usize];
@@ -1060,7 +1060,7 @@ impl Qdisc for Sfq {
         let mut new_slot = false;
         if x == SFQ_EMPTY_SLOT {
             let Some(f) = self.free_slot() else {
-                self.stats.dropped();
+                sch.stats.dropped();
                 return Enqueued::Dropped;
             };
             x = f;
@@ -1084,7 +1084,7 @@ impl Qdisc for Sfq {
                     RedAction::Hard => (self.flags & (TC_RED_ECN | TC_RED_HARDDROP) == TC_RED_ECN, Some(true)),
                 };
                 if let Some(hard) = st {
-                    self.stats.overlimit();
+                    sch.stats.overlimit();
                     let mut marked = false;
                     if may_mark {
                         if self.headdrop && slot.pkts.front_mut().is_some_and(|h| h.set_ce()) {
@@ -1115,7 +1115,7 @@ impl Qdisc for Sfq {
             }
             if congestion || self.slots[x as usize].qlen as u32 >= self.maxdepth {
                 if !self.headdrop {
-                    self.stats.dropped();
+                    sch.stats.dropped();
                     return Enqueued::Dropped;
                 }
                 // Replace the slot's head by this packet.
@@ -1124,13 +1124,13 @@ impl Qdisc for Sfq {
                 let delta = head.len as i32 - len as i32;
                 slot.backlog = slot.backlog.wrapping_sub(delta as u32);
                 slot.pkts.push_back(pkt);
-                self.stats.backlog = self.stats.backlog.wrapping_sub(delta as u32);
-                self.stats.dropped();
-                self.reduce.add(0, delta as i64);
+                sch.stats.backlog = sch.stats.backlog.wrapping_sub(delta as u32);
+                sch.stats.dropped();
+                sch.reduce(0, delta as i64);
                 return Enqueued::Congested;
             }
         }
-        self.stats.backlog = self.stats.backlog.wrapping_add(len);
+        sch.stats.backlog = sch.stats.backlog.wrapping_add(len);
         let slot = &mut self.slots[x as usize];
         slot.backlog = slot.backlog.wrapping_add(len);
         slot.pkts.push_back(pkt);
@@ -1138,65 +1138,46 @@ impl Qdisc for Sfq {
         if self.slots[x as usize].qlen == 1 {
             self.activate(x);
         }
-        self.stats.qlen += 1;
-        if self.stats.qlen <= self.limit {
+        sch.stats.qlen += 1;
+        if sch.stats.qlen <= self.limit {
             return Enqueued::Success;
         }
         let qlen = self.slots[x as usize].qlen;
-        let dropped = self.drop_one();
+        let dropped = self.drop_one(sch);
         if qlen != self.slots[x as usize].qlen {
-            self.reduce.add(0, dropped as i64 - len as i64);
+            sch.reduce(0, dropped as i64 - len as i64);
             return Enqueued::Congested;
         }
-        self.reduce.add(1, dropped as i64);
+        sch.reduce(1, dropped as i64);
         Enqueued::Success
     }
 
-    /// `qdisc_dequeue_peeked` over `sfq_dequeue`.
-    fn dequeue(&mut self, now: Instant) -> Dequeued {
-        self.maybe_perturb(now);
-        if let Some(p) = self.parked.take(&mut self.stats) {
-            return Dequeued::Packet(p);
-        }
-        match self.dequeue_inner() {
+    /// `sfq_dequeue`.
+    fn dequeue(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
+        self.maybe_perturb(sch, now);
+        match self.dequeue_inner(sch) {
             Some(p) => Dequeued::Packet(p),
             None => Dequeued::Empty,
         }
     }
 
     /// `qdisc_peek_dequeued`: dequeue (bstats count it now) and park the packet, which
-    /// stays in qlen/backlog until taken.
-    fn peek(&mut self, now: Instant) -> Option<&Packet> {
-        self.maybe_perturb(now);
-        if self.parked.0.is_none() {
-            let p = self.dequeue_inner()?;
-            self.parked.park(p, &mut self.stats);
-        }
-        self.parked.0.as_ref()
+    /// stays in qlen/backlog until taken. The perturbation runs even with a packet
+    /// parked.
+    fn peek<'a>(&'a mut self, sch: &'a mut Sch, now: Instant) -> Option<&'a Packet> {
+        self.maybe_perturb(sch, now);
+        peek_dequeued(self, sch, now)
     }
 
-    /// `qdisc_reset` → `sfq_reset`, which empties the slots through `sfq_dequeue`
-    /// (so, as in the kernel, the flushed packets are counted in Sent), then qlen,
-    /// backlog and the parked packet are cleared.
-    fn reset(&mut self, _now: Instant) {
-        while self.dequeue_inner().is_some() {}
-        self.parked.0 = None;
-        self.stats.qlen = 0;
-        self.stats.backlog = 0;
-    }
-
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut Stats {
-        &mut self.stats
-    }
-    fn take_reduce(&mut self) -> Reduce {
-        std::mem::take(&mut self.reduce)
+    /// `sfq_reset`, which empties the slots through `sfq_dequeue` (so, as in the
+    /// kernel, the flushed packets are counted in Sent); `qdisc_reset` then clears
+    /// qlen, backlog and the parked packet.
+    fn reset(&mut self, sch: &mut Sch, _now: Instant) {
+        while self.dequeue_inner(sch).is_some() {}
     }
 
     /// sfq's `change` op is NULL: `qdisc_change` refuses any options.
-    fn change(&mut self, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
+    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
         Err(TcError::kernel("Change operation not supported by specified qdisc"))
     }
 
@@ -1267,7 +1248,7 @@ impl Qdisc for Sfq {
     fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
         Some(self)
     }
-    fn sync_stats(&mut self) {}
+    fn sync_stats(&mut self, _sch: &mut Sch) {}
 }
 
 impl Classful for Sfq {
@@ -1286,7 +1267,13 @@ impl Classful for Sfq {
         None
     }
     /// No `graft` op.
-    fn graft(&mut self, _minor: u32, _new: Option<Node>, _dev: &DevInfo) -> Result<Option<Node>, TcError> {
+    fn graft(
+        &mut self,
+        _sch: &mut Sch,
+        _minor: u32,
+        _new: Option<Node>,
+        _dev: &DevInfo,
+    ) -> Result<Option<Node>, TcError> {
         Err(TcError::errno(Errno::EOPNOTSUPP))
     }
     /// `sfq_dump_class_stats`: the slot's qlen and backlog only (no basic counters).
@@ -1306,30 +1293,23 @@ impl Classful for Sfq {
         let allot = minor.checked_sub(1).and_then(|b| self.bucket(b)).map_or(0, |b| b.2);
         out.int("allot", format_args!("  allot {allot}"), allot as i64);
     }
-    fn class_kind(&self) -> &'static str {
-        "sfq"
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::Reduce;
     use crate::tc::makeargs;
+    use crate::testing::{dev, held, t};
 
     const H: u32 = 0x8001_0000;
 
-    fn dev() -> DevInfo {
-        DevInfo::eth0()
-    }
-    fn t(ns: u64) -> Instant {
-        Instant::from_nanos(ns)
-    }
     fn p(s: &str) -> Result<Option<SfqOpt>, TcError> {
         let v = makeargs(s);
         parse(&mut Args::new(&v))
     }
-    fn sfq(s: &str) -> Sfq {
-        Sfq::new(p(s).unwrap().as_ref(), &dev(), H, t(0)).unwrap()
+    fn sfq(s: &str) -> Node<Sfq> {
+        held(Sfq::new(p(s).unwrap().as_ref(), &dev(), H, t(0)).unwrap())
     }
     /// A packet of `len` bytes steered to bucket `b` (1-based) by `skb->priority`.
     fn pk(id: u64, len: u32, b: u32) -> Packet {
@@ -1344,7 +1324,12 @@ mod tests {
         o.close_object();
         o.into_string()
     }
-    fn drain(q: &mut Sfq, now: Instant) -> Vec<u64> {
+    /// [`Sfq::set_seed`] on a held sfq.
+    fn reseed(q: &mut Node<Sfq>, seed: u64) {
+        let Node { q, sch, .. } = q;
+        q.set_seed(sch, seed);
+    }
+    fn drain(q: &mut Node<Sfq>, now: Instant) -> Vec<u64> {
         std::iter::from_fn(|| q.dequeue(now).packet().map(|p| p.id)).collect()
     }
 
@@ -1515,8 +1500,10 @@ mod tests {
         // Defaults: max = limit/4, min = max/3, probability 0.02.
         let o = p("redflowlimit 40000 harddrop avpkt 1500 burst 20").unwrap().unwrap();
         assert_eq!((o.qth_min, o.qth_max, o.max_p, o.flags), (3333, 10000, 85899345, TC_RED_HARDDROP));
-        let o = p("redflowlimit 100000 min 10000 max 40000 burst 200").unwrap().unwrap();
-        assert_eq!(o.warning, "SFQ: WARNING. Burst 200 seems to be too large.\n");
+        let v = makeargs("redflowlimit 100000 min 10000 max 40000 burst 200");
+        let mut a = Args::new(&v);
+        assert!(parse(&mut a).unwrap().is_some());
+        assert_eq!(a.notes, "SFQ: WARNING. Burst 200 seems to be too large.\n");
         assert_eq!(tc_red_eval_p(1000, 1000, 0.5), 0);
     }
 
@@ -1657,7 +1644,7 @@ mod tests {
     fn perturbation_reproducible_by_seed() {
         let run = |seed: u64| {
             let mut q = sfq("divisor 16");
-            q.set_seed(seed);
+            reseed(&mut q, seed);
             let buckets: Vec<u32> = flows(40).iter().map(|p| q.bucket_of(p)).collect();
             for p in flows(40) {
                 q.enqueue(p, t(0));
@@ -1679,7 +1666,7 @@ mod tests {
     #[test]
     fn perturb_rehashes_and_keeps_packets() {
         let mut q = sfq("perturb 10 divisor 64");
-        q.set_seed(1);
+        reseed(&mut q, 1);
         assert_eq!(q.next_perturbation(), Some(Instant::from_secs(10)));
         let pkts = flows(12);
         let before: Vec<u32> = pkts.iter().map(|p| q.bucket_of(p)).collect();
@@ -1714,7 +1701,7 @@ mod tests {
     fn rehash_drops_what_no_longer_fits_and_reports_it() {
         // divisor 2, depth 3: after rehash, flows may collide beyond the depth.
         let mut q = sfq("perturb 1 divisor 2 depth 3");
-        q.set_seed(3);
+        reseed(&mut q, 3);
         let pk = flows(8);
         for p in &pk {
             q.enqueue(p.clone(), t(0));
@@ -1741,7 +1728,7 @@ mod tests {
             flags: TC_RED_HARDDROP,
             ..Default::default()
         };
-        let mut q = Sfq::new(Some(&o), &dev(), H, t(0)).unwrap();
+        let mut q = held(Sfq::new(Some(&o), &dev(), H, t(0)).unwrap());
         let avgs: Vec<Option<u64>> = (1..=4)
             .map(|i| {
                 q.enqueue(pk(i, 1000, 1), t(0));
@@ -1764,7 +1751,7 @@ mod tests {
 
         // With ecn (no harddrop) the same average marks an ECT packet instead.
         let o = SfqOpt { flags: TC_RED_ECN, max_p: 1, ..o };
-        let mut q = Sfq::new(Some(&o), &dev(), H, t(0)).unwrap();
+        let mut q = held(Sfq::new(Some(&o), &dev(), H, t(0)).unwrap());
         for i in 1..=4 {
             q.enqueue(pk(i, 1000, 1), t(0));
         }
@@ -1790,7 +1777,7 @@ mod tests {
             headdrop: true,
             ..Default::default()
         };
-        let mut q = Sfq::new(Some(&o), &dev(), H, t(0)).unwrap();
+        let mut q = held(Sfq::new(Some(&o), &dev(), H, t(0)).unwrap());
         for i in 1..=4 {
             let mut p = pk(i, 1000, 1);
             p.tos = 0x01;
@@ -1821,7 +1808,7 @@ mod tests {
         q.dump_class_xstats(5, &mut o);
         assert_eq!(o.into_string(), "  allot 400");
         assert!(!q.find(5));
-        assert_eq!(q.class_kind(), "sfq");
+        assert_eq!(q.kind(), "sfq");
     }
 
     #[test]
@@ -1842,7 +1829,7 @@ mod tests {
     #[test]
     fn change_is_refused() {
         let mut q = sfq("");
-        let o = Opts::Sfq(p("limit 10").unwrap().unwrap());
+        let o = Opts::new(p("limit 10").unwrap().unwrap());
         assert_eq!(
             q.change(&o, &dev(), t(0)),
             Err(TcError::kernel("Change operation not supported by specified qdisc"))
@@ -1852,7 +1839,7 @@ mod tests {
     #[test]
     fn conservation() {
         let mut q = sfq("limit 40 depth 8 flows 16 divisor 32 quantum 700 perturb 1 headdrop");
-        q.set_seed(99);
+        reseed(&mut q, 99);
         let mut x: u64 = 4242;
         let (mut in_p, mut out_p, mut in_b, mut out_b, mut lost) = (0u64, 0u64, 0u64, 0u64, 0i64);
         for i in 0..20000u64 {
@@ -1879,12 +1866,12 @@ mod tests {
             lost = in_p as i64 - out_p as i64 - s.qlen as i64 - s.drops as i64;
             assert!(lost >= 0);
             let sum: u32 = q.class_minors().iter().map(|&m| q.class_stats(m).unwrap().qlen).sum();
-            assert_eq!(sum + q.parked.0.is_some() as u32, s.qlen);
+            assert_eq!(sum + q.sch.parked().is_some() as u32, s.qlen);
         }
         let s = q.stats().clone();
         assert!(s.drops > 0);
         // A parked (peeked) packet was already counted as sent.
-        let parked = q.parked.0.as_ref().map_or((0, 0), |p| (1, p.len as u64));
+        let parked = q.sch.parked().map_or((0, 0), |p| (1, p.len as u64));
         assert_eq!((s.packets, s.bytes), (out_p + parked.0, out_b + parked.1));
         assert!(in_b > out_b);
         // Whatever rehashing lost is accounted as a reduction only.

@@ -19,12 +19,13 @@
 //! inner qdisc is deleted, class 1 points at noop, which drops everything.
 
 use crate::packet::Packet;
-use crate::qdisc::{tc_h_make, Child, Classful, Dequeued, DevInfo, Enqueued, Node, Parked, Qdisc};
+use crate::qdisc::{
+    tc_h_make, Child, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch,
+};
 use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
 use crate::sched::fifo::{Fifo, FifoKind, FifoOpt};
 use crate::sched::noqueue::Noop;
-use crate::sched::Opts;
-use crate::stats::{Reduce, Stats};
+use crate::stats::Stats;
 use crate::tc::units::{c_double_to_u32, ticks2ns};
 use crate::tc::{matches, units, Args, Out, TcError};
 use crate::time::Instant;
@@ -274,12 +275,18 @@ pub struct Tbf {
     t_c: i64,
     /// Class 1's qdisc: the default bfifo, a grafted qdisc, or noop.
     child: Node,
-    parked: Parked,
     /// When the watchdog would fire after the last refused dequeue (None after a send).
     watchdog: Option<Instant>,
-    stats: Stats,
-    reduce: Reduce,
 }
+
+/// `tbf_init` wants options (EINVAL without); tc always sends them.
+pub static OPS: Ops = Ops {
+    id: "tbf",
+    parse: Parse::Qopt(|a| Ok(Some(Opts::new(parse(a)?)))),
+    create: |c| Ok(Box::new(Tbf::new(c.required()?, c.dev, c.handle, c.now)?)),
+    parse_class: None,
+    flags: Flags::NONE,
+};
 
 impl Tbf {
     /// `tbf_init`: t_c = now, class 1 starts at noop, then `tbf_change`.
@@ -296,10 +303,7 @@ impl Tbf {
             ptokens: 0,
             t_c: now.as_nanos() as i64,
             child: Noop::node(tc_h_make(handle, 1)),
-            parked: Parked::default(),
             watchdog: None,
-            stats: Stats::default(),
-            reduce: Reduce::default(),
         };
         q.apply(o, dev, now)?;
         Ok(q)
@@ -344,7 +348,7 @@ impl Tbf {
         }
 
         let mut new_child = None;
-        if self.child.q.kind() != "noop" {
+        if !self.child.flags().builtin {
             fifo_set_limit(&mut self.child, o.limit, dev, now)?;
         } else if o.limit > 0 {
             // fifo_create_dflt: handle 0, parent <handle>:1, hashed invisible.
@@ -411,20 +415,20 @@ impl Tbf {
     /// and queue each segment. The segments share `len` as evenly as possible
     /// (larger ones first). Failed segments count as drops here; ancestors learn the
     /// difference between one packet of `len` bytes and what was queued.
-    fn segment(&mut self, pkt: Packet, now: Instant) -> Enqueued {
+    fn segment(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
         let prev_len = pkt.len;
         let mut nb: u32 = 0;
         let mut len: u32 = 0;
         for seg in pkt.gso_segments() {
             let seg_len = seg.len;
-            let r = self.child.q.enqueue(seg, now);
-            Child::collect(&mut self.child, &mut self.stats, &mut self.reduce);
+            let r = self.child.enqueue(seg, now);
+            Child::collect(&mut self.child, sch);
             if r == Enqueued::Success {
                 nb += 1;
                 len += seg_len;
-                self.stats.queued(seg_len);
+                sch.stats.queued(seg_len);
             } else if r.counts_as_drop() {
-                self.stats.dropped();
+                sch.stats.dropped();
             }
         }
         if nb > 0 {
@@ -433,18 +437,18 @@ impl Tbf {
             // NOTE: 1 - nb is negative for nb ≥ 2; `Reduce.pkts` must be signed (with
             // drops += max(n, 0)) for this to be exact — see the cast below.
             #[allow(clippy::unnecessary_cast)]
-            self.reduce.add(1 - nb as i32, prev_len as i64 - len as i64);
+            sch.reduce(1 - nb as i32, prev_len as i64 - len as i64);
             Enqueued::Success
         } else {
             Enqueued::Dropped
         }
     }
 
-    /// `tbf_dequeue` proper (without the parked slot).
-    fn dequeue_inner(&mut self, now: Instant) -> Dequeued {
-        let len = match self.child.q.peek(now) {
+    /// `tbf_dequeue`.
+    fn dequeue_tbf(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
+        let len = match self.child.peek(now) {
             Some(p) => p.len,
-            None => return self.child_wakeup(),
+            None => return self.child_wakeup(sch),
         };
         let now_ns = now.as_nanos() as i64;
         let elapsed = (now_ns - self.t_c).min(self.buffer);
@@ -455,7 +459,7 @@ impl Tbf {
         let toks = (elapsed + self.tokens).min(self.buffer) - self.rate.l2t_ns(len) as i64;
 
         if (toks | ptoks) >= 0 {
-            match Child::dequeue(&mut self.child, now, &mut self.stats, &mut self.reduce) {
+            match Child::dequeue(&mut self.child, now, sch) {
                 Dequeued::Packet(p) => {
                     self.t_c = now_ns;
                     self.tokens = toks;
@@ -468,7 +472,7 @@ impl Tbf {
         } else {
             let until = Instant::from_nanos((now_ns + (-toks).max(-ptoks)).max(0) as u64);
             self.watchdog = Some(until);
-            self.stats.overlimit();
+            sch.stats.overlimit();
             Dequeued::Throttled { until }
         }
     }
@@ -476,10 +480,10 @@ impl Tbf {
     /// The child's peek found nothing. Empty child: nothing to do. A non-empty one is
     /// non-work-conserving and throttled (e.g. a tbf below this tbf): in the kernel its
     /// own watchdog wakes the device, so its wake-up time is ours too.
-    fn child_wakeup(&mut self) -> Dequeued {
-        Child::collect(&mut self.child, &mut self.stats, &mut self.reduce);
-        match self.child.q.watchdog() {
-            Some(until) if self.child.q.stats().qlen > 0 => {
+    fn child_wakeup(&mut self, sch: &mut Sch) -> Dequeued {
+        Child::collect(&mut self.child, sch);
+        match self.child.watchdog() {
+            Some(until) if self.child.stats().qlen > 0 => {
                 self.watchdog = Some(until);
                 Dequeued::Throttled { until }
             }
@@ -492,76 +496,47 @@ impl Tbf {
 /// new limit (any qdisc whose id continues with "fifo" after one letter and has a
 /// change op) — even one the user grafted, which then gets `limit` as a packet count.
 fn fifo_set_limit(child: &mut Node, limit: u32, dev: &DevInfo, now: Instant) -> Result<(), TcError> {
-    match child.q.kind() {
-        "pfifo" | "bfifo" | "pfifo_head_drop" => child.q.change(&Opts::Fifo(FifoOpt { limit }), dev, now),
+    match child.kind() {
+        "pfifo" | "bfifo" | "pfifo_head_drop" => child.change(&Opts::new(FifoOpt { limit }), dev, now),
         _ => Ok(()),
     }
 }
 
 impl Qdisc for Tbf {
-    fn kind(&self) -> &'static str {
-        "tbf"
+    fn ops(&self) -> &'static Ops {
+        &OPS
     }
 
     /// `tbf_enqueue`.
-    fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
+    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
         if pkt.len > self.max_size {
             // skb_is_gso && skb_gso_validate_mac_len(skb, max_size)
             if pkt.gso_segs > 1 && pkt.len.div_ceil(pkt.gso_segs as u32) <= self.max_size {
-                return self.segment(pkt, now);
+                return self.segment(sch, pkt, now);
             }
-            self.stats.dropped();
+            sch.stats.dropped();
             return Enqueued::Dropped;
         }
-        Child::enqueue(&mut self.child, pkt, now, &mut self.stats, &mut self.reduce)
+        Child::enqueue(&mut self.child, pkt, now, sch)
     }
 
-    /// `qdisc_dequeue_peeked` on tbf: the parked packet first, else `tbf_dequeue`.
-    fn dequeue(&mut self, now: Instant) -> Dequeued {
-        if let Some(p) = self.parked.take(&mut self.stats) {
-            return Dequeued::Packet(p);
-        }
-        self.dequeue_inner(now)
+    fn dequeue(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
+        self.dequeue_tbf(sch, now)
     }
 
-    /// `qdisc_peek_dequeued`: dequeue (tokens are spent, bstats counted) and park;
-    /// the parked packet still counts in qlen/backlog.
-    fn peek(&mut self, now: Instant) -> Option<&Packet> {
-        if self.parked.0.is_none() {
-            if let Dequeued::Packet(p) = self.dequeue_inner(now) {
-                self.parked.park(p, &mut self.stats);
-            }
-        }
-        self.parked.0.as_ref()
-    }
+    // peek: `qdisc_peek_dequeued` (the default): tokens are spent, bstats counted.
 
-    /// `tbf_reset` + the generic part of `qdisc_reset`.
-    fn reset(&mut self, now: Instant) {
-        self.child.q.reset(now);
-        self.parked.0 = None;
-        self.stats.qlen = 0;
-        self.stats.backlog = 0;
+    /// `tbf_reset`.
+    fn reset(&mut self, _sch: &mut Sch, now: Instant) {
+        self.child.reset(now);
         self.t_c = now.as_nanos() as i64;
         self.tokens = self.buffer;
         self.ptokens = self.mtu;
         self.watchdog = None;
     }
 
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut Stats {
-        &mut self.stats
-    }
-    fn take_reduce(&mut self) -> Reduce {
-        std::mem::take(&mut self.reduce)
-    }
-
-    fn change(&mut self, opts: &Opts, dev: &DevInfo, now: Instant) -> Result<(), TcError> {
-        match opts {
-            Opts::Tbf(o) => self.apply(o, dev, now),
-            _ => Err(TcError::invalid()),
-        }
+    fn change(&mut self, _sch: &mut Sch, opts: &Opts, dev: &DevInfo, now: Instant) -> Result<(), TcError> {
+        self.apply(opts.of()?, dev, now)
     }
 
     /// What `tbf_dump` sends, printed as q_tbf.c `tbf_print_opt` prints it.
@@ -640,12 +615,12 @@ impl Qdisc for Tbf {
     /// `tbf_dump` overwrites the qdisc's backlog with the child's before reporting.
     /// The time the kernel's watchdog would be armed for after the last dequeue
     /// that found nothing sendable; None once a packet has been sent or after reset.
-    fn watchdog(&self) -> Option<Instant> {
+    fn watchdog(&self, _sch: &Sch) -> Option<Instant> {
         self.watchdog
     }
-    fn sync_stats(&mut self) {
-        self.child.q.sync_stats();
-        self.stats.backlog = self.child.q.stats().backlog;
+    fn sync_stats(&mut self, sch: &mut Sch) {
+        self.child.sync_stats();
+        sch.stats.backlog = self.child.stats().backlog;
     }
 }
 
@@ -663,12 +638,15 @@ impl Classful for Tbf {
     }
     /// `tbf_graft`: None means noop. The tree purges the old child and reduces the
     /// ancestors (us included).
-    fn graft(&mut self, _minor: u32, new: Option<Node>, _dev: &DevInfo) -> Result<Option<Node>, TcError> {
+    fn graft(
+        &mut self,
+        _sch: &mut Sch,
+        _minor: u32,
+        new: Option<Node>,
+        _dev: &DevInfo,
+    ) -> Result<Option<Node>, TcError> {
         let new = new.unwrap_or_else(|| Noop::node(tc_h_make(self.handle, 1)));
         Ok(Some(std::mem::replace(&mut self.child, new)))
-    }
-    fn class_kind(&self) -> &'static str {
-        "tbf"
     }
     /// tbf has no `dump_stats` class op: its class prints no counters.
     fn class_stats(&self, _minor: u32) -> Option<Stats> {
@@ -679,22 +657,14 @@ impl Classful for Tbf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::{argv, dev, held, t};
 
-    fn dev() -> DevInfo {
-        DevInfo::eth0()
-    }
-    fn t(ns: u64) -> Instant {
-        Instant::from_nanos(ns)
-    }
-    fn argv(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
-    }
     fn p(s: &str) -> Result<TbfOpt, TcError> {
         let v = argv(s);
         parse(&mut Args::new(&v))
     }
-    fn tbf(s: &str) -> Tbf {
-        Tbf::new(&p(s).unwrap(), &dev(), 0x10000, t(0)).unwrap()
+    fn tbf(s: &str) -> Node<Tbf> {
+        held(Tbf::new(&p(s).unwrap(), &dev(), 0x10000, t(0)).unwrap())
     }
     fn show(q: &Tbf, details: bool, raw: bool, json: bool) -> String {
         let mut out = if json { Out::json(false) } else { Out::text() }.with_flags(details, raw, false, false);
@@ -815,10 +785,10 @@ mod tests {
         assert_eq!(Tbf::new(&o, &dev(), 0x10000, t(0)).err(), Some(TcError::invalid()));
         // a failed change leaves everything as it was
         let mut q = tbf("rate 1mbit burst 10k limit 3000");
-        let bad = Opts::Tbf(p("rate 1mbit burst 10k limit 5000 peakrate 1mbit mtu 1500").unwrap());
+        let bad = Opts::new(p("rate 1mbit burst 10k limit 5000 peakrate 1mbit mtu 1500").unwrap());
         assert!(q.change(&bad, &dev(), t(5)).is_err());
         assert_eq!((q.limit(), q.max_size()), (3000, 10240));
-        assert!(q.change(&Opts::Empty, &dev(), t(5)).is_err());
+        assert!(q.change(&Opts::new(()), &dev(), t(5)).is_err());
     }
 
     #[test]
@@ -841,14 +811,14 @@ mod tests {
     fn default_child_and_change() {
         let mut q = tbf("rate 1mbit burst 10k limit 3000");
         let c = q.child();
-        assert_eq!((c.handle, c.parent, c.invisible, c.q.kind()), (0, 0x10001, true, "bfifo"));
+        assert_eq!((c.handle, c.parent, c.invisible, c.kind()), (0, 0x10001, true, "bfifo"));
         let mut o = Out::text();
         c.q.dump(&mut o, &dev());
         assert_eq!(o.into_string(), "limit 3000b");
         // change: the fifo child only gets the new limit
         q.enqueue(Packet::new(1, 1000), t(0));
-        q.change(&Opts::Tbf(p("rate 2mbit burst 20k limit 5000").unwrap()), &dev(), t(10)).unwrap();
-        assert_eq!(q.child().q.stats().qlen, 1);
+        q.change(&Opts::new(p("rate 2mbit burst 20k limit 5000").unwrap()), &dev(), t(10)).unwrap();
+        assert_eq!(q.child().stats().qlen, 1);
         let mut o = Out::text();
         q.child().q.dump(&mut o, &dev());
         assert_eq!(o.into_string(), "limit 5000b");
@@ -857,25 +827,25 @@ mod tests {
         // a user-grafted pfifo gets the byte limit as a packet count
         let pf = Node::new(0x100000, 0x10001, Box::new(Fifo::with_limit(FifoKind::Pfifo, 7, &dev())));
         let old = q.graft(1, Some(pf), &dev()).unwrap().unwrap();
-        assert_eq!(old.q.kind(), "bfifo");
-        q.change(&Opts::Tbf(p("rate 2mbit burst 20k limit 3000").unwrap()), &dev(), t(10)).unwrap();
+        assert_eq!(old.kind(), "bfifo");
+        q.change(&Opts::new(p("rate 2mbit burst 20k limit 3000").unwrap()), &dev(), t(10)).unwrap();
         let mut o = Out::text();
         q.leaf(5).unwrap().q.dump(&mut o, &dev());
         assert_eq!(o.into_string(), "limit 3000p");
         // delete → noop; noop drops everything (the parent counts the drop)
         let old = q.graft(1, None, &dev()).unwrap().unwrap();
         assert_eq!(old.handle, 0x100000);
-        assert_eq!(q.child().q.kind(), "noop");
+        assert_eq!(q.child().kind(), "noop");
         assert_eq!(q.child().parent, 0x10001);
         let drops = q.stats().drops;
         assert_eq!(q.enqueue(Packet::new(2, 100), t(20)), Enqueued::Congested);
         assert_eq!(q.stats().drops, drops + 1);
         // a change with a limit recreates the default bfifo
-        q.change(&Opts::Tbf(p("rate 2mbit burst 20k limit 4000").unwrap()), &dev(), t(30)).unwrap();
-        assert_eq!(q.child().q.kind(), "bfifo");
+        q.change(&Opts::new(p("rate 2mbit burst 20k limit 4000").unwrap()), &dev(), t(30)).unwrap();
+        assert_eq!(q.child().kind(), "bfifo");
         assert!(q.child().invisible);
         assert_eq!(q.class_minors(), vec![1]);
-        assert_eq!(q.class_kind(), "tbf");
+        assert_eq!(q.kind(), "tbf");
     }
 
     // ---- the algorithm ---------------------------------------------------------------
@@ -980,7 +950,7 @@ mod tests {
         gso.gso_segs = 4;
         assert_eq!(q.enqueue(gso, t(0)), Enqueued::Success);
         assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().drops), (5, 5500, 1));
-        assert_eq!(q.child().q.stats().qlen, 5);
+        assert_eq!(q.child().stats().qlen, 5);
         let r = q.take_reduce();
         assert_eq!(r.bytes, 0);
         assert_eq!(r.pkts, -3);
@@ -1015,7 +985,7 @@ mod tests {
         assert_eq!(q.enqueue(Packet::new(1, 1500), t(0)), Enqueued::Success);
         assert_eq!(q.enqueue(Packet::new(2, 1500), t(0)), Enqueued::Success);
         assert_eq!(q.enqueue(Packet::new(3, 1), t(0)), Enqueued::Dropped);
-        assert_eq!((q.stats().drops, q.child().q.stats().drops), (1, 1));
+        assert_eq!((q.stats().drops, q.child().stats().drops), (1, 1));
         assert_eq!((q.stats().qlen, q.stats().backlog), (2, 3000));
     }
 
@@ -1055,7 +1025,7 @@ mod tests {
         q.reset(t(50));
         let s = q.stats();
         assert_eq!((s.qlen, s.backlog), (0, 0));
-        assert_eq!(q.child().q.stats().qlen, 0);
+        assert_eq!(q.child().stats().qlen, 0);
         assert_eq!((q.tokens(), q.t_c(), q.watchdog()), (12_000_000, t(50), None));
         assert_eq!(q.dequeue(t(60)), Dequeued::Empty);
     }
@@ -1073,9 +1043,9 @@ mod tests {
         // overlimit itself, and the inner counts exactly one.
         assert_eq!(outer.dequeue(t(0)), Dequeued::Throttled { until: t(8_000_000) });
         assert_eq!(outer.stats().overlimits, 0);
-        assert_eq!(outer.child().q.stats().overlimits, 1);
+        assert_eq!(outer.child().stats().overlimits, 1);
         assert_eq!(outer.dequeue(t(8_000_000)).packet().unwrap().id, 1);
-        let (o, i) = (outer.stats(), outer.child().q.stats());
+        let (o, i) = (outer.stats(), outer.child().stats());
         assert_eq!((o.qlen, o.bytes, o.packets, i.qlen, i.bytes, i.packets), (0, 2000, 2, 0, 2000, 2));
     }
 
@@ -1206,7 +1176,7 @@ mod tests {
         o.rate64 = Some(rate64);
         o.limit = c_double_to_u32(rate64 as f64 * 50_000.0 / 1e6 + 10240.0);
         o.buffer = units::calc_xmittime(u32::MAX as u64, 10240);
-        let mut q = Tbf::new(&o, &dev(), 0x80010000, t(0)).unwrap();
+        let mut q = held(Tbf::new(&o, &dev(), 0x80010000, t(0)).unwrap());
         assert_eq!((q.rate().mult, q.buffer_ns(), q.max_size()), (0, 0, 10240));
         assert_eq!(show(&q, false, false, false), "rate 18446744Tbit burst 0b lat 0us ");
         q.enqueue(Packet::new(1, 1500), t(0));

@@ -668,9 +668,6 @@ impl Tc {
         // What tc printed while parsing comes first, error or not.
         self.warn.push_str(&a.notes);
         let opts = opts?;
-        if let Some(o) = &opts {
-            self.warn.push_str(sched::parse_warning(o));
-        }
         let name = dev.ok_or_else(|| TcError::errno(Errno::ENODEV))?;
         let di = self.dev_index(name)?;
         let now = self.now;
@@ -754,7 +751,7 @@ impl Tc {
         out.start_top();
         for i in idx {
             let d = &mut self.devices[i];
-            d.root.q.sync_stats();
+            d.root.sync_stats();
             let d = &self.devices[i];
             for p in d.dump_order(f.invisible) {
                 let n = d.node(&p);
@@ -960,7 +957,7 @@ impl Tc {
         if o.graph && !classless {
             return Err(TcError::tc("qdisc-lab: \"tc -graph class show\" is not supported\n"));
         }
-        self.devices[di].root.q.sync_stats();
+        self.devices[di].root.sync_stats();
         let d = &self.devices[di];
         let mut out = self.out(o);
         out.start_top();

@@ -801,7 +801,7 @@ mod tests {
         let d = tc.device_mut("eth0").unwrap();
         assert_eq!(d.enqueue(Packet::new(1, 100).with_flow(flow_to([10, 9, 1, 1])), now), Enqueued::Dropped);
         assert_eq!(d.enqueue(Packet::new(2, 200).with_flow(flow_to([10, 1, 1, 1])), now), Enqueued::Success);
-        let s = d.root.q.stats();
+        let s = d.root.stats();
         assert_eq!((s.qlen, s.drops, s.packets), (1, 1, 0));
         assert_eq!(d.root.q.as_classful().unwrap().class_stats(1).unwrap().qlen, 1);
         let want = "\
@@ -842,7 +842,7 @@ filter parent 1: protocol ip pref 2 u32 chain 0 fh 801::800 order 2048 key ht 80
         assert_eq!(d.enqueue(p(1, [10, 0, 0, 1]), now), Enqueued::Success);
         assert_eq!(d.enqueue(p(2, [10, 0, 0, 1]), now), Enqueued::Dropped);
         assert_eq!(d.enqueue(p(3, [10, 0, 0, 2]), now), Enqueued::Stolen);
-        let s = d.root.q.stats();
+        let s = d.root.stats();
         assert_eq!((s.qlen, s.drops), (1, 1));
         let c = d.root.q.as_classful().unwrap().class_stats(0x10).unwrap();
         assert_eq!((c.qlen, c.drops), (1, 0));

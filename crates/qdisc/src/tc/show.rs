@@ -63,7 +63,7 @@ pub struct QdiscFilter {
 /// `print_qdisc` for one node.
 pub fn qdisc(out: &mut Out, dev: &Device, n: &Node, f: &QdiscFilter, show_stats: bool) {
     out.open_object(None);
-    out.string("kind", format_args!("qdisc {} ", n.q.kind()), n.q.kind());
+    out.string("kind", format_args!("qdisc {} ", n.kind()), n.kind());
     let h = format!("{:x}:", n.handle >> 16);
     if out.raw() {
         out.string("handle", format_args!("{h}[{:08x}] ", n.handle), &h);
@@ -83,13 +83,13 @@ pub fn qdisc(out: &mut Out, dev: &Device, n: &Node, f: &QdiscFilter, show_stats:
         out.uint("refcnt", format_args!("refcnt {} ", n.refcnt), n.refcnt as u64);
     }
     out.open_object(Some("options"));
-    if n.q.has_options() {
+    if !n.flags().no_options {
         n.q.dump(out, &dev.info);
     }
     out.close_object();
     out.nl();
     if show_stats {
-        stats(out, n.q.stats());
+        stats(out, n.stats());
         out.nl();
         let before = out.as_str().len();
         n.q.dump_xstats(out);
@@ -105,7 +105,7 @@ pub fn class(out: &mut Out, dev: &Device, n: &Node, minor: u32, dev_given: bool,
     let Some(c) = n.q.as_classful() else { return };
     let id = classid(tc_h_maj(n.handle) | minor);
     out.open_object(None);
-    out.string("class", format_args!("class {} ", c.class_kind()), c.class_kind());
+    out.string("class", format_args!("class {} ", n.kind()), n.kind());
     out.string("handle", format_args!("{id} "), &id);
     if !dev_given {
         out.string("dev", format_args!("dev {} ", dev.info.name), &dev.info.name);
