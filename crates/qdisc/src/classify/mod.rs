@@ -197,12 +197,16 @@ pub trait Classifier: Send + Sync {
 /// (`q->parse_fopt`) and `ops->init`.
 pub struct ClassifierOps {
     pub kind: &'static str,
-    /// tc's `parse_fopt`: the filter handle and the options (`protocol`: flower's
-    /// default `eth_type`).
-    pub parse: fn(handle: Option<&str>, protocol: u16, a: &mut crate::tc::Args) -> Result<(u32, Opts), TcError>,
-    /// A new proto with `pref`; `shared`: the qdisc's state of this kind, if any.
-    pub init: fn(shared: Option<Shared>, pref: u16) -> Result<Box<dyn Classifier>, FilterError>,
+    pub parse: ParseFn,
+    pub init: InitFn,
 }
+
+/// tc's `parse_fopt`: the filter handle and the options (`protocol`: flower's default
+/// `eth_type`).
+pub type ParseFn = fn(handle: Option<&str>, protocol: u16, a: &mut crate::tc::Args) -> Result<(u32, Opts), TcError>;
+
+/// A new proto with `pref`; `shared`: the qdisc's state of this kind, if any.
+pub type InitFn = fn(shared: Option<Shared>, pref: u16) -> Result<Box<dyn Classifier>, FilterError>;
 
 fn opts<T: Any>(r: Result<(u32, T), TcError>) -> Result<(u32, Opts), TcError> {
     r.map(|(h, o)| (h, Box::new(o) as Opts))
