@@ -11,7 +11,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::action::{ActCtx, Exts, ExtsSpec};
-use super::{FilterError, Headers, TcfResult, ETH_P_ALL, ETH_P_IP, ETH_P_IPV6};
+use super::{Binds, FilterError, Headers, TcfResult, ETH_P_ALL, ETH_P_IP, ETH_P_IPV6};
 use crate::packet::Packet;
 use crate::tc::{matches, Args, Out, TcError};
 use crate::time::Instant;
@@ -76,6 +76,10 @@ pub struct FlowerFilter {
 pub struct Flower {
     /// By ascending handle.
     pub filters: Vec<FlowerFilter>,
+    /// The classids filters started or stopped naming since the trait's last
+    /// operation took them (`tcf_bind_filter` / `tcf_unbind_filter` in `fl_change`,
+    /// `fl_delete`).
+    bound: Binds,
 }
 
 impl Flower {
@@ -100,6 +104,12 @@ impl Flower {
                 return Err(FilterError::ext("Handle specified does not match"));
             }
             let f = self.filters.iter_mut().find(|f| f.handle == h).expect("existing filter");
+            if let Some(c) = f.o.classid {
+                self.bound.unbind(c);
+            }
+            if let Some(c) = o.classid {
+                self.bound.bind(c);
+            }
             f.o = o.clone();
             f.exts = exts;
             return Ok(());
@@ -117,12 +127,22 @@ impl Flower {
         }
         let at = self.filters.iter().position(|f| f.handle > h).unwrap_or(self.filters.len());
         self.filters.insert(at, FlowerFilter { handle: h, o: o.clone(), exts });
+        if let Some(c) = o.classid {
+            self.bound.bind(c);
+        }
         Ok(())
     }
 
     /// `fl_delete`; returns `last`.
     pub fn delete(&mut self, h: u32) -> bool {
-        self.filters.retain(|f| f.handle != h);
+        self.filters.retain(|f| {
+            if f.handle == h {
+                if let Some(c) = f.o.classid {
+                    self.bound.unbind(c);
+                }
+            }
+            f.handle != h
+        });
         self.filters.is_empty()
     }
 
@@ -246,6 +266,41 @@ impl Flower {
                 f.exts.print(out, ctx.now);
             });
         }
+    }
+}
+
+impl super::Classifier for Flower {
+    fn kind(&self) -> &'static str {
+        "flower"
+    }
+    fn classify(&self, pkt: &Packet, hdr: &Headers, _: u32, now: Instant) -> Option<(i32, TcfResult)> {
+        Flower::classify(self, pkt, hdr, now)
+    }
+    fn get(&self, handle: u32) -> Option<u32> {
+        Flower::get(self, handle)
+    }
+    fn change(
+        &mut self,
+        handle: u32,
+        opts: Option<&dyn std::any::Any>,
+        fh: Option<u32>,
+        acts: &mut ActCtx,
+        binds: &mut Binds,
+    ) -> Result<(), FilterError> {
+        let r = super::with_opts(opts, |o: &FlowerOpts| Flower::change(self, handle, o, fh, acts));
+        binds.append(&mut self.bound);
+        r
+    }
+    fn delete(&mut self, handle: u32, binds: &mut Binds) -> Result<bool, FilterError> {
+        let last = Flower::delete(self, handle);
+        binds.append(&mut self.bound);
+        Ok(last)
+    }
+    fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
+        Flower::dump(self, ctx, out)
+    }
+    fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
+        self.filters.iter().filter_map(|x| x.o.classid).for_each(f);
     }
 }
 

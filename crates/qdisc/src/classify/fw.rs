@@ -7,7 +7,7 @@
 //! (This machine's kernel has no cls_fw, so the printer follows tc/f_fw.c only.)
 
 use super::action::{ActCtx, Exts, ExtsSpec};
-use super::{FilterError, TcfResult};
+use super::{Binds, FilterError, Headers, TcfResult};
 use crate::packet::Packet;
 use crate::qdisc::tc_h_maj;
 use crate::tc::{matches, Args, Out, TcError};
@@ -22,10 +22,23 @@ pub struct FwFilter {
     pub exts: Exts,
 }
 
-/// One fw proto: `None` head until the first filter (`struct fw_head`).
-#[derive(Default)]
+/// One fw proto: no head (`mask` None) until the first filter (`struct fw_head`).
+/// The table is part of the proto, as the kernel's head is one allocation: a
+/// classification visits every proto of a block, one load from proto to bucket.
 pub struct Fw {
-    head: Option<(u32, Vec<Vec<FwFilter>>)>,
+    /// The head's mask; None: no head (the "old method").
+    mask: Option<u32>,
+    ht: [Vec<FwFilter>; HTSIZE],
+    /// The classids filters started or stopped naming since the trait's last
+    /// operation took them (`tcf_bind_filter` / `tcf_unbind_filter` in `fw_change`,
+    /// `fw_delete`).
+    bound: Binds,
+}
+
+impl Default for Fw {
+    fn default() -> Self {
+        Fw { mask: None, ht: std::array::from_fn(|_| Vec::new()), bound: Binds::default() }
+    }
 }
 
 /// What tc's `fw_parse_opt` sends.
@@ -45,14 +58,10 @@ fn fw_hash(h: u32) -> usize {
 }
 
 impl Fw {
-    /// The classids the filters name.
-    pub fn classids(&self) -> Vec<u32> {
-        self.head.iter().flat_map(|(_, ht)| ht.iter().flatten()).map(|f| f.classid).filter(|&c| c != 0).collect()
-    }
     /// `fw_get`.
     pub fn get(&self, handle: u32) -> Option<u32> {
-        let (_, ht) = self.head.as_ref()?;
-        ht[fw_hash(handle)].iter().find(|f| f.id == handle).map(|f| f.id)
+        self.mask?;
+        self.ht[fw_hash(handle)].iter().find(|f| f.id == handle).map(|f| f.id)
     }
 
     /// `fw_change`.
@@ -64,12 +73,17 @@ impl Fw {
             if id != handle && handle != 0 {
                 return Err(FilterError::Errno("Invalid argument"));
             }
-            let mask = self.head.as_ref().map(|h| h.0).unwrap_or(u32::MAX);
+            let mask = self.mask.unwrap_or(u32::MAX);
             let exts = Self::check(o, mask, acts)?;
-            let (_, ht) = self.head.as_mut().expect("existing filter");
-            let f = ht[fw_hash(id)].iter_mut().find(|f| f.id == id).expect("existing filter");
+            let f = self.ht[fw_hash(id)].iter_mut().find(|f| f.id == id).expect("existing filter");
             if let Some(c) = o.classid {
+                if f.classid != 0 {
+                    self.bound.unbind(f.classid);
+                }
                 f.classid = c;
+                if c != 0 {
+                    self.bound.bind(c);
+                }
             }
             // The replacement filter carries only the actions of this request.
             f.exts = exts;
@@ -78,13 +92,14 @@ impl Fw {
         if handle == 0 {
             return Err(FilterError::Errno("Invalid argument"));
         }
-        let mask = match &self.head {
-            Some((m, _)) => *m,
-            None => o.mask.unwrap_or(u32::MAX),
-        };
+        let mask = self.mask.unwrap_or_else(|| o.mask.unwrap_or(u32::MAX));
         let exts = Self::check(o, mask, acts)?;
-        let head = self.head.get_or_insert_with(|| (mask, vec![Vec::new(); HTSIZE]));
-        head.1[fw_hash(handle)].insert(0, FwFilter { id: handle, classid: o.classid.unwrap_or(0), exts });
+        self.mask = Some(mask);
+        let classid = o.classid.unwrap_or(0);
+        self.ht[fw_hash(handle)].insert(0, FwFilter { id: handle, classid, exts });
+        if classid != 0 {
+            self.bound.bind(classid);
+        }
         Ok(())
     }
 
@@ -100,21 +115,27 @@ impl Fw {
 
     /// `fw_delete`; returns `last` (no filter left).
     pub fn delete(&mut self, id: u32) -> bool {
-        if let Some((_, ht)) = self.head.as_mut() {
-            ht[fw_hash(id)].retain(|f| f.id != id);
+        if self.mask.is_some() {
+            let ht = &mut self.ht;
+            ht[fw_hash(id)].retain(|f| {
+                if f.id == id && f.classid != 0 {
+                    self.bound.unbind(f.classid);
+                }
+                f.id != id
+            });
             return ht.iter().all(|b| b.is_empty());
         }
         true
     }
 
-    /// `fw_classify`.
     /// `fw_classify`: the verdict of the matching filter's actions (TC_ACT_OK
     /// without); a filter whose actions answer "continue" lets the lookup go on.
+    #[inline(never)]
     pub fn classify(&self, pkt: &Packet, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)> {
-        match &self.head {
-            Some((mask, ht)) => {
+        match self.mask {
+            Some(mask) => {
                 let id = pkt.mark & mask;
-                for f in ht[fw_hash(id)].iter().filter(|f| f.id == id) {
+                for f in self.ht[fw_hash(id)].iter().filter(|f| f.id == id) {
                     let mut res = TcfResult { classid: f.classid };
                     let r = f.exts.exec(pkt.len, now, &mut res);
                     if r >= 0 {
@@ -133,8 +154,8 @@ impl Fw {
 
     /// `fw_walk` + `fw_dump` + tc's `fw_print_opt`.
     pub fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
-        let Some((mask, ht)) = &self.head else { return };
-        for f in ht.iter().flatten() {
+        let Some(mask) = self.mask else { return };
+        for f in self.ht.iter().flatten() {
             if f.classid == 0 && f.exts.is_empty() {
                 ctx.bare(out);
                 continue;
@@ -142,7 +163,7 @@ impl Fw {
             ctx.entry(out, |out| {
                 out.open_object(Some("fw"));
                 let m = format!("{:#x}", f.id);
-                if *mask != u32::MAX {
+                if mask != u32::MAX {
                     out.string("mark", format_args!("handle {m}"), &m);
                     let mm = format!("{mask:#x}");
                     out.string("mask", format_args!("/{mm} "), &mm);
@@ -160,6 +181,48 @@ impl Fw {
                 f.exts.print(out, ctx.now);
             });
         }
+    }
+}
+
+impl super::Classifier for Fw {
+    fn kind(&self) -> &'static str {
+        "fw"
+    }
+    /// A proto without the packet's mark answers from its bucket alone: a block's
+    /// lookup calls every proto, so the miss stays a leaf call.
+    fn classify(&self, pkt: &Packet, _: &Headers, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)> {
+        if let Some(mask) = self.mask {
+            if self.ht[fw_hash(pkt.mark & mask)].is_empty() {
+                return None;
+            }
+        }
+        Fw::classify(self, pkt, q_handle, now)
+    }
+    fn get(&self, handle: u32) -> Option<u32> {
+        Fw::get(self, handle)
+    }
+    fn change(
+        &mut self,
+        handle: u32,
+        opts: Option<&dyn std::any::Any>,
+        fh: Option<u32>,
+        acts: &mut ActCtx,
+        binds: &mut Binds,
+    ) -> Result<(), FilterError> {
+        let r = super::with_opts(opts, |o: &FwOpts| Fw::change(self, handle, o, fh, acts));
+        binds.append(&mut self.bound);
+        r
+    }
+    fn delete(&mut self, handle: u32, binds: &mut Binds) -> Result<bool, FilterError> {
+        let last = Fw::delete(self, handle);
+        binds.append(&mut self.bound);
+        Ok(last)
+    }
+    fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
+        Fw::dump(self, ctx, out)
+    }
+    fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
+        self.ht.iter().flatten().map(|x| x.classid).filter(|&c| c != 0).for_each(f);
     }
 }
 

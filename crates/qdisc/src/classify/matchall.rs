@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::action::{ActCtx, Exts, ExtsSpec};
-use super::{FilterError, TcfResult};
+use super::{Binds, FilterError, TcfResult};
 use crate::tc::{matches, Args, Out, TcError};
 use crate::time::Instant;
 
@@ -23,6 +23,49 @@ pub struct Head {
 #[derive(Default, Debug)]
 pub struct Matchall {
     pub head: Option<Head>,
+}
+
+impl super::Classifier for Matchall {
+    fn kind(&self) -> &'static str {
+        "matchall"
+    }
+    fn classify(
+        &self,
+        pkt: &crate::packet::Packet,
+        _: &super::Headers,
+        _: u32,
+        now: Instant,
+    ) -> Option<(i32, TcfResult)> {
+        Matchall::classify(self, pkt.len, now)
+    }
+    fn get(&self, handle: u32) -> Option<u32> {
+        Matchall::get(self, handle)
+    }
+    /// `tcf_bind_filter` of the one filter's class (it is never changed in place).
+    fn change(
+        &mut self,
+        handle: u32,
+        opts: Option<&dyn std::any::Any>,
+        _: Option<u32>,
+        acts: &mut ActCtx,
+        binds: &mut Binds,
+    ) -> Result<(), FilterError> {
+        super::with_opts(opts, |o: &MatchallOpts| Matchall::change(self, handle, o, acts))?;
+        self.for_each_classid(&mut |c| binds.bind(c));
+        Ok(())
+    }
+    /// `mall_delete`: the proto's only filter; always the last.
+    fn delete(&mut self, _: u32, binds: &mut Binds) -> Result<bool, FilterError> {
+        self.for_each_classid(&mut |c| binds.unbind(c));
+        self.head = None;
+        Ok(true)
+    }
+    fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
+        Matchall::dump(self, ctx, out)
+    }
+    fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
+        self.head.iter().map(|h| h.classid).filter(|&c| c != 0).for_each(f);
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -10,6 +10,21 @@
 //! `prio`), each with an ethertype (`protocol`) and one classifier kind holding that
 //! kind's filters (u32 knodes, fw handles, flower handles, one matchall).
 //!
+//! # Kinds
+//!
+//! A kind is a [`Classifier`] (`struct tcf_proto_ops`) registered in
+//! [`CLASSIFIERS`] with its name, tc's option parser and its constructor; `tc
+//! filter` (tc/filter.rs, cls_api.c's `tc_new_tfilter` / `tc_del_tfilter` /
+//! `tc_dump_tfilter`) finds it with [`lookup`] (`tcf_proto_lookup_ops`) and calls
+//! only the trait, handing the options through as the kind's own type ([`Opts`]),
+//! as cls_api.c passes TCA_OPTIONS through unread. A kind logs the classes its
+//! filters start and stop naming in the [`Binds`] of each operation
+//! (`tcf_bind_filter` / `tcf_unbind_filter`), only what that operation changed, so
+//! the qdisc's bookkeeping stays linear in the filters touched; and walks them all
+//! for [`Classifier::for_each_classid`] (`tcf_node_bind`, when a class appears).
+//! State a kind shares among all blocks of one qdisc (u32's `tc_u_common`) is
+//! [`Shared`], kept on the qdisc's own block.
+//!
 //! # Using a block from a qdisc (what prio and htb do)
 //!
 //! * Create the qdisc's own block with [`Block::new`]`(handle)` at init, and (htb)
@@ -52,9 +67,11 @@ pub mod fw;
 pub mod matchall;
 pub mod u32;
 
-use std::sync::{Arc, RwLock};
+use std::any::Any;
+use std::sync::Arc;
 
 use crate::packet::Packet;
+use crate::tc::TcError;
 use crate::time::Instant;
 
 /// ETH_P_ALL.
@@ -88,30 +105,154 @@ pub struct Proto {
     pub pref: u16,
     /// Ethertype, host order (`ntohs(tp->protocol)`); ETH_P_ALL matches every packet.
     pub protocol: u16,
-    pub kind: Kind,
+    /// The kind's filters (`tp->ops` + `tp->root`).
+    pub kind: Box<dyn Classifier>,
 }
 
-/// The classifier kinds.
-pub enum Kind {
-    U32(u32::Tp),
-    Fw(fw::Fw),
-    Flower(flower::Flower),
-    Matchall(matchall::Matchall),
-}
+/// A filter's options between tc's parser and the kind's `change`: the kind's own
+/// type, opaque to `tc filter` as TCA_OPTIONS is to cls_api.c (the kind downcasts).
+pub type Opts = Box<dyn Any>;
 
-impl Kind {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Kind::U32(_) => "u32",
-            Kind::Fw(_) => "fw",
-            Kind::Flower(_) => "flower",
-            Kind::Matchall(_) => "matchall",
+/// State a kind shares among the protos of all blocks of one qdisc (u32's
+/// `tc_u_common`), kept on the qdisc's own block under the kind's name.
+pub type Shared = Arc<dyn Any + Send + Sync>;
+
+/// The classids one operation made filters start (+1) or stop (−1) naming: the
+/// `tcf_bind_filter` / `tcf_unbind_filter` calls a kind makes in its `change`,
+/// `delete` and `destroy`, which the caller applies to the qdisc. Each kind logs only
+/// what the operation changed, so the bookkeeping is linear in the filters touched.
+#[derive(Debug, Default)]
+pub struct Binds(Vec<(u32, i32)>);
+
+impl Binds {
+    pub fn bind(&mut self, classid: u32) {
+        self.0.push((classid, 1));
+    }
+    pub fn unbind(&mut self, classid: u32) {
+        self.0.push((classid, -1));
+    }
+    /// Move what `other` logged here.
+    pub fn append(&mut self, other: &mut Binds) {
+        self.0.append(&mut other.0);
+    }
+    /// Entries `(classid, ±1)` logged elsewhere (u32's common).
+    pub fn extend(&mut self, log: impl IntoIterator<Item = (u32, i32)>) {
+        self.0.extend(log);
+    }
+    /// The classids unbound and those bound, each sorted.
+    pub fn split(self) -> (Vec<u32>, Vec<u32>) {
+        let (mut unbound, mut bound) = (Vec::new(), Vec::new());
+        for (c, d) in self.0 {
+            if d < 0 { &mut unbound } else { &mut bound }.push(c);
         }
+        unbound.sort_unstable();
+        bound.sort_unstable();
+        (unbound, bound)
     }
 }
 
-/// The kinds this engine implements (`tcf_proto_lookup_ops`).
-pub const KINDS: &[&str] = &["flower", "fw", "matchall", "u32"];
+/// A classifier kind's filters in one proto: the kernel's `struct tcf_proto_ops`.
+/// Options arrive as the kind's own [`Opts`] type; filter handles are the kind's
+/// (`get` answers the handle of an existing filter, as `ops->get` does).
+pub trait Classifier: Send + Sync {
+    /// `ops->kind`.
+    fn kind(&self) -> &'static str;
+    /// `ops->classify`: the verdict of the first filter that takes the packet, and
+    /// its result. `q_handle` is the owning qdisc's handle (fw's old method).
+    fn classify(&self, pkt: &Packet, hdr: &Headers, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)>;
+    /// `ops->get`: the filter with `handle`, if any.
+    fn get(&self, handle: u32) -> Option<u32>;
+    /// `ops->change`: create (`fh` None) or change the filter `handle` / `fh`.
+    /// `opts` None is a request without options (no TCA_OPTIONS).
+    fn change(
+        &mut self,
+        handle: u32,
+        opts: Option<&dyn Any>,
+        fh: Option<u32>,
+        acts: &mut action::ActCtx,
+        binds: &mut Binds,
+    ) -> Result<(), FilterError>;
+    /// `ops->delete` of the filter `handle` (which `get` found); answers `last`: no
+    /// filter left, the proto goes.
+    fn delete(&mut self, handle: u32, binds: &mut Binds) -> Result<bool, FilterError>;
+    /// `ops->walk` + `ops->dump`: every filter after the proto's own line.
+    fn dump(&self, ctx: &DumpCtx, out: &mut crate::tc::Out);
+    /// `ops->walk` + `ops->bind_class`: the classid each filter names (as
+    /// `tcf_node_bind` visits them when a class is created).
+    fn for_each_classid(&self, f: &mut dyn FnMut(u32));
+    /// `ops->destroy`: the filters unbind what they named. True when the kind's
+    /// qdisc-wide [`Shared`] state went with this proto.
+    fn destroy(self: Box<Self>, binds: &mut Binds) -> bool {
+        self.for_each_classid(&mut |c| binds.unbind(c));
+        false
+    }
+    /// The qdisc-wide state this proto uses, for the qdisc's block to keep and
+    /// hand to the kind's next `init` (u32's `tc_u_common`).
+    fn shared(&self) -> Option<Shared> {
+        None
+    }
+}
+
+/// One registered kind (`register_tcf_proto_ops`): its name, tc's option parser
+/// (`q->parse_fopt`) and `ops->init`.
+pub struct ClassifierOps {
+    pub kind: &'static str,
+    pub parse: ParseFn,
+    pub init: InitFn,
+}
+
+/// tc's `parse_fopt`: the filter handle and the options (`protocol`: flower's default
+/// `eth_type`).
+pub type ParseFn = fn(handle: Option<&str>, protocol: u16, a: &mut crate::tc::Args) -> Result<(u32, Opts), TcError>;
+
+/// A new proto with `pref`; `shared`: the qdisc's state of this kind, if any.
+pub type InitFn = fn(shared: Option<Shared>, pref: u16) -> Result<Box<dyn Classifier>, FilterError>;
+
+fn opts<T: Any>(r: Result<(u32, T), TcError>) -> Result<(u32, Opts), TcError> {
+    r.map(|(h, o)| (h, Box::new(o) as Opts))
+}
+
+/// The kind's options from `opts` (its defaults for a request without options);
+/// another kind's options are EINVAL.
+pub(crate) fn with_opts<T: Any + Default, R>(
+    opts: Option<&dyn Any>,
+    f: impl FnOnce(&T) -> Result<R, FilterError>,
+) -> Result<R, FilterError> {
+    match opts {
+        None => f(&T::default()),
+        Some(o) => f(o.downcast_ref::<T>().ok_or(FilterError::Errno("Invalid argument"))?),
+    }
+}
+
+/// `init` of a kind whose new proto is its default (no qdisc-wide state).
+fn new<T: Classifier + Default + 'static>(_: Option<Shared>, _: u16) -> Result<Box<dyn Classifier>, FilterError> {
+    Ok(Box::<T>::default())
+}
+
+/// The kinds this engine implements, by name: adding a classifier is its module and
+/// one entry here.
+pub const CLASSIFIERS: &[ClassifierOps] = &[
+    ClassifierOps { kind: "flower", parse: |h, p, a| opts(flower::parse(h, p, a)), init: new::<flower::Flower> },
+    ClassifierOps { kind: "fw", parse: |h, _, a| opts(fw::parse(h, a)), init: new::<fw::Fw> },
+    ClassifierOps { kind: "matchall", parse: |h, _, a| opts(matchall::parse(h, a)), init: new::<matchall::Matchall> },
+    ClassifierOps { kind: "u32", parse: |h, _, a| opts(u32::parse(h, a)), init: u32::Tp::new_proto },
+];
+
+/// The kinds' names, in [`CLASSIFIERS`] order.
+pub const KINDS: &[&str] = &{
+    let mut k = [""; CLASSIFIERS.len()];
+    let mut i = 0;
+    while i < k.len() {
+        k[i] = CLASSIFIERS[i].kind;
+        i += 1;
+    }
+    k
+};
+
+/// `tcf_proto_lookup_ops`.
+pub fn lookup(kind: &str) -> Option<&'static ClassifierOps> {
+    CLASSIFIERS.iter().find(|o| o.kind == kind)
+}
 
 /// A filter block's chain 0 (`struct tcf_block` + `struct tcf_chain`).
 pub struct Block {
@@ -122,15 +263,16 @@ pub struct Block {
     pub(crate) classid: u32,
     /// Chain 0's protos in ascending pref order.
     pub(crate) protos: Vec<Proto>,
-    /// On a qdisc's own block: the qdisc's shared u32 state (`tc_u_common`, which the
-    /// kernel keys by qdisc, so the qdisc's and its classes' u32 filters share it).
-    pub(crate) u32_common: Option<Arc<RwLock<u32::Common>>>,
+    /// On a qdisc's own block: the kinds' qdisc-wide state ([`Shared`]; u32's
+    /// `tc_u_common`, which the kernel keys by qdisc, so the qdisc's and its classes'
+    /// u32 filters share it).
+    pub(crate) shared: Vec<(&'static str, Shared)>,
 }
 
 impl Block {
     /// An empty block of the qdisc with handle `q_handle`.
     pub fn new(q_handle: u32) -> Self {
-        Block { q_handle, classid: q_handle, protos: Vec::new(), u32_common: None }
+        Block { q_handle, classid: q_handle, protos: Vec::new(), shared: Vec::new() }
     }
 
     /// No filters at all (the kernel's NULL filter list).
@@ -154,13 +296,7 @@ impl Block {
                 if tp.protocol != hdr.protocol && tp.protocol != ETH_P_ALL {
                     continue;
                 }
-                let r = match &tp.kind {
-                    Kind::U32(t) => t.classify(&hdr, pkt.len, now),
-                    Kind::Fw(f) => f.classify(pkt, self.q_handle, now),
-                    Kind::Flower(f) => f.classify(pkt, &hdr, now),
-                    Kind::Matchall(m) => m.classify(pkt.len, now),
-                };
-                let Some((err, res)) = r else { continue };
+                let Some((err, res)) = tp.kind.classify(pkt, &hdr, self.q_handle, now) else { continue };
                 if err == action::TC_ACT_RECLASSIFY || action::ext_cmp(err, action::TC_ACT_GOTO_CHAIN) {
                     if limit >= 16 {
                         return Some(Verdict::Shot);
@@ -175,6 +311,48 @@ impl Block {
                 });
             }
             return None;
+        }
+    }
+
+    /// Every classid the filters of this block name (`tcf_node_bind`'s walk).
+    pub fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
+        for tp in &self.protos {
+            tp.kind.for_each_classid(f);
+        }
+    }
+
+    /// The qdisc-wide state of `kind` (on the qdisc's own block).
+    pub(crate) fn shared(&self, kind: &str) -> Option<Shared> {
+        self.shared.iter().find(|(k, _)| *k == kind).map(|(_, s)| s.clone())
+    }
+
+    /// A new proto of `kind` came with qdisc-wide state the block does not hold yet.
+    pub(crate) fn keep_shared(&mut self, kind: &'static str, s: Shared) {
+        if self.shared(kind).is_none() {
+            self.shared.push((kind, s));
+        }
+    }
+
+    /// The last proto using `kind`'s qdisc-wide state took it with it.
+    pub(crate) fn drop_shared(&mut self, kind: &str) {
+        self.shared.retain(|(k, _)| *k != kind);
+    }
+
+    /// `tcf_proto_destroy` of the proto at `idx`; the kind whose qdisc-wide state
+    /// went with it (for the qdisc's block to drop), if any.
+    pub(crate) fn destroy(&mut self, idx: usize, binds: &mut Binds) -> Option<&'static str> {
+        let tp = self.protos.remove(idx);
+        let kind = tp.kind.kind();
+        tp.kind.destroy(binds).then_some(kind)
+    }
+
+    /// `tcf_block_put` of a class's block: every proto destroyed; `q_block` (the
+    /// qdisc's own) drops the qdisc-wide state that went with them.
+    pub(crate) fn put(mut self, q_block: &mut Block, binds: &mut Binds) {
+        while !self.protos.is_empty() {
+            if let Some(kind) = self.destroy(0, binds) {
+                q_block.drop_shared(kind);
+            }
         }
     }
 
@@ -466,13 +644,49 @@ mod tests {
     fn auto_pref_like_tcf_auto_prio() {
         let mut b = Block::new(0x10000);
         assert_eq!(b.auto_pref(), Ok(0xC000));
-        let mk = |pref| Proto { pref, protocol: ETH_P_ALL, kind: Kind::Matchall(matchall::Matchall::default()) };
+        let mk = |pref| Proto { pref, protocol: ETH_P_ALL, kind: Box::new(matchall::Matchall::default()) };
         b.protos.push(mk(1));
         assert_eq!(b.auto_pref(), Ok(0xC000));
         b.protos.push(mk(0xC000));
         assert_eq!(b.auto_pref(), Ok(0xBFFF));
         b.protos.insert(1, mk(0x8000));
         assert_eq!(b.auto_pref(), Err(()));
+    }
+
+    #[test]
+    fn the_table_names_each_kind_once() {
+        assert_eq!(KINDS, ["flower", "fw", "matchall", "u32"]);
+        for ops in CLASSIFIERS {
+            assert_eq!((ops.init)(None, 1).unwrap().kind(), ops.kind);
+            assert_eq!(lookup(ops.kind).map(|o| o.kind), Some(ops.kind));
+        }
+        assert!(lookup("basic").is_none());
+    }
+
+    #[test]
+    fn kinds_log_only_their_own_bindings() {
+        use action::{ActCtx, ActionTable};
+        let mut t = ActionTable::default();
+        let mut acts = ActCtx { table: &mut t, available: true, now: Instant::ZERO };
+        let fw = lookup("fw").unwrap();
+        let mut tp = (fw.init)(None, 1).unwrap();
+        for i in 1..=100 {
+            let args: Vec<String> = format!("classid 1:{i:x}").split(' ').map(String::from).collect();
+            let (h, o) = (fw.parse)(Some(&i.to_string()), ETH_P_ALL, &mut crate::tc::Args::new(&args)).unwrap();
+            let mut binds = Binds::default();
+            tp.change(h, Some(&*o), None, &mut acts, &mut binds).unwrap();
+            assert_eq!(binds.split(), (vec![], vec![0x10000 + i]));
+        }
+        let mut binds = Binds::default();
+        assert_eq!(tp.delete(7, &mut binds), Ok(false));
+        assert_eq!(binds.split(), (vec![0x10007], vec![]));
+        // A request without options on an existing filter: EINVAL, nothing changed.
+        let mut binds = Binds::default();
+        assert!(tp.change(8, None, tp.get(8), &mut acts, &mut binds).is_err());
+        assert_eq!(binds.split(), (vec![], vec![]));
+        let mut binds = Binds::default();
+        assert!(!tp.destroy(&mut binds));
+        assert_eq!(binds.split().0.len(), 99);
     }
 
     #[test]

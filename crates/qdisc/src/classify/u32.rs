@@ -225,6 +225,60 @@ pub enum Fh {
     Key(u32),
 }
 
+/// u32 behind the classifier trait: filter handles are table or key-node handles
+/// (`get` answers either), the qdisc's [`Common`] is the kind's shared state, and the
+/// binding changes the common logs are handed to the caller after each operation.
+impl super::Classifier for Tp {
+    fn kind(&self) -> &'static str {
+        "u32"
+    }
+    fn classify(&self, pkt: &crate::packet::Packet, hdr: &Headers, _: u32, now: Instant) -> Option<(i32, TcfResult)> {
+        Tp::classify(self, hdr, pkt.len, now)
+    }
+    fn get(&self, handle: u32) -> Option<u32> {
+        Tp::get(self, handle).map(|(Fh::Ht(h) | Fh::Key(h))| h)
+    }
+    fn change(
+        &mut self,
+        handle: u32,
+        opts: Option<&dyn std::any::Any>,
+        fh: Option<u32>,
+        acts: &mut ActCtx,
+        binds: &mut super::Binds,
+    ) -> Result<(), FilterError> {
+        let fh = fh.and_then(|_| Tp::get(self, handle));
+        self.logged(binds, |t| super::with_opts(opts, |o: &U32Opts| Tp::change(t, handle, o, fh, acts)))
+    }
+    fn delete(&mut self, handle: u32, binds: &mut super::Binds) -> Result<bool, FilterError> {
+        let fh = Tp::get(self, handle).ok_or(FilterError::ext("Specified filter handle not found"))?;
+        self.logged(binds, |t| Tp::delete(t, fh))
+    }
+    fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
+        Tp::dump(self, ctx, out)
+    }
+    /// Every key node of the tables with this proto's pref, as `u32_walk` visits them.
+    fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
+        let c = read_common(&self.common);
+        c.hts
+            .iter()
+            .filter(|h| h.prio == self.pref)
+            .flat_map(|h| h.buckets.iter().flatten())
+            .for_each(|k| f(k.classid));
+    }
+    /// The root table's key nodes go (every table's with the last proto): the
+    /// unbindings are the ones the common logs.
+    fn destroy(self: Box<Self>, binds: &mut super::Binds) -> bool {
+        let common = self.common.clone();
+        write_common(&common).take_bound_changes(); // not this destroy's doing
+        let gone = Tp::destroy(*self);
+        binds.extend(write_common(&common).take_bound_changes());
+        gone
+    }
+    fn shared(&self) -> Option<super::Shared> {
+        Some(self.common.clone())
+    }
+}
+
 fn read_common(c: &Arc<RwLock<Common>>) -> std::sync::RwLockReadGuard<'_, Common> {
     c.read().unwrap_or_else(|e| e.into_inner())
 }
@@ -233,6 +287,21 @@ fn write_common(c: &Arc<RwLock<Common>>) -> std::sync::RwLockWriteGuard<'_, Comm
 }
 
 impl Tp {
+    /// The registration's `init`: `shared` is the qdisc's [`Common`], if it has one.
+    pub fn new_proto(shared: Option<super::Shared>, pref: u16) -> Result<Box<dyn super::Classifier>, FilterError> {
+        let common = shared.map(|s| s.downcast::<RwLock<Common>>().expect("u32's shared state is its common"));
+        Ok(Box::new(Tp::init(common, pref)?))
+    }
+
+    /// Run `op`, handing the binding changes the common logs for it to `binds`
+    /// (whatever was logged before is not its doing).
+    fn logged<R>(&mut self, binds: &mut super::Binds, op: impl FnOnce(&mut Tp) -> R) -> R {
+        write_common(&self.common).take_bound_changes();
+        let r = op(self);
+        binds.extend(write_common(&self.common).take_bound_changes());
+        r
+    }
+
     /// `u32_init`: a root table, `800:` when the qdisc has no u32 common yet,
     /// otherwise the next cyclic id; `common` is the qdisc's existing one, if any.
     pub fn init(common: Option<Arc<RwLock<Common>>>, pref: u16) -> Result<Tp, FilterError> {

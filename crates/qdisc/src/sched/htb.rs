@@ -41,7 +41,7 @@
 
 use std::collections::VecDeque;
 
-use crate::classify::{Block, Kind, Verdict};
+use crate::classify::{Binds, Block, Verdict};
 use crate::packet::Packet;
 use crate::qdisc::{
     tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch, TC_H_ROOT,
@@ -756,22 +756,7 @@ impl Htb {
     fn reverse_bind(&mut self, m: u32) {
         let classid = self.cl(m).classid;
         let mut n = 0u32;
-        for tp in &self.block.protos {
-            n += match &tp.kind {
-                Kind::U32(t) => {
-                    let c = t.common.read().unwrap_or_else(|e| e.into_inner());
-                    c.hts
-                        .iter()
-                        .filter(|h| h.prio == tp.pref)
-                        .flat_map(|h| h.buckets.iter().flatten())
-                        .filter(|k| k.classid == classid)
-                        .count() as u32
-                }
-                Kind::Fw(f) => f.classids().iter().filter(|&&c| c == classid).count() as u32,
-                Kind::Flower(f) => f.filters.iter().filter(|x| x.o.classid == Some(classid)).count() as u32,
-                Kind::Matchall(a) => a.head.iter().filter(|h| h.classid == classid).count() as u32,
-            };
-        }
+        self.block.for_each_classid(&mut |c| n += (c == classid) as u32);
         let c = self.cl_mut(m);
         c.filter_cnt = c.filter_cnt.wrapping_add(n);
     }
@@ -780,29 +765,10 @@ impl Htb {
     /// every filter result they held is unbound (`tcf_unbind_filter`). A u32 proto
     /// takes its root table's key nodes with it (all tables of the qdisc's u32 state
     /// when it was the last u32 proto).
-    fn put_block(&mut self, mut block: Block) {
-        let mut unbind = Vec::new();
-        let mut common_gone = false;
-        while !block.protos.is_empty() {
-            let tp = block.protos.remove(0);
-            match tp.kind {
-                Kind::U32(t) => {
-                    let common = t.common.clone();
-                    let log = || common.write().unwrap_or_else(|e| e.into_inner()).take_bound_changes();
-                    log(); // not this destroy's doing
-                    common_gone |= t.destroy();
-                    // What the destroyed key nodes named.
-                    unbind.extend(log().into_iter().filter(|&(_, d)| d < 0).map(|(c, _)| c));
-                }
-                Kind::Fw(f) => unbind.extend(f.classids()),
-                Kind::Flower(f) => unbind.extend(f.filters.iter().filter_map(|x| x.o.classid)),
-                Kind::Matchall(a) => unbind.extend(a.head.iter().map(|h| h.classid).filter(|&c| c != 0)),
-            }
-        }
-        if common_gone {
-            self.block.u32_common = None;
-        }
-        for c in unbind {
+    fn put_block(&mut self, block: Block) {
+        let mut binds = Binds::default();
+        block.put(&mut self.block, &mut binds);
+        for c in binds.split().0 {
             self.unbind_filter(c);
         }
     }

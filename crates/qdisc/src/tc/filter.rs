@@ -1,16 +1,19 @@
 //! `tc filter add|change|replace|delete|show`: tc/tc_filter.c (`tc_filter_modify`,
 //! `tc_filter_list`, `print_filter`) on the tc side and net/sched/cls_api.c
 //! (`tc_new_tfilter`, `tc_del_tfilter`, `tc_dump_tfilter`) on the kernel side, over
-//! the blocks of [`crate::classify`].
+//! the blocks of [`crate::classify`]. Kinds are reached only through the
+//! registration table ([`classify::lookup`], `tcf_proto_lookup_ops`) and the
+//! [`classify::Classifier`] trait; their options pass through unread, and the classids
+//! each operation binds or unbinds come back from the kind ([`classify::Binds`]).
 //!
 //! Limits: chain 0 only; no shared blocks (`block N`), no `tc filter get`, no
 //! estimators; filters on the ingress qdisc are refused as the ingress qdisc here
 //! exposes no block.
 
-use std::sync::{Arc, RwLock};
+use std::any::Any;
 
 use crate::classify::action::ActCtx;
-use crate::classify::{self, flower, fw, matchall, u32 as cu32, Block, DumpCtx, FilterError, Kind, Proto, ETH_P_ALL};
+use crate::classify::{self, Binds, Block, DumpCtx, FilterError, Proto, ETH_P_ALL};
 use crate::qdisc::{tc_h_maj, tc_h_min, TC_H_ROOT};
 use crate::tc::cmd::{get_tc_classid, Tc, TcOpts};
 use crate::tc::{duparg, invarg, matches, show, Args, Errno, Out, TcError};
@@ -51,16 +54,6 @@ fn tp_find_err(k: KernelVersion, msg: &str) -> TcError {
 }
 fn kerrno(e: Errno) -> TcError {
     FilterError::Errno(e.strerror()).into_tc()
-}
-
-/// The parsed options of one kind (tc's `parse_fopt` output).
-enum KindOpts {
-    U32(cu32::U32Opts),
-    Fw(fw::FwOpts),
-    Flower(flower::FlowerOpts),
-    Matchall(matchall::MatchallOpts),
-    /// A kind iproute2 has no module for (or the kernel lacks).
-    Unknown,
 }
 
 /// `tc filter …`.
@@ -178,65 +171,48 @@ fn modify(tc: &mut Tc, flags: Option<(bool, bool)>, argv: &[String]) -> Result<(
         Some(name) => Some(tc.dev_index(name)?),
         None => None,
     };
-    // q->parse_fopt.
-    let parsed = match kind {
-        Some("u32") => cu32::parse(fhandle, &mut a).map(|(h, o)| (h, KindOpts::U32(o))),
-        Some("fw") => fw::parse(fhandle, &mut a).map(|(h, o)| (h, KindOpts::Fw(o))),
-        Some("flower") => flower::parse(fhandle, protocol, &mut a).map(|(h, o)| (h, KindOpts::Flower(o))),
-        Some("matchall") => matchall::parse(fhandle, &mut a).map(|(h, o)| (h, KindOpts::Matchall(o))),
-        _ => Ok((0, KindOpts::Unknown)),
+    // q->parse_fopt (no options: a kind iproute2 has no module for, or no kind).
+    let ops = kind.and_then(classify::lookup);
+    let parsed = match ops {
+        Some(ops) => (ops.parse)(fhandle, protocol, &mut a).map(|(h, o)| (h, Some(o))),
+        None => Ok((0, None)),
     };
     // What tc printed while parsing comes first, error or not.
     tc.warn.push_str(&std::mem::take(&mut a.notes));
     let (handle, kopts) = match kind {
-        Some("u32" | "fw" | "flower" | "matchall") => parsed?,
+        Some(_) if ops.is_some() => parsed?,
         Some(k) => {
             if let Some(w) = a.peek() {
                 return Err(TcError::tc(format!("Unknown filter \"{k}\", hence option \"{w}\" is unparsable\n")));
             }
-            (0, KindOpts::Unknown)
+            (0, None)
         }
         None => {
             if fhandle.is_some() {
                 return Err(TcError::usage("Must specify filter type when using \"handle\"\n"));
             }
-            (0, KindOpts::Unknown)
+            (0, None)
         }
     };
     let Some(di) = di else { return Err(kerrno(Errno::ENODEV)) };
     let pref = prio as u16;
-    // Bind bookkeeping only; the request's own checks run in their kernel order.
-    let place = find_block(tc, di, parent).ok();
-    let before = place.as_ref().map(|(p, m, _)| bound(tc, di, p, *m)).unwrap_or_default();
-    // u32 logs what its key nodes bind (the common may go away with its last proto, or
-    // come with the first): what was logged before this operation is not its doing.
-    let common_before = place.as_ref().and_then(|(p, ..)| u32_common(tc, di, p));
-    if let Some(c) = &common_before {
-        c.write().unwrap_or_else(|e| e.into_inner()).take_bound_changes();
-    }
+    // The kinds log the classids their filters start and stop naming; the qdisc
+    // binds and unbinds them after the operation, error or not.
+    let mut binds = Binds::default();
     let r = match flags {
-        Some((create, excl)) => new_tfilter(tc, di, parent, pref, protocol, chain, kind, handle, &kopts, create, excl),
-        None => del_tfilter(tc, di, parent, pref, protocol, chain, kind, handle),
-    };
-    if let Some((path, minor, _)) = place {
-        let (mut before, mut after) = (before, bound(tc, di, &path, minor));
-        let common_after =
-            u32_common(tc, di, &path).filter(|a| !common_before.as_ref().is_some_and(|b| Arc::ptr_eq(a, b)));
-        for c in common_before.iter().chain(&common_after) {
-            for (classid, delta) in c.write().unwrap_or_else(|e| e.into_inner()).take_bound_changes() {
-                if delta < 0 { &mut before } else { &mut after }.push(classid);
-            }
+        Some((create, excl)) => {
+            let ko = kopts.as_deref();
+            new_tfilter(tc, di, parent, pref, protocol, chain, kind, handle, ko, create, excl, &mut binds)
         }
-        before.sort_unstable();
-        after.sort_unstable();
-        rebind(tc, di, &path, &before, &after);
+        None => del_tfilter(tc, di, parent, pref, protocol, chain, kind, handle, &mut binds),
+    };
+    let (unbound, bound) = binds.split();
+    if !(unbound.is_empty() && bound.is_empty()) {
+        if let Ok((path, ..)) = find_block(tc, di, parent) {
+            rebind(tc, di, &path, &unbound, &bound);
+        }
     }
     r
-}
-
-/// The qdisc's u32 common, if it has one.
-fn u32_common(tc: &Tc, di: usize, path: &[u32]) -> Option<Arc<RwLock<cu32::Common>>> {
-    tc.devices[di].node(path).q.as_classful()?.block(0)?.u32_common.clone()
 }
 
 /// `__tcf_qdisc_find` + `__tcf_qdisc_cl_find`: the qdisc's path, the class minor
@@ -277,25 +253,6 @@ fn check_chain(chain: Option<u32>) -> Result<(), TcError> {
     }
 }
 
-/// Every classid the filters of block `minor` name, but u32's (logged by its common).
-fn bound(tc: &Tc, di: usize, path: &[u32], minor: u32) -> Vec<u32> {
-    let n = tc.devices[di].node(path);
-    let Some(c) = n.q.as_classful() else { return Vec::new() };
-    let mut v = Vec::new();
-    if let Some(b) = c.block(minor) {
-        for tp in &b.protos {
-            match &tp.kind {
-                Kind::U32(_) => {}
-                Kind::Fw(f) => v.extend(f.classids()),
-                Kind::Flower(f) => v.extend(f.filters.iter().filter_map(|x| x.o.classid)),
-                Kind::Matchall(m) => v.extend(m.head.iter().map(|h| h.classid).filter(|&c| c != 0)),
-            }
-        }
-    }
-    v.sort_unstable();
-    v
-}
-
 /// `tcf_bind_filter` / `tcf_unbind_filter` for what an operation changed.
 fn rebind(tc: &mut Tc, di: usize, path: &[u32], before: &[u32], after: &[u32]) {
     let n = tc.devices[di].node_mut(path);
@@ -320,30 +277,12 @@ fn rebind(tc: &mut Tc, di: usize, path: &[u32], before: &[u32], after: &[u32]) {
     }
 }
 
-/// The filter handle inside a proto (`tp->ops->get`).
-fn get(kind: &Kind, handle: u32) -> Option<u32> {
-    match kind {
-        Kind::U32(t) => t.get(handle).map(|fh| match fh {
-            cu32::Fh::Ht(h) | cu32::Fh::Key(h) => h,
-        }),
-        Kind::Fw(f) => f.get(handle),
-        Kind::Flower(f) => f.get(handle),
-        Kind::Matchall(m) => m.get(handle),
+/// The qdisc's own block drops the qdisc-wide state of `kind` (u32's common) that
+/// went away with the kind's last proto.
+fn drop_shared(tc: &mut Tc, di: usize, path: &[u32], kind: Option<&str>) {
+    if let Some(kind) = kind {
+        block_mut(tc, di, path, 0).drop_shared(kind);
     }
-}
-
-/// `tcf_proto_destroy`: u32 also releases the qdisc's common when it was the last.
-fn destroy(b: &mut Block, idx: usize) -> bool {
-    let tp = b.protos.remove(idx);
-    if let Kind::U32(t) = tp.kind {
-        return t.destroy();
-    }
-    false
-}
-
-/// The qdisc block's u32 common went away with its last u32 proto.
-fn drop_common(tc: &mut Tc, di: usize, path: &[u32]) {
-    block_mut(tc, di, path, 0).u32_common = None;
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -356,9 +295,10 @@ fn new_tfilter(
     chain: Option<u32>,
     kind: Option<&str>,
     handle: u32,
-    ko: &KindOpts,
+    ko: Option<&dyn Any>,
     create: bool,
     excl: bool,
+    binds: &mut Binds,
 ) -> Result<(), TcError> {
     let prio_allocate = pref == 0;
     if prio_allocate && !create {
@@ -366,7 +306,7 @@ fn new_tfilter(
     }
     let kernel = tc.devices[di].kernel;
     let (path, minor, parent) = find_block(tc, di, parent)?;
-    let common = block_mut(tc, di, &path, 0).u32_common.clone();
+    let shared = kind.and_then(|k| block_mut(tc, di, &path, 0).shared(k));
     let b = block_mut(tc, di, &path, minor);
     b.classid = parent;
     check_chain(chain)?;
@@ -401,21 +341,14 @@ fn new_tfilter(
             if prio_allocate {
                 pref = b.auto_pref().map_err(|_| kerr("Lowest ID from auto-alloc range already in use"))?;
             }
-            let kind = match k {
-                "u32" => Kind::U32(cu32::Tp::init(common.clone(), pref).map_err(FilterError::into_tc)?),
-                "fw" => Kind::Fw(fw::Fw::default()),
-                "flower" => Kind::Flower(flower::Flower::default()),
-                "matchall" => Kind::Matchall(matchall::Matchall::default()),
-                _ => return Err(kerr("TC classifier not found")),
-            };
-            let new_common = match &kind {
-                Kind::U32(t) if common.is_none() => Some(t.common.clone()),
-                _ => None,
-            };
+            // tcf_proto_lookup_ops + tcf_proto_create.
+            let ops = classify::lookup(k).ok_or_else(|| kerr("TC classifier not found"))?;
+            let kind = (ops.init)(shared.clone(), pref).map_err(FilterError::into_tc)?;
+            let new_shared = kind.shared().filter(|_| shared.is_none());
             let i = b.find(pref).unwrap_err();
             b.protos.insert(i, Proto { pref, protocol, kind });
-            if new_common.is_some() {
-                block_mut(tc, di, &path, 0).u32_common = new_common;
+            if let Some(s) = new_shared {
+                block_mut(tc, di, &path, 0).keep_shared(ops.kind, s);
             }
             created = true;
             i
@@ -429,36 +362,21 @@ fn new_tfilter(
     let r = (|| {
         let acts = &mut acts;
         let tp = &mut b.protos[idx];
-        if kind.is_some_and(|k| k != tp.kind.name()) {
+        if kind.is_some_and(|k| k != tp.kind.kind()) {
             return Err(kerr("Specified filter kind does not match existing one"));
         }
-        let fh = get(&tp.kind, handle);
+        let fh = tp.kind.get(handle);
         match fh {
             None if !create => return Err(kerr("Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter")),
             Some(_) if excl => return Err(kerr("Filter already exists")),
             _ => {}
         }
-        let r = match (&mut tp.kind, ko) {
-            (Kind::U32(t), KindOpts::U32(o)) => t.change(handle, o, fh.and_then(|_| t.get(handle)), acts),
-            (Kind::Fw(f), KindOpts::Fw(o)) => f.change(handle, o, fh, acts),
-            (Kind::Flower(f), KindOpts::Flower(o)) => f.change(handle, o, fh, acts),
-            (Kind::Matchall(m), KindOpts::Matchall(o)) => m.change(handle, o, acts),
-            // A request without a kind on an existing proto: the kind's change with no options.
-            (Kind::U32(t), KindOpts::Unknown) => {
-                t.change(handle, &cu32::U32Opts::default(), fh.and_then(|_| t.get(handle)), acts)
-            }
-            (Kind::Fw(f), KindOpts::Unknown) => f.change(handle, &fw::FwOpts::default(), fh, acts),
-            (Kind::Flower(f), KindOpts::Unknown) => f.change(handle, &flower::FlowerOpts::default(), fh, acts),
-            (Kind::Matchall(m), KindOpts::Unknown) => m.change(handle, &matchall::MatchallOpts::default(), acts),
-            _ => Err(FilterError::Errno("Invalid argument")),
-        };
-        r.map_err(FilterError::into_tc)
+        // A request without a kind on an existing proto: the kind's change with no options.
+        tp.kind.change(handle, ko, fh, acts, binds).map_err(FilterError::into_tc)
     })();
     if r.is_err() && created {
-        let b = block_mut(tc, di, &path, minor);
-        if destroy(b, idx) {
-            drop_common(tc, di, &path);
-        }
+        let gone = block_mut(tc, di, &path, minor).destroy(idx, binds);
+        drop_shared(tc, di, &path, gone);
     }
     r
 }
@@ -473,6 +391,7 @@ fn del_tfilter(
     chain: Option<u32>,
     kind: Option<&str>,
     handle: u32,
+    binds: &mut Binds,
 ) -> Result<(), TcError> {
     if pref == 0 && (protocol != 0 || handle != 0 || kind.is_some()) {
         return Err(kerr("Cannot flush filters with protocol, handle or kind set"));
@@ -487,10 +406,10 @@ fn del_tfilter(
         }
         return Err(kerr("Cannot find specified filter chain"));
     }
-    let mut common_gone = false;
+    let mut gone = Vec::new();
     if pref == 0 {
         while !b.protos.is_empty() {
-            common_gone |= destroy(b, 0);
+            gone.extend(b.destroy(0, binds));
         }
     } else {
         let i = b.find(pref).map_err(|_| kerr("Filter with specified priority/protocol not found"))?;
@@ -498,38 +417,20 @@ fn del_tfilter(
         if tp.protocol != protocol && protocol != 0 {
             return Err(tp_find_err(kernel, "Protocol mismatch for filter with specified priority"));
         }
-        if kind.is_some_and(|k| k != tp.kind.name()) {
+        if kind.is_some_and(|k| k != tp.kind.kind()) {
             return Err(kerr("Specified filter kind does not match existing one"));
         }
         if handle == 0 {
-            common_gone = destroy(b, i);
+            gone.extend(b.destroy(i, binds));
         } else {
-            let last = match &mut tp.kind {
-                Kind::U32(t) => {
-                    let fh = t.get(handle).ok_or_else(|| kerr("Specified filter handle not found"))?;
-                    t.delete(fh).map_err(FilterError::into_tc)?
-                }
-                Kind::Fw(f) => {
-                    let id = f.get(handle).ok_or_else(|| kerr("Specified filter handle not found"))?;
-                    f.delete(id)
-                }
-                Kind::Flower(f) => {
-                    let id = f.get(handle).ok_or_else(|| kerr("Specified filter handle not found"))?;
-                    f.delete(id)
-                }
-                Kind::Matchall(m) => {
-                    m.get(handle).ok_or_else(|| kerr("Specified filter handle not found"))?;
-                    m.head = None;
-                    true
-                }
-            };
-            if last {
-                common_gone = destroy(b, i);
+            tp.kind.get(handle).ok_or_else(|| kerr("Specified filter handle not found"))?;
+            if tp.kind.delete(handle, binds).map_err(FilterError::into_tc)? {
+                gone.extend(b.destroy(i, binds));
             }
         }
     }
-    if common_gone {
-        drop_common(tc, di, &path);
+    for kind in gone {
+        drop_shared(tc, di, &path, Some(kind));
     }
     Ok(())
 }
@@ -645,7 +546,7 @@ fn dump(tc: &Tc, di: usize, parent: u32, prio: u32, protocol: u16, chain: Option
         if protocol != 0 && protocol != tp.protocol {
             continue;
         }
-        let kind = tp.kind.name();
+        let kind = tp.kind.kind();
         let head = |out: &mut Out| {
             out.open_object(None);
             out.fp(format_args!("filter "));
@@ -682,12 +583,7 @@ fn dump(tc: &Tc, di: usize, parent: u32, prio: u32, protocol: u16, chain: Option
             now: tc.now,
         };
         ctx.bare(out);
-        match &tp.kind {
-            Kind::U32(t) => t.dump(&ctx, out),
-            Kind::Fw(f) => f.dump(&ctx, out),
-            Kind::Flower(f) => f.dump(&ctx, out),
-            Kind::Matchall(m) => m.dump(&ctx, out),
-        }
+        tp.kind.dump(&ctx, out);
     }
 }
 
