@@ -471,17 +471,25 @@ impl<Q: ?Sized + Qdisc> Node<Q> {
         self
     }
 
+    #[inline]
     pub fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
         self.q.enqueue(&mut self.sch, pkt, now)
     }
     /// `qdisc_dequeue_peeked`: a packet parked by a peek first, else `ops->dequeue`.
+    #[inline]
     pub fn dequeue(&mut self, now: Instant) -> Dequeued {
         if self.sch.parked.is_some() {
-            if let Some(p) = self.sch.take_parked() {
-                return Dequeued::Packet(p);
-            }
+            return self.dequeue_parked();
         }
         self.q.dequeue(&mut self.sch, now)
+    }
+    /// Out of line: merged into [`Node::dequeue`], the parked packet's path makes the
+    /// caller copy every dequeued packet field by field, whose next load as a block
+    /// then stalls on store forwarding.
+    #[cold]
+    #[inline(never)]
+    fn dequeue_parked(&mut self) -> Dequeued {
+        self.sch.take_parked().map_or(Dequeued::Empty, Dequeued::Packet)
     }
     pub fn peek(&mut self, now: Instant) -> Option<&Packet> {
         self.q.peek(&mut self.sch, now)
