@@ -23,6 +23,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub(crate) mod class_hash;
 pub mod classify;
 pub mod dql;
 pub mod packet;

@@ -10,6 +10,7 @@
 
 pub mod cake;
 pub mod codel;
+pub mod drr;
 pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
@@ -34,6 +35,7 @@ pub static KINDS: &[&Ops] = &[
     &cake::OPS,
     &ingress::CLSACT,
     &codel::OPS,
+    &drr::OPS,
     &fq::OPS,
     &fq_codel::OPS,
     &htb::OPS,
@@ -52,8 +54,8 @@ pub static KINDS: &[&Ops] = &[
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
 const TC_ONLY_KINDS: &[&str] = &[
-    "cbs", "choke", "drr", "etf", "ets", "fq_pie", "gred", "hfsc", "hhf", "mqprio", "multiq", "pie", "plug", "qfq",
-    "red", "sfb", "skbprio", "taprio",
+    "cbs", "choke", "etf", "ets", "fq_pie", "gred", "hfsc", "hhf", "mqprio", "multiq", "pie", "plug", "qfq", "red",
+    "sfb", "skbprio", "taprio",
 ];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.

@@ -894,6 +894,11 @@ impl Tc {
         if found && excl {
             return Err(TcError::errno(Errno::EEXIST));
         }
+        // tc_ctl_tclass (since 6.14, and in 6.12's stable line): no class may take
+        // the classid TC_H_ROOT, whatever the kind.
+        if clid == TC_H_ROOT {
+            return Err(TcError::with_errno("Cannot create traffic class with classid TC_H_ROOT", Errno::EINVAL));
+        }
         let warning = self.devices[di].change_class(&q, clid, portid, found, opts.as_ref(), now)?;
         if let Some(w) = warning {
             let dot = if w.ends_with('.') { "" } else { "." };

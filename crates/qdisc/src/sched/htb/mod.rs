@@ -63,7 +63,8 @@ mod parse;
 mod tests;
 mod wait;
 
-use pages::{ClassHash, ClassPage, MinorSet, PAGE};
+use crate::class_hash::ClassHash;
+use pages::{ClassPage, MinorSet, PAGE};
 pub use parse::{parse, parse_class, HtbClassOpt, HtbOpt};
 use wait::{WaitEntry, WaitQueue};
 

@@ -34,66 +34,6 @@ impl ClassPage {
     }
 }
 
-/// The kernel's `Qdisc_class_hash` as far as its iteration order goes: buckets of
-/// classids, newest first within a bucket, doubling when the load passes 3/4.
-#[derive(Clone, Debug)]
-pub(super) struct ClassHash {
-    pub(super) buckets: Vec<Vec<u32>>,
-    pub(super) elems: usize,
-}
-
-impl ClassHash {
-    /// `qdisc_class_hash_init`: four buckets.
-    pub(super) fn new() -> Self {
-        ClassHash { buckets: vec![Vec::new(); 4], elems: 0 }
-    }
-    /// `qdisc_class_hash`.
-    pub(super) fn hash(id: u32, mask: u32) -> usize {
-        let mut id = id;
-        id ^= id >> 8;
-        id ^= id >> 4;
-        (id & mask) as usize
-    }
-    pub(super) fn mask(&self) -> u32 {
-        self.buckets.len() as u32 - 1
-    }
-    /// `qdisc_class_hash_insert`: at the head of its bucket.
-    pub(super) fn insert(&mut self, id: u32) {
-        let b = Self::hash(id, self.mask());
-        self.buckets[b].insert(0, id);
-        self.elems += 1;
-    }
-    pub(super) fn remove(&mut self, id: u32) {
-        let b = Self::hash(id, self.mask());
-        if let Some(i) = self.buckets[b].iter().position(|&x| x == id) {
-            self.buckets[b].remove(i);
-            self.elems -= 1;
-        }
-    }
-    /// `qdisc_class_hash_grow`: old buckets in order, each chain head first, every
-    /// entry pushed onto the head of its new bucket.
-    pub(super) fn grow(&mut self) {
-        if self.elems * 4 <= self.buckets.len() * 3 {
-            return;
-        }
-        let nsize = self.buckets.len() * 2;
-        let nmask = nsize as u32 - 1;
-        let mut nb: Vec<Vec<u32>> = vec![Vec::new(); nsize];
-        for b in &self.buckets {
-            for &id in b {
-                nb[Self::hash(id, nmask)].push(id);
-            }
-        }
-        for b in nb.iter_mut() {
-            b.reverse();
-        }
-        self.buckets = nb;
-    }
-    pub(super) fn walk(&self) -> impl Iterator<Item = u32> + '_ {
-        self.buckets.iter().flatten().copied()
-    }
-}
-
 /// An ordered set of class minors (0..=0xFFFF) — the kernel's per-row/per-feed
 /// rb-trees keyed by classid (one qdisc's classes share the major, so minor order is
 /// classid order). Three levels of bitmaps: `top` marks the non-empty pages, each
