@@ -20,6 +20,7 @@ pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod prio;
+pub mod red;
 pub mod sfq;
 pub mod tbf;
 
@@ -45,6 +46,7 @@ pub static KINDS: &[&Ops] = &[
     &pfifo_fast::OPS,
     &fifo::PFIFO_HEAD_DROP,
     &prio::OPS,
+    &red::OPS,
     &sfq::OPS,
     &tbf::OPS,
 ];
@@ -53,7 +55,7 @@ pub static KINDS: &[&Ops] = &[
 /// tc accepts them, the kernel answers as one without the module would.
 const TC_ONLY_KINDS: &[&str] = &[
     "cbs", "choke", "drr", "etf", "ets", "fq_pie", "gred", "hfsc", "hhf", "mqprio", "multiq", "pie", "plug", "qfq",
-    "red", "sfb", "skbprio", "taprio",
+    "sfb", "skbprio", "taprio",
 ];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
