@@ -18,6 +18,7 @@ pub mod ingress;
 pub mod mq;
 pub mod netem;
 pub mod noqueue;
+pub mod pie;
 pub mod pfifo_fast;
 pub mod prio;
 pub mod red;
@@ -44,6 +45,7 @@ pub static KINDS: &[&Ops] = &[
     &noqueue::NOQUEUE,
     &fifo::PFIFO,
     &pfifo_fast::OPS,
+    &pie::OPS,
     &fifo::PFIFO_HEAD_DROP,
     &prio::OPS,
     &red::OPS,
@@ -54,7 +56,7 @@ pub static KINDS: &[&Ops] = &[
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
 const TC_ONLY_KINDS: &[&str] = &[
-    "cbs", "choke", "drr", "etf", "ets", "fq_pie", "gred", "hfsc", "hhf", "mqprio", "multiq", "pie", "plug", "qfq",
+    "cbs", "choke", "drr", "etf", "ets", "fq_pie", "gred", "hfsc", "hhf", "mqprio", "multiq", "plug", "qfq",
     "sfb", "skbprio", "taprio",
 ];
 
