@@ -13,6 +13,7 @@ pub mod codel;
 pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
+pub mod fq_pie;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
@@ -38,6 +39,7 @@ pub static KINDS: &[&Ops] = &[
     &codel::OPS,
     &fq::OPS,
     &fq_codel::OPS,
+    &fq_pie::OPS,
     &htb::OPS,
     &ingress::INGRESS,
     &mq::OPS,
@@ -56,7 +58,7 @@ pub static KINDS: &[&Ops] = &[
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
 const TC_ONLY_KINDS: &[&str] = &[
-    "cbs", "choke", "drr", "etf", "ets", "fq_pie", "gred", "hfsc", "hhf", "mqprio", "multiq", "plug", "qfq",
+    "cbs", "choke", "drr", "etf", "ets", "gred", "hfsc", "hhf", "mqprio", "multiq", "plug", "qfq",
     "sfb", "skbprio", "taprio",
 ];
 
