@@ -865,3 +865,209 @@ impl Classful for Red {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{argv, dev, held, ms, t};
+
+    fn p(s: &str) -> Result<RedOpt, TcError> {
+        let v = argv(s);
+        parse(&mut Args::new(&v))
+    }
+    fn red(s: &str) -> Node<Red> {
+        held(Red::new(&p(s).unwrap(), &dev(), 0x10000, t(0)).unwrap())
+    }
+    /// Parameters with a hand-made table: Scell_log 10 (1024 µs cells), shift 1 for
+    /// the second cell, 3 for the third, 31 from the last.
+    fn parms_with_stab() -> RedParms {
+        let mut stab = [0u8; RED_STAB_SIZE];
+        stab[1] = 1;
+        stab[2] = 3;
+        stab[255] = 31;
+        RedParms::new(1000, 3000, 0, 0, 10, Some(&stab), 1 << 31)
+    }
+
+    #[test]
+    fn tc_computes_floyds_defaults() {
+        let v = argv("limit 400000 avpkt 1000");
+        let mut a = Args::new(&v);
+        let o = parse(&mut a).unwrap();
+        assert_eq!(a.notes, "RED: set bandwidth to 10Mbit\n");
+        // max = limit/4, min = max/3, burst = (2·min + max)/(3·avpkt) = 55.
+        assert_eq!((o.limit, o.qth_min, o.qth_max, o.wlog, o.scell_log), (400000, 33333, 100000, 5, 15));
+        assert_eq!((o.max_p, o.flags, o.qopt_flags), (Some(85899345), Some((0, 15)), 0));
+        assert_eq!(o.plog, tc_red_eval_p(33333, 100000, 0.02) as u8);
+        // min alone: max = 3·min.
+        let o = p("limit 1M avpkt 1000 min 1000 ecn nodrop").unwrap();
+        assert_eq!((o.qth_min, o.qth_max, o.flags), (1000, 3000, Some((9, 15))));
+        assert_eq!(p("limit 1M").unwrap_err(), TcError::tc("RED: Required parameter (limit, avpkt) is missing\n"));
+        assert_eq!(p("limit 1M avpkt 1000 qevent mark block 7").unwrap_err().code, 1);
+        assert_eq!(p("limit 1M avpkt 1000 qevent mark blk 7").unwrap_err(), TcError::tc("Unspecified qevent block index\n"));
+    }
+
+    #[test]
+    fn idle_damping_table_as_tc_builds_it() {
+        // Wlog 5, 1000-byte packets at 10 Mbit/s: 800 µs each = 12800 ticks.
+        let (clog, stab) = tc_red_eval_idle_damping(5, 1000, 1_250_000).unwrap();
+        let lw = -(1.0f64 - 1.0 / 32.0).ln() / 12800.0;
+        assert_eq!(clog, 15);
+        assert_eq!(stab[0], 0);
+        assert_eq!(stab[1], ((1u64 << 15) as f64 * lw) as u8);
+        assert_eq!(stab[255], 31);
+        assert!(stab.windows(2).all(|w| w[0] <= w[1]) && stab.iter().all(|&s| s <= 31));
+    }
+
+    /// The average after a known idle time: linear below the first tabulated
+    /// shift, then the table's shift, capped at Scell_max µs.
+    #[test]
+    fn queue_average_after_idle_time() {
+        let p = parms_with_stab();
+        let v = RedVars { qavg: 1 << 20, qidlestart: Some(ms(100)), ..Default::default() };
+        // 500 µs: cell 0, shift 0: qavg − qavg·500/1024 = 1048576 − 512000.
+        assert_eq!(red_calc_qavg_from_idle_time(&p, &v, ms(100) + Duration::from_micros(500)), 536576);
+        // 700 µs: the linear part (716800) passes qavg/2: qavg/2.
+        assert_eq!(red_calc_qavg_from_idle_time(&p, &v, ms(100) + Duration::from_micros(700)), 524288);
+        // 1500 µs: cell 1, shift 1; 3000 µs: cell 2, shift 3.
+        assert_eq!(red_calc_qavg_from_idle_time(&p, &v, ms(101) + Duration::from_micros(500)), 524288);
+        assert_eq!(red_calc_qavg_from_idle_time(&p, &v, ms(103)), 131072);
+        // An hour: capped at Scell_max = 255 << 10 µs, cell 255, shift 31.
+        assert_eq!(red_calc_qavg_from_idle_time(&p, &v, t(3_600_000_000_000)), 0);
+        assert_eq!(red_calc_qavg(&p, &v, 5000, ms(103)), 131072, "idling: the backlog is not used");
+        let busy = RedVars { qidlestart: None, ..v };
+        assert_eq!(red_calc_qavg(&p, &busy, 5000, ms(103)), (1 << 20) + 5000 - (1 << 20));
+    }
+
+    /// qR = rnd / (max_P/Δ) by reciprocal division; a mark when
+    /// (qavg − min)·qcount reaches it.
+    #[test]
+    fn probability_marks_count_against_the_random_threshold() {
+        let p = parms_with_stab(); // min 1000, max 3000, Wlog 0, max_P 0.5
+        assert_eq!(p.max_p_reciprocal.divide(u32::MAX), 4000);
+        let mut v = RedVars { qcount: -1, ..Default::default() };
+        let acts: Vec<RedAction> = (0..6).map(|_| red_action(&p, &mut v, 2000, || u32::MAX)).collect();
+        use RedAction::*;
+        assert_eq!(acts, [Pass, Pass, Pass, Pass, Prob, Pass]);
+        assert_eq!((v.qcount, v.qr), (1, 4000));
+        assert_eq!(red_action(&p, &mut v, 3000, || 0), Hard);
+        assert_eq!(v.qcount, -1);
+        assert_eq!(red_action(&p, &mut v, 999, || 0), Pass);
+    }
+
+    /// The EWMA at each enqueue with Wlog 1 (burst 1), as red-traffic's golden shows
+    /// it: the last two are forced drops.
+    #[test]
+    fn ewma_and_forced_drops() {
+        let mut q = red("limit 10000 avpkt 1000 min 1000 max 2000 burst 1");
+        assert_eq!(q.parms().wlog, 1);
+        let mut avgs = Vec::new();
+        let mut rets = Vec::new();
+        for i in 0..5 {
+            rets.push(q.enqueue(Packet::new(i, 1000), ms(1)));
+            avgs.push(q.vars().qavg);
+        }
+        assert_eq!(avgs, [0, 1000, 2500, 4250, 5125]);
+        use Enqueued::*;
+        assert_eq!(rets, [Success, Success, Success, Congested, Congested]);
+        let s = q.red_stats();
+        assert_eq!((s.forced_drop, s.prob_drop, s.pdrop), (2, 0, 0));
+        assert_eq!((q.stats().drops, q.stats().overlimits, q.stats().qlen), (2, 2, 3));
+        // Draining: the dequeue that finds the child empty starts an idle period.
+        for _ in 0..3 {
+            assert!(q.dequeue(ms(2)).packet().is_some());
+        }
+        assert_eq!(q.vars().qidlestart, None);
+        assert_eq!(q.dequeue(ms(3)), Dequeued::Empty);
+        assert_eq!(q.vars().qidlestart, Some(ms(3)));
+        // 100 ms later: the table of 10 Mbit/s, 1000-byte packets decays 5125.
+        q.enqueue(Packet::new(9, 1000), ms(103));
+        let mut v = RedVars { qavg: 5125, ..Default::default() };
+        v.qidlestart = Some(ms(3));
+        assert_eq!(q.vars().qavg, red_calc_qavg_from_idle_time(q.parms(), &v, ms(103)));
+        assert_eq!(q.vars().qidlestart, None);
+    }
+
+    #[test]
+    fn ecn_marks_and_nodrop() {
+        let mut q = red("limit 10000 avpkt 1000 min 1000 max 2000 burst 1 ecn");
+        for i in 0..3 {
+            q.enqueue(Packet::new(i, 1000), ms(1));
+        }
+        let mut ect = Packet::new(3, 1000);
+        ect.tos = 0x02;
+        assert_eq!(q.enqueue(ect, ms(1)), Enqueued::Success);
+        assert_eq!(q.enqueue(Packet::new(4, 1000), ms(1)), Enqueued::Congested, "Not-ECT is dropped");
+        assert_eq!((q.red_stats().forced_mark, q.red_stats().forced_drop), (1, 1));
+        let mut q = red("limit 10000 avpkt 1000 min 1000 max 2000 burst 1 ecn nodrop");
+        for i in 0..5 {
+            assert_eq!(q.enqueue(Packet::new(i, 1000), ms(1)), Enqueued::Success);
+        }
+        assert_eq!((q.red_stats().forced_drop, q.stats().overlimits), (0, 2));
+        // harddrop drops even ECT packets above max.
+        let mut q = red("limit 10000 avpkt 1000 min 1000 max 2000 burst 1 ecn harddrop");
+        for i in 0..5 {
+            let mut pk = Packet::new(i, 1000);
+            pk.tos = 0x02;
+            q.enqueue(pk, ms(1));
+        }
+        assert_eq!((q.red_stats().forced_drop, q.red_stats().forced_mark), (2, 0));
+        // The child's byte limit: pdrop.
+        let mut q = red("limit 2500 avpkt 1000 min 10000 max 20000 burst 20");
+        let r: Vec<_> = (0..3).map(|i| q.enqueue(Packet::new(i, 1000), ms(1))).collect();
+        assert_eq!(r[2], Enqueued::Dropped);
+        assert_eq!((q.red_stats().pdrop, q.stats().drops), (1, 1));
+    }
+
+    #[test]
+    fn kernel_checks() {
+        let e = Red::new(&p("limit 1M avpkt 1000 nodrop").unwrap(), &dev(), 0x10000, t(0)).err().unwrap();
+        assert_eq!(e, TcError::kernel("sch_red: nodrop mode is only meaningful with ECN"));
+        let mut o = p("limit 1M avpkt 1000").unwrap();
+        o.qopt_flags = TC_RED_ECN;
+        assert_eq!(Red::new(&o, &dev(), 0x10000, t(0)).err().unwrap().code, 2);
+        o.qth_min = 1 << 30;
+        o.flags = None;
+        assert_eq!(Red::new(&o, &dev(), 0x10000, t(0)).err().unwrap(), TcError::invalid());
+    }
+
+    /// Adaptive RED moves max_P by ×0.9 every 500 ms while the average is below the
+    /// target band, down to under 1%; armed only by the qopt flags (not by tc 6.15).
+    #[test]
+    fn adaptive_timer_on_passed_in_time() {
+        let mut o = p("limit 1M avpkt 1000 min 10000 max 30000").unwrap();
+        assert_eq!(o.max_p, Some(85899345));
+        let mut q = held(Red::new(&o, &dev(), 0x10000, t(0)).unwrap());
+        q.enqueue(Packet::new(0, 100), t(10_000_000_000));
+        assert_eq!(q.parms().max_p, 85899345, "tc's flags attribute arms no timer");
+        o.flags = None;
+        o.qopt_flags = TC_RED_ADAPTATIVE;
+        let mut q = held(Red::new(&o, &dev(), 0x10000, t(0)).unwrap());
+        q.enqueue(Packet::new(0, 100), ms(499));
+        assert_eq!(q.parms().max_p, 85899345);
+        q.dequeue(ms(1000)); // deadlines at 500 and 1000 ms
+        assert_eq!(q.parms().max_p, 69578460);
+        // ×0.9 down to under MAX_P_MIN (42949673), then it stays.
+        q.dequeue(t(1_000_000_000_000));
+        assert_eq!(q.parms().max_p, 41085369);
+        assert_eq!(q.parms().max_p_reciprocal, Reciprocal::new(((41085369u64 + 10000) / 20000) as u32));
+        let mut pp = RedParms::new(10000, 30000, 0, 0, 0, None, 85899345);
+        let v = RedVars { qavg: 25000, ..Default::default() }; // above target_max 22000
+        red_adaptative_algo(&mut pp, &v, t(0));
+        assert_eq!(pp.max_p, 85899345 + 21474836);
+    }
+
+    #[test]
+    fn class_and_child_like_tbf() {
+        let mut q = red("limit 10000 avpkt 1000 min 1000 max 2000 burst 1");
+        assert_eq!(q.class_minors(), [1]);
+        assert_eq!(q.child().kind(), "bfifo");
+        q.enqueue(Packet::new(0, 1000), ms(1));
+        // A change makes a new bfifo: the old one's packet is purged and reported.
+        let o = Opts::new(p("limit 20000 avpkt 1000 min 1000 max 2000 burst 1").unwrap());
+        q.change(&o, &dev(), ms(2)).unwrap();
+        assert_eq!((q.stats().qlen, q.stats().drops), (0, 1));
+        assert_eq!(q.take_reduce(), crate::stats::Reduce { pkts: 1, bytes: 1000 });
+        assert_eq!(q.vars().qidlestart, Some(ms(2)));
+        assert!(q.class_stats(1).is_none());
+    }
+}
