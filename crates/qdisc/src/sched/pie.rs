@@ -640,3 +640,145 @@ impl Qdisc for Pie {
         out.uint("ecn_mark", format_args!(" ecn_mark {}", s.ecn_mark), s.ecn_mark as u64);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{argv, dev, held, ms, t};
+    use crate::qdisc::Node;
+
+    fn p(s: &str) -> Result<PieOpt, TcError> {
+        let v = argv(s);
+        parse(&mut Args::new(&v))
+    }
+    fn pie(s: &str) -> Node<Pie> {
+        held(Pie::new(Some(&p(s).unwrap()), &dev(), 0x10000, t(0)))
+    }
+    fn ticks_ms(n: u64) -> u64 {
+        n * 1_000_000 >> PSCHED_SHIFT
+    }
+
+    #[test]
+    fn units_as_the_kernel_keeps_them() {
+        let d = PieParams::default();
+        assert_eq!((d.target, d.tupdate, d.limit, d.alpha, d.beta), (234375, 4, 1000, 2, 20));
+        // Dumped: 15 ms and 4 jiffies = 16 ms; 5 s wraps the u32 ns (705 ms).
+        assert_eq!((ticks_to_us(d.target), jiffies_to_usecs(d.tupdate)), (15000, 16000));
+        assert_eq!(ticks_to_us(us_to_ticks(5_000_000)), 705032);
+        assert_eq!((usecs_to_jiffies(1), usecs_to_jiffies(30_000), usecs_to_jiffies(1_000_000)), (1, 8, 250));
+        let v = PieVars::default();
+        assert_eq!((v.burst_time, v.dq_tstamp, v.dq_count), (2343750, DTIME_INVALID, DQCOUNT_INVALID));
+        assert_eq!(p("alpha 0 beta 0 limit 0").unwrap(), PieOpt::default(), "zeros are not sent");
+        assert_eq!(p("alpha 33").unwrap_err(), TcError::tc("Illegal \"alpha\"\n"));
+    }
+
+    /// Four updates at a steady 30 ms delay (target 15 ms, α 2, β 20): α and β are
+    /// halved, then quartered while prob < 1%, 0.1%, … (RFC 8033's auto-tuning).
+    #[test]
+    fn drop_probability_after_n_updates() {
+        let params = PieParams::default();
+        let mut v = PieVars { qdelay: ticks_ms(30), ..Default::default() };
+        let mut probs = Vec::new();
+        for _ in 0..4 {
+            pie_calculate_probability(&params, &mut v, 10_000);
+            probs.push(v.prob);
+        }
+        // 1st: α' = 281474, β' = 2814749: α'·15 ms + β'·30 ms (in ticks).
+        assert_eq!(probs[0], 281474 * 234375 + 2814749 * 468750);
+        assert_eq!(probs, [1385384062500, 2440915078125, 3496446093750, 4551977109375]);
+        assert_eq!((v.qdelay_old, v.backlog_old), (ticks_ms(30), 10_000));
+        // Above 250 ms: +2% at once.
+        let mut v = PieVars { qdelay: ticks_ms(300), ..Default::default() };
+        pie_calculate_probability(&params, &mut v, 10_000);
+        assert_eq!(v.prob, 1455599455602308);
+        assert!(v.prob > MAX_PROB / 50);
+        // No delay: α·(0 − target) takes a small prob to 0 (no underflow) …
+        let mut v = PieVars { prob: 6400, burst_time: 0, ..Default::default() };
+        pie_calculate_probability(&params, &mut v, 0);
+        assert_eq!(v.prob, 0);
+        // … and with nothing to move it (target 0), two zero delays decay it by 1/64.
+        let mut v = PieVars { prob: 6400, burst_time: 0, ..Default::default() };
+        pie_calculate_probability(&PieParams { target: 0, ..params }, &mut v, 0);
+        assert_eq!(v.prob, 6300);
+        // At 0 with both delays under target/2 the measurement cycle restarts.
+        let mut v = PieVars { prob: 1, burst_time: 0, dq_count: 5, ..Default::default() };
+        pie_calculate_probability(&params, &mut v, 0);
+        assert_eq!((v.prob, v.burst_time, v.dq_count), (0, 2343750, DQCOUNT_INVALID));
+    }
+
+    /// The burst allowance shrinks by the time between dequeues.
+    #[test]
+    fn burst_allowance() {
+        let params = PieParams::default();
+        let mut v = PieVars::default();
+        pie_process_dequeue(&params, &mut v, 1000, ticks_ms(5), 5000, ticks_ms(10));
+        assert_eq!((v.qdelay, v.dq_tstamp, v.burst_time), (ticks_ms(5), ticks_ms(10), 2343750));
+        pie_process_dequeue(&params, &mut v, 1000, ticks_ms(5), 5000, ticks_ms(20));
+        assert_eq!((v.qdelay, v.burst_time), (ticks_ms(15), 2343750 - 156250));
+        pie_process_dequeue(&params, &mut v, 1000, ticks_ms(5), 0, ticks_ms(200));
+        assert_eq!((v.qdelay, v.burst_time), (0, 0), "empty: no delay; allowance spent");
+        // With no allowance and delay ≥ target/2, drops accumulate to 8.5 then are certain.
+        let mut v = PieVars { burst_time: 0, qdelay: ticks_ms(10), prob: MAX_PROB / 2, ..Default::default() };
+        let drops: Vec<bool> = (0..17).map(|_| pie_drop_early(&params, &mut v, 4000, 1000, 1514, || u64::MAX)).collect();
+        assert_eq!(drops.iter().filter(|&&d| d).count(), 1);
+        assert!(drops[16]);
+        assert!(!pie_drop_early(&params, &mut v, 3000, 1000, 1514, || 0), "fewer than two MTUs queued");
+    }
+
+    /// dq_rate_estimator: 16 KiB drained in 1 ms is 268 bytes/tick·2^8, dumped as
+    /// bytes/s.
+    #[test]
+    fn dq_rate_estimation() {
+        let params = PieParams { dq_rate_estimator: 1, ..PieParams::default() };
+        let mut v = PieVars::default();
+        pie_process_dequeue(&params, &mut v, 1000, 0, 20_000, ticks_ms(10));
+        assert_eq!((v.dq_count, v.dq_tstamp), (1000, ticks_ms(10)));
+        pie_process_dequeue(&params, &mut v, 15_384, 0, 10_000, ticks_ms(11));
+        assert_eq!((v.avg_dq_rate, v.dq_count), (268, DQCOUNT_INVALID));
+        assert_eq!((v.avg_dq_rate as u64 * PSCHED_TICKS_PER_SEC) >> PIE_SCALE, 16357421);
+        // The estimated delay: backlog·2^8 / rate.
+        pie_calculate_probability(&params, &mut v, 20_000);
+        assert_eq!(v.qdelay, (20_000u64 << 8) / 268);
+    }
+
+    /// The timer: first 500 ms after init, then every tupdate (16 ms), each run
+    /// with the backlog of the moment.
+    #[test]
+    fn timer_on_passed_in_time() {
+        let mut q = pie("limit 100");
+        for i in 0..10 {
+            q.enqueue(Packet::new(i, 1000), t(0));
+        }
+        // A dequeue at 300 ms measures 300 ms of delay.
+        q.dequeue(ms(300));
+        assert_eq!(q.vars().qdelay, ticks_ms(300));
+        assert_eq!(q.vars().prob, 0);
+        q.enqueue(Packet::new(10, 1000), ms(499));
+        assert_eq!(q.vars().prob, 0);
+        q.enqueue(Packet::new(11, 1000), ms(500));
+        let mut v = PieVars { qdelay: ticks_ms(300), ..Default::default() };
+        v.burst_time = q.vars().burst_time;
+        v.dq_tstamp = q.vars().dq_tstamp;
+        pie_calculate_probability(&PieParams { limit: 100, ..Default::default() }, &mut v, 10_000);
+        assert_eq!(q.vars().prob, v.prob);
+        q.enqueue(Packet::new(12, 1000), ms(531)); // the 516 ms deadline; 532 ms is ahead
+        pie_calculate_probability(&PieParams { limit: 100, ..Default::default() }, &mut v, 11_000);
+        assert_eq!(q.vars().prob, v.prob);
+        let st = q.pie_stats();
+        assert_eq!((st.packets_in, st.maxq), (13, 11));
+    }
+
+    #[test]
+    fn limit_and_lower_limit() {
+        let mut q = pie("limit 2");
+        assert_eq!(q.enqueue(Packet::new(0, 100), t(0)), Enqueued::Success);
+        assert_eq!(q.enqueue(Packet::new(1, 100), t(0)), Enqueued::Success);
+        assert_eq!(q.enqueue(Packet::new(2, 100), t(0)), Enqueued::Dropped);
+        assert_eq!((q.pie_stats().overlimit, q.pie_stats().dropped, q.stats().drops), (1, 1, 1));
+        q.peek(t(0));
+        q.change(&Opts::new(p("limit 1").unwrap()), &dev(), t(0)).unwrap();
+        assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().drops), (1, 100, 2));
+        assert_eq!(q.take_reduce(), crate::stats::Reduce { pkts: 1, bytes: 100 });
+        assert_eq!(q.dequeue(t(0)).packet().unwrap().id, 1, "the parked head went first");
+    }
+}
