@@ -432,3 +432,118 @@ impl Qdisc for FqPie {
         out.uint("memory_used", format_args!(" memory_used {}", self.memory_usage), self.memory_usage as u64);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qdisc::Node;
+    use crate::testing::{argv, dev, held, ms, t};
+
+    fn p(s: &str) -> Result<FqPieOpt, TcError> {
+        let v = argv(s);
+        parse(&mut Args::new(&v))
+    }
+    fn fq_pie(s: &str) -> Node<FqPie> {
+        held(FqPie::new(Some(&p(s).unwrap()), &dev(), 0x10000, t(0)).unwrap())
+    }
+    /// A packet for bucket `minor - 1` (skb->priority = our handle's major : minor).
+    fn to(id: u64, minor: u32, len: u32) -> Packet {
+        Packet::new(id, len).with_priority(0x10000 | minor)
+    }
+
+    #[test]
+    fn defaults_and_checks() {
+        let q = fq_pie("");
+        assert_eq!((q.flows_cnt(), q.params.limit, q.quantum, q.memory_limit, q.ecn_prob), (1024, 10240, 1514, 32 << 20, 10));
+        assert_eq!(p("ecn_prob 100").unwrap_err(), TcError::tc("Illegal \"ecn_prob\"\n"));
+        let e = |s: &str| FqPie::new(Some(&p(s).unwrap()), &dev(), 0x10000, t(0)).err().unwrap();
+        assert_eq!(e("flows 65537"), TcError::kernel("sch_fq_pie: Number of flows must range in [1..65536]"));
+        assert_eq!(e("quantum 1048577"), TcError::kernel("integer out of range"));
+        let mut q = fq_pie("flows 8");
+        let r = q.change(&Opts::new(p("flows 8 limit 5").unwrap()), &dev(), t(0));
+        assert_eq!(r.unwrap_err(), TcError::kernel("sch_fq_pie: Number of flows cannot be changed"));
+        assert_eq!(q.params.limit, 5, "the limit before the flows check stays changed");
+        q.change(&Opts::new(p("quantum 1").unwrap()), &dev(), t(0)).unwrap();
+        assert_eq!(q.quantum, 256, "6.12.117's floor");
+    }
+
+    /// Deficit round robin: new flows first, a flow that spends its quantum goes to
+    /// the tail of the old flows, an empty old flow leaves.
+    #[test]
+    fn drr_over_new_and_old_flows() {
+        let mut q = fq_pie("");
+        for i in 0..3 {
+            q.enqueue(to(i, 1, 1000), t(0));
+        }
+        for i in 10..13 {
+            q.enqueue(to(i, 2, 1000), t(0));
+        }
+        assert_eq!((q.new_flows.len(), q.new_flow_count), (2, 2));
+        let order: Vec<u64> = (0..6).map(|_| q.dequeue(ms(1)).packet().unwrap().id).collect();
+        assert_eq!(order, [0, 1, 10, 11, 2, 12]);
+        assert_eq!(q.dequeue(ms(1)), Dequeued::Empty);
+        assert!(q.new_flows.is_empty() && q.old_flows.is_empty());
+        assert!(q.flows.iter().all(|f| !f.listed));
+        assert_eq!((q.stats().packets, q.memory_usage()), (6, 0));
+    }
+
+    #[test]
+    fn limit_memory_and_trim() {
+        let mut q = fq_pie("limit 3 memory_limit 1");
+        let ts = Packet::new(0, 1000).truesize;
+        let r: Vec<_> = (0..5).map(|i| q.enqueue(to(i, 3, 1000), t(0))).collect();
+        use Enqueued::*;
+        assert_eq!(r, [Success, Success, Success, Congested, Congested]);
+        // Over memory from the third packet on (usage > limit + truesize), counted only.
+        assert_eq!((q.overmemory, q.memory_usage(), q.pie_stats().overlimit), (1, 3 * ts, 2));
+        assert_eq!((q.stats().drops, q.pie_stats().dropped, q.pie_stats().packets_in), (2, 2, 3));
+        // A lower limit dequeues (counted as sent) and reports the rest up.
+        q.change(&Opts::new(p("limit 1").unwrap()), &dev(), t(0)).unwrap();
+        assert_eq!((q.stats().qlen, q.stats().packets, q.memory_usage()), (1, 2, ts));
+        assert_eq!(q.take_reduce(), crate::stats::Reduce { pkts: 2, bytes: 2000 });
+    }
+
+    /// The timer updates 2048 buckets per run: with 4096, the second half one jiffy
+    /// after the first.
+    #[test]
+    fn timer_batches() {
+        let mut q = fq_pie("flows 4096");
+        for i in 0..3 {
+            q.enqueue(to(i, 3001, 1000), t(0));
+        }
+        q.dequeue(ms(300)); // bucket 3000 measures 300 ms, two packets left
+        assert_eq!(q.flow_vars(3000).qdelay, 300_000_000 >> 6);
+        q.enqueue(to(9, 1, 100), ms(500));
+        assert_eq!(q.flow_vars(3000).prob, 0, "not reached in the first run");
+        q.enqueue(to(10, 1, 100), ms(504));
+        let mut v = PieVars { qdelay: 300_000_000 >> 6, ..Default::default() };
+        (v.burst_time, v.dq_tstamp) = (q.flow_vars(3000).burst_time, q.flow_vars(3000).dq_tstamp);
+        pie_calculate_probability(&PieParams { limit: 10240, ..Default::default() }, &mut v, 2000);
+        assert_eq!(q.flow_vars(3000).prob, v.prob);
+        assert!(v.prob > MAX_PROB / 50);
+        // An hour idle: the catch-up stops at the first round that changes nothing and
+        // keeps the phase: rounds of 20 ms (first half at 500 ms + k·20 ms, the
+        // second half a jiffy later).
+        let mut q = fq_pie("flows 4096");
+        q.enqueue(to(11, 1, 100), t(3_600_000_000_000));
+        let next = q.next_update.as_nanos();
+        assert!(next > 3_600_000_000_000 && next <= 3_600_020_000_000);
+        assert!([0, 4_000_000].contains(&((next - 500_000_000) % 20_000_000)));
+    }
+
+    #[test]
+    fn ecn_marks_under_ecn_prob() {
+        let mut q = fq_pie("ecn ecn_prob 50");
+        let f = &mut q.flows[0];
+        f.vars = PieVars { burst_time: 0, qdelay: 1 << 20, prob: MAX_PROB / 4, accu_prob: 9 * MAX_PROB, ..Default::default() };
+        f.backlog = 10_000;
+        let mut pk = to(0, 1, 1000);
+        pk.tos = 0x01;
+        assert_eq!(q.enqueue(pk, t(0)), Enqueued::Success);
+        assert_eq!(q.pie_stats().ecn_mark, 1);
+        // (Joining the list reset the bucket's backlog to this packet's.)
+        (q.flows[0].vars.accu_prob, q.flows[0].backlog) = (9 * MAX_PROB, 10_000);
+        assert_eq!(q.enqueue(to(1, 1, 1000), t(0)), Enqueued::Congested, "Not-ECT is dropped");
+        assert_eq!(q.flows[0].vars.accu_prob, 0);
+    }
+}
