@@ -33,7 +33,9 @@
 use std::collections::VecDeque;
 
 use crate::packet::Packet;
-use crate::qdisc::{dequeue_internal, tc_h_maj, tc_h_min, Dequeued, DevInfo, Enqueued, Flags, Ops, Opts, Parse, Qdisc, Sch};
+use crate::qdisc::{
+    dequeue_internal, tc_h_maj, tc_h_min, Dequeued, DevInfo, Enqueued, Flags, Ops, Opts, Parse, Qdisc, Sch,
+};
 use crate::sched::codel::reciprocal_scale;
 use crate::sched::pie::{
     apply_params, default_seed, parse_common, pie_calculate_probability, pie_drop_early, pie_process_dequeue,
@@ -84,9 +86,7 @@ pub fn parse(args: &mut Args) -> Result<FqPieOpt, TcError> {
         match a {
             "flows" => o.flows = nz(units::get_u32(args.value()?).ok_or_else(|| ill("flows"))?),
             "quantum" => o.quantum = nz(units::get_size(args.value()?).ok_or_else(|| ill("quantum"))?),
-            "memory_limit" => {
-                o.memory_limit = nz(units::get_size(args.value()?).ok_or_else(|| ill("memory_limit"))?)
-            }
+            "memory_limit" => o.memory_limit = nz(units::get_size(args.value()?).ok_or_else(|| ill("memory_limit"))?),
             "ecn_prob" => {
                 let v = units::get_u32(args.value()?).filter(|&v| v < 100).ok_or_else(|| ill("ecn_prob"))?;
                 o.ecn_prob = nz(v);
@@ -454,7 +454,10 @@ mod tests {
     #[test]
     fn defaults_and_checks() {
         let q = fq_pie("");
-        assert_eq!((q.flows_cnt(), q.params.limit, q.quantum, q.memory_limit, q.ecn_prob), (1024, 10240, 1514, 32 << 20, 10));
+        assert_eq!(
+            (q.flows_cnt(), q.params.limit, q.quantum, q.memory_limit, q.ecn_prob),
+            (1024, 10240, 1514, 32 << 20, 10)
+        );
         assert_eq!(p("ecn_prob 100").unwrap_err(), TcError::tc("Illegal \"ecn_prob\"\n"));
         let e = |s: &str| FqPie::new(Some(&p(s).unwrap()), &dev(), 0x10000, t(0)).err().unwrap();
         assert_eq!(e("flows 65537"), TcError::kernel("sch_fq_pie: Number of flows must range in [1..65536]"));
@@ -535,7 +538,13 @@ mod tests {
     fn ecn_marks_under_ecn_prob() {
         let mut q = fq_pie("ecn ecn_prob 50");
         let f = &mut q.flows[0];
-        f.vars = PieVars { burst_time: 0, qdelay: 1 << 20, prob: MAX_PROB / 4, accu_prob: 9 * MAX_PROB, ..Default::default() };
+        f.vars = PieVars {
+            burst_time: 0,
+            qdelay: 1 << 20,
+            prob: MAX_PROB / 4,
+            accu_prob: 9 * MAX_PROB,
+            ..Default::default()
+        };
         f.backlog = 10_000;
         let mut pk = to(0, 1, 1000);
         pk.tos = 0x01;

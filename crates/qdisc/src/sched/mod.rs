@@ -19,8 +19,8 @@ pub mod ingress;
 pub mod mq;
 pub mod netem;
 pub mod noqueue;
-pub mod pie;
 pub mod pfifo_fast;
+pub mod pie;
 pub mod prio;
 pub mod red;
 pub mod sfq;
@@ -58,8 +58,8 @@ pub static KINDS: &[&Ops] = &[
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
 const TC_ONLY_KINDS: &[&str] = &[
-    "cbs", "choke", "drr", "etf", "ets", "gred", "hfsc", "hhf", "mqprio", "multiq", "plug", "qfq",
-    "sfb", "skbprio", "taprio",
+    "cbs", "choke", "drr", "etf", "ets", "gred", "hfsc", "hhf", "mqprio", "multiq", "plug", "qfq", "sfb", "skbprio",
+    "taprio",
 ];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.

@@ -644,8 +644,8 @@ impl Qdisc for Pie {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{argv, dev, held, ms, t};
     use crate::qdisc::Node;
+    use crate::testing::{argv, dev, held, ms, t};
 
     fn p(s: &str) -> Result<PieOpt, TcError> {
         let v = argv(s);
@@ -719,7 +719,8 @@ mod tests {
         assert_eq!((v.qdelay, v.burst_time), (0, 0), "empty: no delay; allowance spent");
         // With no allowance and delay ≥ target/2, drops accumulate to 8.5 then are certain.
         let mut v = PieVars { burst_time: 0, qdelay: ticks_ms(10), prob: MAX_PROB / 2, ..Default::default() };
-        let drops: Vec<bool> = (0..17).map(|_| pie_drop_early(&params, &mut v, 4000, 1000, 1514, || u64::MAX)).collect();
+        let drops: Vec<bool> =
+            (0..17).map(|_| pie_drop_early(&params, &mut v, 4000, 1000, 1514, || u64::MAX)).collect();
         assert_eq!(drops.iter().filter(|&&d| d).count(), 1);
         assert!(drops[16]);
         assert!(!pie_drop_early(&params, &mut v, 3000, 1000, 1514, || 0), "fewer than two MTUs queued");

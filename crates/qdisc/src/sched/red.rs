@@ -656,7 +656,8 @@ impl Red {
             sch.child_purged(old.stats());
             old.reset(now);
         }
-        self.parms = RedParms::new(o.qth_min, o.qth_max, o.wlog, o.plog, o.scell_log, Some(&o.stab), o.max_p.unwrap_or(0));
+        self.parms =
+            RedParms::new(o.qth_min, o.qth_max, o.wlog, o.plog, o.scell_log, Some(&o.stab), o.max_p.unwrap_or(0));
         self.vars.reset();
         self.adapt_next = (o.qopt_flags & TC_RED_ADAPTATIVE != 0).then(|| now + ADAPT_PERIOD);
         if self.child.stats().qlen == 0 {
@@ -903,7 +904,10 @@ mod tests {
         assert_eq!((o.qth_min, o.qth_max, o.flags), (1000, 3000, Some((9, 15))));
         assert_eq!(p("limit 1M").unwrap_err(), TcError::tc("RED: Required parameter (limit, avpkt) is missing\n"));
         assert_eq!(p("limit 1M avpkt 1000 qevent mark block 7").unwrap_err().code, 1);
-        assert_eq!(p("limit 1M avpkt 1000 qevent mark blk 7").unwrap_err(), TcError::tc("Unspecified qevent block index\n"));
+        assert_eq!(
+            p("limit 1M avpkt 1000 qevent mark blk 7").unwrap_err(),
+            TcError::tc("Unspecified qevent block index\n")
+        );
     }
 
     #[test]

@@ -517,7 +517,8 @@ impl Sfq {
         if o.depth != 0 {
             maxdepth = o.depth.min(SFQ_MAX_DEPTH);
         }
-        let red = (o.qth_min != 0).then(|| RedParms::new(o.qth_min, o.qth_max, o.wlog, o.plog, o.scell_log, None, o.max_p));
+        let red =
+            (o.qth_min != 0).then(|| RedParms::new(o.qth_min, o.qth_max, o.wlog, o.plog, o.scell_log, None, o.max_p));
         if o.limit != 0 {
             limit = o.limit.min(maxdepth * maxflows);
             maxflows = maxflows.min(limit);
