@@ -38,7 +38,7 @@ use crate::qdisc::{
 };
 use crate::sched::codel::reciprocal_scale;
 use crate::sched::pie::{
-    apply_params, default_seed, parse_common, pie_calculate_probability, pie_drop_early, pie_process_dequeue,
+    apply_params, default_seed, parse_common, pie_admit, pie_calculate_probability, pie_process_dequeue, pie_refuse,
     print_flags, print_times, psched_time, tupdate_period, PieOpt, PieParams, PieStats, PieVars, FIRST_UPDATE,
     MAX_PROB,
 };
@@ -306,25 +306,10 @@ impl Qdisc for FqPie {
                 self.overmemory = self.overmemory.wrapping_add(1);
             }
             let flow = &mut self.flows[idx];
-            let rng = &mut self.rng;
-            let drop = pie_drop_early(&self.params, &mut flow.vars, flow.backlog, pkt.len, self.mtu, || rng.next_u64());
-            let enqueue = if !drop {
-                true
-            } else if self.params.ecn != 0
-                && flow.vars.prob <= (MAX_PROB / 100).wrapping_mul(self.ecn_prob as u64)
-                && pkt.set_ce()
-            {
-                self.stats.ecn_mark = self.stats.ecn_mark.wrapping_add(1);
-                true
-            } else {
-                false
-            };
-            if enqueue {
-                if self.params.dq_rate_estimator == 0 {
-                    pkt.enqueued_at = now;
-                }
+            let mark_below = (MAX_PROB / 100).wrapping_mul(self.ecn_prob as u64);
+            let (p, st) = (&self.params, &mut self.stats);
+            if pie_admit(p, &mut flow.vars, st, flow.backlog, &mut pkt, self.mtu, mark_below, &mut self.rng, now) {
                 let len = pkt.len;
-                self.stats.packets_in = self.stats.packets_in.wrapping_add(1);
                 self.memory_usage = self.memory_usage.wrapping_add(pkt.truesize);
                 sch.stats.queued(len);
                 flow.q.push_back(pkt);
@@ -341,9 +326,7 @@ impl Qdisc for FqPie {
                 return Enqueued::Success;
             }
         }
-        self.stats.dropped = self.stats.dropped.wrapping_add(1);
-        self.flows[idx].vars.accu_prob = 0;
-        sch.stats.dropped();
+        pie_refuse(&mut self.stats, &mut self.flows[idx].vars, sch);
         Enqueued::Congested
     }
 

@@ -217,6 +217,43 @@ pub fn pie_drop_early(
     false
 }
 
+/// What both PIE qdiscs' enqueue decide for a packet within the limit: no early
+/// drop, or a drop turned into a CE mark (ecn on, prob ≤ `mark_below`, an ECT
+/// packet). An admitted packet is stamped (without the estimator) and counted in
+/// `packets_in`; a refused one must then go through [`pie_refuse`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pie_admit(
+    params: &PieParams,
+    vars: &mut PieVars,
+    stats: &mut PieStats,
+    backlog: u32,
+    pkt: &mut Packet,
+    mtu: u32,
+    mark_below: u64,
+    rng: &mut SplitMix64,
+    now: Instant,
+) -> bool {
+    if pie_drop_early(params, vars, backlog, pkt.len, mtu, || rng.next_u64()) {
+        if !(params.ecn != 0 && vars.prob <= mark_below && pkt.set_ce()) {
+            return false;
+        }
+        stats.ecn_mark = stats.ecn_mark.wrapping_add(1);
+    }
+    if params.dq_rate_estimator == 0 {
+        pkt.enqueued_at = now;
+    }
+    stats.packets_in = stats.packets_in.wrapping_add(1);
+    true
+}
+
+/// The drop path of both enqueues (`out:`): dropped + 1, the accumulated
+/// probability cleared, the qdisc's drops + 1.
+pub fn pie_refuse(stats: &mut PieStats, vars: &mut PieVars, sch: &mut Sch) {
+    stats.dropped = stats.dropped.wrapping_add(1);
+    vars.accu_prob = 0;
+    sch.stats.dropped();
+}
+
 /// `pie_process_dequeue` for a packet of `len` bytes stamped `enqueued` (PSCHED
 /// ticks), leaving `backlog` bytes behind, at `now`.
 pub fn pie_process_dequeue(params: &PieParams, vars: &mut PieVars, len: u32, enqueued: u64, backlog: u32, now: u64) {
@@ -537,22 +574,9 @@ impl Qdisc for Pie {
         if sch.stats.qlen >= self.params.limit {
             self.stats.overlimit = self.stats.overlimit.wrapping_add(1);
         } else {
-            let rng = &mut self.rng;
-            let drop =
-                pie_drop_early(&self.params, &mut self.vars, sch.stats.backlog, pkt.len, self.mtu, || rng.next_u64());
-            let enqueue = if !drop {
-                true
-            } else if self.params.ecn != 0 && self.vars.prob <= MAX_PROB / 10 && pkt.set_ce() {
-                self.stats.ecn_mark = self.stats.ecn_mark.wrapping_add(1);
-                true
-            } else {
-                false
-            };
-            if enqueue {
-                if self.params.dq_rate_estimator == 0 {
-                    pkt.enqueued_at = now;
-                }
-                self.stats.packets_in = self.stats.packets_in.wrapping_add(1);
+            let backlog = sch.stats.backlog;
+            let (v, st) = (&mut self.vars, &mut self.stats);
+            if pie_admit(&self.params, v, st, backlog, &mut pkt, self.mtu, MAX_PROB / 10, &mut self.rng, now) {
                 if sch.stats.qlen > self.stats.maxq {
                     self.stats.maxq = sch.stats.qlen;
                 }
@@ -561,9 +585,7 @@ impl Qdisc for Pie {
                 return Enqueued::Success;
             }
         }
-        self.stats.dropped = self.stats.dropped.wrapping_add(1);
-        self.vars.accu_prob = 0;
-        sch.stats.dropped();
+        pie_refuse(&mut self.stats, &mut self.vars, sch);
         Enqueued::Dropped
     }
 

@@ -39,12 +39,11 @@
 
 use crate::packet::Packet;
 use crate::qdisc::{
-    tc_h_make, Child, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch,
+    tc_h_make, Child, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, OneClass, Ops, Opts, Parse, Qdisc, Sch,
 };
 use crate::sched::fifo::{Fifo, FifoKind};
 use crate::sched::noqueue::Noop;
 use crate::sched::sfq::SplitMix64;
-use crate::stats::Stats;
 use crate::tc::units::{self, c_double_to_u32};
 use crate::tc::{Args, Out, TcError};
 use crate::time::{Duration, Instant};
@@ -839,31 +838,17 @@ impl Qdisc for Red {
     }
 }
 
-/// One class, `<handle>:1`; `red_find` maps every classid to it.
-impl Classful for Red {
-    fn class_minors(&self) -> Vec<u32> {
-        vec![1]
+/// One class, `<handle>:1`, as tbf's: `red_find` maps every classid to it, a graft
+/// of nothing puts noop there, and it has no counters.
+impl OneClass for Red {
+    fn class_handle(&self) -> u32 {
+        self.handle
     }
-    fn leaf(&self, _minor: u32) -> Option<&Node> {
-        Some(&self.child)
+    fn one_child(&self) -> &Node {
+        &self.child
     }
-    fn leaf_mut(&mut self, _minor: u32) -> Option<&mut Node> {
-        Some(&mut self.child)
-    }
-    /// `red_graft`: None means noop; the tree purges the old child.
-    fn graft(
-        &mut self,
-        _sch: &mut Sch,
-        _minor: u32,
-        new: Option<Node>,
-        _dev: &DevInfo,
-    ) -> Result<Option<Node>, TcError> {
-        let new = new.unwrap_or_else(|| Noop::node(tc_h_make(self.handle, 1)));
-        Ok(Some(std::mem::replace(&mut self.child, new)))
-    }
-    /// red has no `dump_stats` class op: its class prints no counters.
-    fn class_stats(&self, _minor: u32) -> Option<Stats> {
-        None
+    fn one_child_mut(&mut self) -> &mut Node {
+        &mut self.child
     }
 }
 
