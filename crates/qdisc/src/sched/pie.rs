@@ -677,7 +677,7 @@ mod tests {
         held(Pie::new(Some(&p(s).unwrap()), &dev(), 0x10000, t(0)))
     }
     fn ticks_ms(n: u64) -> u64 {
-        n * 1_000_000 >> PSCHED_SHIFT
+        (n * 1_000_000) >> PSCHED_SHIFT
     }
 
     #[test]
