@@ -1,6 +1,7 @@
 //! Enqueue + dequeue cost per packet, steady state, 1500-byte packets.
 //! `cargo bench -p qdisc` — targets: fifos/pfifo_fast/prio ≤ 15 ns, tbf ≤ 30 ns (issue 2);
 //! at 10,000 active flows fq and fq_codel ≤ 67 ns, sfq ≤ 40 ns, codel ≤ 25 ns (issue 3);
+//! red and pie in the first group, fq_pie at 10,000 flows ≤ 67 ns (issue 15);
 //! netem with delay and jitter at 10,000 packets queued ≤ 60 ns, cake with the shaper
 //! on at 10,000 flows ≤ 100 ns (issue 14).
 
@@ -33,6 +34,10 @@ fn bench(c: &mut Criterion) {
         ("prio", "prio", ""),
         // A rate far above the offered load: every dequeue passes the token check.
         ("tbf", "tbf", "rate 100gbit burst 1mb limit 10mb"),
+        // Thresholds above the standing queue: every packet passes RED's average.
+        ("red", "red", "limit 10mb avpkt 1500 min 300kb max 900kb bandwidth 10gbit"),
+        // 64 packets of 120 ns each: far below the target, no early drops.
+        ("pie", "pie", "limit 1000"),
     ];
     for &(name, kind, opts) in cases {
         let mut q = make(kind, opts);
@@ -67,11 +72,15 @@ fn bench_flows(c: &mut Criterion) {
         ("fq_codel", "fq_codel", "limit 4000000 memory_limit 2g"),
         ("sfq", "sfq", "limit 65408 flows 65408 depth 127 divisor 65536"),
         ("codel", "codel", "limit 4000000"),
+        ("fq_pie", "fq_pie", "limit 4000000 memory_limit 2g"),
     ];
     for &(name, kind, opts) in cases {
         for flows in [1u64, 100, 10_000, 1_000_000] {
             if kind == "sfq" && flows > 10_000 {
                 continue; // at most 65408 slots, limit 65408 packets
+            }
+            if kind == "fq_pie" && flows > 10_000 {
+                continue; // 2M packets queued is 240 ms of delay: PIE drops, no steady state
             }
             let mut q = make(kind, opts);
             let sockets: Vec<_> = (0..flows)

@@ -407,6 +407,43 @@ pub trait Classful {
     }
 }
 
+/// A qdisc with a single class, `<handle>:1`, which every classid finds (`*_find`
+/// answers 1 whatever the minor), holding one child — noop once none is grafted — and
+/// without class counters (no `dump_stats` class op): tbf's and red's class ops.
+pub trait OneClass {
+    /// Our handle: the class is `<handle>:1`, noop's parent.
+    fn class_handle(&self) -> u32;
+    fn one_child(&self) -> &Node;
+    fn one_child_mut(&mut self) -> &mut Node;
+}
+
+impl<T: OneClass> Classful for T {
+    fn class_minors(&self) -> Vec<u32> {
+        vec![1]
+    }
+    fn leaf(&self, _minor: u32) -> Option<&Node> {
+        Some(self.one_child())
+    }
+    fn leaf_mut(&mut self, _minor: u32) -> Option<&mut Node> {
+        Some(self.one_child_mut())
+    }
+    /// `*_graft`: None means noop. The tree purges the old child and reduces the
+    /// ancestors (us included).
+    fn graft(
+        &mut self,
+        _sch: &mut Sch,
+        _minor: u32,
+        new: Option<Node>,
+        _dev: &DevInfo,
+    ) -> Result<Option<Node>, TcError> {
+        let new = new.unwrap_or_else(|| crate::sched::noqueue::Noop::node(tc_h_make(self.class_handle(), 1)));
+        Ok(Some(std::mem::replace(self.one_child_mut(), new)))
+    }
+    fn class_stats(&self, _minor: u32) -> Option<Stats> {
+        None
+    }
+}
+
 /// A qdisc in a device's tree — the kernel's `struct Qdisc`: the kind's own state
 /// (`q`), the state every kind has ([`Sch`]) and the tree facts (handle, parent,
 /// refcount, invisibility). Generic so that a kind's unit tests can hold a concrete

@@ -223,7 +223,11 @@ impl KernelVersion {
     ///   2^20 ("quantum too large"); `sfq_init` clamps its psched_mtu default to
     ///   [256, 2^20];
     /// * fq_codel and codel: the init-time mtu (fq_codel's default quantum and both
-    ///   CoDel `mtu`s) is psched_mtu clamped to [256, 2^20].
+    ///   CoDel `mtu`s) is psched_mtu clamped to [256, 2^20];
+    /// * fq_pie: `fq_pie_change` raises a quantum below 256 to 256 (golden
+    ///   fq_pie-params) and `fq_pie_init` clamps its psched_mtu default to
+    ///   [256, 2^20]; taken to be absent from 6.18.44 like the others (its fq_pie
+    ///   source was not checked).
     ///
     /// 6.18 here means this project's CI host, 6.18.44, which has none of them: its
     /// v6.18.44 source still has the INT_MAX policy and the EINVAL quantum check in

@@ -96,6 +96,7 @@ pub fn needed_qdiscs(s: &Scenario) -> BTreeMap<String, Vec<String>> {
 fn probe_args(kind: &str) -> &'static [&'static str] {
     match kind {
         "tbf" => &["rate", "1mbit", "burst", "10k", "latency", "10ms"],
+        "red" => &["limit", "100k", "avpkt", "1000"],
         _ => &[],
     }
 }

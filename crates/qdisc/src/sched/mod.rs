@@ -14,13 +14,16 @@ pub mod drr;
 pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
+pub mod fq_pie;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
 pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
+pub mod pie;
 pub mod prio;
+pub mod red;
 pub mod sfq;
 pub mod tbf;
 
@@ -38,6 +41,7 @@ pub static KINDS: &[&Ops] = &[
     &drr::OPS,
     &fq::OPS,
     &fq_codel::OPS,
+    &fq_pie::OPS,
     &htb::OPS,
     &ingress::INGRESS,
     &mq::OPS,
@@ -45,8 +49,10 @@ pub static KINDS: &[&Ops] = &[
     &noqueue::NOQUEUE,
     &fifo::PFIFO,
     &pfifo_fast::OPS,
+    &pie::OPS,
     &fifo::PFIFO_HEAD_DROP,
     &prio::OPS,
+    &red::OPS,
     &sfq::OPS,
     &tbf::OPS,
 ];
@@ -54,8 +60,7 @@ pub static KINDS: &[&Ops] = &[
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
 const TC_ONLY_KINDS: &[&str] = &[
-    "cbs", "choke", "etf", "ets", "fq_pie", "gred", "hfsc", "hhf", "mqprio", "multiq", "pie", "plug", "qfq", "red",
-    "sfb", "skbprio", "taprio",
+    "cbs", "choke", "etf", "ets", "gred", "hfsc", "hhf", "mqprio", "multiq", "plug", "qfq", "sfb", "skbprio", "taprio",
 ];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.

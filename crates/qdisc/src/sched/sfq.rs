@@ -39,6 +39,10 @@ use crate::packet::Packet;
 use crate::qdisc::{
     peek_dequeued, tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch,
 };
+use crate::sched::red::{
+    red_action, red_calc_qavg_no_idle_time, red_check_params, scan_lg, tc_red_eval_ewma, tc_red_eval_p, RedAction,
+    RedParms, RedVars, TC_RED_ADAPTATIVE, TC_RED_ECN, TC_RED_HARDDROP, TC_RED_NODROP,
+};
 use crate::stats::Stats;
 use crate::tc::units::c_double_to_u32;
 use crate::tc::{units, Args, Errno, Out, TcError};
@@ -60,15 +64,6 @@ const SFQ_MAX_QUANTUM: u32 = 1 << 20;
 pub const SFQ_DEFAULT_HASH_DIVISOR: u32 = 1024;
 /// The kernel's HZ (Debian's x86-64 config), for the `perturb` bound only.
 pub const HZ: i32 = 250;
-
-/// TC_RED_ECN.
-pub const TC_RED_ECN: u8 = 1;
-/// TC_RED_HARDDROP.
-pub const TC_RED_HARDDROP: u8 = 2;
-/// TC_RED_ADAPTATIVE.
-pub const TC_RED_ADAPTATIVE: u8 = 4;
-/// TC_RED_NODROP.
-pub const TC_RED_NODROP: u8 = 8;
 
 /// `struct tc_sfq_qopt_v1` as tc sends it (tc always sends the v1 layout, and only
 /// when at least one option was given; otherwise no TCA_OPTIONS at all).
@@ -107,94 +102,6 @@ const USAGE: &str = "Usage: ... sfq\t[ limit NUMBER ] [ perturb SECS ] [ quantum
 \t\t[ redflowlimit BYTES ] [ min BYTES ] [ max BYTES ]\n\
 \t\t[ avpkt BYTES ] [ burst PACKETS ] [ probability P ]\n\
 \t\t[ ecn ] [ harddrop ]\n";
-
-/// `sscanf(s, "%lg", &d) == 1`: the longest prefix (after white space) that strtod reads.
-fn scan_lg(s: &str) -> Option<f64> {
-    let t = s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
-    let b = t.as_bytes();
-    let mut i = 0;
-    if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
-        i += 1;
-    }
-    let lower = t[i..].to_ascii_lowercase();
-    for (word, v) in [("infinity", f64::INFINITY), ("inf", f64::INFINITY), ("nan", f64::NAN)] {
-        if lower.starts_with(word) {
-            return Some(if b.first() == Some(&b'-') { -v } else { v });
-        }
-    }
-    let start_digits = i;
-    while i < b.len() && b[i].is_ascii_digit() {
-        i += 1;
-    }
-    let mut mant = i - start_digits;
-    if i < b.len() && b[i] == b'.' {
-        i += 1;
-        let f = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        mant += i - f;
-    }
-    if mant == 0 {
-        return None;
-    }
-    let mut end = i;
-    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
-        let mut j = i + 1;
-        if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
-            j += 1;
-        }
-        let d = j;
-        while j < b.len() && b[j].is_ascii_digit() {
-            j += 1;
-        }
-        if j > d {
-            end = j;
-        }
-    }
-    t[..end].parse().ok()
-}
-
-/// tc/tc_red.c `tc_red_eval_ewma`: the smallest Wlog whose EWMA absorbs `burst`
-/// packets of `avpkt` above `qmin`. `Err` carries the message tc prints.
-pub fn tc_red_eval_ewma(qmin: u32, burst: u32, avpkt: u32) -> Result<i32, String> {
-    let a = burst as f64 + 1.0 - qmin as f64 / avpkt as f64;
-    if a < 1.0 {
-        // C integer division by zero would trap; avpkt 0 is caught above by tc's
-        // `(3 * avpkt)` division first.
-        return Err(format!(
-            "tc_red_eval_ewma() burst {burst} is too small ? Try burst {}\n",
-            1u32.wrapping_add(qmin / avpkt.max(1))
-        ));
-    }
-    let mut w = 0.5f64;
-    for wlog in 1..32 {
-        if a <= (1.0 - (1.0 - w).powf(burst as f64)) / w {
-            return Ok(wlog);
-        }
-        w /= 2.0;
-    }
-    Ok(-1)
-}
-
-/// tc/tc_red.c `tc_red_eval_P`: Plog with max_P/(qmax − qmin) ≈ 2^−Plog.
-pub fn tc_red_eval_p(qmin: u32, qmax: u32, prob: f64) -> i32 {
-    let i = qmax.wrapping_sub(qmin) as i32;
-    if i == 0 {
-        return 0;
-    }
-    if i < 0 {
-        return -1;
-    }
-    let mut prob = prob / i as f64;
-    for i in 0..32 {
-        if prob > 1.0 {
-            return i;
-        }
-        prob *= 2.0;
-    }
-    -1
-}
 
 /// tc side: q_sfq.c `sfq_parse_opt`. `Ok(None)`: no option given, no TCA_OPTIONS.
 pub fn parse(args: &mut Args) -> Result<Option<SfqOpt>, TcError> {
@@ -433,130 +340,6 @@ pub fn default_seed(handle: u32) -> u64 {
     0x5346_5121_0000_0000 ^ handle as u64
 }
 
-// ---- RED (include/net/red.h) -------------------------------------------------------------
-
-/// `struct reciprocal_value` (lib/reciprocal_div.c).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Reciprocal {
-    m: u32,
-    sh1: u8,
-    sh2: u8,
-}
-
-impl Reciprocal {
-    /// `reciprocal_value(d)`, d ≥ 1.
-    fn new(d: u32) -> Self {
-        let l = 32 - (d - 1).leading_zeros(); // fls(d - 1)
-        let m = ((1u64 << 32) * ((1u64 << l) - d as u64)) / d as u64 + 1;
-        Reciprocal { m: m as u32, sh1: l.min(1) as u8, sh2: l.saturating_sub(1) as u8 }
-    }
-    /// `reciprocal_divide(a, R)`.
-    fn divide(self, a: u32) -> u32 {
-        let t = ((a as u64 * self.m as u64) >> 32) as u32;
-        (t + ((a - t) >> self.sh1)) >> self.sh2
-    }
-}
-
-/// `struct red_parms` (the parts sfq uses; no Stab: sfq passes none).
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct RedParms {
-    /// Thresholds, Wlog-scaled.
-    qth_min: u32,
-    qth_max: u32,
-    wlog: u8,
-    plog: u8,
-    scell_log: u8,
-    max_p: u32,
-    max_p_reciprocal: Reciprocal,
-}
-
-impl RedParms {
-    /// `red_set_parms(p, qth_min, qth_max, Wlog, Plog, Scell_log, NULL, max_P)`.
-    fn new(qth_min: u32, qth_max: u32, wlog: u8, plog: u8, scell_log: u8, max_p: u32) -> Self {
-        let mut delta = qth_max.wrapping_sub(qth_min) as i32;
-        if delta <= 0 {
-            delta = 1;
-        }
-        let max_p = if max_p == 0 {
-            let m = if plog < 32 { u32::MAX >> plog } else { u32::MAX };
-            m.wrapping_mul(delta as u32)
-        } else {
-            max_p
-        };
-        let max_p_delta = (max_p / delta as u32).max(1);
-        RedParms {
-            qth_min: qth_min.wrapping_shl(wlog as u32),
-            qth_max: qth_max.wrapping_shl(wlog as u32),
-            wlog,
-            plog,
-            scell_log,
-            max_p,
-            max_p_reciprocal: Reciprocal::new(max_p_delta),
-        }
-    }
-}
-
-/// `red_check_params(qth_min, qth_max, Wlog, Scell_log, NULL)`.
-fn red_check_params(qth_min: u32, qth_max: u32, wlog: u8, scell_log: u8) -> bool {
-    let fls = |x: u32| 32 - x.leading_zeros();
-    fls(qth_min) + (wlog as u32) < 32 && fls(qth_max) + (wlog as u32) < 32 && scell_log < 32 && qth_max >= qth_min
-}
-
-/// `struct red_vars` of one slot. sfq never starts an idle period, so `qidlestart`
-/// stays 0 and `red_calc_qavg` is always the no-idle-time formula.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RedVars {
-    pub qcount: i32,
-    pub qr: u32,
-    /// Average backlog in bytes, fixed point at Wlog.
-    pub qavg: u64,
-}
-
-impl RedVars {
-    /// `red_set_vars`.
-    fn reset(&mut self) {
-        self.qavg = 0;
-        self.qcount = -1;
-    }
-}
-
-/// `red_calc_qavg_no_idle_time`: qavg += backlog − qavg/2^Wlog (unsigned long arithmetic).
-fn red_calc_qavg(p: &RedParms, v: &RedVars, backlog: u32) -> u64 {
-    v.qavg.wrapping_add((backlog as u64).wrapping_sub(v.qavg >> p.wlog))
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum RedAction {
-    Pass,
-    Prob,
-    Hard,
-}
-
-/// `red_action`, drawing `qR` from `rng` (`red_random`).
-fn red_action(p: &RedParms, v: &mut RedVars, qavg: u64, rng: &mut SplitMix64) -> RedAction {
-    if qavg < p.qth_min as u64 {
-        v.qcount = -1;
-        RedAction::Pass
-    } else if qavg >= p.qth_max as u64 {
-        v.qcount = -1;
-        RedAction::Hard
-    } else {
-        v.qcount += 1;
-        if v.qcount != 0 {
-            // red_mark_probability: !(((qavg − qth_min) >> Wlog) · qcount < qR)
-            let lhs = ((qavg - p.qth_min as u64) >> p.wlog).wrapping_mul(v.qcount as u64);
-            if lhs >= v.qr as u64 {
-                v.qcount = 0;
-                v.qr = p.max_p_reciprocal.divide(rng.next_u32());
-                return RedAction::Prob;
-            }
-        } else {
-            v.qr = p.max_p_reciprocal.divide(rng.next_u32());
-        }
-        RedAction::Pass
-    }
-}
-
 /// `struct tc_sfqred_stats`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SfqRedStats {
@@ -712,7 +495,7 @@ impl Sfq {
         if o.perturb_period < 0 || o.perturb_period > i32::MAX / HZ {
             return Err(TcError::kernel("sch_sfq: invalid perturb period"));
         }
-        if !red_check_params(o.qth_min, o.qth_max, o.wlog, o.scell_log) {
+        if !red_check_params(o.qth_min, o.qth_max, o.wlog, o.scell_log, None) {
             return Err(einval());
         }
         let mut limit = self.limit;
@@ -734,7 +517,8 @@ impl Sfq {
         if o.depth != 0 {
             maxdepth = o.depth.min(SFQ_MAX_DEPTH);
         }
-        let red = (o.qth_min != 0).then(|| RedParms::new(o.qth_min, o.qth_max, o.wlog, o.plog, o.scell_log, o.max_p));
+        let red =
+            (o.qth_min != 0).then(|| RedParms::new(o.qth_min, o.qth_max, o.wlog, o.plog, o.scell_log, None, o.max_p));
         if o.limit != 0 {
             limit = o.limit.min(maxdepth * maxflows);
             maxflows = maxflows.min(limit);
@@ -955,7 +739,7 @@ impl Sfq {
             let slot = &mut self.slots[x as usize];
             slot.pkts.push_back(skb);
             if let Some(p) = &self.red {
-                slot.vars.qavg = red_calc_qavg(p, &slot.vars, slot.backlog);
+                slot.vars.qavg = red_calc_qavg_no_idle_time(p, &slot.vars, slot.backlog);
             }
             slot.backlog = slot.backlog.wrapping_add(len);
             self.inc(x);
@@ -1075,9 +859,9 @@ impl Qdisc for Sfq {
             let mut congestion = false;
             if let Some(p) = &self.red {
                 let slot = &mut self.slots[x as usize];
-                slot.vars.qavg = red_calc_qavg(p, &slot.vars, slot.backlog);
+                slot.vars.qavg = red_calc_qavg_no_idle_time(p, &slot.vars, slot.backlog);
                 let qavg = slot.vars.qavg;
-                let act = red_action(p, &mut slot.vars, qavg, &mut self.rng);
+                let act = red_action(p, &mut slot.vars, qavg, || self.rng.next_u32());
                 let (may_mark, st) = match act {
                     RedAction::Pass => (false, None),
                     RedAction::Prob => (self.flags & TC_RED_ECN != 0, Some(false)),

@@ -20,12 +20,11 @@
 
 use crate::packet::Packet;
 use crate::qdisc::{
-    tc_h_make, Child, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch,
+    tc_h_make, Child, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, OneClass, Ops, Opts, Parse, Qdisc, Sch,
 };
 use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
 use crate::sched::fifo::{Fifo, FifoKind, FifoOpt};
 use crate::sched::noqueue::Noop;
-use crate::stats::Stats;
 use crate::tc::units::{c_double_to_u32, ticks2ns};
 use crate::tc::{matches, units, Args, Out, TcError};
 use crate::time::Instant;
@@ -626,31 +625,16 @@ impl Qdisc for Tbf {
 
 /// One class, `<handle>:1`. The kernel's `tbf_find` maps *every* classid to it, so
 /// `parent 1:5` addresses the same class (and the grafted qdisc keeps parent 1:5).
-impl Classful for Tbf {
-    fn class_minors(&self) -> Vec<u32> {
-        vec![1]
+/// tbf has no `dump_stats` class op: its class prints no counters.
+impl OneClass for Tbf {
+    fn class_handle(&self) -> u32 {
+        self.handle
     }
-    fn leaf(&self, _minor: u32) -> Option<&Node> {
-        Some(&self.child)
+    fn one_child(&self) -> &Node {
+        &self.child
     }
-    fn leaf_mut(&mut self, _minor: u32) -> Option<&mut Node> {
-        Some(&mut self.child)
-    }
-    /// `tbf_graft`: None means noop. The tree purges the old child and reduces the
-    /// ancestors (us included).
-    fn graft(
-        &mut self,
-        _sch: &mut Sch,
-        _minor: u32,
-        new: Option<Node>,
-        _dev: &DevInfo,
-    ) -> Result<Option<Node>, TcError> {
-        let new = new.unwrap_or_else(|| Noop::node(tc_h_make(self.handle, 1)));
-        Ok(Some(std::mem::replace(&mut self.child, new)))
-    }
-    /// tbf has no `dump_stats` class op: its class prints no counters.
-    fn class_stats(&self, _minor: u32) -> Option<Stats> {
-        None
+    fn one_child_mut(&mut self) -> &mut Node {
+        &mut self.child
     }
 }
 
