@@ -391,6 +391,11 @@ pub trait Classful {
     fn hook_block(&self, minor: u32) -> bool {
         self.block(minor).is_some()
     }
+    /// The extack `cops->tcf_block` gives when it refuses a class's block (EINVAL
+    /// either way); None: no message.
+    fn no_block_extack(&self) -> Option<&'static str> {
+        None
+    }
     /// `cops->bind_tcf`: a filter's result now names class `classid` (htb counts it
     /// in `filter_cnt`, so the class cannot be deleted while filters point at it).
     fn bind_filter(&mut self, _classid: u32) {}

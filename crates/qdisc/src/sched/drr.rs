@@ -1,5 +1,5 @@
 //! drr — Deficit Round Robin. Mirrors net/sched/sch_drr.c (kernel side) and
-//! tc/q_drr.c (iproute2 side); §19 of docs/kernel-notes.md.
+//! tc/q_drr.c (iproute2 side); §22 of docs/kernel-notes.md.
 //!
 //! Theory: classes made with `tc class add … drr [quantum SIZE]`, each with a child
 //! qdisc (a pfifo until one is grafted); a packet reaches a class through
@@ -275,12 +275,14 @@ impl Classful for Drr {
         self.classes.get_mut(&minor).map(|c| &mut c.leaf)
     }
 
-    /// Mirrors `drr_graft_class`: None means a fresh default pfifo. The old qdisc is
+    /// Mirrors `drr_graft_class`: None means a fresh default pfifo (unlisted). The old qdisc is
     /// returned for the caller to purge, which empties the class
     /// (`drr_qlen_notify`).
     fn graft(&mut self, _sch: &mut Sch, minor: u32, new: Option<Node>, dev: &DevInfo) -> Result<Option<Node>, TcError> {
         let c = self.classes.get_mut(&minor).ok_or_else(|| TcError::kernel("Specified class not found"))?;
-        let new = new.unwrap_or_else(|| Self::default_leaf(c.classid, dev));
+        // Unlike drr_change_class, drr_graft_class never qdisc_hash_add()s the fresh
+        // pfifo: dumps do not list it.
+        let new = new.unwrap_or_else(|| Self::default_leaf(c.classid, dev).unhashed());
         let old = std::mem::replace(&mut c.leaf, new);
         self.deactivate(minor);
         Ok(Some(old))
@@ -305,15 +307,18 @@ impl Classful for Drr {
         if o.quantum == Some(0) {
             return Err(TcError::with_errno("Specified DRR quantum cannot be zero", Errno::EINVAL));
         }
+        // Debian's 6.12.117 clamps every quantum, given or default, to [256, 2^20]
+        // (golden drr-quantum-bounds); 6.18 takes any but zero.
+        let bound = |q: u32| if dev.kernel.quantum_bounds() { q.clamp(256, 1 << 20) } else { q };
         let m = tc_h_min(classid);
         if exists {
             if let (Some(c), Some(q)) = (self.classes.get_mut(&m), o.quantum) {
-                c.quantum = q;
+                c.quantum = bound(q);
             }
             return Ok(None);
         }
         let leaf = Self::default_leaf(classid, dev);
-        let quantum = o.quantum.unwrap_or(dev.psched_mtu());
+        let quantum = bound(o.quantum.unwrap_or(dev.psched_mtu()));
         self.classes.insert(
             m,
             Class { classid, quantum, deficit: 0, active: false, bstats: Stats::default(), filter_cnt: 0, leaf },
@@ -376,6 +381,9 @@ impl Classful for Drr {
     }
     fn block_mut(&mut self, minor: u32) -> Option<&mut Block> {
         (minor == 0).then_some(&mut self.block)
+    }
+    fn no_block_extack(&self) -> Option<&'static str> {
+        Some("DRR classid must be zero")
     }
     /// `drr_bind_tcf`.
     fn bind_filter(&mut self, classid: u32) {

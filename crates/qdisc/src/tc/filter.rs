@@ -235,7 +235,7 @@ fn find_block(tc: &Tc, di: usize, parent: u32) -> Result<(Path, u32, u32), TcErr
         return Err(kerr("Specified class doesn't exist"));
     }
     if !c.hook_block(minor) {
-        return Err(kerrno(Errno::EINVAL));
+        return Err(c.no_block_extack().map_or_else(|| kerrno(Errno::EINVAL), kerr));
     }
     Ok((path, minor, parent))
 }
