@@ -275,6 +275,20 @@ pub fn dequeue_internal<Q: Qdisc + ?Sized>(q: &mut Q, sch: &mut Sch, now: Instan
     }
 }
 
+/// Inside a classful kind's `impl Qdisc`: its `as_classful` and `as_classful_mut`
+/// (the kind's `Qdisc_ops.cl_ops`).
+#[macro_export]
+macro_rules! classful {
+    () => {
+        fn as_classful(&self) -> Option<&dyn $crate::qdisc::Classful> {
+            Some(self)
+        }
+        fn as_classful_mut(&mut self) -> Option<&mut dyn $crate::qdisc::Classful> {
+            Some(self)
+        }
+    };
+}
+
 /// The state the kernel keeps in `struct Qdisc` for every kind, kept in the tree's
 /// [`Node`] and handed to the kind's operations.
 #[derive(Default)]

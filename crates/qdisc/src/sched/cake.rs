@@ -2133,12 +2133,7 @@ impl Qdisc for Cake {
         row(out, "  quantum ", &|b| b.flow_quantum.to_string());
     }
 
-    fn as_classful(&self) -> Option<&dyn Classful> {
-        Some(self)
-    }
-    fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
-        Some(self)
-    }
+    crate::classful!();
 
     fn watchdog(&self, sch: &Sch) -> Option<Instant> {
         if sch.stats.qlen == 0 {

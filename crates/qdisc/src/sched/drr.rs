@@ -248,12 +248,7 @@ impl Qdisc for Drr {
     /// drr has no `dump` op: no options.
     fn dump(&self, _out: &mut Out, _dev: &DevInfo) {}
 
-    fn as_classful(&self) -> Option<&dyn Classful> {
-        Some(self)
-    }
-    fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
-        Some(self)
-    }
+    crate::classful!();
     fn watchdog(&self, _sch: &Sch) -> Option<Instant> {
         self.watchdog
     }

@@ -1052,12 +1052,7 @@ impl Qdisc for FqCodel {
     fn can_bypass(&self) -> bool {
         self.bypass
     }
-    fn as_classful(&self) -> Option<&dyn Classful> {
-        Some(self)
-    }
-    fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
-        Some(self)
-    }
+    crate::classful!();
 }
 
 /// C `printf("%#x", v)`: `0` for zero, else `0x…`.

@@ -115,12 +115,7 @@ impl Qdisc for Ingress {
             out.fp(format_args!("---------------- "));
         }
     }
-    fn as_classful(&self) -> Option<&dyn Classful> {
-        Some(self)
-    }
-    fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
-        Some(self)
-    }
+    crate::classful!();
 }
 
 /// `ingress_class_ops` / `clsact_class_ops`: no classes, only filter blocks.

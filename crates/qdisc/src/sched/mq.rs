@@ -133,12 +133,7 @@ impl Qdisc for Mq {
         self.sync(sch);
     }
 
-    fn as_classful(&self) -> Option<&dyn Classful> {
-        Some(self)
-    }
-    fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
-        Some(self)
-    }
+    crate::classful!();
 }
 
 impl Classful for Mq {

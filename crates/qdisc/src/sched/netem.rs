@@ -1127,12 +1127,7 @@ impl Qdisc for Netem {
         out.uint("gap", format_args!("{gap}"), self.gap as u64);
     }
 
-    fn as_classful(&self) -> Option<&dyn Classful> {
-        Some(self)
-    }
-    fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
-        Some(self)
-    }
+    crate::classful!();
     fn watchdog(&self, _sch: &Sch) -> Option<Instant> {
         self.watchdog
     }

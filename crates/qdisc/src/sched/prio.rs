@@ -286,12 +286,7 @@ impl Qdisc for Prio {
         dump_priomap(out, self.bands(), &self.prio2band);
     }
 
-    fn as_classful(&self) -> Option<&dyn Classful> {
-        Some(self)
-    }
-    fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
-        Some(self)
-    }
+    crate::classful!();
 }
 
 impl Classful for Prio {

@@ -39,7 +39,7 @@
 
 use crate::packet::Packet;
 use crate::qdisc::{
-    tc_h_make, Child, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, OneClass, Ops, Opts, Parse, Qdisc, Sch,
+    tc_h_make, Child, Dequeued, DevInfo, Enqueued, Flags, Node, OneClass, Ops, Opts, Parse, Qdisc, Sch,
 };
 use crate::sched::fifo::{Fifo, FifoKind};
 use crate::sched::noqueue::Noop;
@@ -821,12 +821,7 @@ impl Qdisc for Red {
         out.uint("other", format_args!("other 0 "), 0);
     }
 
-    fn as_classful(&self) -> Option<&dyn Classful> {
-        Some(self)
-    }
-    fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
-        Some(self)
-    }
+    crate::classful!();
 
     /// A throttled child's wake-up time is ours.
     fn watchdog(&self, _sch: &Sch) -> Option<Instant> {
@@ -855,6 +850,7 @@ impl OneClass for Red {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::qdisc::Classful;
     use crate::testing::{argv, dev, held, ms, t};
 
     fn p(s: &str) -> Result<RedOpt, TcError> {

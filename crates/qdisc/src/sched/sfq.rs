@@ -1026,12 +1026,7 @@ impl Qdisc for Sfq {
     fn can_bypass(&self) -> bool {
         self.limit >= 1
     }
-    fn as_classful(&self) -> Option<&dyn Classful> {
-        Some(self)
-    }
-    fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
-        Some(self)
-    }
+    crate::classful!();
     fn sync_stats(&mut self, _sch: &mut Sch) {}
 }
 

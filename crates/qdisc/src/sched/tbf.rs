@@ -20,7 +20,7 @@
 
 use crate::packet::Packet;
 use crate::qdisc::{
-    tc_h_make, Child, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, OneClass, Ops, Opts, Parse, Qdisc, Sch,
+    tc_h_make, Child, Dequeued, DevInfo, Enqueued, Flags, Node, OneClass, Ops, Opts, Parse, Qdisc, Sch,
 };
 use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
 use crate::sched::fifo::{Fifo, FifoKind, FifoOpt};
@@ -604,12 +604,7 @@ impl Qdisc for Tbf {
         }
     }
 
-    fn as_classful(&self) -> Option<&dyn Classful> {
-        Some(self)
-    }
-    fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
-        Some(self)
-    }
+    crate::classful!();
 
     /// `tbf_dump` overwrites the qdisc's backlog with the child's before reporting.
     /// The time the kernel's watchdog would be armed for after the last dequeue
@@ -641,6 +636,7 @@ impl OneClass for Tbf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::qdisc::Classful;
     use crate::testing::{argv, dev, held, t};
 
     fn p(s: &str) -> Result<TbfOpt, TcError> {

@@ -1177,12 +1177,7 @@ impl Qdisc for Htb {
         out.uint("direct_qlen", format_args!(" direct_qlen {}", self.direct_qlen), self.direct_qlen as u64);
     }
 
-    fn as_classful(&self) -> Option<&dyn Classful> {
-        Some(self)
-    }
-    fn as_classful_mut(&mut self) -> Option<&mut dyn Classful> {
-        Some(self)
-    }
+    crate::classful!();
 
     /// When the kernel's watchdog would fire after the last dequeue that found
     /// nothing sendable (None once a packet was sent, or when empty).
