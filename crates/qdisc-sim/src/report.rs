@@ -282,7 +282,10 @@ impl Recorder {
                 backend: "sim".into(),
                 kernel: "simulated (qdisc engine with Linux 6.12 semantics)".into(),
                 iproute2: format!("qdisc-lab tc {} (iproute2 6.15 syntax)", env!("CARGO_PKG_VERSION")),
-                tools: BTreeMap::from([("tcp".to_string(), "qdisc-sim TCP model (cubic, reno)".to_string())]),
+                tools: BTreeMap::from([(
+                    "tcp".to_string(),
+                    "qdisc-sim TCP model (cubic, reno, bbr, dctcp)".to_string(),
+                )]),
                 qdisc_lab: env!("CARGO_PKG_VERSION").into(),
                 interval_s,
                 snapshot_interval_s: self.snapshot_every as f64 / 1e9,
