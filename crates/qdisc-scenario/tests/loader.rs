@@ -69,11 +69,13 @@ fn bundled_scenarios_load() {
     assert_eq!(
         names,
         [
+            "bbr-htb.toml",
             "bench-100g-fq.toml",
             "bench-dumbbell-100m.toml",
             "bench-dumbbell-1g.toml",
             "bufferbloat-fq_codel.toml",
             "bufferbloat-pfifo.toml",
+            "dctcp-fq_codel-ce.toml",
             "fq-flows-plimit.toml",
             "netem-20ms.toml",
             "seed-000.toml",

@@ -38,7 +38,11 @@
 //! * **Local congestion**: the qdisc's verdict on the skb just handed out comes back
 //!   through [`TcpSender::on_local_xmit`]: `Congested`/`Dropped` enter CWR like
 //!   `tcp_transmit_skb`'s `err > 0 → tcp_enter_cwr`; `Dropped` puts the skb back.
-//! * **ECN** (RFC 3168 as in `tcp_ecn.h`): ECT(0) on new data only, ECE until CWR.
+//! * **ECN** (RFC 3168 as in `tcp_ecn.h`): ECT(0) on new data only, ECE until CWR; a
+//!   dctcp receiver echoes the CE state of each segment instead ([`dctcp`]).
+//! * **Pacing**: `sk_pacing_rate` from `tcp_update_pacing_rate`, or BBR's; EDT
+//!   timestamps when the pacing status is not NONE (fq sets FQ, BBR sets NEEDED: TCP
+//!   then paces itself with its pacing timer, `tcp_internal_pacing`).
 //! * **Receiver** ([`receiver`]): `tcp_data_queue`, out-of-order queue with SACK
 //!   and D-SACK blocks, the delayed-ACK engine (`ato`, quickack, `TCP_DELACK_MIN`
 //!   … `TCP_DELACK_MAX`) and SACK compression (`__tcp_ack_snd_check`).
@@ -97,6 +101,8 @@ mod timer;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cc;
 
 pub use receiver::TcpReceiver;
 pub use sender::TcpSender;

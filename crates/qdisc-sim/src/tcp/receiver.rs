@@ -282,11 +282,11 @@ impl TcpReceiver {
 
         // tcp_ack_snd_check
         let ack = if self.ack_sched { self.ack_snd_check(now) } else { None };
-        // DCTCP's ACK for the previous CE state goes first.
-        let mut acks = self.dctcp_ack.take().into_iter().chain(first_ack).chain(ack);
-        let out = acks.next();
+        // DCTCP's ACK for the previous CE state goes first; ACKs still waiting to be
+        // returned go before all of them (they were sent first).
+        let acks = self.dctcp_ack.take().into_iter().chain(first_ack).chain(ack);
         self.stash.extend(acks.map(|a| (now, a)));
-        out
+        self.stash.pop_front().map(|(_, a)| a)
     }
 
     /// The in-sequence branch of `tcp_data_queue`.
