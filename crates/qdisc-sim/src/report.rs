@@ -205,7 +205,14 @@ impl Recorder {
                         t,
                         &dst,
                         start_s,
-                        Some(cc.clone()),
+                        // What TCP_CONGESTION reads back (iperf3's sender_tcp_congestion).
+                        Some(
+                            sim.tcp
+                                .iter()
+                                .find(|f| f.traffic == ti)
+                                .map_or(cc.as_str(), |f| f.cfg.cc.effective_name(f.cfg.ecn))
+                                .to_string(),
+                        ),
                         sim.tcp.iter().find(|f| f.traffic == ti).map(|f| f.mss),
                         streams,
                         summary,

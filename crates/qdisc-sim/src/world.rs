@@ -719,6 +719,19 @@ impl Sim {
                             names.join(", ")
                         )));
                     };
+                    // A host's net.ipv4.tcp_congestion_control: the last its script sets.
+                    let default_cc = |host: &str| {
+                        s.tc.iter()
+                            .filter(|script| script.host == host)
+                            .flat_map(|script| &script.settings)
+                            .filter_map(|st| match &st.kind {
+                                SettingKind::Sysctl { key, value } if key == "net.ipv4.tcp_congestion_control" => {
+                                    Some(value.as_str())
+                                }
+                                _ => None,
+                            })
+                            .last()
+                    };
                     let base_rtt = path_rtt(s, &t.from, &t.to);
                     let base = ephemeral(*flows);
                     for stream in 0..*flows {
@@ -730,6 +743,16 @@ impl Sim {
                         let mut f = TcpFlow::new(ti, stream, src, dst, k, cc, rtt, start, end, id);
                         // The socket's own randomness (BBR's first gain-cycle phase).
                         f.cfg.seed = Rng::new(s.seed ^ 0x7463_705f ^ ((id as u64) << 32)).next_u64();
+                        // ECN is negotiated only between two dctcp defaults: iperf3 sets -C
+                        // on the connected socket, so the SYN went out with the client's
+                        // default module, and only dctcp (TCP_CONG_NEEDS_ECN) asks with
+                        // tcp_ecn = 2 — in an ECT SYN, which tcp_ecn_create_request accepts
+                        // only when the server's listener needs ECN too. A dctcp socket
+                        // without ECN is dctcp-reno; other modules send no ECT after
+                        // TCP_CONGESTION (INET_ECN_dontxmit), as if not negotiated.
+                        f.cfg.ecn = cc == tcp::CongestionControl::Dctcp
+                            && default_cc(&t.from) == Some("dctcp")
+                            && default_cc(&t.to) == Some("dctcp");
                         f.set_path(mtu, gso);
                         f.snd_cpu = place(self, src, &t.sender_cpus, stream as usize);
                         f.rcv_cpu = place(self, dst, &t.receiver_cpus, stream as usize);

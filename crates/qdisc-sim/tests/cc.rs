@@ -84,6 +84,7 @@ fn bbr_keeps_a_far_smaller_standing_queue_than_cubic() {
 fn dctcp_holds_the_queue_near_the_ce_threshold_without_drops() {
     let text = scenario_text("dctcp-fq_codel-ce.toml");
     let dctcp = run(&text);
+    assert_eq!(dctcp.throughput[0].cc.as_deref(), Some("dctcp"));
     let q = end_qdisc(&dctcp, "fq_codel");
     assert_eq!(q["drops"], 0, "{q}");
     assert!(q["ce_mark"].as_u64().unwrap() > 1000, "{q}");
@@ -102,6 +103,14 @@ fn dctcp_holds_the_queue_near_the_ce_threshold_without_drops() {
     let backlog_cubic = mean_backlog(&cubic, "fq_codel", 1.0);
     eprintln!("fq_codel backlog: cubic {backlog_cubic:.0} B");
     assert!(backlog * 2.0 < backlog_cubic, "dctcp {backlog} B, cubic {backlog_cubic} B");
+
+    // Without the client's dctcp default the SYN asks for no ECN, and iperf3's -C dctcp
+    // then gives dctcp-reno (as the Debian 6.12 kernel reports it): nothing is marked.
+    let reno = run(&text.replace("sysctl -w net.ipv4.tcp_congestion_control=dctcp\n", ""));
+    assert_eq!(reno.throughput[0].cc.as_deref(), Some("dctcp-reno"));
+    let qr = end_qdisc(&reno, "fq_codel");
+    assert_eq!(qr["ce_mark"].as_u64().unwrap_or(0), 0, "{qr}");
+    assert!(qr["drops"].as_u64().unwrap() > 0, "{qr}");
 }
 
 /// Same scenario and seed ⇒ byte-identical results, for bbr (whose gain cycle starts at

@@ -394,9 +394,31 @@ impl HostBackend {
                     ScriptItem::Tc(line) => line,
                     ScriptItem::Setting(st) => {
                         let r = match &st.kind {
-                            // Per namespace: written in the host's own /proc/sys.
+                            // Per namespace: written in the host's own /proc/sys. A namespace
+                            // other than the initial one may only default to a module of
+                            // tcp_allowed_congestion_control (tcp_set_default_congestion_control
+                            // refuses a restricted one such as dctcp: EPERM), so the run
+                            // allows it there first; the list is put back afterwards. That
+                            // list takes loaded modules only (tcp_ca_find): one not loaded
+                            // yet is loaded by making it the initial namespace's default for
+                            // a moment (tcp_ca_find_autoload), then the default goes back.
                             SettingKind::Sysctl { key, value } if per_netns_sysctl(key) => {
-                                settings::set_netns_sysctl(&ns, key, value)
+                                const ALLOWED: &str = "net.ipv4.tcp_allowed_congestion_control";
+                                let proc = |name: &str| {
+                                    std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}")).unwrap_or_default()
+                                };
+                                let allowed = proc("tcp_allowed_congestion_control");
+                                let has = |list: &str| list.split_whitespace().any(|c| c == value);
+                                let mut r = Ok(());
+                                if !has(&allowed) {
+                                    if !has(&proc("tcp_available_congestion_control")) {
+                                        r = sysctls.set(key, value).and_then(|()| sysctls.restore(key));
+                                    }
+                                    r = r.and_then(|()| {
+                                        sysctls.set(ALLOWED, format!("{} {value}", allowed.trim()).trim())
+                                    });
+                                }
+                                r.and_then(|()| settings::set_netns_sysctl(&ns, key, value))
                             }
                             SettingKind::Sysctl { key, value } => {
                                 let r = sysctls.set(key, value);

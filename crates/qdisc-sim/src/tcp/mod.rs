@@ -162,6 +162,15 @@ impl CongestionControl {
         }
     }
 
+    /// The module the socket runs with `ecn` negotiated or not, by the name
+    /// `TCP_CONGESTION` reads back: dctcp without ECN is "dctcp-reno".
+    pub fn effective_name(self, ecn: bool) -> &'static str {
+        match self {
+            CongestionControl::Dctcp if !ecn => "dctcp-reno",
+            c => c.name(),
+        }
+    }
+
     /// The module of that kernel name, if the model has it.
     pub fn from_name(name: &str) -> Option<CongestionControl> {
         Self::ALL.into_iter().find(|c| c.name() == name)
@@ -196,9 +205,11 @@ pub struct TcpConfig {
     pub delayed_ack: bool,
     /// `net.ipv4.tcp_sack` = 1 (with D-SACK, `tcp_dsack` = 1).
     pub sack: bool,
-    /// ECN negotiated (`net.ipv4.tcp_ecn` = 2: only if the peer asks, so off by default;
-    /// a dctcp socket always asks, `TCP_CONG_NEEDS_ECN`, so it is on for dctcp whatever
-    /// this says).
+    /// ECN negotiated in the (unmodelled) handshake. With `net.ipv4.tcp_ecn` = 2 a
+    /// client asks for it only when its SYN went out with a module that needs ECN
+    /// (`TCP_CONG_NEEDS_ECN`: dctcp as the host's default), in an ECT SYN the server
+    /// accepts only if its listener needs ECN too. dctcp without it falls back to
+    /// "dctcp-reno" (`dctcp_init`): Reno, no ECN.
     pub ecn: bool,
     /// TSO/GSO (`tcp_tso_autosize`); `false` sends one MSS per skb.
     pub tso: bool,

@@ -107,7 +107,7 @@ pub struct TcpReceiver {
     /// `TCP_ECN_DEMAND_CWR`: echo ECE.
     demand_cwr: bool,
     /// The socket runs dctcp: its CE state machine (`dctcp_ece_ack_update`) decides ECE.
-    dctcp: bool,
+    pub(super) dctcp: bool,
     /// dctcp's `ce_state` (the last data segment was CE) and `prior_rcv_nxt`.
     ce_state: bool,
     prior_rcv_nxt: u64,
@@ -136,8 +136,7 @@ impl TcpReceiver {
             hz,
             advmss: cfg.mss,
             sack_ok: cfg.sack,
-            // A dctcp socket always negotiates ECN (TCP_CONG_NEEDS_ECN).
-            ecn_ok: cfg.ecn || cfg.cc == super::CongestionControl::Dctcp,
+            ecn_ok: cfg.ecn,
             delayed_ack: cfg.delayed_ack,
             rcv_nxt: 0,
             rcv_wup: 0,
@@ -162,7 +161,8 @@ impl TcpReceiver {
             comp_at: None,
             stash: VecDeque::new(),
             demand_cwr: false,
-            dctcp: cfg.cc == super::CongestionControl::Dctcp,
+            // dctcp_init: only with ECN (else dctcp-reno, an RFC 3168-less Reno).
+            dctcp: cfg.cc == super::CongestionControl::Dctcp && cfg.ecn,
             ce_state: false,
             prior_rcv_nxt: 0,
             dctcp_ack: None,

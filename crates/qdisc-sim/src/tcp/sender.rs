@@ -201,7 +201,8 @@ impl TcpSender {
         let cc = match cfg.cc {
             CongestionControl::Reno => Cc::Reno,
             CongestionControl::Cubic => Cc::Cubic(Box::default()),
-            // Initialised below, once the handshake's RTT sample is in (tcp_init_transfer).
+            // Initialised below, once the handshake's RTT sample is in (tcp_init_transfer);
+            // dctcp without ECN stays "dctcp-reno": Reno's hooks.
             CongestionControl::Bbr | CongestionControl::Dctcp => Cc::Reno,
         };
         let mut s = TcpSender {
@@ -242,8 +243,7 @@ impl TcpSender {
             tlp_high_seq: None,
             tlp_retrans: false,
             dsack_dups: 0,
-            // TCP_CONG_NEEDS_ECN: a dctcp socket always negotiates ECN.
-            ecn_ok: cfg.ecn || cfg.cc == CongestionControl::Dctcp,
+            ecn_ok: cfg.ecn,
             queue_cwr: false,
             xmit_timer: None,
             pacing_timer: None,
@@ -309,9 +309,11 @@ impl TcpSender {
                     s.pacing_status = PacingStatus::Needed;
                 }
             }
-            CongestionControl::Dctcp => {
+            // dctcp_init: with ECN; without it the module falls back to dctcp-reno.
+            CongestionControl::Dctcp if s.ecn_ok => {
                 s.cc = Cc::Dctcp(Box::new(Dctcp::new(s.snd_nxt, s.delivered, s.delivered_ce)));
             }
+            CongestionControl::Dctcp => {}
             CongestionControl::Cubic | CongestionControl::Reno => {}
         }
         // The application has data queued: the first poll sends the initial window.

@@ -370,8 +370,12 @@ fn data(i: u64) -> Segment {
 /// latches ECE until CWR instead.
 #[test]
 fn dctcp_receiver_acks_at_once_on_a_ce_state_change() {
-    let cfg =
-        TcpConfig { cc: CongestionControl::Dctcp, syn_rtt: Some(Duration::from_millis(20)), ..TcpConfig::default() };
+    let cfg = TcpConfig {
+        cc: CongestionControl::Dctcp,
+        ecn: true,
+        syn_rtt: Some(Duration::from_millis(20)),
+        ..TcpConfig::default()
+    };
     let mut r = TcpReceiver::new(&cfg, Instant::ZERO);
     let mut i = 0u64;
     let mut feed = |r: &mut TcpReceiver, ce: bool| {
@@ -413,18 +417,26 @@ fn dctcp_receiver_acks_at_once_on_a_ce_state_change() {
     assert!(acks.iter().filter(|a| a.ack > 46 * MSS as u64).all(|a| a.ece), "latched until CWR");
 }
 
-/// ECN is always on for dctcp: new data is ECT(0).
+/// dctcp_init: with ECN negotiated the socket is dctcp and sends ECT(0); without it,
+/// "dctcp-reno": Reno's hooks, no ECT, and a receiver without the CE state machine.
 #[test]
-fn dctcp_forces_ecn() {
-    let cfg =
-        TcpConfig { cc: CongestionControl::Dctcp, syn_rtt: Some(Duration::from_millis(20)), ..TcpConfig::default() };
-    assert!(!cfg.ecn);
-    let mut s = TcpSender::new(cfg, Instant::ZERO);
-    let seg = s.poll_transmit(Instant::ZERO, 0).unwrap();
-    assert!(seg.ect);
-    let cubic = TcpConfig { syn_rtt: Some(Duration::from_millis(20)), ..TcpConfig::default() };
-    let mut s = TcpSender::new(cubic, Instant::ZERO);
+fn dctcp_needs_ecn_or_falls_back_to_dctcp_reno() {
+    let cfg = TcpConfig {
+        cc: CongestionControl::Dctcp,
+        ecn: true,
+        syn_rtt: Some(Duration::from_millis(20)),
+        ..TcpConfig::default()
+    };
+    let mut s = TcpSender::new(cfg.clone(), Instant::ZERO);
+    assert!(matches!(s.cc, sender::Cc::Dctcp(_)));
+    assert!(s.poll_transmit(Instant::ZERO, 0).unwrap().ect);
+    assert_eq!(CongestionControl::Dctcp.effective_name(true), "dctcp");
+    let plain = TcpConfig { ecn: false, ..cfg };
+    let mut s = TcpSender::new(plain.clone(), Instant::ZERO);
+    assert!(matches!(s.cc, sender::Cc::Reno));
     assert!(!s.poll_transmit(Instant::ZERO, 0).unwrap().ect);
+    assert_eq!(CongestionControl::Dctcp.effective_name(false), "dctcp-reno");
+    assert!(!TcpReceiver::new(&plain, Instant::ZERO).dctcp);
 }
 
 /// BBR asks for pacing: without fq the socket paces itself (SK_PACING_NEEDED), its
