@@ -53,9 +53,10 @@ pub const MAX_RETAINED_FIGURES: u64 = 10_000_000;
 pub const DEFAULT_CPUS: u32 = 4;
 
 /// The `sysctl` keys a script may set (`sysctl -w KEY=VALUE`), in the order the errors
-/// list them. All of them are global to a kernel, none per network namespace (see
-/// docs/scenarios.md, "Settings").
-pub const SYSCTL_KEYS: [&str; 10] = [
+/// list them. All of them but `net.ipv4.tcp_congestion_control` are global to a kernel,
+/// not per network namespace (see docs/scenarios.md, "Settings", and
+/// [`per_netns_sysctl`]).
+pub const SYSCTL_KEYS: [&str; 11] = [
     "net.core.default_qdisc",
     "net.core.dev_weight",
     "net.core.dev_weight_tx_bias",
@@ -66,7 +67,27 @@ pub const SYSCTL_KEYS: [&str; 10] = [
     "net.core.skb_defer_max",
     "net.core.gro_normal_batch",
     "net.core.rps_sock_flow_entries",
+    "net.ipv4.tcp_congestion_control",
 ];
+
+/// The TCP congestion controls a scenario may name (`cc`, and `sysctl -w
+/// net.ipv4.tcp_congestion_control=…`), spelled as the kernel spells them: the ones the
+/// simulator models.
+pub const CONGESTION_CONTROLS: [&str; 4] = ["cubic", "reno", "bbr", "dctcp"];
+
+/// A traffic entry's congestion control when neither it nor its sender's script says.
+pub const DEFAULT_CONGESTION_CONTROL: &str = "cubic";
+
+/// Whether a [`SYSCTL_KEYS`] key is per network namespace (`net.ipv4.*`, registered by
+/// `ipv4_sysctl_init_net` for every namespace) rather than a kernel global.
+pub fn per_netns_sysctl(key: &str) -> bool {
+    key == "net.ipv4.tcp_congestion_control"
+}
+
+/// The error for a congestion control name the simulator does not model.
+fn unknown_cc(name: &str) -> String {
+    format!("unknown congestion control {name:?} (the simulator models {})", CONGESTION_CONTROLS.join(", "))
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Host {
@@ -1249,15 +1270,24 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
         let kind = match kind {
             "tcp" => {
                 let cc = match &r.cc {
-                    None => "cubic".to_string(),
+                    // The sender's net.ipv4.tcp_congestion_control when its script sets it
+                    // (the last value: sockets are created after the scripts ran).
+                    None => tc
+                        .iter()
+                        .filter(|s: &&TcScript| s.host == from)
+                        .flat_map(|s| &s.settings)
+                        .filter_map(|st| match &st.kind {
+                            SettingKind::Sysctl { key, value } if key == "net.ipv4.tcp_congestion_control" => {
+                                Some(value.clone())
+                            }
+                            _ => None,
+                        })
+                        .last()
+                        .unwrap_or_else(|| DEFAULT_CONGESTION_CONTROL.to_string()),
                     Some(v) => {
                         let s = v.get_ref();
-                        if s.is_empty() || s.len() > 15 || !s.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
-                            return Err(cx.at(
-                                v.span(),
-                                f("cc"),
-                                format!("invalid congestion control name {s:?} (e.g. \"cubic\", \"bbr\", \"reno\")"),
-                            ));
+                        if !CONGESTION_CONTROLS.contains(&s.as_str()) {
+                            return Err(cx.at(v.span(), f("cc"), unknown_cc(s)));
                         }
                         s.clone()
                     }
@@ -1506,6 +1536,12 @@ fn sysctl_setting(key: &str, value: &str) -> Result<SettingKind, String> {
         return Err(format!("unknown sysctl key {key:?} (supported: {})", SYSCTL_KEYS.join(", ")));
     }
     let value = value.trim();
+    if key == "net.ipv4.tcp_congestion_control" {
+        if !CONGESTION_CONTROLS.contains(&value) {
+            return Err(format!("{key} = {value:?} is refused: {}", unknown_cc(value)));
+        }
+        return Ok(SettingKind::Sysctl { key, value: value.to_string() });
+    }
     if key == "net.core.default_qdisc" {
         qdisc::tree::check_default_qdisc(value).map_err(|e| format!("{key} = {value:?} is refused: {e}"))?;
         return Ok(SettingKind::Sysctl { key, value: value.to_string() });

@@ -69,11 +69,13 @@ fn bundled_scenarios_load() {
     assert_eq!(
         names,
         [
+            "bbr-htb.toml",
             "bench-100g-fq.toml",
             "bench-dumbbell-100m.toml",
             "bench-dumbbell-1g.toml",
             "bufferbloat-fq_codel.toml",
             "bufferbloat-pfifo.toml",
+            "dctcp-fq_codel-ce.toml",
             "fq-flows-plimit.toml",
             "netem-20ms.toml",
             "seed-000.toml",
@@ -116,6 +118,34 @@ fn a_valid_file_loads_with_tc_units() {
     // The hash is of the bytes.
     let s2 = load(&BASE.replace("name = \"t\"", "name = \"t\" ")).unwrap();
     assert_ne!(s.sha256, s2.sha256);
+}
+
+#[test]
+fn congestion_control_names_and_the_senders_sysctl_default() {
+    let cc = |s: &Scenario, i: usize| match &s.traffic[i].kind {
+        TrafficKind::Tcp { cc, .. } => cc.clone(),
+        k => panic!("{k:?}"),
+    };
+    // No cc and no sysctl: cubic.
+    assert_eq!(cc(&load(BASE).unwrap(), 0), "cubic");
+    for name in ["cubic", "reno", "bbr", "dctcp"] {
+        assert_eq!(cc(&load(&with("flows = 4", &format!("flows = 4\ncc = \"{name}\""))).unwrap(), 0), name);
+    }
+    // The sender's sysctl (the last one) is the default; an explicit cc wins over it.
+    let text =
+        with(CLASS, "sysctl -w net.ipv4.tcp_congestion_control=dctcp\nsysctl -w net.ipv4.tcp_congestion_control=bbr");
+    let s = load(&text).unwrap();
+    assert_eq!(cc(&s, 0), "bbr");
+    assert!(s.tc[0].settings.iter().any(
+        |st| st.kind == SettingKind::Sysctl { key: "net.ipv4.tcp_congestion_control".into(), value: "bbr".into() }
+    ));
+    assert_eq!(cc(&load(&text.replace("flows = 4", "flows = 4\ncc = \"reno\"")).unwrap(), 0), "reno");
+    // Another host's sysctl is not the sender's: b's setting leaves a's flows at cubic.
+    let b = format!("{BASE}\n[tc.b]\nscript = \"sysctl -w net.ipv4.tcp_congestion_control=bbr\"\n");
+    assert_eq!(cc(&load(&b).unwrap(), 0), "cubic");
+    // echo into /proc/sys works too.
+    let e = with(CLASS, "echo dctcp > /proc/sys/net/ipv4/tcp_congestion_control");
+    assert_eq!(cc(&load(&e).unwrap(), 0), "dctcp");
 }
 
 #[test]
@@ -288,7 +318,10 @@ fn mistakes_are_named_exactly() {
         (with("kind = \"tcp\"", "kind = \"tpc\""), "t.toml:20:8: traffic[0].kind: unknown traffic kind \"tpc\" (expected \"tcp\", \"udp\", \"pktgen\" or \"ping\")"),
         (with("flows = 4", "flows = 4\ninterval = \"1s\""), "t.toml:24:12: traffic[0].interval: does not apply to kind \"tcp\" (tcp takes: from, to, start, duration, flows, cc, sender_cpus, receiver_cpus)"),
         (with("flows = 4", "flows = 0"), "t.toml:23:9: traffic[0].flows: must be between 1 and 128"),
-        (with("flows = 4", "flows = 4\ncc = \"cu bic\""), "t.toml:24:6: traffic[0].cc: invalid congestion control name \"cu bic\" (e.g. \"cubic\", \"bbr\", \"reno\")"),
+        (with("flows = 4", "flows = 4\ncc = \"cu bic\""), "t.toml:24:6: traffic[0].cc: unknown congestion control \"cu bic\" (the simulator models cubic, reno, bbr, dctcp)"),
+        (with("flows = 4", "flows = 4\ncc = \"BBR\""), "t.toml:24:6: traffic[0].cc: unknown congestion control \"BBR\" (the simulator models cubic, reno, bbr, dctcp)"),
+        (with("flows = 4", "flows = 4\ncc = \"htcp\""), "t.toml:24:6: traffic[0].cc: unknown congestion control \"htcp\" (the simulator models cubic, reno, bbr, dctcp)"),
+        (with(CLASS, "sysctl -w net.ipv4.tcp_congestion_control=vegas"), "t.toml:16:1: tc.a.script: script line 2: net.ipv4.tcp_congestion_control = \"vegas\" is refused: unknown congestion control \"vegas\" (the simulator models cubic, reno, bbr, dctcp)"),
         (with("flows = 4", "flows = 4\nstart = \"5s\""), "t.toml:24:9: traffic[0].start: starts at 5s but the scenario lasts 5s"),
         (with("flows = 4", "flows = 4\nstart = \"1s\"\nduration = \"4500ms\""), "t.toml:25:12: traffic[0].duration: ends at 5500ms but the scenario lasts 5s"),
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\""), "t.toml:25:1: traffic[1].rate: missing: udp traffic needs a rate per flow (e.g. rate = \"50mbit\", or \"unlimited\")"),
@@ -308,7 +341,7 @@ fn mistakes_are_named_exactly() {
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"lots\""), "t.toml:29:8: traffic[1].rate: invalid rate \"lots\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")"),
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"unlimited\"\nflows = 129"), "t.toml:30:9: traffic[1].flows: must be between 1 and 128"),
         // Settings in a script: sysctl.
-        (with(CLASS, "sysctl -w net.core.foo=1"), "t.toml:16:1: tc.a.script: script line 2: unknown sysctl key \"net.core.foo\" (supported: net.core.default_qdisc, net.core.dev_weight, net.core.dev_weight_tx_bias, net.core.dev_weight_rx_bias, net.core.netdev_budget, net.core.netdev_budget_usecs, net.core.netdev_max_backlog, net.core.skb_defer_max, net.core.gro_normal_batch, net.core.rps_sock_flow_entries)"),
+        (with(CLASS, "sysctl -w net.core.foo=1"), "t.toml:16:1: tc.a.script: script line 2: unknown sysctl key \"net.core.foo\" (supported: net.core.default_qdisc, net.core.dev_weight, net.core.dev_weight_tx_bias, net.core.dev_weight_rx_bias, net.core.netdev_budget, net.core.netdev_budget_usecs, net.core.netdev_max_backlog, net.core.skb_defer_max, net.core.gro_normal_batch, net.core.rps_sock_flow_entries, net.ipv4.tcp_congestion_control)"),
         (with(CLASS, "sysctl -w net.core.dev_weight=0"), "t.toml:16:1: tc.a.script: script line 2: net.core.dev_weight = 0 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl net.core.dev_weight_rx_bias=2147483648"), "t.toml:16:1: tc.a.script: script line 2: net.core.dev_weight_rx_bias = 2147483648 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl -w net.core.netdev_budget_usecs=2000"), "t.toml:16:1: tc.a.script: script line 2: net.core.netdev_budget_usecs = 2000 is out of range: the kernel takes 8000 to 2147483647 (at least 2 jiffies: 8000 µs at HZ=250)"),

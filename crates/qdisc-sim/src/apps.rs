@@ -42,7 +42,7 @@ pub struct TcpFlow {
     pub dst: u32,
     pub key: FlowKey,
     pub mss: u32,
-    cfg: tcp::TcpConfig,
+    pub(crate) cfg: tcp::TcpConfig,
     pub sender: Option<tcp::TcpSender>,
     pub receiver: Option<tcp::TcpReceiver>,
     pub sk: Arc<Socket>,
@@ -298,7 +298,7 @@ impl Sim {
             f.app_blocked = true;
             return Step::Done(0);
         }
-        s.app_write(bytes);
+        s.app_write(bytes, f.sk.wmem_alloc());
         let k = &self.cpus(h).costs;
         let (call, copy) = (k.tcp_sendmsg * bytes.div_ceil(65536), k.copy(bytes));
         self.cpus(h).charge(c, Class::Sys, Func::TcpSendmsg as u16, call);

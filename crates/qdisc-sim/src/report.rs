@@ -205,7 +205,14 @@ impl Recorder {
                         t,
                         &dst,
                         start_s,
-                        Some(cc.clone()),
+                        // What TCP_CONGESTION reads back (iperf3's sender_tcp_congestion).
+                        Some(
+                            sim.tcp
+                                .iter()
+                                .find(|f| f.traffic == ti)
+                                .map_or(cc.as_str(), |f| f.cfg.cc.effective_name(f.cfg.ecn))
+                                .to_string(),
+                        ),
                         sim.tcp.iter().find(|f| f.traffic == ti).map(|f| f.mss),
                         streams,
                         summary,
@@ -282,7 +289,10 @@ impl Recorder {
                 backend: "sim".into(),
                 kernel: "simulated (qdisc engine with Linux 6.12 semantics)".into(),
                 iproute2: format!("qdisc-lab tc {} (iproute2 6.15 syntax)", env!("CARGO_PKG_VERSION")),
-                tools: BTreeMap::from([("tcp".to_string(), "qdisc-sim TCP model (cubic, reno)".to_string())]),
+                tools: BTreeMap::from([(
+                    "tcp".to_string(),
+                    "qdisc-sim TCP model (cubic, reno, bbr, dctcp)".to_string(),
+                )]),
                 qdisc_lab: env!("CARGO_PKG_VERSION").into(),
                 interval_s,
                 snapshot_interval_s: self.snapshot_every as f64 / 1e9,

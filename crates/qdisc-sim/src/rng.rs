@@ -1,6 +1,7 @@
 //! A small seeded random number generator (SplitMix64): the simulator's only source of
 //! randomness (link loss), so a scenario and its seed give the same run everywhere.
 
+#[derive(Clone, Debug)]
 pub struct Rng(u64);
 
 impl Rng {

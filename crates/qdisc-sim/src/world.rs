@@ -638,6 +638,11 @@ impl Sim {
             }
             return Ok(());
         }
+        if key == "net.ipv4.tcp_congestion_control" {
+            // The host's default for sockets created later: the loader has already made it
+            // the `cc` of every tcp entry this host sends without one.
+            return Ok(());
+        }
         let cpu = self.hosts[m].cpu.as_mut().expect("scenario hosts have CPUs");
         let int = || value.parse::<i64>().map_err(|e| format!("{value}: {e}"));
         match key {
@@ -707,14 +712,25 @@ impl Sim {
             let end = Instant::from_nanos(t.start + t.duration);
             match &t.kind {
                 TrafficKind::Tcp { flows, cc } => {
-                    let cc = match cc.as_str() {
-                        "cubic" => tcp::CongestionControl::Cubic,
-                        "reno" => tcp::CongestionControl::Reno,
-                        other => {
-                            return Err(RunError::Unsupported(format!(
-                                "traffic[{ti}]: the simulator models cubic and reno, not {other:?} (use --backend host or vm)"
-                            )))
-                        }
+                    let Some(cc) = tcp::CongestionControl::from_name(cc) else {
+                        let names: Vec<&str> = tcp::CongestionControl::ALL.iter().map(|c| c.name()).collect();
+                        return Err(RunError::Unsupported(format!(
+                            "traffic[{ti}]: the simulator models {}, not {cc:?} (use --backend host or vm)",
+                            names.join(", ")
+                        )));
+                    };
+                    // A host's net.ipv4.tcp_congestion_control: the last its script sets.
+                    let default_cc = |host: &str| {
+                        s.tc.iter()
+                            .filter(|script| script.host == host)
+                            .flat_map(|script| &script.settings)
+                            .filter_map(|st| match &st.kind {
+                                SettingKind::Sysctl { key, value } if key == "net.ipv4.tcp_congestion_control" => {
+                                    Some(value.as_str())
+                                }
+                                _ => None,
+                            })
+                            .last()
                     };
                     let base_rtt = path_rtt(s, &t.from, &t.to);
                     let base = ephemeral(*flows);
@@ -725,6 +741,18 @@ impl Sim {
                         let k = key(base + 2 * stream as u16, 5201 + ti as u16, 6);
                         let rtt = qdisc::Duration(base_rtt);
                         let mut f = TcpFlow::new(ti, stream, src, dst, k, cc, rtt, start, end, id);
+                        // The socket's own randomness (BBR's first gain-cycle phase).
+                        f.cfg.seed = Rng::new(s.seed ^ 0x7463_705f ^ ((id as u64) << 32)).next_u64();
+                        // ECN is negotiated only between two dctcp defaults: iperf3 sets -C
+                        // on the connected socket, so the SYN went out with the client's
+                        // default module, and only dctcp (TCP_CONG_NEEDS_ECN) asks with
+                        // tcp_ecn = 2 — in an ECT SYN, which tcp_ecn_create_request accepts
+                        // only when the server's listener needs ECN too. A dctcp socket
+                        // without ECN is dctcp-reno; other modules send no ECT after
+                        // TCP_CONGESTION (INET_ECN_dontxmit), as if not negotiated.
+                        f.cfg.ecn = cc == tcp::CongestionControl::Dctcp
+                            && default_cc(&t.from) == Some("dctcp")
+                            && default_cc(&t.to) == Some("dctcp");
                         f.set_path(mtu, gso);
                         f.snd_cpu = place(self, src, &t.sender_cpus, stream as usize);
                         f.rcv_cpu = place(self, dst, &t.receiver_cpus, stream as usize);

@@ -113,3 +113,78 @@ fn fq_flows_plimit_as_on_debian_13() {
 fn netem_path_as_on_debian_13() {
     check("vm-netem-20ms.json", "scenarios/netem-20ms.toml", "client");
 }
+
+/// Retransmitted segments of every tcp entry (iperf3's Retr).
+fn retransmits(r: &RunResult) -> u64 {
+    r.throughput.iter().filter_map(|t| t.sender.retransmits).sum()
+}
+
+/// The issue's targets for a congestion control compared with the kernel: total
+/// throughput within 3 %, ping p50 within 10 % and p99 within 15 %, drops within 25 %,
+/// retransmits of the same order. A metric the model misses is pinned at the
+/// simulator's value today (with why); one that meets its target must not be pinned.
+fn check_targets(fixture: &str, scenario: &str, host: &str, pinned: &[(&str, f64, &str)]) {
+    let kernel: RunResult = serde_json::from_str(
+        &std::fs::read_to_string(root().join("crates/qdisc-sim/tests/fixtures").join(fixture)).unwrap(),
+    )
+    .unwrap();
+    let s = Scenario::load(root().join(scenario)).unwrap();
+    assert_eq!(s.sha256, kernel.scenario.sha256, "{scenario} changed since the fixture was recorded: record it again");
+    let (sim, _) = simulate(&s, &RunOptions::default(), &mut NoProgress).unwrap();
+    let within = |m: f64, k: f64, tol: f64| if k == 0.0 { m == 0.0 } else { (m / k - 1.0).abs() <= tol };
+    let (kr, mr) = (kernel.rtt[0].stats.as_ref().unwrap(), sim.rtt[0].stats.as_ref().unwrap());
+    let (kd, md) = (drops(&kernel, host) as f64, drops(&sim, host) as f64);
+    let (kx, mx) = (retransmits(&kernel), retransmits(&sim));
+    let rows = [
+        (
+            "throughput",
+            total_bps(&kernel) / 1e6,
+            total_bps(&sim) / 1e6,
+            within(total_bps(&sim), total_bps(&kernel), 0.03),
+        ),
+        ("rtt_p50", kr.p50, mr.p50, within(mr.p50, kr.p50, 0.10)),
+        ("rtt_p99", kr.p99, mr.p99, within(mr.p99, kr.p99, 0.15)),
+        ("drops", kd, md, within(md, kd, 0.25)),
+        ("retransmits", kx as f64, mx as f64, same_order(kx, mx)),
+    ];
+    for (metric, k, m, ok) in rows {
+        eprintln!("{scenario}: {metric}: kernel {k:.3}, sim {m:.3}{}", if ok { "" } else { " (outside the target)" });
+        match pinned.iter().find(|p| p.0 == metric) {
+            Some(_) if ok => panic!("{scenario}: {metric} meets its target now (sim {m}, kernel {k}): unpin it"),
+            Some(p) => assert!(
+                (m - p.1).abs() < 5e-4,
+                "{scenario}: {metric} moved: sim {m}, pinned {} ({}); re-examine and pin again",
+                p.1,
+                p.2
+            ),
+            None => assert!(ok, "{scenario}: {metric}: sim {m} vs kernel {k} misses the target"),
+        }
+    }
+}
+
+/// BBR on this project's CI host (6.18, tcp_bbr built in) against the model.
+#[test]
+fn bbr_htb_as_on_the_host_kernel() {
+    check_targets("host-bbr-htb.json", "scenarios/bbr-htb.toml", "client", BBR_HTB_PINNED);
+}
+
+/// What the model misses on bbr-htb.toml, at its value today.
+const BBR_HTB_PINNED: &[(&str, f64, &str)] = &[
+    (
+        "rtt_p50",
+        18.529711,
+        "kernel 16.5 ms (15.6–17.0 over three runs), model 18.5 ms, +12 %: in PROBE_BW the model's \
+         two flows keep about 2 ms (8 packets) more standing queue (p50 past 1.5 s: kernel 16.0, \
+         model 18.2 ms); not traced yet — candidates are the ACK-aggregation allowance, which the \
+         model's GRO and delayed-ACK pattern on veth feeds, and min_rtt as the unmodelled handshake \
+         would have measured it",
+    ),
+    (
+        "rtt_p99",
+        70.666376,
+        "the 1 % largest samples all come from the STARTUP/DRAIN transient of the first 0.5 s, \
+         where the kernel's queue peaks at 99 ms and the model's at 80 ms (the kernel's iperf3 \
+         connects its two flows one after the other, the model starts both at 0 with no \
+         handshake); past 1.5 s the p99 are 25.9 ms (kernel) and 21.4 ms (model)",
+    ),
+];

@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use qdisc_scenario::result::{self, LinkInfo, Metadata, Periodic, ScenarioInfo, TcResult, TcSample, Wallclock};
-use qdisc_scenario::scenario::{Scenario, ScriptItem, SettingKind, TrafficKind};
+use qdisc_scenario::scenario::{per_netns_sysctl, Scenario, ScriptItem, SettingKind, TrafficKind};
 use qdisc_scenario::{Backend, Progress, RunError, RunOptions, RunResult};
 
 use crate::proc::Proc;
@@ -239,14 +239,31 @@ impl HostBackend {
             }
             problems.push(p);
         }
+        // Congestion controls: each traffic entry's, and each host's sysctl default.
+        let mut need_cc: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
         for (i, t) in s.traffic.iter().enumerate() {
             if let TrafficKind::Tcp { cc, .. } = &t.kind {
-                if !tc::cc_available(cc) {
-                    problems.push(format!(
-                        "no TCP congestion control {cc:?}, needed by:\n    {}:{}: traffic[{i}]",
-                        s.file, t.line
-                    ));
+                need_cc.entry(cc).or_default().push(format!("{}:{}: traffic[{i}]", s.file, t.line));
+            }
+        }
+        for script in &s.tc {
+            for st in &script.settings {
+                if let SettingKind::Sysctl { key, value } = &st.kind {
+                    if key == "net.ipv4.tcp_congestion_control" {
+                        need_cc
+                            .entry(value)
+                            .or_default()
+                            .push(format!("{}:{}: tc.{}: {}", s.file, st.line, script.host, st.text));
+                    }
                 }
+            }
+        }
+        for (cc, why) in &need_cc {
+            if !tc::cc_available(cc) {
+                problems.push(format!(
+                    "no TCP congestion control {cc:?} (tcp_{cc}), needed by:\n    {}",
+                    why.join("\n    ")
+                ));
             }
         }
         if !problems.is_empty() {
@@ -351,7 +368,10 @@ impl HostBackend {
         // The kernel's global sysctls the scripts set: one run at a time changes them,
         // and they are put back whatever happens (`sysctls` drops last).
         let mut sysctls = GlobalSysctls::new(opts.cancel.clone());
-        let has_sysctls = s.tc.iter().flat_map(|t| &t.settings).any(|st| matches!(st.kind, SettingKind::Sysctl { .. }));
+        let has_sysctls =
+            s.tc.iter()
+                .flat_map(|t| &t.settings)
+                .any(|st| matches!(&st.kind, SettingKind::Sysctl { key, .. } if !per_netns_sysctl(key)));
         if has_sysctls {
             warnings.extend(sysctls.acquire().map_err(RunError::Unsupported)?);
         }
@@ -374,6 +394,32 @@ impl HostBackend {
                     ScriptItem::Tc(line) => line,
                     ScriptItem::Setting(st) => {
                         let r = match &st.kind {
+                            // Per namespace: written in the host's own /proc/sys. A namespace
+                            // other than the initial one may only default to a module of
+                            // tcp_allowed_congestion_control (tcp_set_default_congestion_control
+                            // refuses a restricted one such as dctcp: EPERM), so the run
+                            // allows it there first; the list is put back afterwards. That
+                            // list takes loaded modules only (tcp_ca_find): one not loaded
+                            // yet is loaded by making it the initial namespace's default for
+                            // a moment (tcp_ca_find_autoload), then the default goes back.
+                            SettingKind::Sysctl { key, value } if per_netns_sysctl(key) => {
+                                const ALLOWED: &str = "net.ipv4.tcp_allowed_congestion_control";
+                                let proc = |name: &str| {
+                                    std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}")).unwrap_or_default()
+                                };
+                                let allowed = proc("tcp_allowed_congestion_control");
+                                let has = |list: &str| list.split_whitespace().any(|c| c == value);
+                                let mut r = Ok(());
+                                if !has(&allowed) {
+                                    if !has(&proc("tcp_available_congestion_control")) {
+                                        r = sysctls.set(key, value).and_then(|()| sysctls.restore(key));
+                                    }
+                                    r = r.and_then(|()| {
+                                        sysctls.set(ALLOWED, format!("{} {value}", allowed.trim()).trim())
+                                    });
+                                }
+                                r.and_then(|()| settings::set_netns_sysctl(&ns, key, value))
+                            }
                             SettingKind::Sysctl { key, value } => {
                                 let r = sysctls.set(key, value);
                                 if r.is_ok() {

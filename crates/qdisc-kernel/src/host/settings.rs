@@ -12,7 +12,11 @@
 //!
 //! ## Which sysctls a network namespace has
 //!
-//! None of the keys a scenario may set ([`SYSCTL_KEYS`]) is per network namespace, on
+//! Of the keys a scenario may set ([`SYSCTL_KEYS`]) only `net.ipv4.tcp_congestion_control`
+//! is per network namespace (`ipv4_sysctl_init_net` registers it in every namespace,
+//! which starts with `init_net`'s value): the lab writes it in the host's namespace
+//! ([`set_netns_sysctl`]), and every traffic entry also passes its resolved `cc` to
+//! iperf3 (`-C`). None of the `net.core` keys is per network namespace, on
 //! 6.12 as on 6.18. net/core/sysctl_net_core.c has two tables: `net_core_table`
 //! (`dev_weight`, `dev_weight_rx_bias`, `dev_weight_tx_bias`, `netdev_max_backlog`,
 //! `netdev_budget`, `netdev_budget_usecs`, `default_qdisc`, `skb_defer_max`,
@@ -58,8 +62,8 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::Arc;
 
 use qdisc::tc::strerror;
-pub use qdisc_scenario::scenario::SYSCTL_KEYS;
 use qdisc_scenario::scenario::{cpumask_string, parse_cpulist, Scenario, SettingKind, TrafficKind, VethBql};
+pub use qdisc_scenario::scenario::{per_netns_sysctl, SYSCTL_KEYS};
 
 use crate::proc;
 
@@ -340,6 +344,12 @@ fn write_queue_mask(ns: &str, path: &str, cpus: &[u32]) -> Result<(), String> {
     write_sys(ns, path, &cpumask_string(cpus))
 }
 
+/// A per-namespace sysctl (`net.ipv4.tcp_congestion_control`): written in the host's
+/// namespace, whose `/proc/sys/net` is its own; nothing to put back (the namespace goes).
+pub fn set_netns_sysctl(ns: &str, key: &str, value: &str) -> Result<(), String> {
+    write_sys(ns, &format!("/proc/sys/{}", key.replace('.', "/")), value)
+}
+
 fn write_sys(ns: &str, path: &str, value: &str) -> Result<(), String> {
     let script = format!("echo {value} > {path}");
     super::lab::run(Command::new("ip").args(["netns", "exec", ns, "sh", "-c", &script]))
@@ -526,7 +536,7 @@ pub fn preflight(s: &Scenario) -> (Vec<String>, Vec<String>) {
                         ));
                     }
                 }
-                SettingKind::Sysctl { key, value } if !scoped_to_script(key) => {
+                SettingKind::Sysctl { key, value } if !scoped_to_script(key) && !per_netns_sysctl(key) => {
                     last.insert(key, (value, st.line));
                 }
                 SettingKind::Sysctl { .. }

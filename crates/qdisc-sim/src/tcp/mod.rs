@@ -18,10 +18,12 @@
 //!   is exactly one MSS (the write queue never runs dry), so the retransmission
 //!   queue is kept per MSS (`sack.rs`), which is what Linux's SACK processing
 //!   converges to after it fragments skbs at SACK boundaries.
-//! * **Congestion control** ([`cubic`], [`reno`]): `tcp_cubic.c` with HyStart
-//!   (ack-train + delay) and Reno, both on top of `tcp_cong.c`'s ABC slow start
-//!   (`tcp_slow_start` counts acked *segments*, so delayed ACKs do not slow the
-//!   doubling) and `tcp_cong_avoid_ai`.
+//! * **Congestion control** ([`cubic`], [`reno`], [`bbr`], [`dctcp`]): `tcp_cubic.c`
+//!   with HyStart (ack-train + delay) and Reno, both on top of `tcp_cong.c`'s ABC slow
+//!   start (`tcp_slow_start` counts acked *segments*, so delayed ACKs do not slow the
+//!   doubling) and `tcp_cong_avoid_ai`; BBR v1 (`tcp_bbr.c`) on the delivery-rate
+//!   sampler ([`rate`], `tcp_rate.c`), pacing itself when the qdisc is not fq; DCTCP
+//!   (`tcp_dctcp.c`) with its α estimator and its receiver's CE state machine.
 //! * **Loss detection and recovery** (`rack.rs`, `sender.rs`, `timer.rs`): RACK-TLP, Linux's
 //!   default (`tcp_recovery=1`, `tcp_early_retrans=3`), with the `tcp_fastretrans_alert`
 //!   state machine (Open/Disorder/CWR/Recovery/Loss), PRR (`tcp_cwnd_reduction`),
@@ -36,7 +38,11 @@
 //! * **Local congestion**: the qdisc's verdict on the skb just handed out comes back
 //!   through [`TcpSender::on_local_xmit`]: `Congested`/`Dropped` enter CWR like
 //!   `tcp_transmit_skb`'s `err > 0 → tcp_enter_cwr`; `Dropped` puts the skb back.
-//! * **ECN** (RFC 3168 as in `tcp_ecn.h`): ECT(0) on new data only, ECE until CWR.
+//! * **ECN** (RFC 3168 as in `tcp_ecn.h`): ECT(0) on new data only, ECE until CWR; a
+//!   dctcp receiver echoes the CE state of each segment instead ([`dctcp`]).
+//! * **Pacing**: `sk_pacing_rate` from `tcp_update_pacing_rate`, or BBR's; EDT
+//!   timestamps when the pacing status is not NONE (fq sets FQ, BBR sets NEEDED: TCP
+//!   then paces itself with its pacing timer, `tcp_internal_pacing`).
 //! * **Receiver** ([`receiver`]): `tcp_data_queue`, out-of-order queue with SACK
 //!   and D-SACK blocks, the delayed-ACK engine (`ato`, quickack, `TCP_DELACK_MIN`
 //!   … `TCP_DELACK_MAX`) and SACK compression (`__tcp_ack_snd_check`).
@@ -79,8 +85,11 @@
 
 use qdisc::{Duration, Instant};
 
+pub mod bbr;
 pub mod cubic;
+pub mod dctcp;
 mod rack;
+pub mod rate;
 pub mod receiver;
 pub mod reno;
 pub mod rtt;
@@ -92,6 +101,8 @@ mod timer;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cc;
 
 pub use receiver::TcpReceiver;
 pub use sender::TcpSender;
@@ -130,6 +141,40 @@ pub enum CongestionControl {
     Cubic,
     /// `tcp_reno_*` in `tcp_cong.c`.
     Reno,
+    /// `tcp_bbr.c` (BBR v1).
+    Bbr,
+    /// `tcp_dctcp.c`.
+    Dctcp,
+}
+
+impl CongestionControl {
+    /// Every module the model has, by its kernel name.
+    pub const ALL: [CongestionControl; 4] =
+        [CongestionControl::Cubic, CongestionControl::Reno, CongestionControl::Bbr, CongestionControl::Dctcp];
+
+    /// The name `net.ipv4.tcp_congestion_control` and `TCP_CONGESTION` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            CongestionControl::Cubic => "cubic",
+            CongestionControl::Reno => "reno",
+            CongestionControl::Bbr => "bbr",
+            CongestionControl::Dctcp => "dctcp",
+        }
+    }
+
+    /// The module the socket runs with `ecn` negotiated or not, by the name
+    /// `TCP_CONGESTION` reads back: dctcp without ECN is "dctcp-reno".
+    pub fn effective_name(self, ecn: bool) -> &'static str {
+        match self {
+            CongestionControl::Dctcp if !ecn => "dctcp-reno",
+            c => c.name(),
+        }
+    }
+
+    /// The module of that kernel name, if the model has it.
+    pub fn from_name(name: &str) -> Option<CongestionControl> {
+        Self::ALL.into_iter().find(|c| c.name() == name)
+    }
 }
 
 /// `sk->sk_pacing_status`.
@@ -160,7 +205,11 @@ pub struct TcpConfig {
     pub delayed_ack: bool,
     /// `net.ipv4.tcp_sack` = 1 (with D-SACK, `tcp_dsack` = 1).
     pub sack: bool,
-    /// ECN negotiated (`net.ipv4.tcp_ecn` = 2: only if the peer asks, so off by default).
+    /// ECN negotiated in the (unmodelled) handshake. With `net.ipv4.tcp_ecn` = 2 a
+    /// client asks for it only when its SYN went out with a module that needs ECN
+    /// (`TCP_CONG_NEEDS_ECN`: dctcp as the host's default), in an ECT SYN the server
+    /// accepts only if its listener needs ECN too. dctcp without it falls back to
+    /// "dctcp-reno" (`dctcp_init`): Reno, no ECN.
     pub ecn: bool,
     /// TSO/GSO (`tcp_tso_autosize`); `false` sends one MSS per skb.
     pub tso: bool,
@@ -199,6 +248,9 @@ pub struct TcpConfig {
     /// the rest of `sk_sndbuf` filled). Unlimited by default, like `rcv_wnd`; Linux caps
     /// `sk_sndbuf` at `tcp_wmem[2]` = 4 MiB (truesize), which limits high-BDP paths.
     pub sndbuf: u64,
+    /// Seed of the socket's own randomness (BBR's gain-cycle start phase, the kernel's
+    /// `get_random_u32_below`); the simulator derives it from the scenario's seed.
+    pub seed: u64,
 }
 
 impl Default for TcpConfig {
@@ -227,6 +279,7 @@ impl Default for TcpConfig {
             gso_max_size: GSO_MAX_SIZE,
             pacing_shift: 10,
             sndbuf: u64::MAX,
+            seed: 0,
         }
     }
 }
@@ -392,6 +445,10 @@ pub struct SenderStats {
     pub tlp_count: u64,
     /// Reductions undone (spurious recovery/RTO detected).
     pub undo_count: u64,
+    /// `tcpi_delivery_rate`, bytes/s (0 before the first rate sample).
+    pub delivery_rate: u64,
+    /// `tcpi_delivery_rate_app_limited`.
+    pub delivery_rate_app_limited: bool,
 }
 
 /// Jiffies arithmetic for a given `CONFIG_HZ` (include/linux/jiffies.h).

@@ -85,6 +85,7 @@ pub(super) struct PendingTx {
     prior_timer: Option<XmitTimer>,
     prior_head_end: u64,
     prior_first_tx: u64,
+    prior_delivered_us: u64,
     /// (flags, skb, order) of retransmitted entries before the transmission.
     old: Vec<(u8, u64, Option<u64>)>,
     prior_prr_out: u32,
@@ -350,7 +351,7 @@ impl TcpSender {
     /// `tcp_tso_segs`.
     pub(super) fn tso_segs(&self) -> u32 {
         let gso_max_segs = if self.cfg.tso { 65535 } else { 1 };
-        self.tso_autosize(self.cfg.min_tso_segs).min(gso_max_segs)
+        self.tso_autosize(self.cc_min_tso_segs()).min(gso_max_segs)
     }
 
     /// `tcp_cwnd_test`: segments cwnd allows now, at most half the window.
@@ -629,6 +630,7 @@ impl TcpSender {
             prior_timer: self.xmit_timer,
             prior_head_end: self.head_end,
             prior_first_tx: self.first_tx_mstamp,
+            prior_delivered_us: self.delivered_mstamp,
             old: Vec::new(),
             prior_prr_out: self.prr_out,
             prior_rearm: self.out.rearm_timer,
@@ -639,8 +641,10 @@ impl TcpSender {
         // Success path.
         self.update_skb_after_send(len, prior_wstamp);
         let prior_packets = self.sb.packets_out;
+        // tcp_rate_skb_sent: nothing in flight, so the sample starts now.
         if prior_packets == 0 {
-            self.first_tx_mstamp = tstamp / 1000; // tcp_rate_skb_sent
+            self.first_tx_mstamp = tstamp / 1000;
+            self.delivered_mstamp = tstamp / 1000;
         }
         let skb = self.next_skb_id;
         self.next_skb_id += 1;
@@ -651,6 +655,9 @@ impl TcpSender {
                 xmit_ns: tstamp,
                 order: None,
                 tx_delivered: Some(self.delivered),
+                tx_first_tx_us: self.first_tx_mstamp,
+                tx_delivered_us: self.delivered_mstamp,
+                tx_app_limited: self.app_limited != 0,
             });
             let idx = self.sb.len() - 1;
             let o = self.next_order;
@@ -701,6 +708,7 @@ impl TcpSender {
             prior_timer: self.xmit_timer,
             prior_head_end: self.head_end,
             prior_first_tx: self.first_tx_mstamp,
+            prior_delivered_us: self.delivered_mstamp,
             old,
             prior_prr_out: self.prr_out,
             prior_rearm: self.out.rearm_timer,
@@ -714,7 +722,11 @@ impl TcpSender {
             let s = &mut self.sb.segs[i];
             s.flags |= super::sack::E;
             s.xmit_ns = tstamp;
+            // tcp_rate_skb_sent (packets_out > 0 here).
             s.tx_delivered = Some(self.delivered);
+            s.tx_first_tx_us = self.first_tx_mstamp;
+            s.tx_delivered_us = self.delivered_mstamp;
+            s.tx_app_limited = self.app_limited != 0;
         }
         self.total_retrans += n as u64;
         self.bytes_retrans += len as u64;
@@ -786,6 +798,7 @@ impl TcpSender {
                 self.sb.packets_out -= p.n;
                 self.head_end = p.prior_head_end;
                 self.first_tx_mstamp = p.prior_first_tx;
+                self.delivered_mstamp = p.prior_delivered_us;
                 self.xmit_timer = p.prior_timer;
             }
             TxKind::Rtx | TxKind::RtoHead | TxKind::TlpLast => {

@@ -33,7 +33,7 @@
 //! `tcp_grow_window` grants while the window opens do not happen), the application
 //! reading (data is consumed at once), PAWS, and reneging.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use qdisc::Instant;
 
@@ -101,11 +101,18 @@ pub struct TcpReceiver {
     compressed_ack_rcv_nxt: u64,
     dup_ack_counter: u32,
     comp_at: Option<Instant>,
-    /// An ACK generated while another one was being returned, and when.
-    stash: Option<(Instant, Ack)>,
+    /// ACKs generated while another one was being returned, and when.
+    stash: VecDeque<(Instant, Ack)>,
 
     /// `TCP_ECN_DEMAND_CWR`: echo ECE.
     demand_cwr: bool,
+    /// The socket runs dctcp: its CE state machine (`dctcp_ece_ack_update`) decides ECE.
+    pub(super) dctcp: bool,
+    /// dctcp's `ce_state` (the last data segment was CE) and `prior_rcv_nxt`.
+    ce_state: bool,
+    prior_rcv_nxt: u64,
+    /// The ACK dctcp sent for the previous CE state, to be returned first.
+    dctcp_ack: Option<Ack>,
     /// `TCP_ECN_SEEN`.
     ecn_seen: bool,
 }
@@ -152,8 +159,13 @@ impl TcpReceiver {
             compressed_ack_rcv_nxt: 0,
             dup_ack_counter: 0,
             comp_at: None,
-            stash: None,
+            stash: VecDeque::new(),
             demand_cwr: false,
+            // dctcp_init: only with ECN (else dctcp-reno, an RFC 3168-less Reno).
+            dctcp: cfg.cc == super::CongestionControl::Dctcp && cfg.ecn,
+            ce_state: false,
+            prior_rcv_nxt: 0,
+            dctcp_ack: None,
             ecn_seen: false,
         }
     }
@@ -176,7 +188,7 @@ impl TcpReceiver {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        if let Some((at, _)) = &self.stash {
+        if let Some((at, _)) = self.stash.front() {
             t = Some(*at);
         }
         t
@@ -184,7 +196,7 @@ impl TcpReceiver {
 
     /// Timers due at `now`; returns at most one ACK (call again while due).
     pub fn on_timer(&mut self, now: Instant) -> Option<Ack> {
-        if let Some((_, a)) = self.stash.take() {
+        if let Some((_, a)) = self.stash.pop_front() {
             return Some(a);
         }
         if self.comp_at.is_some_and(|t| t <= now) {
@@ -270,13 +282,11 @@ impl TcpReceiver {
 
         // tcp_ack_snd_check
         let ack = if self.ack_sched { self.ack_snd_check(now) } else { None };
-        match (first_ack, ack) {
-            (Some(a), Some(b)) => {
-                self.stash = Some((now, b));
-                Some(a)
-            }
-            (a, b) => a.or(b),
-        }
+        // DCTCP's ACK for the previous CE state goes first; ACKs still waiting to be
+        // returned go before all of them (they were sent first).
+        let acks = self.dctcp_ack.take().into_iter().chain(first_ack).chain(ack);
+        self.stash.extend(acks.map(|a| (now, a)));
+        self.stash.pop_front().map(|(_, a)| a)
     }
 
     /// The in-sequence branch of `tcp_data_queue`.
@@ -404,10 +414,14 @@ impl TcpReceiver {
         self.ato = self.ato_min();
     }
 
-    /// `tcp_data_ecn_check` (RFC 3168 receiver).
+    /// `tcp_data_ecn_check` (RFC 3168 receiver), with the `CA_EVENT_ECN_IS_CE` /
+    /// `CA_EVENT_ECN_NO_CE` events dctcp takes.
     fn ecn_check(&mut self, seg: &Segment, ce: bool) {
         if !self.ecn_ok {
             return;
+        }
+        if self.dctcp && (ce || seg.ect) {
+            self.dctcp_ece_ack_update(ce);
         }
         if ce {
             if !self.demand_cwr {
@@ -422,6 +436,40 @@ impl TcpReceiver {
             // Not-ECT after ECT traffic: most likely a retransmission.
             self.enter_quickack_mode(2);
         }
+    }
+
+    /// `dctcp_ece_ack_update`: ECE follows the CE state of the last data segment. When
+    /// it flips, a pending delayed ACK goes out first — up to the previous `rcv_nxt`,
+    /// with the previous state's ECE (`__tcp_send_ack(sk, prior_rcv_nxt)`, which leaves
+    /// the delayed-ACK state alone) — and this segment is ACKed at once.
+    fn dctcp_ece_ack_update(&mut self, ce: bool) {
+        if self.ce_state != ce {
+            if self.delack_at.is_some() {
+                self.demand_cwr = self.ce_state;
+                self.dctcp_ack = Some(self.ack_at(self.prior_rcv_nxt));
+            }
+            self.ack_now = true;
+        }
+        self.prior_rcv_nxt = self.rcv_nxt;
+        self.ce_state = ce;
+        self.demand_cwr = ce;
+    }
+
+    /// An ACK of `rcv_nxt` = `ack` with the current options, changing no ACK state.
+    fn ack_at(&self, ack: u64) -> Ack {
+        let mut sack = Vec::new();
+        if self.sack_ok {
+            if let Some(d) = self.dsack {
+                sack.push(d);
+            }
+            for &b in &self.sacks {
+                if sack.len() >= MAX_SACK_BLOCKS_WIRE {
+                    break;
+                }
+                sack.push(b);
+            }
+        }
+        Ack { ack, sack, ece: self.ecn_ok && self.demand_cwr, tsecr: self.ts_recent, rwnd: self.rcv_wnd }
     }
 
     fn dsack_set(&mut self, s: u64, e: u64) {
@@ -577,25 +625,8 @@ impl TcpReceiver {
 
     /// `tcp_send_ack` + `tcp_event_ack_sent`.
     fn send_ack(&mut self) -> Ack {
-        let mut sack = Vec::new();
-        if self.sack_ok {
-            if let Some(d) = self.dsack.take() {
-                sack.push(d);
-            }
-            for &b in &self.sacks {
-                if sack.len() >= MAX_SACK_BLOCKS_WIRE {
-                    break;
-                }
-                sack.push(b);
-            }
-        }
-        let ack = Ack {
-            ack: self.rcv_nxt,
-            sack,
-            ece: self.ecn_ok && self.demand_cwr,
-            tsecr: self.ts_recent,
-            rwnd: self.rcv_wnd,
-        };
+        let ack = self.ack_at(self.rcv_nxt);
+        self.dsack = None;
         self.rcv_wup = self.rcv_nxt;
         // tcp_event_ack_sent: compression done, one quick ACK used, timer cleared.
         self.compressed_ack = 0;

@@ -115,6 +115,7 @@ impl MinMax {
     }
 
     /// Add a measurement `v` at time `t` with window `win` (same units as `t`).
+    /// Mirrors `minmax_running_min`.
     pub fn running_min(&mut self, win: u32, t: u32, v: u32) -> u32 {
         let val = Sample { t, v };
         // A new minimum, or the whole window expired: start over.
@@ -128,6 +129,29 @@ impl MinMax {
         } else if v <= self.s[2].v {
             self.s[2] = val;
         }
+        self.subwin_update(win, val)
+    }
+
+    /// The same for a windowed maximum (BBR's bandwidth filter). Mirrors
+    /// `minmax_running_max`.
+    pub fn running_max(&mut self, win: u32, t: u32, v: u32) -> u32 {
+        let val = Sample { t, v };
+        if v >= self.s[0].v || t.wrapping_sub(self.s[2].t) > win {
+            *self = MinMax::new(t, v);
+            return v;
+        }
+        if v >= self.s[1].v {
+            self.s[1] = val;
+            self.s[2] = val;
+        } else if v >= self.s[2].v {
+            self.s[2] = val;
+        }
+        self.subwin_update(win, val)
+    }
+
+    /// `minmax_subwin_update`: age the best, second and third choices.
+    fn subwin_update(&mut self, win: u32, val: Sample) -> u32 {
+        let t = val.t;
         let dt = t.wrapping_sub(self.s[0].t);
         if dt > win {
             // The best expired: promote the runners-up (at most twice).

@@ -63,8 +63,14 @@ pub struct Seg {
     pub xmit_ns: u64,
     /// Key in the transmit-ordered list, `None` once SACKed/marked lost by RACK.
     pub order: Option<u64>,
-    /// `tx.delivered` at the last transmission; `None` once delivered by a SACK.
+    /// `tx.delivered` at the last transmission; `None` once delivered by a SACK
+    /// (the kernel zeroes `tx.delivered_mstamp` for that).
     pub tx_delivered: Option<u64>,
+    /// `tx.first_tx_mstamp` and `tx.delivered_mstamp` (µs) at the last transmission.
+    pub tx_first_tx_us: u64,
+    pub tx_delivered_us: u64,
+    /// `tx.is_app_limited` at the last transmission.
+    pub tx_app_limited: bool,
 }
 
 impl Seg {
@@ -154,9 +160,17 @@ pub struct SackState {
     /// Segments newly SACKed (and D-SACKed spurious retransmissions).
     pub sack_delivered: u32,
     pub flag: u32,
-    /// Rate sample: `tx.delivered` of the most recently sent delivered segment.
+    /// Rate sample (`struct rate_sample`, filled by `tcp_rate_skb_delivered`):
+    /// `tx.delivered` of the most recently sent delivered segment, `None` if none was.
     pub prior_delivered: Option<u64>,
     pub last_end_seq: u64,
+    /// Its `tx.delivered_mstamp` (µs).
+    pub prior_mstamp: u64,
+    /// Its `tx.is_app_limited`, and whether it was ever retransmitted.
+    pub is_app_limited: bool,
+    pub is_retrans: bool,
+    /// Send phase of the sample: its transmit time minus its `tx.first_tx_mstamp`, µs.
+    pub interval_us: i64,
     /// RTT of the last (S)ACKed segment for congestion control (`rs->rtt_us`).
     pub rtt_us: Option<u32>,
 }
@@ -208,7 +222,8 @@ impl TcpSender {
         self.reord_seen += 1;
     }
 
-    /// `tcp_rate_skb_delivered`: remember the most recently sent delivered segment.
+    /// `tcp_rate_skb_delivered` (tcp_rate.c): remember the most recently sent delivered
+    /// segment (`tcp_skb_sent_after`) and the send phase of its window.
     fn rate_seg_delivered(&mut self, idx: usize, st: &mut SackState) {
         let seg = self.sb.segs[idx];
         let Some(txd) = seg.tx_delivered else { return };
@@ -219,8 +234,12 @@ impl TcpSender {
             || (tx_us == self.first_tx_mstamp && end > st.last_end_seq)
         {
             st.prior_delivered = Some(txd);
+            st.prior_mstamp = seg.tx_delivered_us;
+            st.is_app_limited = seg.tx_app_limited;
+            st.is_retrans = seg.flags & RETRANS != 0;
             st.last_end_seq = end;
             self.first_tx_mstamp = tx_us;
+            st.interval_us = tx_us as i64 - seg.tx_first_tx_us as i64;
         }
         if seg.flags & S != 0 {
             self.sb.segs[idx].tx_delivered = None;

@@ -38,9 +38,12 @@ use std::collections::VecDeque;
 
 use qdisc::{Duration, Instant};
 
+use super::bbr::{Bbr, BbrSock};
 use super::cubic::{Ctx, Cubic};
+use super::dctcp::Dctcp;
 use super::output::{Output, Phase};
 use super::rack::Rack;
+use super::rate::RateSample;
 use super::reno::{self, Window};
 use super::rtt::{MinMax, RttEstimator};
 use super::sack::{SackState, Scoreboard, E, L};
@@ -83,6 +86,8 @@ pub(super) enum Rexmit {
 pub(super) enum Cc {
     Reno,
     Cubic(Box<Cubic>),
+    Bbr(Box<Bbr>),
+    Dctcp(Box<Dctcp>),
 }
 
 /// A Linux-like TCP bulk sender. See the [module docs](super) for the driving contract.
@@ -159,6 +164,16 @@ pub struct TcpSender {
     pub(super) total_retrans: u64,
     pub(super) delivered: u64,
     pub(super) delivered_ce: u64,
+    /// `delivered_mstamp`, µs: when `delivered` last grew (or the first send after idle).
+    pub(super) delivered_mstamp: u64,
+    /// `tp->app_limited`: `delivered` (as the kernel's u32) at the end of the
+    /// app-limited bubble, 0 = none.
+    pub(super) app_limited: u32,
+    /// The last rate sample kept for `tcpi_delivery_rate` (`rate_delivered`,
+    /// `rate_interval_us`, `rate_app_limited`).
+    pub(super) rate_delivered: u64,
+    pub(super) rate_interval_us: u64,
+    pub(super) rate_app_limited: bool,
     pub(super) lost: u64,
     pub(super) rto_count: u64,
     pub(super) tlp_count: u64,
@@ -186,6 +201,9 @@ impl TcpSender {
         let cc = match cfg.cc {
             CongestionControl::Reno => Cc::Reno,
             CongestionControl::Cubic => Cc::Cubic(Box::default()),
+            // Initialised below, once the handshake's RTT sample is in (tcp_init_transfer);
+            // dctcp without ECN stays "dctcp-reno": Reno's hooks.
+            CongestionControl::Bbr | CongestionControl::Dctcp => Cc::Reno,
         };
         let mut s = TcpSender {
             hz,
@@ -241,6 +259,12 @@ impl TcpSender {
             total_retrans: 0,
             delivered: 0,
             delivered_ce: 0,
+            delivered_mstamp: 0,
+            // tcp_init_sock: ~0U, so the initial window's samples are app-limited.
+            app_limited: u32::MAX,
+            rate_delivered: 0,
+            rate_interval_us: 0,
+            rate_app_limited: false,
             lost: 0,
             rto_count: 0,
             tlp_count: 0,
@@ -273,6 +297,25 @@ impl TcpSender {
             s.rtt_min = MinMax::new(hz.jiffies32(now), r_us);
             s.update_pacing_rate();
         }
+        // tcp_init_congestion_control for the modules with state of their own.
+        match s.cfg.cc {
+            CongestionControl::Bbr => {
+                let mut sk = s.bbr_sock();
+                let b = Bbr::new(&mut sk, s.cfg.seed);
+                s.bbr_write(&sk);
+                s.cc = Cc::Bbr(Box::new(b));
+                // bbr_init: SK_PACING_NONE → SK_PACING_NEEDED (TCP paces itself unless fq does).
+                if s.pacing_status == PacingStatus::None {
+                    s.pacing_status = PacingStatus::Needed;
+                }
+            }
+            // dctcp_init: with ECN; without it the module falls back to dctcp-reno.
+            CongestionControl::Dctcp if s.ecn_ok => {
+                s.cc = Cc::Dctcp(Box::new(Dctcp::new(s.snd_nxt, s.delivered, s.delivered_ce)));
+            }
+            CongestionControl::Dctcp => {}
+            CongestionControl::Cubic | CongestionControl::Reno => {}
+        }
         // The application has data queued: the first poll sends the initial window.
         s.out.plan = VecDeque::from([Phase::New]);
         s
@@ -289,8 +332,10 @@ impl TcpSender {
     }
 
     /// The application wrote `bytes` more into the socket (from then on, what it has
-    /// written bounds what TCP can send).
-    pub fn app_write(&mut self, bytes: u64) {
+    /// written bounds what TCP can send). `wmem_alloc` as for `poll_transmit`: first
+    /// `tcp_sendmsg` checks whether the socket had run dry (`tcp_rate_check_app_limited`).
+    pub fn app_write(&mut self, bytes: u64, wmem_alloc: u64) {
+        self.rate_check_app_limited(wmem_alloc);
         self.written = Some(self.written.unwrap_or(self.snd_una) + bytes);
     }
 
@@ -382,6 +427,8 @@ impl TcpSender {
             rto_count: self.rto_count,
             tlp_count: self.tlp_count,
             undo_count: self.undo_count,
+            delivery_rate: self.delivery_rate().0,
+            delivery_rate_app_limited: self.delivery_rate().1,
         }
     }
 
@@ -403,9 +450,80 @@ impl TcpSender {
     /// `icsk_ca_ops->ssthresh`.
     pub(super) fn cc_ssthresh(&mut self) -> u32 {
         let cwnd = self.w.cwnd;
+        let sk = if matches!(self.cc, Cc::Bbr(_)) { Some(self.bbr_sock()) } else { None };
         match &mut self.cc {
             Cc::Reno => reno::ssthresh(cwnd),
             Cc::Cubic(c) => c.ssthresh(cwnd),
+            Cc::Dctcp(d) => d.ssthresh(cwnd),
+            Cc::Bbr(b) => b.ssthresh(sk.as_ref().expect("bbr")),
+        }
+    }
+
+    /// `icsk_ca_ops->undo_cwnd`: the cwnd an undone reduction goes back to.
+    pub(super) fn cc_undo_cwnd(&mut self) -> u32 {
+        let (cwnd, prior) = (self.w.cwnd, self.prior_cwnd);
+        let sk = if matches!(self.cc, Cc::Bbr(_)) { Some(self.bbr_sock()) } else { None };
+        match &mut self.cc {
+            Cc::Reno | Cc::Cubic(_) => reno::undo_cwnd(cwnd, prior),
+            Cc::Dctcp(d) => d.undo_cwnd(cwnd),
+            Cc::Bbr(b) => b.undo_cwnd(sk.as_ref().expect("bbr")),
+        }
+    }
+
+    /// `icsk_ca_ops->in_ack_event` (DCTCP's α update). 6.12 calls it in `tcp_ack` after
+    /// SACK processing and before `tcp_clean_rtx_queue`.
+    fn cc_in_ack_event(&mut self) {
+        if let Cc::Dctcp(d) = &mut self.cc {
+            d.update_alpha(self.snd_una, self.snd_nxt, self.delivered, self.delivered_ce);
+        }
+    }
+
+    /// `CA_EVENT_LOSS` (from `tcp_enter_loss`).
+    fn cc_event_loss(&mut self) {
+        let cwnd = self.w.cwnd;
+        if let Cc::Dctcp(d) = &mut self.cc {
+            self.w.ssthresh = d.react_to_loss(cwnd);
+        }
+    }
+
+    /// What BBR reads and writes of the socket.
+    pub(super) fn bbr_sock(&self) -> BbrSock {
+        BbrSock {
+            now_ns: self.now.as_nanos(),
+            jiffies: self.hz.jiffies32(self.now),
+            hz: self.hz.0,
+            mss: self.mss,
+            delivered: self.delivered,
+            delivered_mstamp: self.delivered_mstamp,
+            lost: self.lost,
+            in_flight: self.sb.in_flight(),
+            wstamp_ns: self.wstamp_ns,
+            srtt_us: self.rtt.srtt_us,
+            min_rtt_us: self.rtt_min.get(),
+            max_pacing_rate: self.cfg.max_pacing_rate,
+            pacing_shift: self.cfg.pacing_shift,
+            ca_state: self.ca_state,
+            clamp: self.w.clamp,
+            cwnd: self.w.cwnd,
+            ssthresh: self.w.ssthresh,
+            pacing_rate: self.pacing_rate,
+            app_limited: self.app_limited,
+        }
+    }
+
+    /// Take back what BBR wrote.
+    pub(super) fn bbr_write(&mut self, sk: &BbrSock) {
+        self.w.cwnd = sk.cwnd;
+        self.w.ssthresh = sk.ssthresh;
+        self.pacing_rate = sk.pacing_rate;
+        self.app_limited = sk.app_limited;
+    }
+
+    /// The min TSO segments (`icsk_ca_ops->min_tso_segs`, else `tcp_min_tso_segs`).
+    pub(super) fn cc_min_tso_segs(&self) -> u32 {
+        match self.cc {
+            Cc::Bbr(_) => Bbr::min_tso_segs(self.pacing_rate),
+            _ => self.cfg.min_tso_segs,
         }
     }
 
@@ -414,8 +532,10 @@ impl TcpSender {
         let limited = self.is_cwnd_limited_now();
         let ctx = self.cc_ctx();
         match &mut self.cc {
-            Cc::Reno => reno::cong_avoid(&mut self.w, acked, limited),
+            Cc::Reno | Cc::Dctcp(_) => reno::cong_avoid(&mut self.w, acked, limited),
             Cc::Cubic(c) => c.cong_avoid(&mut self.w, acked, limited, &ctx),
+            // cong_control modules never get here.
+            Cc::Bbr(_) => {}
         }
     }
 
@@ -431,20 +551,48 @@ impl TcpSender {
 
     /// `CA_EVENT_TX_START`.
     pub(super) fn cc_tx_start(&mut self) {
-        let ctx = self.cc_ctx();
-        let lsnd = self.lsndtime;
-        if let Cc::Cubic(c) = &mut self.cc {
-            c.on_tx_start(&ctx, lsnd);
+        match &self.cc {
+            Cc::Cubic(_) => {
+                let ctx = self.cc_ctx();
+                let lsnd = self.lsndtime;
+                if let Cc::Cubic(c) = &mut self.cc {
+                    c.on_tx_start(&ctx, lsnd);
+                }
+            }
+            Cc::Bbr(_) => {
+                let mut sk = self.bbr_sock();
+                if let Cc::Bbr(b) = &mut self.cc {
+                    b.on_tx_start(&mut sk);
+                }
+                self.bbr_write(&sk);
+            }
+            Cc::Reno | Cc::Dctcp(_) => {}
         }
     }
 
-    /// `tcp_set_ca_state`: the module hears about Loss.
+    /// `tcp_set_ca_state`: the module's `set_state` hears the new state first.
     pub(super) fn set_ca_state(&mut self, s: CaState) {
-        if s == CaState::Loss {
-            let ctx = self.cc_ctx();
-            if let Cc::Cubic(c) = &mut self.cc {
-                c.on_loss_state(&ctx);
+        match &self.cc {
+            Cc::Cubic(_) if s == CaState::Loss => {
+                let ctx = self.cc_ctx();
+                if let Cc::Cubic(c) = &mut self.cc {
+                    c.on_loss_state(&ctx);
+                }
             }
+            Cc::Bbr(_) => {
+                let sk = self.bbr_sock();
+                if let Cc::Bbr(b) = &mut self.cc {
+                    b.set_state(&sk, s);
+                }
+            }
+            // dctcp_state: entering Recovery halves (once, not on a repeated entry).
+            Cc::Dctcp(_) if s == CaState::Recovery && s != self.ca_state => {
+                let cwnd = self.w.cwnd;
+                if let Cc::Dctcp(d) = &mut self.cc {
+                    self.w.ssthresh = d.react_to_loss(cwnd);
+                }
+            }
+            _ => {}
         }
         self.ca_state = s;
     }
@@ -546,8 +694,17 @@ impl TcpSender {
         self.pacing_rate = rate.min(self.cfg.max_pacing_rate);
     }
 
-    /// `tcp_cong_control` for modules without `cong_control` (cubic, reno).
-    fn cong_control(&mut self, acked_sacked: u32, newly_lost: u32, flag: u32) {
+    /// `tcp_cong_control`: BBR's `cong_control` does everything; the other modules get
+    /// PRR or growth, then `tcp_update_pacing_rate`.
+    fn cong_control(&mut self, acked_sacked: u32, newly_lost: u32, flag: u32, rs: &RateSample) {
+        if matches!(self.cc, Cc::Bbr(_)) {
+            let mut sk = self.bbr_sock();
+            if let Cc::Bbr(b) = &mut self.cc {
+                b.main(&mut sk, rs);
+            }
+            self.bbr_write(&sk);
+            return;
+        }
         if self.in_cwnd_reduction() {
             self.cwnd_reduction(acked_sacked, newly_lost, flag);
         } else if self.may_raise_cwnd(flag) {
@@ -685,6 +842,7 @@ impl TcpSender {
             self.prior_ssthresh = self.current_ssthresh();
             self.prior_cwnd = self.w.cwnd;
             self.w.ssthresh = self.cc_ssthresh();
+            self.cc_event_loss();
             self.init_undo();
         }
         self.w.cwnd = self.sb.in_flight() + 1;
@@ -720,7 +878,7 @@ impl TcpSender {
             self.sb.lost_out = 0;
         }
         if self.prior_ssthresh != 0 {
-            self.w.cwnd = reno::undo_cwnd(self.w.cwnd, self.prior_cwnd);
+            self.w.cwnd = self.cc_undo_cwnd();
             if self.prior_ssthresh > self.w.ssthresh {
                 self.w.ssthresh = self.prior_ssthresh;
                 self.queue_cwr = false; // tcp_ecn_withdraw_cwr
@@ -1087,6 +1245,7 @@ impl TcpSender {
         let prior_packets = self.sb.packets_out;
         let prior_delivered = self.delivered;
         let prior_lost = self.lost;
+        let is_sack_reneg = self.is_sack_reneg;
         let mut flag: u32 = 0;
         let mut rexmit = Rexmit::None;
         let mut st = SackState::default();
@@ -1113,6 +1272,7 @@ impl TcpSender {
             self.retransmits = 0;
         }
         let prior_fack = if self.cfg.sack { self.highest_sack_seq() } else { self.snd_una };
+        let prior_in_flight = self.sb.in_flight();
 
         // Window update (tcp_ack_update_window): the receiver's sequence never changes,
         // so an update needs an advancing ACK or a larger window.
@@ -1133,6 +1293,7 @@ impl TcpSender {
         if st.sack_delivered > 0 {
             self.count_delivered(st.sack_delivered, flag & FLAG_ECE != 0);
         }
+        self.cc_in_ack_event();
 
         if prior_packets == 0 {
             // Nothing outstanding: only D-SACKs can matter (undo).
@@ -1163,7 +1324,8 @@ impl TcpSender {
 
         let delivered = (self.delivered - prior_delivered) as u32;
         let newly_lost = (self.lost - prior_lost) as u32;
-        self.cong_control(delivered, newly_lost, flag);
+        let rs = self.rate_gen(delivered, newly_lost, is_sack_reneg, prior_in_flight, &st);
+        self.cong_control(delivered, newly_lost, flag, &rs);
         self.set_plan(rexmit);
     }
 

@@ -46,6 +46,8 @@ struct AckLog {
     cwnd_after: u32,
     ssthresh_after: u32,
     state_after: CaState,
+    /// DCTCP's α after the ACK (`None` for the other modules).
+    alpha_after: Option<u32>,
 }
 
 type SegHook = Box<dyn FnMut(&Segment, Instant) -> bool>;
@@ -244,6 +246,10 @@ impl Net {
                     cwnd_after: st.cwnd,
                     ssthresh_after: st.ssthresh,
                     state_after: st.ca_state,
+                    alpha_after: match &self.snd.cc {
+                        sender::Cc::Dctcp(d) => Some(d.alpha),
+                        _ => None,
+                    },
                 });
                 self.pump();
             }
@@ -259,6 +265,7 @@ impl Net {
             let te = self.events.keys().next().map(|k| k.0);
             let ts = self.snd.next_timer();
             let tr = self.rcv.next_timer();
+
             let Some(t) = [te, ts, tr].into_iter().flatten().min() else { break };
             if t > end {
                 break;
@@ -563,6 +570,35 @@ fn ecn_ce_mark_reduces_once_and_sets_cwr() {
     assert!(net.acks.iter().filter(|a| a.ack.ack >= cwr_end).all(|a| !a.ack.ece));
     let exit = net.acks.iter().find(|a| a.state_before == CaState::Cwr && a.state_after == CaState::Open).unwrap();
     assert_eq!(exit.cwnd_after, 30);
+}
+
+/// The same single CE mark with dctcp. The dctcp receiver echoes ECE on the ACK of the
+/// marked segment only (its CE state flips back with the next one); the sender enters
+/// CWR once with ssthresh = cwnd − cwnd·α/2048, α as the ACK left it (α is updated in
+/// `in_ack_event`, before the state machine), and leaves it at that cwnd.
+#[test]
+fn dctcp_ce_mark_reduces_by_half_alpha() {
+    let marked = 35 * MSS as u64;
+    let mut net = Net::new(TcpConfig { tso: false, cc: CongestionControl::Dctcp, ecn: true, ..cfg() }, 10);
+    net.ce = Box::new(move |w, _| w.seq == marked);
+    net.run_until(ms(300));
+    assert_eq!(net.snd.stats().retransmits, 0);
+    assert!(net.sent.iter().filter(|s| !s.seg.retransmit).all(|s| s.seg.ect));
+    let ece_acks: Vec<&AckLog> = net.acks.iter().filter(|a| a.ack.ece).collect();
+    assert_eq!(ece_acks.len(), 1, "ECE on the marked segment's ACK only");
+    assert_eq!(ece_acks[0].ack.ack, 36 * MSS as u64);
+    let e = ece_acks[0];
+    assert_eq!((e.state_before, e.state_after), (CaState::Open, CaState::Cwr));
+    let alpha = e.alpha_after.unwrap();
+    // No marks before: α decayed from 1024 by α/16 at each window's end (rounds 1–3).
+    assert_eq!(alpha, 844);
+    let w = e.cwnd_before;
+    assert_eq!(e.ssthresh_after, w - (w * alpha >> 11));
+    let cwr_entries =
+        net.acks.iter().filter(|a| a.state_before != CaState::Cwr && a.state_after == CaState::Cwr).count();
+    assert_eq!(cwr_entries, 1);
+    let exit = net.acks.iter().find(|a| a.state_before == CaState::Cwr && a.state_after == CaState::Open).unwrap();
+    assert_eq!(exit.cwnd_after, e.ssthresh_after);
 }
 
 // ----- 6. pacing, TSO, TSQ ----------------------------------------------------------------
