@@ -34,6 +34,8 @@ fn bench(c: &mut Criterion) {
         ("prio", "prio", ""),
         // A rate far above the offered load: every dequeue passes the token check.
         ("tbf", "tbf", "rate 100gbit burst 1mb limit 10mb"),
+        // 64 queued stay below min (83): the RED average and the ring, no draws.
+        ("choke", "choke", "limit 1000 bandwidth 10gbit"),
         // Thresholds above the standing queue: every packet passes RED's average.
         ("red", "red", "limit 10mb avpkt 1500 min 300kb max 900kb bandwidth 10gbit"),
         // 64 packets of 120 ns each: far below the target, no early drops.

@@ -9,6 +9,7 @@
 //! `pub mod` and one line in [`KINDS`] here (docs/architecture.md).
 
 pub mod cake;
+pub mod choke;
 pub mod codel;
 pub mod drr;
 pub mod fifo;
@@ -36,6 +37,7 @@ use crate::time::Instant;
 pub static KINDS: &[&Ops] = &[
     &fifo::BFIFO,
     &cake::OPS,
+    &choke::OPS,
     &ingress::CLSACT,
     &codel::OPS,
     &drr::OPS,
@@ -59,9 +61,8 @@ pub static KINDS: &[&Ops] = &[
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
-const TC_ONLY_KINDS: &[&str] = &[
-    "cbs", "choke", "etf", "ets", "gred", "hfsc", "hhf", "mqprio", "multiq", "plug", "qfq", "sfb", "skbprio", "taprio",
-];
+const TC_ONLY_KINDS: &[&str] =
+    &["cbs", "etf", "ets", "gred", "hfsc", "hhf", "mqprio", "multiq", "plug", "qfq", "sfb", "skbprio", "taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {

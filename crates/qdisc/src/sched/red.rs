@@ -361,18 +361,28 @@ pub fn red_action(p: &RedParms, v: &mut RedVars, qavg: u64, mut random: impl FnM
     } else {
         v.qcount = v.qcount.wrapping_add(1);
         if v.qcount != 0 {
-            // red_mark_probability: !(((qavg − qth_min) >> Wlog) · qcount < qR)
-            let lhs = ((qavg - p.qth_min as u64) >> p.wlog).wrapping_mul(v.qcount as i64 as u64);
-            if lhs >= v.qr as u64 {
+            if red_mark_probability(p, v, qavg) {
                 v.qcount = 0;
-                v.qr = p.max_p_reciprocal.divide(random());
+                v.qr = red_random(p, random());
                 return RedAction::Prob;
             }
         } else {
-            v.qr = p.max_p_reciprocal.divide(random());
+            v.qr = red_random(p, random());
         }
         RedAction::Pass
     }
+}
+
+/// `red_mark_probability` for an average at or above `qth_min`:
+/// !(((qavg − qth_min) >> Wlog) · qcount < qR).
+pub fn red_mark_probability(p: &RedParms, v: &RedVars, qavg: u64) -> bool {
+    let lhs = ((qavg - p.qth_min as u64) >> p.wlog).wrapping_mul(v.qcount as i64 as u64);
+    lhs >= v.qr as u64
+}
+
+/// `red_random`: the next qR from a 32-bit draw.
+pub fn red_random(p: &RedParms, draw: u32) -> u32 {
+    p.max_p_reciprocal.divide(draw)
 }
 
 /// `red_adaptative_algo` at `now` (the idle decay is taken as of `now`).
@@ -402,6 +412,21 @@ pub fn print_red_flags(out: &mut Out, flags: u32) {
         } else {
             out.boolean(name, format_args!(""), false);
         }
+    }
+}
+
+/// What q_red.c and q_choke.c print with `-d` after the flags: `ewma W`, the
+/// probability (or `Plog` when max_P is 0) and `Scell_log`.
+pub fn print_red_details(out: &mut Out, p: &RedParms) {
+    if out.details() {
+        out.uint("ewma", format_args!("ewma {} ", p.wlog), p.wlog as u64);
+        if p.max_p != 0 {
+            let g = units::fmt_g(p.max_p as f64 / 4294967296.0, 6);
+            out.float("probability", format_args!("probability {g} "), &g);
+        } else {
+            out.uint("Plog", format_args!("Plog {} ", p.plog), p.plog as u64);
+        }
+        out.uint("Scell_log", format_args!("Scell_log {}", p.scell_log), p.scell_log as u64);
     }
 }
 
@@ -798,16 +823,7 @@ impl Qdisc for Red {
         out.size("min", "min ", p.qth_min >> p.wlog, " ");
         out.size("max", "max ", p.qth_max >> p.wlog, " ");
         print_red_flags(out, self.flags as u32);
-        if out.details() {
-            out.uint("ewma", format_args!("ewma {} ", p.wlog), p.wlog as u64);
-            if p.max_p != 0 {
-                let g = units::fmt_g(p.max_p as f64 / 4294967296.0, 6);
-                out.float("probability", format_args!("probability {g} "), &g);
-            } else {
-                out.uint("Plog", format_args!("Plog {} ", p.plog), p.plog as u64);
-            }
-            out.uint("Scell_log", format_args!("Scell_log {}", p.scell_log), p.scell_log as u64);
-        }
+        print_red_details(out, p);
     }
 
     /// `red_dump_stats` (`other` is always 0), printed by `red_print_xstats`.
