@@ -1136,8 +1136,8 @@ impl Cake {
         self.cur_tin = tin as u16;
         for f in 0..QUEUES {
             self.cur_flow = f as u16;
-            while self.tins[tin].flows[f].head != NIL {
-                let _ = self.dequeue_one(sch);
+            while let Some((s, _)) = self.dequeue_one(sch) {
+                drop(self.release(s));
             }
         }
     }
@@ -1176,21 +1176,40 @@ impl Cake {
     /// `dequeue_head`: the packet and its adjusted length.
     #[inline]
     fn dequeue_head(&mut self, tin: usize, idx: usize) -> Option<(Packet, u32)> {
+        let (s, adj) = self.unlink_head(tin, idx)?;
+        Some((self.release(s)?, adj))
+    }
+
+    /// The head's slot taken off queue `idx` of tin `tin`, and its adjusted length; the
+    /// packet stays in the slot until [`Cake::release`]. Dequeue reads and marks it
+    /// there and moves it out whole once, into its answer: taken out early, it is
+    /// copied in pieces that the next block copy stalls on (store forwarding).
+    #[inline]
+    fn unlink_head(&mut self, tin: usize, idx: usize) -> Option<(usize, u32)> {
         let f = &mut self.tins[tin].flows[idx];
         if f.head == NIL {
             return None;
         }
         let s = f.head as usize;
-        let sl = &mut self.slots;
-        let [next, adj] = sl.meta[s];
+        let [next, adj] = self.slots.meta[s];
         f.head = next;
         if f.head == NIL {
             f.tail = NIL;
         }
-        let p = sl.pkt[s].take().expect("queued slot holds a packet");
-        sl.meta[s][0] = self.free;
+        Some((s, adj))
+    }
+
+    /// The packet of an unlinked slot, the slot freed.
+    #[inline]
+    fn release(&mut self, s: usize) -> Option<Packet> {
+        self.slots.meta[s][0] = self.free;
         self.free = s as u32;
-        Some((p, adj))
+        self.slots.pkt[s].take()
+    }
+
+    /// The packet of an unlinked slot, in place.
+    fn slot(&self, s: usize) -> &Packet {
+        self.slots.pkt[s].as_ref().expect("queued slot holds a packet")
     }
 
     // ---- lengths -----------------------------------------------------------------
@@ -1503,28 +1522,30 @@ impl Cake {
 
     /// `cake_dequeue_one`: the head of queue `cur_flow` of tin `cur_tin`.
     #[inline]
-    fn dequeue_one(&mut self, sch: &mut Sch) -> Option<(Packet, u32)> {
+    fn dequeue_one(&mut self, sch: &mut Sch) -> Option<(usize, u32)> {
         let (tin, idx) = (self.cur_tin as usize, self.cur_flow as usize);
-        let (pkt, adj) = self.dequeue_head(tin, idx)?;
-        let len = pkt.len;
+        let (s, adj) = self.unlink_head(tin, idx)?;
+        let pkt = self.slot(s);
+        let (len, truesize) = (pkt.len, pkt.truesize);
         let b = &mut self.tins[tin];
         b.flows[idx].backlog = b.flows[idx].backlog.wrapping_sub(len);
         b.tin_backlog = b.tin_backlog.wrapping_sub(len);
         sch.stats.backlog = sch.stats.backlog.wrapping_sub(len);
-        self.buffer_used = self.buffer_used.wrapping_sub(pkt.truesize);
+        self.buffer_used = self.buffer_used.wrapping_sub(truesize);
         sch.stats.qlen -= 1;
         if self.overflow_timeout != 0 {
             let i = self.tins[tin].overflow_idx[idx] as usize;
             self.heapify(i);
         }
-        Some((pkt, adj))
+        Some((s, adj))
     }
 
-    /// `cobalt_should_drop` for the packet just taken from `flow`. True = drop.
-    fn should_drop(&mut self, tin: usize, idx: usize, pkt: &mut Packet, now: i64, bulk_flows: u32) -> bool {
+    /// `cobalt_should_drop` for the packet just taken from `flow` (in slot `s`). True = drop.
+    fn should_drop(&mut self, tin: usize, idx: usize, s: usize, now: i64, bulk_flows: u32) -> bool {
         let p = self.tins[tin].cparams;
         let coin = if self.tins[tin].flows[idx].cvars.p_drop != 0 { self.rand_u32() } else { u32::MAX };
         let v = &mut self.tins[tin].flows[idx].cvars;
+        let pkt = self.slots.pkt[s].as_mut().expect("queued slot holds a packet");
         let sojourn = now.wrapping_sub(pkt.enqueued_at.0 as i64) as u64;
         let mut schedule = now.wrapping_sub(v.drop_next);
         let over_target = sojourn > p.target
@@ -1685,8 +1706,8 @@ impl Cake {
                     continue 'retry;
                 }
                 // Retrieve a packet via the AQM.
-                let (pkt, adj) = loop {
-                    let Some((mut pkt, adj)) = self.dequeue_one(sch) else {
+                let (s, adj) = loop {
+                    let Some((s, adj)) = self.dequeue_one(sch) else {
                         let b = &mut self.tins[tin];
                         let p = b.cparams;
                         if cobalt_queue_empty(&mut b.flows[idx].cvars, &p, now) {
@@ -1723,9 +1744,9 @@ impl Cake {
                         continue 'begin;
                     };
                     let bulk = self.tins[tin].bulk_flow_count as u32 * u32::from(ingress);
-                    let doomed = self.should_drop(tin, idx, &mut pkt, now, bulk);
+                    let doomed = self.should_drop(tin, idx, s, now, bulk);
                     if !doomed || self.tins[tin].flows[idx].head == NIL {
-                        break (pkt, adj);
+                        break (s, adj);
                     }
                     // Drop this packet and take another.
                     if ingress {
@@ -1737,16 +1758,17 @@ impl Cake {
                     let b = &mut self.tins[tin];
                     b.dropped[idx] = b.dropped[idx].wrapping_add(1);
                     b.tin_dropped = b.tin_dropped.wrapping_add(1);
-                    sch.reduce(1, pkt.len as i64);
+                    sch.reduce(1, self.slot(s).len as i64);
                     sch.stats.dropped();
-                    drop(pkt);
+                    drop(self.release(s));
                     if ingress {
                         continue 'retry;
                     }
                 };
+                let pkt = self.slots.pkt[s].as_ref().expect("queued slot holds a packet");
                 let b = &mut self.tins[tin];
                 b.tin_ecn_mark = b.tin_ecn_mark.wrapping_add(u32::from(b.flows[idx].cvars.ecn_marked));
-                sch.stats.sent(&pkt);
+                sch.stats.sent(pkt);
                 let delay = now.wrapping_sub(pkt.enqueued_at.0 as i64) as u64;
                 b.avge_delay = ewma(b.avge_delay, delay, 8);
                 b.peak_delay = ewma(b.peak_delay, delay, if delay > b.peak_delay { 2 } else { 8 });
@@ -1769,7 +1791,7 @@ impl Cake {
                 if self.overflow_timeout != 0 {
                     self.overflow_timeout -= 1;
                 }
-                return Dequeued::Packet(pkt);
+                return self.release(s).map_or(Dequeued::Empty, Dequeued::Packet);
             }
         }
     }
