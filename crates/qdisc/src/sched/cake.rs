@@ -535,15 +535,7 @@ const NEW_FLOWS: u16 = QUEUES as u16;
 const OLD_FLOWS: u16 = QUEUES as u16 + 1;
 const DECAYING_FLOWS: u16 = QUEUES as u16 + 2;
 
-/// `struct cake_host`, its source-host and destination-host halves indexed by
-/// [`SRC`] and [`DST`]: the tag of the host owning the slot and its bulk flows.
-#[derive(Clone, Copy, Debug, Default)]
-struct Host {
-    tag: [u32; 2],
-    bulk_flow_count: [u16; 2],
-}
-
-/// Source side of a [`Host`] / [`Flow::host`].
+/// Source side of [`Tin::host_tag`], [`Tin::host_bulk`] and [`Flow::host`].
 const SRC: usize = 0;
 /// Destination side.
 const DST: usize = 1;
@@ -560,7 +552,12 @@ struct Tin {
     /// Each queue's `set` (`CAKE_SET_*`), apart so a set's 8 ways share a line.
     sets: Vec<u8>,
     overflow_idx: Vec<u16>,
-    hosts: Vec<Host>,
+    /// `struct cake_host`'s two halves, by side ([`SRC`], [`DST`]) and then by slot, so
+    /// that a set's 8 tags are 32 adjacent bytes, searched at once: the tag of the host
+    /// owning the slot …
+    host_tag: [Vec<u32>; 2],
+    /// … and its bulk flows.
+    host_bulk: [Vec<u16>; 2],
     flow_quantum: u16,
     cparams: CobaltParams,
     drop_overlimit: u32,
@@ -611,7 +608,8 @@ impl Tin {
             dropped: vec![0; QUEUES],
             sets: vec![SET_NONE; QUEUES],
             overflow_idx: (0..QUEUES).map(|j| (j * MAX_TINS + i) as u16).collect(),
-            hosts: vec![Host::default(); QUEUES],
+            host_tag: [vec![0; QUEUES], vec![0; QUEUES]],
+            host_bulk: [vec![0; QUEUES], vec![0; QUEUES]],
             flow_quantum: 0,
             cparams: CobaltParams::default(),
             drop_overlimit: 0,
@@ -695,15 +693,15 @@ impl Tin {
     /// `cake_dec_srchost_bulk_flow_count` / `…dsthost…`.
     fn dec_host(&mut self, f: usize, side: usize, mode: u8) {
         let h = self.flows[f].host[side] as usize;
-        if dual(mode, side) && self.hosts[h].bulk_flow_count[side] != 0 {
-            self.hosts[h].bulk_flow_count[side] -= 1;
+        if dual(mode, side) && self.host_bulk[side][h] != 0 {
+            self.host_bulk[side][h] -= 1;
         }
     }
     /// `cake_inc_srchost_bulk_flow_count` / `…dsthost…`.
     fn inc_host(&mut self, f: usize, side: usize, mode: u8) {
         let h = self.flows[f].host[side] as usize;
-        if dual(mode, side) && (self.hosts[h].bulk_flow_count[side] as usize) < QUEUES {
-            self.hosts[h].bulk_flow_count[side] += 1;
+        if dual(mode, side) && (self.host_bulk[side][h] as usize) < QUEUES {
+            self.host_bulk[side][h] += 1;
         }
     }
     fn dec_hosts(&mut self, f: usize, mode: u8) {
@@ -722,28 +720,34 @@ impl Tin {
     fn alloc_host(&mut self, reduced: usize, side: usize, hash: u32, mode: u8) {
         let idx = hash as usize % QUEUES;
         let (inner, outer) = (idx % WAYS, idx - idx % WAYS);
-        let mut k = inner;
-        let hit = (0..WAYS).any(|_| {
-            let found = self.hosts[outer + k].tag[side] == hash;
-            if !found {
-                k = (k + 1) % WAYS;
+        let tags = &self.host_tag[side][outer..outer + WAYS];
+        let k = match first_way(inner, ways(|w| tags[w] == hash)) {
+            Some(k) => k,
+            None => {
+                let bulk = &self.host_bulk[side][outer..outer + WAYS];
+                let k = first_way(inner, ways(|w| bulk[w] == 0)).unwrap_or(inner);
+                self.host_tag[side][outer + k] = hash;
+                k
             }
-            found
-        });
-        if !hit {
-            for _ in 0..WAYS {
-                if self.hosts[outer + k].bulk_flow_count[side] == 0 {
-                    break;
-                }
-                k = (k + 1) % WAYS;
-            }
-            self.hosts[outer + k].tag[side] = hash;
-        }
+        };
         self.flows[reduced].host[side] = (outer + k) as u16;
         if self.sets[reduced] == SET_BULK {
             self.inc_host(reduced, side, mode);
         }
     }
+}
+
+/// The ways of a set for which `f` holds, as bits (branch-free, so it vectorises).
+#[inline]
+fn ways(f: impl Fn(usize) -> bool) -> u8 {
+    (0..WAYS).fold(0, |m, w| m | (f(w) as u8) << w)
+}
+
+/// The first way of `set` met going round from way `inner` (the kernel's search
+/// order: `k = (k + 1) % CAKE_SET_WAYS` from `inner`).
+#[inline]
+fn first_way(inner: usize, set: u8) -> Option<usize> {
+    (set != 0).then(|| (inner + set.rotate_right(inner as u32).trailing_zeros() as usize) % WAYS)
 }
 
 /// `cake_dsrc` / `cake_ddst`: does the mode count bulk flows per host on `side`?
@@ -1454,42 +1458,30 @@ impl Cake {
         let inner = reduced % WAYS;
         let outer = reduced - inner;
         let (mut alloc_src, mut alloc_dst) = (false, false);
-        let mut k = inner;
-        let mut found = false;
-        for i in 0..WAYS {
-            if q.tags[outer + k] == flow_hash {
-                if i != 0 {
-                    q.way_hits = q.way_hits.wrapping_add(1);
-                }
-                if q.sets[outer + k] == SET_NONE {
-                    alloc_src = dual(mode, SRC);
-                    alloc_dst = dual(mode, DST);
-                }
-                found = true;
-                break;
+        let (tags, sets) = (&q.tags[outer..outer + WAYS], &q.sets[outer..outer + WAYS]);
+        let k = if let Some(k) = first_way(inner, ways(|w| tags[w] == flow_hash)) {
+            if k != inner {
+                q.way_hits = q.way_hits.wrapping_add(1);
             }
-            k = (k + 1) % WAYS;
-        }
-        if !found {
-            for _ in 0..WAYS {
-                if q.sets[outer + k] == SET_NONE {
-                    q.way_misses = q.way_misses.wrapping_add(1);
-                    alloc_src = dual(mode, SRC);
-                    alloc_dst = dual(mode, DST);
-                    found = true;
-                    break;
-                }
-                k = (k + 1) % WAYS;
+            if q.sets[outer + k] == SET_NONE {
+                alloc_src = dual(mode, SRC);
+                alloc_dst = dual(mode, DST);
             }
-        }
-        if !found {
+            k
+        } else if let Some(k) = first_way(inner, ways(|w| sets[w] == SET_NONE)) {
+            q.way_misses = q.way_misses.wrapping_add(1);
+            alloc_src = dual(mode, SRC);
+            alloc_dst = dual(mode, DST);
+            k
+        } else {
             q.way_collisions = q.way_collisions.wrapping_add(1);
             alloc_src = dual(mode, SRC);
             alloc_dst = dual(mode, DST);
-            if q.sets[outer + k] == SET_BULK {
-                q.dec_hosts(outer + k, mode);
+            if q.sets[inner + outer] == SET_BULK {
+                q.dec_hosts(outer + inner, mode);
             }
-        }
+            inner
+        };
         reduced = outer + k;
         q.tags[reduced] = flow_hash;
         if alloc_src {
@@ -1510,7 +1502,7 @@ impl Cake {
         let mut host_load: u16 = 1;
         for side in [SRC, DST] {
             if dual(mode, side) {
-                host_load = host_load.max(b.hosts[b.flows[idx].host[side] as usize].bulk_flow_count[side]);
+                host_load = host_load.max(b.host_bulk[side][b.flows[idx].host[side] as usize]);
             }
         }
         let fq = b.flow_quantum as u32;
