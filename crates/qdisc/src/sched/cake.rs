@@ -1166,7 +1166,7 @@ impl Cake {
 
     /// `flow_queue_add`.
     #[inline]
-    fn flow_queue_add(&mut self, tin: usize, idx: usize, pkt: Packet, adjusted_len: u32) {
+    fn flow_queue_add(&mut self, tin: usize, idx: usize, pkt: Packet, adjusted_len: u32) -> u32 {
         let s = self.alloc_slot(pkt, adjusted_len);
         let f = &mut self.tins[tin].flows[idx];
         if f.head == NIL {
@@ -1175,6 +1175,7 @@ impl Cake {
             self.slots.meta[f.tail as usize][0] = s;
         }
         f.tail = s;
+        s
     }
 
     /// `dequeue_head`: the packet and its adjusted length.
@@ -1790,11 +1791,15 @@ impl Cake {
 
     /// Enqueue one (already segmented) packet on queue `idx` of tin `tin`.
     #[inline]
-    fn queue_packet(&mut self, sch: &mut Sch, tin: usize, idx: usize, mut pkt: Packet, now: Instant) -> u32 {
-        pkt.enqueued_at = now;
+    fn queue_packet(&mut self, sch: &mut Sch, tin: usize, idx: usize, pkt: Packet, now: Instant) -> u32 {
         let adj = self.overhead(&pkt);
         let (len, truesize) = (pkt.len, pkt.truesize);
-        self.flow_queue_add(tin, idx, pkt, adj);
+        let s = self.flow_queue_add(tin, idx, pkt, adj);
+        // Stamped in place: an 8-byte store into the packet just before it is copied
+        // whole would stall the copy (store forwarding), as in fifo.rs.
+        if let Some(p) = self.slots.pkt[s as usize].as_mut() {
+            p.enqueued_at = now;
+        }
         sch.stats.qlen += 1;
         self.buffer_used = self.buffer_used.wrapping_add(truesize);
         self.tins[tin].packets = self.tins[tin].packets.wrapping_add(1);
