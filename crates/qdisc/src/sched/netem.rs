@@ -1356,7 +1356,7 @@ mod tests {
             let (mut arrival, mut now) = (0u64, 1_000_000u64);
             for _ in 0..2000 {
                 let r = rng.next_u32() as u64;
-                if r % 3 != 0 || reference.is_empty() {
+                if !r.is_multiple_of(3) || reference.is_empty() {
                     // Mostly ahead of `now`, sometimes behind it, sometimes equal times.
                     let span = [16, 1 << 12, 1 << 24, 1 << 40][(round % 4) as usize];
                     let t = match r % 7 {
