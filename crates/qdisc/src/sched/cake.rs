@@ -535,15 +535,7 @@ const NEW_FLOWS: u16 = QUEUES as u16;
 const OLD_FLOWS: u16 = QUEUES as u16 + 1;
 const DECAYING_FLOWS: u16 = QUEUES as u16 + 2;
 
-/// `struct cake_host`, its source-host and destination-host halves indexed by
-/// [`SRC`] and [`DST`]: the tag of the host owning the slot and its bulk flows.
-#[derive(Clone, Copy, Debug, Default)]
-struct Host {
-    tag: [u32; 2],
-    bulk_flow_count: [u16; 2],
-}
-
-/// Source side of a [`Host`] / [`Flow::host`].
+/// Source side of [`Tin::host_tag`], [`Tin::host_bulk`] and [`Flow::host`].
 const SRC: usize = 0;
 /// Destination side.
 const DST: usize = 1;
@@ -560,7 +552,12 @@ struct Tin {
     /// Each queue's `set` (`CAKE_SET_*`), apart so a set's 8 ways share a line.
     sets: Vec<u8>,
     overflow_idx: Vec<u16>,
-    hosts: Vec<Host>,
+    /// `struct cake_host`'s two halves, by side ([`SRC`], [`DST`]) and then by slot, so
+    /// that a set's 8 tags are 32 adjacent bytes, searched at once: the tag of the host
+    /// owning the slot …
+    host_tag: [Vec<u32>; 2],
+    /// … and its bulk flows.
+    host_bulk: [Vec<u16>; 2],
     flow_quantum: u16,
     cparams: CobaltParams,
     drop_overlimit: u32,
@@ -611,7 +608,8 @@ impl Tin {
             dropped: vec![0; QUEUES],
             sets: vec![SET_NONE; QUEUES],
             overflow_idx: (0..QUEUES).map(|j| (j * MAX_TINS + i) as u16).collect(),
-            hosts: vec![Host::default(); QUEUES],
+            host_tag: [vec![0; QUEUES], vec![0; QUEUES]],
+            host_bulk: [vec![0; QUEUES], vec![0; QUEUES]],
             flow_quantum: 0,
             cparams: CobaltParams::default(),
             drop_overlimit: 0,
@@ -695,15 +693,15 @@ impl Tin {
     /// `cake_dec_srchost_bulk_flow_count` / `…dsthost…`.
     fn dec_host(&mut self, f: usize, side: usize, mode: u8) {
         let h = self.flows[f].host[side] as usize;
-        if dual(mode, side) && self.hosts[h].bulk_flow_count[side] != 0 {
-            self.hosts[h].bulk_flow_count[side] -= 1;
+        if dual(mode, side) && self.host_bulk[side][h] != 0 {
+            self.host_bulk[side][h] -= 1;
         }
     }
     /// `cake_inc_srchost_bulk_flow_count` / `…dsthost…`.
     fn inc_host(&mut self, f: usize, side: usize, mode: u8) {
         let h = self.flows[f].host[side] as usize;
-        if dual(mode, side) && (self.hosts[h].bulk_flow_count[side] as usize) < QUEUES {
-            self.hosts[h].bulk_flow_count[side] += 1;
+        if dual(mode, side) && (self.host_bulk[side][h] as usize) < QUEUES {
+            self.host_bulk[side][h] += 1;
         }
     }
     fn dec_hosts(&mut self, f: usize, mode: u8) {
@@ -722,28 +720,34 @@ impl Tin {
     fn alloc_host(&mut self, reduced: usize, side: usize, hash: u32, mode: u8) {
         let idx = hash as usize % QUEUES;
         let (inner, outer) = (idx % WAYS, idx - idx % WAYS);
-        let mut k = inner;
-        let hit = (0..WAYS).any(|_| {
-            let found = self.hosts[outer + k].tag[side] == hash;
-            if !found {
-                k = (k + 1) % WAYS;
+        let tags = &self.host_tag[side][outer..outer + WAYS];
+        let k = match first_way(inner, ways(|w| tags[w] == hash)) {
+            Some(k) => k,
+            None => {
+                let bulk = &self.host_bulk[side][outer..outer + WAYS];
+                let k = first_way(inner, ways(|w| bulk[w] == 0)).unwrap_or(inner);
+                self.host_tag[side][outer + k] = hash;
+                k
             }
-            found
-        });
-        if !hit {
-            for _ in 0..WAYS {
-                if self.hosts[outer + k].bulk_flow_count[side] == 0 {
-                    break;
-                }
-                k = (k + 1) % WAYS;
-            }
-            self.hosts[outer + k].tag[side] = hash;
-        }
+        };
         self.flows[reduced].host[side] = (outer + k) as u16;
         if self.sets[reduced] == SET_BULK {
             self.inc_host(reduced, side, mode);
         }
     }
+}
+
+/// The ways of a set for which `f` holds, as bits (branch-free, so it vectorises).
+#[inline]
+fn ways(f: impl Fn(usize) -> bool) -> u8 {
+    (0..WAYS).fold(0, |m, w| m | (f(w) as u8) << w)
+}
+
+/// The first way of `set` met going round from way `inner` (the kernel's search
+/// order: `k = (k + 1) % CAKE_SET_WAYS` from `inner`).
+#[inline]
+fn first_way(inner: usize, set: u8) -> Option<usize> {
+    (set != 0).then(|| (inner + set.rotate_right(inner as u32).trailing_zeros() as usize) % WAYS)
 }
 
 /// `cake_dsrc` / `cake_ddst`: does the mode count bulk flows per host on `side`?
@@ -1136,8 +1140,8 @@ impl Cake {
         self.cur_tin = tin as u16;
         for f in 0..QUEUES {
             self.cur_flow = f as u16;
-            while self.tins[tin].flows[f].head != NIL {
-                let _ = self.dequeue_one(sch);
+            while let Some((s, _)) = self.dequeue_one(sch) {
+                drop(self.release(s));
             }
         }
     }
@@ -1162,7 +1166,7 @@ impl Cake {
 
     /// `flow_queue_add`.
     #[inline]
-    fn flow_queue_add(&mut self, tin: usize, idx: usize, pkt: Packet, adjusted_len: u32) {
+    fn flow_queue_add(&mut self, tin: usize, idx: usize, pkt: Packet, adjusted_len: u32) -> u32 {
         let s = self.alloc_slot(pkt, adjusted_len);
         let f = &mut self.tins[tin].flows[idx];
         if f.head == NIL {
@@ -1171,26 +1175,61 @@ impl Cake {
             self.slots.meta[f.tail as usize][0] = s;
         }
         f.tail = s;
+        s
     }
 
     /// `dequeue_head`: the packet and its adjusted length.
     #[inline]
     fn dequeue_head(&mut self, tin: usize, idx: usize) -> Option<(Packet, u32)> {
+        let (s, adj) = self.unlink_head(tin, idx)?;
+        Some((self.release(s)?, adj))
+    }
+
+    /// The head's slot taken off queue `idx` of tin `tin`, and its adjusted length; the
+    /// packet stays in the slot until [`Cake::release`]. Dequeue reads and marks it
+    /// there and moves it out whole once, into its answer: taken out early, it is
+    /// copied in pieces that the next block copy stalls on (store forwarding).
+    #[inline]
+    fn unlink_head(&mut self, tin: usize, idx: usize) -> Option<(usize, u32)> {
         let f = &mut self.tins[tin].flows[idx];
         if f.head == NIL {
             return None;
         }
         let s = f.head as usize;
-        let sl = &mut self.slots;
-        let [next, adj] = sl.meta[s];
+        let [next, adj] = self.slots.meta[s];
         f.head = next;
         if f.head == NIL {
             f.tail = NIL;
         }
-        let p = sl.pkt[s].take().expect("queued slot holds a packet");
-        sl.meta[s][0] = self.free;
+        Some((s, adj))
+    }
+
+    /// The packet of an unlinked slot, the slot freed.
+    #[inline]
+    fn release(&mut self, s: usize) -> Option<Packet> {
+        self.slots.meta[s][0] = self.free;
         self.free = s as u32;
-        Some((p, adj))
+        self.slots.pkt[s].take()
+    }
+
+    /// Load the slot the next dequeue most likely takes (this queue's new head while it
+    /// has deficit left, else the next queue's head), so that its cache misses overlap
+    /// the caller's work instead of stalling that dequeue: a prefetch (safe Rust has no
+    /// prefetch instruction), without effect on the state.
+    #[inline]
+    fn warm_next(&self, tin: usize, idx: usize) {
+        let b = &self.tins[tin];
+        let next = if b.flows[idx].deficit > 0 { idx } else { b.next_of(idx as u16) as usize };
+        if let Some(f) = b.flows.get(next) {
+            if let (Some(m), Some(p)) = (self.slots.meta.get(f.head as usize), self.slots.pkt.get(f.head as usize)) {
+                std::hint::black_box((m[0], p.as_ref().map(|p| p.len)));
+            }
+        }
+    }
+
+    /// The packet of an unlinked slot, in place.
+    fn slot(&self, s: usize) -> &Packet {
+        self.slots.pkt[s].as_ref().expect("queued slot holds a packet")
     }
 
     // ---- lengths -----------------------------------------------------------------
@@ -1435,42 +1474,30 @@ impl Cake {
         let inner = reduced % WAYS;
         let outer = reduced - inner;
         let (mut alloc_src, mut alloc_dst) = (false, false);
-        let mut k = inner;
-        let mut found = false;
-        for i in 0..WAYS {
-            if q.tags[outer + k] == flow_hash {
-                if i != 0 {
-                    q.way_hits = q.way_hits.wrapping_add(1);
-                }
-                if q.sets[outer + k] == SET_NONE {
-                    alloc_src = dual(mode, SRC);
-                    alloc_dst = dual(mode, DST);
-                }
-                found = true;
-                break;
+        let (tags, sets) = (&q.tags[outer..outer + WAYS], &q.sets[outer..outer + WAYS]);
+        let k = if let Some(k) = first_way(inner, ways(|w| tags[w] == flow_hash)) {
+            if k != inner {
+                q.way_hits = q.way_hits.wrapping_add(1);
             }
-            k = (k + 1) % WAYS;
-        }
-        if !found {
-            for _ in 0..WAYS {
-                if q.sets[outer + k] == SET_NONE {
-                    q.way_misses = q.way_misses.wrapping_add(1);
-                    alloc_src = dual(mode, SRC);
-                    alloc_dst = dual(mode, DST);
-                    found = true;
-                    break;
-                }
-                k = (k + 1) % WAYS;
+            if q.sets[outer + k] == SET_NONE {
+                alloc_src = dual(mode, SRC);
+                alloc_dst = dual(mode, DST);
             }
-        }
-        if !found {
+            k
+        } else if let Some(k) = first_way(inner, ways(|w| sets[w] == SET_NONE)) {
+            q.way_misses = q.way_misses.wrapping_add(1);
+            alloc_src = dual(mode, SRC);
+            alloc_dst = dual(mode, DST);
+            k
+        } else {
             q.way_collisions = q.way_collisions.wrapping_add(1);
             alloc_src = dual(mode, SRC);
             alloc_dst = dual(mode, DST);
-            if q.sets[outer + k] == SET_BULK {
-                q.dec_hosts(outer + k, mode);
+            if q.sets[inner + outer] == SET_BULK {
+                q.dec_hosts(outer + inner, mode);
             }
-        }
+            inner
+        };
         reduced = outer + k;
         q.tags[reduced] = flow_hash;
         if alloc_src {
@@ -1491,7 +1518,7 @@ impl Cake {
         let mut host_load: u16 = 1;
         for side in [SRC, DST] {
             if dual(mode, side) {
-                host_load = host_load.max(b.hosts[b.flows[idx].host[side] as usize].bulk_flow_count[side]);
+                host_load = host_load.max(b.host_bulk[side][b.flows[idx].host[side] as usize]);
             }
         }
         let fq = b.flow_quantum as u32;
@@ -1503,28 +1530,30 @@ impl Cake {
 
     /// `cake_dequeue_one`: the head of queue `cur_flow` of tin `cur_tin`.
     #[inline]
-    fn dequeue_one(&mut self, sch: &mut Sch) -> Option<(Packet, u32)> {
+    fn dequeue_one(&mut self, sch: &mut Sch) -> Option<(usize, u32)> {
         let (tin, idx) = (self.cur_tin as usize, self.cur_flow as usize);
-        let (pkt, adj) = self.dequeue_head(tin, idx)?;
-        let len = pkt.len;
+        let (s, adj) = self.unlink_head(tin, idx)?;
+        let pkt = self.slot(s);
+        let (len, truesize) = (pkt.len, pkt.truesize);
         let b = &mut self.tins[tin];
         b.flows[idx].backlog = b.flows[idx].backlog.wrapping_sub(len);
         b.tin_backlog = b.tin_backlog.wrapping_sub(len);
         sch.stats.backlog = sch.stats.backlog.wrapping_sub(len);
-        self.buffer_used = self.buffer_used.wrapping_sub(pkt.truesize);
+        self.buffer_used = self.buffer_used.wrapping_sub(truesize);
         sch.stats.qlen -= 1;
         if self.overflow_timeout != 0 {
             let i = self.tins[tin].overflow_idx[idx] as usize;
             self.heapify(i);
         }
-        Some((pkt, adj))
+        Some((s, adj))
     }
 
-    /// `cobalt_should_drop` for the packet just taken from `flow`. True = drop.
-    fn should_drop(&mut self, tin: usize, idx: usize, pkt: &mut Packet, now: i64, bulk_flows: u32) -> bool {
+    /// `cobalt_should_drop` for the packet just taken from `flow` (in slot `s`). True = drop.
+    fn should_drop(&mut self, tin: usize, idx: usize, s: usize, now: i64, bulk_flows: u32) -> bool {
         let p = self.tins[tin].cparams;
         let coin = if self.tins[tin].flows[idx].cvars.p_drop != 0 { self.rand_u32() } else { u32::MAX };
         let v = &mut self.tins[tin].flows[idx].cvars;
+        let pkt = self.slots.pkt[s].as_mut().expect("queued slot holds a packet");
         let sojourn = now.wrapping_sub(pkt.enqueued_at.0 as i64) as u64;
         let mut schedule = now.wrapping_sub(v.drop_next);
         let over_target = sojourn > p.target
@@ -1685,8 +1714,8 @@ impl Cake {
                     continue 'retry;
                 }
                 // Retrieve a packet via the AQM.
-                let (pkt, adj) = loop {
-                    let Some((mut pkt, adj)) = self.dequeue_one(sch) else {
+                let (s, adj) = loop {
+                    let Some((s, adj)) = self.dequeue_one(sch) else {
                         let b = &mut self.tins[tin];
                         let p = b.cparams;
                         if cobalt_queue_empty(&mut b.flows[idx].cvars, &p, now) {
@@ -1723,9 +1752,9 @@ impl Cake {
                         continue 'begin;
                     };
                     let bulk = self.tins[tin].bulk_flow_count as u32 * u32::from(ingress);
-                    let doomed = self.should_drop(tin, idx, &mut pkt, now, bulk);
+                    let doomed = self.should_drop(tin, idx, s, now, bulk);
                     if !doomed || self.tins[tin].flows[idx].head == NIL {
-                        break (pkt, adj);
+                        break (s, adj);
                     }
                     // Drop this packet and take another.
                     if ingress {
@@ -1737,16 +1766,17 @@ impl Cake {
                     let b = &mut self.tins[tin];
                     b.dropped[idx] = b.dropped[idx].wrapping_add(1);
                     b.tin_dropped = b.tin_dropped.wrapping_add(1);
-                    sch.reduce(1, pkt.len as i64);
+                    sch.reduce(1, self.slot(s).len as i64);
                     sch.stats.dropped();
-                    drop(pkt);
+                    drop(self.release(s));
                     if ingress {
                         continue 'retry;
                     }
                 };
+                let pkt = self.slots.pkt[s].as_ref().expect("queued slot holds a packet");
                 let b = &mut self.tins[tin];
                 b.tin_ecn_mark = b.tin_ecn_mark.wrapping_add(u32::from(b.flows[idx].cvars.ecn_marked));
-                sch.stats.sent(&pkt);
+                sch.stats.sent(pkt);
                 let delay = now.wrapping_sub(pkt.enqueued_at.0 as i64) as u64;
                 b.avge_delay = ewma(b.avge_delay, delay, 8);
                 b.peak_delay = ewma(b.peak_delay, delay, if delay > b.peak_delay { 2 } else { 8 });
@@ -1769,18 +1799,23 @@ impl Cake {
                 if self.overflow_timeout != 0 {
                     self.overflow_timeout -= 1;
                 }
-                return Dequeued::Packet(pkt);
+                self.warm_next(tin, idx);
+                return self.release(s).map_or(Dequeued::Empty, Dequeued::Packet);
             }
         }
     }
 
     /// Enqueue one (already segmented) packet on queue `idx` of tin `tin`.
     #[inline]
-    fn queue_packet(&mut self, sch: &mut Sch, tin: usize, idx: usize, mut pkt: Packet, now: Instant) -> u32 {
-        pkt.enqueued_at = now;
+    fn queue_packet(&mut self, sch: &mut Sch, tin: usize, idx: usize, pkt: Packet, now: Instant) -> u32 {
         let adj = self.overhead(&pkt);
         let (len, truesize) = (pkt.len, pkt.truesize);
-        self.flow_queue_add(tin, idx, pkt, adj);
+        let s = self.flow_queue_add(tin, idx, pkt, adj);
+        // Stamped in place: an 8-byte store into the packet just before it is copied
+        // whole would stall the copy (store forwarding), as in fifo.rs.
+        if let Some(p) = self.slots.pkt[s as usize].as_mut() {
+            p.enqueued_at = now;
+        }
         sch.stats.qlen += 1;
         self.buffer_used = self.buffer_used.wrapping_add(truesize);
         self.tins[tin].packets = self.tins[tin].packets.wrapping_add(1);
