@@ -11,6 +11,7 @@
 pub mod cake;
 pub mod codel;
 pub mod drr;
+pub mod ets;
 pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
@@ -39,6 +40,7 @@ pub static KINDS: &[&Ops] = &[
     &ingress::CLSACT,
     &codel::OPS,
     &drr::OPS,
+    &ets::OPS,
     &fq::OPS,
     &fq_codel::OPS,
     &fq_pie::OPS,
@@ -59,9 +61,8 @@ pub static KINDS: &[&Ops] = &[
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
-const TC_ONLY_KINDS: &[&str] = &[
-    "cbs", "choke", "etf", "ets", "gred", "hfsc", "hhf", "mqprio", "multiq", "plug", "qfq", "sfb", "skbprio", "taprio",
-];
+const TC_ONLY_KINDS: &[&str] =
+    &["cbs", "choke", "etf", "gred", "hfsc", "hhf", "mqprio", "multiq", "plug", "qfq", "sfb", "skbprio", "taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {
