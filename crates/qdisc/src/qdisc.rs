@@ -333,14 +333,28 @@ pub trait Classful {
     fn find(&self, minor: u32) -> bool {
         self.leaf(minor).is_some()
     }
-    /// The qdisc attached to class `minor`, if the class exists and has one.
-    fn leaf(&self, minor: u32) -> Option<&Node>;
-    fn leaf_mut(&mut self, minor: u32) -> Option<&mut Node>;
+    /// The qdisc attached to class `minor`, if the class exists and has one. The
+    /// default: classes without qdiscs (no `leaf` op, or one answering NULL).
+    fn leaf(&self, _minor: u32) -> Option<&Node> {
+        None
+    }
+    fn leaf_mut(&mut self, _minor: u32) -> Option<&mut Node> {
+        None
+    }
     /// `cops->graft`: attach `new` to class `minor` (None = back to the default
     /// child), returning the old child. The parent's qlen/backlog drop by what the
     /// old child held (`qdisc_purge_queue` + `qdisc_tree_reduce_backlog`).
-    /// `sch` is the qdisc's own [`Sch`] (the classes' parent).
-    fn graft(&mut self, sch: &mut Sch, minor: u32, new: Option<Node>, dev: &DevInfo) -> Result<Option<Node>, TcError>;
+    /// `sch` is the qdisc's own [`Sch`] (the classes' parent). The default is a kind
+    /// without a `graft` op: EOPNOTSUPP.
+    fn graft(
+        &mut self,
+        _sch: &mut Sch,
+        _minor: u32,
+        _new: Option<Node>,
+        _dev: &DevInfo,
+    ) -> Result<Option<Node>, TcError> {
+        Err(TcError::errno(crate::tc::Errno::EOPNOTSUPP))
+    }
     /// `cops->change`: create class `classid` below `parent` (`exists` false) or
     /// change it. `Ok(Some(w))` succeeds with a kernel warning (tc prints
     /// "Warning: w."). Purged leaves are reported through `sch.reduce`.

@@ -26,6 +26,7 @@ pub mod pie;
 pub mod prio;
 pub mod red;
 pub mod sfq;
+pub mod skbprio;
 pub mod tbf;
 
 pub use crate::qdisc::{Create, Flags, Ops, Opts, Parse};
@@ -56,13 +57,14 @@ pub static KINDS: &[&Ops] = &[
     &prio::OPS,
     &red::OPS,
     &sfq::OPS,
+    &skbprio::OPS,
     &tbf::OPS,
 ];
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
 const TC_ONLY_KINDS: &[&str] =
-    &["cbs", "choke", "etf", "gred", "hfsc", "hhf", "mqprio", "multiq", "plug", "qfq", "sfb", "skbprio", "taprio"];
+    &["cbs", "choke", "etf", "gred", "hfsc", "hhf", "mqprio", "multiq", "plug", "qfq", "sfb", "taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {
