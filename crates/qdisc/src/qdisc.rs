@@ -287,6 +287,9 @@ pub struct Sch {
     /// `sch->gso_skb` as `qdisc_peek_dequeued` uses it (§1.4): a packet dequeued by a
     /// peek, still counted in qlen/backlog until dequeued.
     parked: Option<Packet>,
+    /// `netif_schedule_queue`: the qdisc asked, outside a dequeue, that its device
+    /// run its queue (plug's release); taken by [`crate::tree::Device::take_scheduled`].
+    pub schedule: bool,
 }
 
 impl Sch {

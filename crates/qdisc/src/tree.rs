@@ -459,6 +459,17 @@ impl Device {
         out
     }
 
+    /// Whether a qdisc of this device asked for its queue to be run
+    /// (`netif_schedule_queue`, [`crate::qdisc::Sch::schedule`]) since the last call: the asks are
+    /// taken. Whoever drives the device then dequeues as its driver allows.
+    pub fn take_scheduled(&mut self) -> bool {
+        let asked: Vec<Path> = self.walk().into_iter().filter(|(_, n)| n.sch.schedule).map(|(p, _)| p).collect();
+        for p in &asked {
+            self.node_mut(p).sch.schedule = false;
+        }
+        !asked.is_empty()
+    }
+
     pub fn node(&self, path: &[u32]) -> &Node {
         self.try_node(path).expect("valid path")
     }

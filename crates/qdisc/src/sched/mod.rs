@@ -23,6 +23,7 @@ pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod pie;
+pub mod plug;
 pub mod prio;
 pub mod red;
 pub mod sfq;
@@ -53,6 +54,7 @@ pub static KINDS: &[&Ops] = &[
     &fifo::PFIFO,
     &pfifo_fast::OPS,
     &pie::OPS,
+    &plug::OPS,
     &fifo::PFIFO_HEAD_DROP,
     &prio::OPS,
     &red::OPS,
@@ -64,7 +66,7 @@ pub static KINDS: &[&Ops] = &[
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
 const TC_ONLY_KINDS: &[&str] =
-    &["cbs", "choke", "etf", "gred", "hfsc", "hhf", "mqprio", "multiq", "plug", "qfq", "sfb", "taprio"];
+    &["cbs", "choke", "etf", "gred", "hfsc", "hhf", "mqprio", "multiq", "qfq", "sfb", "taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {
