@@ -77,6 +77,8 @@ pub struct DevInfo {
     pub hard_header_len: u32,
     pub tx_queue_len: u32,
     pub num_tx_queues: u32,
+    /// `real_num_tx_queues`: the tx queues in use (≤ `num_tx_queues`).
+    pub real_tx_queues: u32,
     /// The kernel whose behaviour the device follows (its `Device::kernel`), for the
     /// init/change code that differs between versions.
     pub kernel: crate::tree::KernelVersion,
@@ -92,6 +94,7 @@ impl DevInfo {
             hard_header_len: 14,
             tx_queue_len: 1000,
             num_tx_queues: 1,
+            real_tx_queues: 1,
             kernel: Default::default(),
         }
     }
@@ -308,6 +311,16 @@ impl Sch {
     }
     pub fn parked(&self) -> Option<&Packet> {
         self.parked.as_ref()
+    }
+    /// A classful qdisc's classification gave no class (`NET_XMIT_SUCCESS |
+    /// __NET_XMIT_BYPASS` for a drop, `__NET_XMIT_STOLEN` for a consumed packet):
+    /// a drop is counted here (`qdisc_qstats_drop`). Returns the answer for the
+    /// packet.
+    pub fn unclassified(&mut self, e: Enqueued) -> Enqueued {
+        if e == Enqueued::Dropped {
+            self.stats.dropped();
+        }
+        e
     }
     /// Record a reduction for the parent.
     pub fn reduce(&mut self, pkts: i32, bytes: i64) {
@@ -653,6 +666,28 @@ impl Child {
             parent.stats.sent(p);
         }
         d
+    }
+
+    /// The packet of the first of `children`, taken in `order`, whose peek has one
+    /// (`prio_peek`, `multiq_peek`); what the peeks report is collected into `parent`.
+    pub fn peek_first<'a>(
+        children: &'a mut [Node],
+        order: impl IntoIterator<Item = usize>,
+        now: Instant,
+        parent: &mut Sch,
+    ) -> Option<&'a Packet> {
+        let mut found = None;
+        for i in order {
+            let child = &mut children[i];
+            let has = child.peek(now).is_some();
+            Self::collect(child, parent);
+            if has {
+                found = Some(i);
+                break;
+            }
+        }
+        // A second peek returns the same packet (parked or at the head).
+        children[found?].peek(now)
     }
 
     /// Apply the child's pending reduction to the parent and pass it on.

@@ -333,6 +333,7 @@ impl Device {
             hard_header_len: 14,
             tx_queue_len: spec.txqueuelen,
             num_tx_queues: spec.txqueues,
+            real_tx_queues: spec.realtxqueues.unwrap_or(spec.txqueues),
             kernel,
         };
         let mut d = Device {

@@ -350,12 +350,7 @@ impl Qdisc for Ets {
         let nbands = self.bands.len() as u32;
         let i = match classify_band(&self.block, self.handle, &self.prio2band, nbands, &pkt, now) {
             Ok(i) => i,
-            Err(e) => {
-                if e == Enqueued::Dropped {
-                    sch.stats.dropped();
-                }
-                return e;
-            }
+            Err(e) => return sch.unclassified(e),
         };
         let b = &mut self.bands[i];
         let r = Child::enqueue(&mut b.qdisc, pkt, now, sch);

@@ -19,6 +19,7 @@ pub mod fq_pie;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
+pub mod multiq;
 pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
@@ -49,6 +50,7 @@ pub static KINDS: &[&Ops] = &[
     &htb::OPS,
     &ingress::INGRESS,
     &mq::OPS,
+    &multiq::OPS,
     &netem::OPS,
     &noqueue::NOQUEUE,
     &fifo::PFIFO,
@@ -65,8 +67,7 @@ pub static KINDS: &[&Ops] = &[
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
-const TC_ONLY_KINDS: &[&str] =
-    &["cbs", "choke", "etf", "gred", "hfsc", "hhf", "mqprio", "multiq", "qfq", "sfb", "taprio"];
+const TC_ONLY_KINDS: &[&str] = &["cbs", "choke", "etf", "gred", "hfsc", "hhf", "mqprio", "qfq", "sfb", "taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {

@@ -249,12 +249,7 @@ impl Qdisc for Prio {
     fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
         let band = match self.classify(&pkt, now) {
             Ok(b) => b,
-            Err(e) => {
-                if e == Enqueued::Dropped {
-                    sch.stats.dropped();
-                }
-                return e;
-            }
+            Err(e) => return sch.unclassified(e),
         };
         Child::enqueue(&mut self.queues[band], pkt, now, sch)
     }
@@ -275,17 +270,8 @@ impl Qdisc for Prio {
 
     /// Mirrors `prio_peek`: the first band whose child's peek has a packet.
     fn peek<'a>(&'a mut self, sch: &'a mut Sch, now: Instant) -> Option<&'a Packet> {
-        let mut found = None;
-        for (i, child) in self.queues.iter_mut().enumerate() {
-            let has = child.peek(now).is_some();
-            Child::collect(child, sch);
-            if has {
-                found = Some(i);
-                break;
-            }
-        }
-        // A second peek returns the same packet (parked or at the head).
-        self.queues[found?].peek(now)
+        let n = self.queues.len();
+        Child::peek_first(&mut self.queues, 0..n, now, sch)
     }
 
     /// Mirrors `prio_reset`.
