@@ -1,7 +1,7 @@
 //! Enqueue + dequeue cost per packet, steady state, 1500-byte packets.
 //! `cargo bench -p qdisc` — targets: fifos/pfifo_fast/prio ≤ 15 ns, tbf ≤ 30 ns (issue 2);
 //! at 10,000 active flows fq and fq_codel ≤ 67 ns, sfq ≤ 40 ns, codel ≤ 25 ns (issue 3);
-//! red and pie in the first group, fq_pie at 10,000 flows ≤ 67 ns (issue 15);
+//! red, pie, ets and skbprio in the first group, fq_pie at 10,000 flows ≤ 67 ns (issue 15);
 //! netem with delay and jitter at 10,000 packets queued ≤ 60 ns, cake with the shaper
 //! on at 10,000 flows ≤ 100 ns (issue 14).
 
@@ -32,6 +32,10 @@ fn bench(c: &mut Criterion) {
         ("pfifo_head_drop", "pfifo_head_drop", "limit 1000"),
         ("pfifo_fast", "pfifo_fast", ""),
         ("prio", "prio", ""),
+        // Three sharing bands, priorities spread over them: the deficit round robin.
+        ("ets", "ets", "quanta 1514 3000 1514 priomap 0 1 2 0 1 2 0 1"),
+        // Eight priorities, below the limit: no drops.
+        ("skbprio", "skbprio", "limit 1000"),
         // A rate far above the offered load: every dequeue passes the token check.
         ("tbf", "tbf", "rate 100gbit burst 1mb limit 10mb"),
         // 64 queued stay below min (83): the RED average and the ring, no draws.

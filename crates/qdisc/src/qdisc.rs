@@ -77,6 +77,8 @@ pub struct DevInfo {
     pub hard_header_len: u32,
     pub tx_queue_len: u32,
     pub num_tx_queues: u32,
+    /// `real_num_tx_queues`: the tx queues in use (≤ `num_tx_queues`).
+    pub real_tx_queues: u32,
     /// The kernel whose behaviour the device follows (its `Device::kernel`), for the
     /// init/change code that differs between versions.
     pub kernel: crate::tree::KernelVersion,
@@ -92,6 +94,7 @@ impl DevInfo {
             hard_header_len: 14,
             tx_queue_len: 1000,
             num_tx_queues: 1,
+            real_tx_queues: 1,
             kernel: Default::default(),
         }
     }
@@ -301,6 +304,9 @@ pub struct Sch {
     /// `sch->gso_skb` as `qdisc_peek_dequeued` uses it (§1.4): a packet dequeued by a
     /// peek, still counted in qlen/backlog until dequeued.
     parked: Option<Packet>,
+    /// `netif_schedule_queue`: the qdisc asked, outside a dequeue, that its device
+    /// run its queue (plug's release); taken by [`crate::tree::Device::take_scheduled`].
+    pub schedule: bool,
 }
 
 impl Sch {
@@ -319,6 +325,16 @@ impl Sch {
     }
     pub fn parked(&self) -> Option<&Packet> {
         self.parked.as_ref()
+    }
+    /// A classful qdisc's classification gave no class (`NET_XMIT_SUCCESS |
+    /// __NET_XMIT_BYPASS` for a drop, `__NET_XMIT_STOLEN` for a consumed packet):
+    /// a drop is counted here (`qdisc_qstats_drop`). Returns the answer for the
+    /// packet.
+    pub fn unclassified(&mut self, e: Enqueued) -> Enqueued {
+        if e == Enqueued::Dropped {
+            self.stats.dropped();
+        }
+        e
     }
     /// Record a reduction for the parent.
     pub fn reduce(&mut self, pkts: i32, bytes: i64) {
@@ -347,14 +363,28 @@ pub trait Classful {
     fn find(&self, minor: u32) -> bool {
         self.leaf(minor).is_some()
     }
-    /// The qdisc attached to class `minor`, if the class exists and has one.
-    fn leaf(&self, minor: u32) -> Option<&Node>;
-    fn leaf_mut(&mut self, minor: u32) -> Option<&mut Node>;
+    /// The qdisc attached to class `minor`, if the class exists and has one. The
+    /// default: classes without qdiscs (no `leaf` op, or one answering NULL).
+    fn leaf(&self, _minor: u32) -> Option<&Node> {
+        None
+    }
+    fn leaf_mut(&mut self, _minor: u32) -> Option<&mut Node> {
+        None
+    }
     /// `cops->graft`: attach `new` to class `minor` (None = back to the default
     /// child), returning the old child. The parent's qlen/backlog drop by what the
     /// old child held (`qdisc_purge_queue` + `qdisc_tree_reduce_backlog`).
-    /// `sch` is the qdisc's own [`Sch`] (the classes' parent).
-    fn graft(&mut self, sch: &mut Sch, minor: u32, new: Option<Node>, dev: &DevInfo) -> Result<Option<Node>, TcError>;
+    /// `sch` is the qdisc's own [`Sch`] (the classes' parent). The default is a kind
+    /// without a `graft` op: EOPNOTSUPP.
+    fn graft(
+        &mut self,
+        _sch: &mut Sch,
+        _minor: u32,
+        _new: Option<Node>,
+        _dev: &DevInfo,
+    ) -> Result<Option<Node>, TcError> {
+        Err(TcError::errno(crate::tc::Errno::EOPNOTSUPP))
+    }
     /// `cops->change`: create class `classid` below `parent` (`exists` false) or
     /// change it. `Ok(Some(w))` succeeds with a kernel warning (tc prints
     /// "Warning: w."). Purged leaves are reported through `sch.reduce`.
@@ -650,6 +680,28 @@ impl Child {
             parent.stats.sent(p);
         }
         d
+    }
+
+    /// The packet of the first of `children`, taken in `order`, whose peek has one
+    /// (`prio_peek`, `multiq_peek`); what the peeks report is collected into `parent`.
+    pub fn peek_first<'a>(
+        children: &'a mut [Node],
+        order: impl IntoIterator<Item = usize>,
+        now: Instant,
+        parent: &mut Sch,
+    ) -> Option<&'a Packet> {
+        let mut found = None;
+        for i in order {
+            let child = &mut children[i];
+            let has = child.peek(now).is_some();
+            Self::collect(child, parent);
+            if has {
+                found = Some(i);
+                break;
+            }
+        }
+        // A second peek returns the same packet (parked or at the head).
+        children[found?].peek(now)
     }
 
     /// Apply the child's pending reduction to the parent and pass it on.

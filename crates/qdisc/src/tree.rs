@@ -333,6 +333,7 @@ impl Device {
             hard_header_len: 14,
             tx_queue_len: spec.txqueuelen,
             num_tx_queues: spec.txqueues,
+            real_tx_queues: spec.realtxqueues.unwrap_or(spec.txqueues),
             kernel,
         };
         let mut d = Device {
@@ -457,6 +458,17 @@ impl Device {
             out.push((vec![INGRESS], i));
         }
         out
+    }
+
+    /// Whether a qdisc of this device asked for its queue to be run
+    /// (`netif_schedule_queue`, [`crate::qdisc::Sch::schedule`]) since the last call: the asks are
+    /// taken. Whoever drives the device then dequeues as its driver allows.
+    pub fn take_scheduled(&mut self) -> bool {
+        let asked: Vec<Path> = self.walk().into_iter().filter(|(_, n)| n.sch.schedule).map(|(p, _)| p).collect();
+        for p in &asked {
+            self.node_mut(p).sch.schedule = false;
+        }
+        !asked.is_empty()
     }
 
     pub fn node(&self, path: &[u32]) -> &Node {

@@ -148,6 +148,19 @@ fn send(tc: &mut Tc, words: &[&str]) {
     }
 }
 
+/// After a tc command a device whose qdisc asked for it (`netif_schedule_queue`, a
+/// plug release) runs its queue, as the capture's always-ready driver does.
+fn run_queues(tc: &mut Tc, specs: &[DevSpec]) {
+    let now = tc.now;
+    for s in specs {
+        if let Some(d) = tc.device_mut(&s.name) {
+            if d.take_scheduled() {
+                while let Dequeued::Packet(_) = d.dequeue(now) {}
+            }
+        }
+    }
+}
+
 /// The case's devices, brought up with its boot-time sysctls in force.
 fn boot(specs: &[DevSpec], kernel: KernelVersion, sysctls: Option<&Value>) -> Tc {
     let Some(sysctls) = sysctls else { return Tc::with_kernel(specs, kernel) };
@@ -218,7 +231,11 @@ fn check_dir(name: &str, at_least: usize) {
             }
             let mut got = match cmd.strip_prefix("# sysctl ") {
                 Some(setting) => sysctl(&mut tc, setting),
-                None => tc.run(&makeargs(cmd)),
+                None => {
+                    let out = tc.run(&makeargs(cmd));
+                    run_queues(&mut tc, &specs);
+                    out
+                }
             };
             if let Some((_, _, _, why)) =
                 KNOWN_GAPS.iter().find(|(d, n, s, _)| *d == dir_name && *n == case_name && *s == cmd)

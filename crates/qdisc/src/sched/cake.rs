@@ -57,11 +57,9 @@
 
 use crate::classify::{Block, Verdict};
 use crate::packet::Packet;
-use crate::qdisc::{
-    tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch,
-};
+use crate::qdisc::{tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Flags, Ops, Opts, Parse, Qdisc, Sch};
 use crate::stats::Stats;
-use crate::tc::{units, Args, Errno, Out, TcError};
+use crate::tc::{units, Args, Out, TcError};
 use crate::time::Instant;
 
 /// CAKE_QUEUES: queues per tin.
@@ -2203,24 +2201,8 @@ impl Classful for Cake {
         }
         v
     }
-    fn find(&self, _minor: u32) -> bool {
-        false
-    }
-    fn leaf(&self, _minor: u32) -> Option<&Node> {
-        None
-    }
-    fn leaf_mut(&mut self, _minor: u32) -> Option<&mut Node> {
-        None
-    }
-    fn graft(
-        &mut self,
-        _sch: &mut Sch,
-        _minor: u32,
-        _new: Option<Node>,
-        _dev: &DevInfo,
-    ) -> Result<Option<Node>, TcError> {
-        Err(TcError::errno(Errno::EOPNOTSUPP))
-    }
+    // find, leaf and graft: the defaults (no class is found, none has a qdisc,
+    // no graft op).
     /// `cake_dump_class_stats`: the queue's packets, backlog and drops.
     fn class_stats(&self, minor: u32) -> Option<Stats> {
         let Some((t, j)) = self.class_queue(minor) else { return Some(Stats::default()) };
@@ -2301,6 +2283,7 @@ fn print_mode(out: &mut Out, v: u32, key: &str, table: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::qdisc::Node;
     use crate::stats::Reduce;
     use crate::testing::{dev, held};
 

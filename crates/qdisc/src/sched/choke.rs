@@ -1,5 +1,5 @@
 //! choke — CHOose and Keep/Kill. Mirrors net/sched/sch_choke.c (kernel side) and
-//! tc/q_choke.c (iproute2 side); §24 of docs/kernel-notes.md.
+//! tc/q_choke.c (iproute2 side); §27 of docs/kernel-notes.md.
 //!
 //! Theory: RED on the queue's length in packets, plus one step. When the average is
 //! above `min`, a packet already queued is drawn at random; if it belongs to the

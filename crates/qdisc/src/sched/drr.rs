@@ -171,13 +171,7 @@ impl Qdisc for Drr {
     fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
         let m = match self.classify(&pkt, now) {
             Ok(m) => m,
-            Err(e) => {
-                // NET_XMIT_SUCCESS | __NET_XMIT_BYPASS: counted here and above.
-                if e == Enqueued::Dropped {
-                    sch.stats.dropped();
-                }
-                return e;
-            }
+            Err(e) => return sch.unclassified(e),
         };
         let c = self.classes.get_mut(&m).expect("classified");
         let r = Child::enqueue(&mut c.leaf, pkt, now, sch);

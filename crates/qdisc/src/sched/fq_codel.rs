@@ -1076,12 +1076,6 @@ impl Classful for FqCodel {
     fn find(&self, _minor: u32) -> bool {
         false
     }
-    fn leaf(&self, _minor: u32) -> Option<&Node> {
-        None
-    }
-    fn leaf_mut(&mut self, _minor: u32) -> Option<&mut Node> {
-        None
-    }
     fn graft(
         &mut self,
         _sch: &mut Sch,

@@ -127,12 +127,6 @@ impl Classful for Ingress {
     fn find(&self, minor: u32) -> bool {
         !self.clsact || minor == MIN_INGRESS || minor == MIN_EGRESS
     }
-    fn leaf(&self, _minor: u32) -> Option<&Node> {
-        None
-    }
-    fn leaf_mut(&mut self, _minor: u32) -> Option<&mut Node> {
-        None
-    }
     fn graft(
         &mut self,
         _sch: &mut Sch,

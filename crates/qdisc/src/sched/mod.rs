@@ -12,6 +12,7 @@ pub mod cake;
 pub mod choke;
 pub mod codel;
 pub mod drr;
+pub mod ets;
 pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
@@ -19,13 +20,16 @@ pub mod fq_pie;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
+pub mod multiq;
 pub mod netem;
 pub mod noqueue;
 pub mod pfifo_fast;
 pub mod pie;
+pub mod plug;
 pub mod prio;
 pub mod red;
 pub mod sfq;
+pub mod skbprio;
 pub mod tbf;
 
 pub use crate::qdisc::{Create, Flags, Ops, Opts, Parse};
@@ -41,28 +45,31 @@ pub static KINDS: &[&Ops] = &[
     &ingress::CLSACT,
     &codel::OPS,
     &drr::OPS,
+    &ets::OPS,
     &fq::OPS,
     &fq_codel::OPS,
     &fq_pie::OPS,
     &htb::OPS,
     &ingress::INGRESS,
     &mq::OPS,
+    &multiq::OPS,
     &netem::OPS,
     &noqueue::NOQUEUE,
     &fifo::PFIFO,
     &pfifo_fast::OPS,
     &pie::OPS,
+    &plug::OPS,
     &fifo::PFIFO_HEAD_DROP,
     &prio::OPS,
     &red::OPS,
     &sfq::OPS,
+    &skbprio::OPS,
     &tbf::OPS,
 ];
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
-const TC_ONLY_KINDS: &[&str] =
-    &["cbs", "etf", "ets", "gred", "hfsc", "hhf", "mqprio", "multiq", "plug", "qfq", "sfb", "skbprio", "taprio"];
+const TC_ONLY_KINDS: &[&str] = &["cbs", "etf", "gred", "hfsc", "hhf", "mqprio", "qfq", "sfb", "taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {

@@ -171,7 +171,7 @@ mod tests {
     use super::*;
 
     fn dev(n: u32) -> DevInfo {
-        DevInfo { num_tx_queues: n, ..DevInfo::eth0() }
+        DevInfo { num_tx_queues: n, real_tx_queues: n, ..DevInfo::eth0() }
     }
 
     fn mq(d: &DevInfo, handle: u32, parent: u32) -> Result<Mq, TcError> {

@@ -103,12 +103,18 @@ pub fn parse(args: &mut Args) -> Result<PrioOpt, TcError> {
 /// TCA_PRIO_MQ, so tc prints the JSON-only `false`).
 pub fn dump_priomap(out: &mut Out, bands: u32, priomap: &[u8; 16]) {
     out.uint("bands", format_args!("bands {bands} "), bands as u64);
-    out.open_array("priomap", "priomap");
-    for &b in priomap {
-        out.array_uint(format_args!(" {b}"), b as u64);
-    }
-    out.close_array("");
+    dump_uint_array(out, "priomap", priomap.iter().map(|&b| b as u64), "");
     out.boolean("multiqueue", format_args!(""), false);
+}
+
+/// `open_json_array(PRINT_ANY, key)`, ` N` per value, `close_json_array(PRINT_ANY,
+/// close)`: text `key N N … close`, JSON `"key":[N,N,…]` (prio's and ets's maps).
+pub fn dump_uint_array(out: &mut Out, key: &str, values: impl IntoIterator<Item = u64>, close: &str) {
+    out.open_array(key, key);
+    for v in values {
+        out.array_uint(format_args!(" {v}"), v);
+    }
+    out.close_array(close);
 }
 
 /// `prio_init` wants options (EINVAL without); tc always sends them.
@@ -188,36 +194,49 @@ impl Prio {
         self.handle
     }
 
-    /// Mirrors `prio_classify`: the band (0-based) for `pkt` at `now`.
-    ///
-    /// When the priority does not name one of our classes the filters run
-    /// (`tcf_classify`); a match yields a classid whose minor − 1 is the band (its
-    /// major is not checked; out of range → `priomap[0]`), and no filter or no match
-    /// falls through to the priomap. A filter action's SHOT answers
-    /// `Err(Dropped)` (the caller counts the drop, `__NET_XMIT_BYPASS`), its
-    /// STOLEN/QUEUED/TRAP `Err(Stolen)`.
+    /// Mirrors `prio_classify` (see [`classify_band`]).
     pub fn classify(&self, pkt: &Packet, now: Instant) -> Result<usize, Enqueued> {
-        let bands = self.queues.len() as u32;
-        let mut band = pkt.priority;
-        if tc_h_maj(pkt.priority) != self.handle {
-            match self.block.classify(pkt, now) {
-                Some(Verdict::Shot) => return Err(Enqueued::Dropped),
-                Some(Verdict::Stolen) => return Err(Enqueued::Stolen),
-                Some(Verdict::Class(res)) => band = res.classid,
-                None => {
-                    if tc_h_maj(band) != 0 {
-                        band = 0;
-                    }
-                    return Ok(self.prio2band[(band & TC_PRIO_MAX) as usize] as usize);
+        classify_band(&self.block, self.handle, &self.prio2band, self.bands(), pkt, now)
+    }
+}
+
+/// Mirrors `prio_classify`, which `ets_classify` repeats: the band (0-based) for
+/// `pkt` at `now` of a qdisc `handle` with `bands` bands, filters `block` and map
+/// `prio2band`.
+///
+/// When the priority does not name one of our classes the filters run
+/// (`tcf_classify`); a match yields a classid whose minor − 1 is the band (its
+/// major is not checked; out of range → `priomap[0]`), and no filter or no match
+/// falls through to the priomap. A filter action's SHOT answers
+/// `Err(Dropped)` (the caller counts the drop, `__NET_XMIT_BYPASS`), its
+/// STOLEN/QUEUED/TRAP `Err(Stolen)`.
+pub fn classify_band(
+    block: &crate::classify::Block,
+    handle: u32,
+    prio2band: &[u8; 16],
+    bands: u32,
+    pkt: &Packet,
+    now: Instant,
+) -> Result<usize, Enqueued> {
+    let mut band = pkt.priority;
+    if tc_h_maj(pkt.priority) != handle {
+        match block.classify(pkt, now) {
+            Some(Verdict::Shot) => return Err(Enqueued::Dropped),
+            Some(Verdict::Stolen) => return Err(Enqueued::Stolen),
+            Some(Verdict::Class(res)) => band = res.classid,
+            None => {
+                if tc_h_maj(band) != 0 {
+                    band = 0;
                 }
+                return Ok(prio2band[(band & TC_PRIO_MAX) as usize] as usize);
             }
         }
-        let b = tc_h_min(band).wrapping_sub(1);
-        if b >= bands {
-            return Ok(self.prio2band[0] as usize);
-        }
-        Ok(b as usize)
     }
+    let b = tc_h_min(band).wrapping_sub(1);
+    if b >= bands {
+        return Ok(prio2band[0] as usize);
+    }
+    Ok(b as usize)
 }
 
 impl Qdisc for Prio {
@@ -230,12 +249,7 @@ impl Qdisc for Prio {
     fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
         let band = match self.classify(&pkt, now) {
             Ok(b) => b,
-            Err(e) => {
-                if e == Enqueued::Dropped {
-                    sch.stats.dropped();
-                }
-                return e;
-            }
+            Err(e) => return sch.unclassified(e),
         };
         Child::enqueue(&mut self.queues[band], pkt, now, sch)
     }
@@ -256,17 +270,8 @@ impl Qdisc for Prio {
 
     /// Mirrors `prio_peek`: the first band whose child's peek has a packet.
     fn peek<'a>(&'a mut self, sch: &'a mut Sch, now: Instant) -> Option<&'a Packet> {
-        let mut found = None;
-        for (i, child) in self.queues.iter_mut().enumerate() {
-            let has = child.peek(now).is_some();
-            Child::collect(child, sch);
-            if has {
-                found = Some(i);
-                break;
-            }
-        }
-        // A second peek returns the same packet (parked or at the head).
-        self.queues[found?].peek(now)
+        let n = self.queues.len();
+        Child::peek_first(&mut self.queues, 0..n, now, sch)
     }
 
     /// Mirrors `prio_reset`.

@@ -37,7 +37,7 @@ use std::collections::VecDeque;
 
 use crate::packet::Packet;
 use crate::qdisc::{
-    peek_dequeued, tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch,
+    peek_dequeued, tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Flags, Ops, Opts, Parse, Qdisc, Sch,
 };
 use crate::sched::red::{
     red_action, red_calc_qavg_no_idle_time, red_check_params, scan_lg, tc_red_eval_ewma, tc_red_eval_p, RedAction,
@@ -1035,26 +1035,8 @@ impl Classful for Sfq {
     fn class_minors(&self) -> Vec<u32> {
         (0..self.divisor).filter(|&i| self.ht[i as usize] != SFQ_EMPTY_SLOT).map(|i| i + 1).collect()
     }
-    /// `sfq_find` always answers "no such class".
-    fn find(&self, _minor: u32) -> bool {
-        false
-    }
-    fn leaf(&self, _minor: u32) -> Option<&Node> {
-        None
-    }
-    fn leaf_mut(&mut self, _minor: u32) -> Option<&mut Node> {
-        None
-    }
-    /// No `graft` op.
-    fn graft(
-        &mut self,
-        _sch: &mut Sch,
-        _minor: u32,
-        _new: Option<Node>,
-        _dev: &DevInfo,
-    ) -> Result<Option<Node>, TcError> {
-        Err(TcError::errno(Errno::EOPNOTSUPP))
-    }
+    // find, leaf and graft: the defaults (no class is found, none has a qdisc,
+    // no graft op).
     /// `sfq_dump_class_stats`: the slot's qlen and backlog only (no basic counters).
     fn class_stats(&self, minor: u32) -> Option<Stats> {
         let mut s = Stats::default();
@@ -1077,6 +1059,7 @@ impl Classful for Sfq {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::qdisc::Node;
     use crate::stats::Reduce;
     use crate::tc::makeargs;
     use crate::testing::{dev, held, t};

@@ -104,6 +104,11 @@ impl Out {
             let _ = self.buf.write_fmt(args);
         }
     }
+    /// A printer's plain `fprintf(f, …)`: the text goes out in both modes, so inside
+    /// `-j` output it lands in the JSON as it is (q_multiq.c prints its bands so).
+    pub fn fprintf(&mut self, args: fmt::Arguments) {
+        let _ = self.buf.write_fmt(args);
+    }
     /// `print_nl`: a line break in text mode.
     pub fn nl(&mut self) {
         if !self.json {
