@@ -874,17 +874,29 @@ fn tc_seeds() -> Vec<Vec<u8>> {
 }
 
 /// A failed command must say why; JSON output must be JSON.
+/// multiq's options object, `{bands N/M }` (its raw fprintf in `-j`, as tc prints
+/// it), as an empty one.
+fn without_multiq_bands(s: &str) -> String {
+    let (mut out, mut rest) = (String::new(), s);
+    while let Some(i) = rest.find("{bands ") {
+        let Some(end) = rest[i..].find('}') else { break };
+        out.push_str(&rest[..=i]);
+        rest = &rest[i + end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn tc_output(argv: &[String], opts_json: bool, out: &Output) -> Result<(), String> {
     if out.code != 0 && out.stderr.trim().is_empty() {
         return Err(format!("`tc {}` exits {} without a word on stderr", argv.join(" "), out.code));
     }
     if out.code == 0 && opts_json && !out.stdout.trim().is_empty() {
         // iproute2's own invalid JSON, kept byte for byte: u32's ` eat ` is a bare
-        // string inside an object (`print_string(PRINT_ANY, NULL, …)`), and jsonw
-        // escapes only \t \n \r \f \b \\ and \" (a device may be named "\x01").
-        let text: String = out
-            .stdout
-            .replace(",\" eat \"", "")
+        // string inside an object (`print_string(PRINT_ANY, NULL, …)`), q_multiq.c
+        // prints `bands N/M ` with a plain fprintf inside the options object, and
+        // jsonw escapes only \t \n \r \f \b \\ and \" (a device may be named "\x01").
+        let text: String = without_multiq_bands(&out.stdout.replace(",\" eat \"", ""))
             .chars()
             .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
             .collect();
