@@ -950,8 +950,7 @@ impl Device {
     /// The tx queue `skb_tx_hash` picks for a packet (`reciprocal_scale(hash, n)`,
     /// §2.2; no XPS, no traffic classes).
     pub fn txq_of(&self, pkt: &Packet) -> usize {
-        let n = self.real_tx_queues.max(1) as u64;
-        ((pkt.hash as u64 * n) >> 32) as usize
+        sched::codel::reciprocal_scale(pkt.hash, self.real_tx_queues.max(1)) as usize
     }
 
     /// Whether each tx queue has a qdisc of its own (an mq root): then

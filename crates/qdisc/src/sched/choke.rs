@@ -11,10 +11,10 @@
 
 use crate::packet::Packet;
 use crate::qdisc::{Dequeued, DevInfo, Enqueued, Flags, Ops, Opts, Parse, Qdisc, Sch};
+use crate::sched::codel::reciprocal_scale;
 use crate::sched::red::{
-    print_red_details, print_red_flags, red_calc_qavg, red_check_params, red_mark_probability, red_random, scan_lg,
-    tc_red_eval_ewma, tc_red_eval_idle_damping, tc_red_eval_p, RedParms, RedStats, RedVars, RED_STAB_SIZE, TC_RED_ECN,
-    TC_RED_HARDDROP,
+    print_red_details, print_red_flags, red_calc_qavg, red_check_params, red_eval_stab, red_eval_wlog_plog,
+    red_mark_probability, red_random, scan_lg, RedParms, RedStats, RedVars, RED_STAB_SIZE, TC_RED_ECN, TC_RED_HARDDROP,
 };
 use crate::sched::sfq::SplitMix64;
 use crate::tc::units::{c_double_to_u32, get_u32};
@@ -98,27 +98,15 @@ pub fn parse(args: &mut Args) -> Result<ChokeOpt, TcError> {
     if qth_min >= qth_max {
         return Err(TcError::tc("\"min\" is not smaller than \"max\"\n"));
     }
-    let wlog = match tc_red_eval_ewma(qth_min.wrapping_mul(avpkt), burst, avpkt) {
-        Ok(w) if w >= 0 => w,
-        Ok(_) => return Err(TcError::tc("CHOKE: failed to calculate EWMA constant.\n")),
-        Err(m) => return Err(TcError::tc(format!("{m}CHOKE: failed to calculate EWMA constant.\n"))),
-    };
-    if wlog >= 10 {
-        args.notes.push_str(&format!("CHOKE: WARNING. Burst {burst} seems to be too large.\n"));
-    }
-    let plog = tc_red_eval_p(qth_min.wrapping_mul(avpkt), qth_max.wrapping_mul(avpkt), probability);
-    if plog < 0 {
-        return Err(TcError::tc("CHOKE: failed to calculate probability.\n"));
-    }
-    let Some((scell_log, stab)) = tc_red_eval_idle_damping(wlog, avpkt, rate) else {
-        return Err(TcError::tc("CHOKE: failed to calculate idle damping table.\n"));
-    };
+    let bytes = (qth_min.wrapping_mul(avpkt), qth_max.wrapping_mul(avpkt));
+    let (wlog, plog) = red_eval_wlog_plog("CHOKE", args, bytes, burst, avpkt, probability)?;
+    let (scell_log, stab) = red_eval_stab("CHOKE", wlog, avpkt, rate)?;
     Ok(ChokeOpt {
         limit,
         qth_min,
         qth_max,
-        wlog: wlog as u8,
-        plog: plog as u8,
+        wlog,
+        plog,
         scell_log,
         flags: if ecn { TC_RED_ECN } else { 0 },
         stab,
@@ -268,7 +256,7 @@ impl Choke {
     /// `choke_peek_random`: three tries at a random slot, else the head.
     fn peek_random(&mut self) -> usize {
         for _ in 0..3 {
-            let r = ((self.rng.next_u32() as u64 * self.len() as u64) >> 32) as usize;
+            let r = reciprocal_scale(self.rng.next_u32(), self.len() as u32) as usize;
             let idx = (self.head + r) & self.mask();
             if self.tab[idx].is_some() {
                 return idx;

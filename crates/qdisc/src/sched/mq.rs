@@ -69,7 +69,7 @@ impl Mq {
 
     /// `skb_tx_hash` without traffic classes: `reciprocal_scale(hash, n)`.
     pub fn pick_tx(&self, pkt: &Packet) -> usize {
-        ((pkt.hash as u64 * self.txqs.len() as u64) >> 32) as usize
+        crate::sched::codel::reciprocal_scale(pkt.hash, self.txqs.len() as u32) as usize
     }
 
     pub fn txq(&mut self, i: usize) -> &mut Node {

@@ -113,7 +113,7 @@ impl Multiq {
 /// `skb_tx_hash` picks among the `bands` real tx queues (`reciprocal_scale`), as
 /// [`crate::tree::Device::txq_of`] does.
 fn queue_mapping(pkt: &Packet, bands: usize) -> usize {
-    ((pkt.hash as u64 * bands as u64) >> 32) as usize
+    crate::sched::codel::reciprocal_scale(pkt.hash, bands as u32) as usize
 }
 
 impl Qdisc for Multiq {

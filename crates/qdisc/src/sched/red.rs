@@ -178,6 +178,38 @@ pub fn tc_red_eval_idle_damping(wlog: i32, avpkt: u32, bps: u32) -> Option<(u8, 
     Some((clog as u8, sbuf))
 }
 
+/// The Wlog and Plog steps as q_red.c, q_choke.c and q_sfq.c chain them, their
+/// messages prefixed `who` ("RED", "CHOKE", "SFQ"): an EWMA that cannot be had
+/// fails, a Wlog of 10 or more only warns (tc goes on), then the probability.
+pub fn red_eval_wlog_plog(
+    who: &str,
+    args: &mut Args,
+    (qmin, qmax): (u32, u32),
+    burst: u32,
+    avpkt: u32,
+    probability: f64,
+) -> Result<(u8, u8), TcError> {
+    let wlog = match tc_red_eval_ewma(qmin, burst, avpkt) {
+        Ok(w) if w >= 0 => w,
+        Ok(_) => return Err(TcError::tc(format!("{who}: failed to calculate EWMA constant.\n"))),
+        Err(m) => return Err(TcError::tc(format!("{m}{who}: failed to calculate EWMA constant.\n"))),
+    };
+    if wlog >= 10 {
+        args.notes.push_str(&format!("{who}: WARNING. Burst {burst} seems to be too large.\n"));
+    }
+    let plog = tc_red_eval_p(qmin, qmax, probability);
+    if plog < 0 {
+        return Err(TcError::tc(format!("{who}: failed to calculate probability.\n")));
+    }
+    Ok((wlog as u8, plog as u8))
+}
+
+/// The idle-damping step of q_red.c and q_choke.c, its failure prefixed `who`.
+pub fn red_eval_stab(who: &str, wlog: u8, avpkt: u32, rate: u32) -> Result<(u8, [u8; RED_STAB_SIZE]), TcError> {
+    tc_red_eval_idle_damping(wlog as i32, avpkt, rate)
+        .ok_or_else(|| TcError::tc(format!("{who}: failed to calculate idle damping table.\n")))
+}
+
 /// `struct reciprocal_value` (lib/reciprocal_div.c).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Reciprocal {
@@ -544,21 +576,8 @@ pub fn parse(args: &mut Args) -> Result<RedOpt, TcError> {
         rate = units::get_rate("10Mbit").expect("a valid rate");
         args.notes.push_str("RED: set bandwidth to 10Mbit\n");
     }
-    let wlog = match tc_red_eval_ewma(qth_min, burst, avpkt) {
-        Ok(w) if w >= 0 => w,
-        Ok(_) => return Err(TcError::tc("RED: failed to calculate EWMA constant.\n")),
-        Err(m) => return Err(TcError::tc(format!("{m}RED: failed to calculate EWMA constant.\n"))),
-    };
-    if wlog >= 10 {
-        args.notes.push_str(&format!("RED: WARNING. Burst {burst} seems to be too large.\n"));
-    }
-    let plog = tc_red_eval_p(qth_min, qth_max, probability);
-    if plog < 0 {
-        return Err(TcError::tc("RED: failed to calculate probability.\n"));
-    }
-    let Some((scell_log, stab)) = tc_red_eval_idle_damping(wlog, avpkt, rate) else {
-        return Err(TcError::tc("RED: failed to calculate idle damping table.\n"));
-    };
+    let (wlog, plog) = red_eval_wlog_plog("RED", args, (qth_min, qth_max), burst, avpkt, probability)?;
+    let (scell_log, stab) = red_eval_stab("RED", wlog, avpkt, rate)?;
     if blocks.iter().any(|&b| b != 0) {
         return Err(TcError::tc("RED: qevents (qevent early_drop|mark block IDX) are not supported by this engine\n"));
     }
@@ -566,8 +585,8 @@ pub fn parse(args: &mut Args) -> Result<RedOpt, TcError> {
         limit,
         qth_min,
         qth_max,
-        wlog: wlog as u8,
-        plog: plog as u8,
+        wlog,
+        plog,
         scell_log,
         qopt_flags: 0,
         stab,

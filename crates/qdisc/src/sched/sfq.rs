@@ -40,8 +40,8 @@ use crate::qdisc::{
     peek_dequeued, tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Flags, Ops, Opts, Parse, Qdisc, Sch,
 };
 use crate::sched::red::{
-    red_action, red_calc_qavg_no_idle_time, red_check_params, scan_lg, tc_red_eval_ewma, tc_red_eval_p, RedAction,
-    RedParms, RedVars, TC_RED_ADAPTATIVE, TC_RED_ECN, TC_RED_HARDDROP, TC_RED_NODROP,
+    red_action, red_calc_qavg_no_idle_time, red_check_params, red_eval_wlog_plog, scan_lg, RedAction, RedParms,
+    RedVars, TC_RED_ADAPTATIVE, TC_RED_ECN, TC_RED_HARDDROP, TC_RED_NODROP,
 };
 use crate::stats::Stats;
 use crate::tc::units::c_double_to_u32;
@@ -208,21 +208,7 @@ pub fn parse(args: &mut Args) -> Result<Option<SfqOpt>, TcError> {
         if opt.qth_min >= opt.qth_max {
             return Err(TcError::tc("\"min\" is not smaller than \"max\"\n"));
         }
-        let wlog = match tc_red_eval_ewma(opt.qth_min, burst, avpkt) {
-            Ok(w) if w >= 0 => w,
-            Ok(_) => return Err(TcError::tc("SFQ: failed to calculate EWMA constant.\n")),
-            Err(m) => return Err(TcError::tc(format!("{m}SFQ: failed to calculate EWMA constant.\n"))),
-        };
-        if wlog >= 10 {
-            // tc warns on stderr and goes on.
-            args.notes.push_str(&format!("SFQ: WARNING. Burst {burst} seems to be too large.\n"));
-        }
-        opt.wlog = wlog as u8;
-        let plog = tc_red_eval_p(opt.qth_min, opt.qth_max, probability);
-        if plog < 0 {
-            return Err(TcError::tc("SFQ: failed to calculate probability.\n"));
-        }
-        opt.plog = plog as u8;
+        (opt.wlog, opt.plog) = red_eval_wlog_plog("SFQ", args, (opt.qth_min, opt.qth_max), burst, avpkt, probability)?;
         opt.max_p = c_double_to_u32(probability * 4294967296.0);
     }
     Ok(if ok > 0 || red > 0 { Some(opt) } else { None })
@@ -1266,7 +1252,7 @@ mod tests {
         let mut a = Args::new(&v);
         assert!(parse(&mut a).unwrap().is_some());
         assert_eq!(a.notes, "SFQ: WARNING. Burst 200 seems to be too large.\n");
-        assert_eq!(tc_red_eval_p(1000, 1000, 0.5), 0);
+        assert_eq!(crate::sched::red::tc_red_eval_p(1000, 1000, 0.5), 0);
     }
 
     #[test]
