@@ -416,6 +416,12 @@ pub trait Classful {
     fn class_has_basic_stats(&self) -> bool {
         true
     }
+    /// `cops->dump` fails for this kind's classes (sfb's answers ENOSYS): a class
+    /// dump ends where it reaches them, so they and every class after them in the
+    /// walk go unlisted.
+    fn class_dump_fails(&self) -> bool {
+        false
+    }
     /// Print the class options (`print_copt`); most classes have none.
     fn dump_class(&self, _minor: u32, _out: &mut Out) {}
     /// Print the class xstats (`print_cxstats`, `-s` only); most classes have none.
@@ -680,6 +686,24 @@ impl Child {
             parent.stats.sent(p);
         }
         d
+    }
+
+    /// The child's own peek (`red_peek`, `sfb_peek`); what it reports is collected
+    /// into `parent`.
+    pub fn peek<'a>(child: &'a mut Node, now: Instant, parent: &mut Sch) -> Option<&'a Packet> {
+        let has = child.peek(now).is_some();
+        Self::collect(child, parent);
+        if !has {
+            return None;
+        }
+        // A second peek returns the same packet (parked or at the head).
+        child.peek(now)
+    }
+
+    /// A throttled child's wake-up time, while it holds packets: a one-child
+    /// qdisc's own.
+    pub fn watchdog(child: &Node) -> Option<Instant> {
+        child.watchdog().filter(|_| child.stats().qlen > 0)
     }
 
     /// The packet of the first of `children`, taken in `order`, whose peek has one

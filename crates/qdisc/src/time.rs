@@ -8,6 +8,17 @@
 use std::fmt;
 use std::ops::{Add, AddAssign, Sub};
 
+/// The kernel's tick rate. Debian 13's 6.12 kernel (and this project's CI host's 6.18)
+/// is built with CONFIG_HZ=250: jiffies are 4 ms, which decides the granularity of
+/// what qdiscs keep in jiffies (fq's `refill_delay` and gc age, sfb's rehash and
+/// penalty clocks).
+pub const HZ: u64 = 250;
+
+/// `time_after(a, b)` on jiffies: `a` is later than `b`, wrap-safe.
+pub fn time_after(a: u64, b: u64) -> bool {
+    (b.wrapping_sub(a) as i64) < 0
+}
+
 /// A point in time, nanoseconds since an arbitrary epoch (CLOCK_MONOTONIC in the kernel).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Instant(pub u64);
@@ -32,6 +43,10 @@ impl Instant {
     }
     pub const fn as_nanos(self) -> u64 {
         self.0
+    }
+    /// `jiffies` at this time: ticks of 1/[`HZ`] s since the epoch.
+    pub const fn jiffies(self) -> u64 {
+        self.0 / (1_000_000_000 / HZ)
     }
     /// `self - earlier`, or zero when `earlier` is later.
     pub fn saturating_since(self, earlier: Instant) -> Duration {

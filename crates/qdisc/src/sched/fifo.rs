@@ -123,12 +123,11 @@ impl Fifo {
         self.q.is_empty()
     }
 
-    fn tail(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
+    fn tail(&mut self, sch: &mut Sch, pkt: Packet) -> Enqueued {
+        // The fifos leave the control block (`enqueued_at`) alone, as the kernel's
+        // do: a parent's words there (sfb's bin hashes) survive the child.
         sch.stats.queued(pkt.len);
         self.q.push_back(pkt);
-        // Stamped in place: an 8-byte store into the packet just before it is
-        // copied whole would stall the copy (store forwarding).
-        self.q.back_mut().expect("just pushed").enqueued_at = now;
         Enqueued::Success
     }
 }
@@ -142,18 +141,18 @@ impl Qdisc for Fifo {
         }
     }
 
-    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
+    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, _now: Instant) -> Enqueued {
         match self.kind {
             // bfifo_enqueue
             FifoKind::Bfifo => {
                 if sch.stats.backlog as u64 + pkt.len as u64 <= self.limit as u64 {
-                    return self.tail(sch, pkt, now);
+                    return self.tail(sch, pkt);
                 }
             }
             // pfifo_enqueue
             FifoKind::Pfifo => {
                 if sch.stats.qlen < self.limit {
-                    return self.tail(sch, pkt, now);
+                    return self.tail(sch, pkt);
                 }
             }
             // pfifo_tail_enqueue
@@ -163,13 +162,13 @@ impl Qdisc for Fifo {
                     return Enqueued::Dropped;
                 }
                 if sch.stats.qlen < self.limit {
-                    return self.tail(sch, pkt, now);
+                    return self.tail(sch, pkt);
                 }
                 let prev_backlog = sch.stats.backlog;
                 let old = self.q.pop_front().expect("qlen == limit > 0");
                 sch.stats.unqueued(old.len);
                 sch.stats.dropped();
-                self.tail(sch, pkt, now);
+                self.tail(sch, pkt);
                 sch.reduce(0, prev_backlog as i64 - sch.stats.backlog as i64);
                 return Enqueued::Congested;
             }

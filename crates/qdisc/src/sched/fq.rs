@@ -41,7 +41,7 @@ use crate::packet::{Packet, SockState};
 use crate::qdisc::{dequeue_internal, peek_dequeued, Dequeued, DevInfo, Enqueued, Flags, Ops, Opts, Parse, Qdisc, Sch};
 use crate::tc::units::{get_integer10, get_unsigned10};
 use crate::tc::{units, Args, Errno, Out, TcError};
-use crate::time::Instant;
+use crate::time::{time_after, Instant, HZ};
 
 /// FQ_BANDS.
 pub const FQ_BANDS: usize = 3;
@@ -56,10 +56,6 @@ const FQ_MAX_QUANTUM: u32 = 1 << 20;
 pub const DEFAULT_PRIOMAP: [u8; 16] = [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
 /// Default band weights: 9·2^16, 3·2^16, 2^16 (`fq_init`).
 pub const DEFAULT_WEIGHTS: [i32; 3] = [9 << 16, 3 << 16, 1 << 16];
-/// The kernel's tick rate. Debian 13's 6.12 kernel is built with CONFIG_HZ=250; it
-/// decides the jiffy granularity of `refill_delay` (stored in jiffies, dumped back as
-/// µs) and of the gc age.
-pub const HZ: u64 = 250;
 /// FQ_GC_AGE: a detached flow older than this many jiffies is freed (3 s).
 const FQ_GC_AGE: u64 = 3 * HZ;
 /// Linux 6.12 has no TCA_FQ_OFFLOAD_HORIZON (added in 6.13): the attribute is
@@ -516,10 +512,6 @@ pub fn socket_key(id: u64) -> u64 {
 }
 
 /// `time_after(a, b)` on jiffies.
-fn time_after(a: u64, b: u64) -> bool {
-    (b.wrapping_sub(a) as i64) < 0
-}
-
 /// `usecs_to_jiffies` (a u32 µs value; rounds up; huge values saturate at
 /// MAX_JIFFY_OFFSET), stored in a u32 field as the kernel does.
 fn usecs_to_jiffies(us: u32) -> u32 {
@@ -730,7 +722,7 @@ impl Fq {
         let old = std::mem::take(&mut self.buckets);
         self.buckets = vec![FlowBucket::default(); 1 << log];
         self.fq_trees_log = log;
-        let jiffies = Self::jiffies(now);
+        let jiffies = now.jiffies();
         let mut fcnt = 0u32;
         for bucket in old {
             // The kernel walks each tree from rb_first (its largest key).
@@ -746,10 +738,6 @@ impl Fq {
         self.flows -= fcnt;
         self.inactive_flows -= fcnt;
         self.xs.gc_flows += fcnt as u64;
-    }
-
-    fn jiffies(now: Instant) -> u64 {
-        now.as_nanos() / (NSEC_PER_SEC / HZ)
     }
 
     fn flow(&self, idx: u32) -> &Flow {
@@ -810,7 +798,7 @@ impl Fq {
         if keys.is_empty() {
             return;
         }
-        let jiffies = Self::jiffies(now);
+        let jiffies = now.jiffies();
         let (mut lo, mut hi) = (0usize, keys.len());
         let mut tofree = Vec::new();
         while lo < hi {
@@ -901,7 +889,7 @@ impl Fq {
         }
         let f = Flow {
             q: FlowQueue::default(),
-            link: Link::Detached(Self::jiffies(now) | 1),
+            link: Link::Detached(now.jiffies() | 1),
             time_next_packet: 0,
             socket_hash: own_sk.unwrap_or(0),
             qlen: 0,
@@ -1050,7 +1038,7 @@ impl Fq {
                     if which == Which::New {
                         self.add_tail(idx, Which::Old);
                     } else {
-                        self.flow_mut(idx).link = Link::Detached(Self::jiffies(now) | 1);
+                        self.flow_mut(idx).link = Link::Detached(now.jiffies() | 1);
                     }
                     continue;
                 }
@@ -1180,7 +1168,7 @@ impl Qdisc for Fq {
                     // f->band is updated below — as the kernel does.
                     self.add_tail(idx, Which::New);
                     let (quantum, delay) = (self.quantum, self.flow_refill_delay as u64);
-                    if time_after(Self::jiffies(now), age.wrapping_add(delay)) {
+                    if time_after(now.jiffies(), age.wrapping_add(delay)) {
                         let f = self.flow_mut(idx);
                         f.credit = (f.credit as u32).max(quantum) as i32;
                     }

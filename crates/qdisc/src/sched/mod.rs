@@ -28,6 +28,7 @@ pub mod pie;
 pub mod plug;
 pub mod prio;
 pub mod red;
+pub mod sfb;
 pub mod sfq;
 pub mod skbprio;
 pub mod tbf;
@@ -62,6 +63,7 @@ pub static KINDS: &[&Ops] = &[
     &fifo::PFIFO_HEAD_DROP,
     &prio::OPS,
     &red::OPS,
+    &sfb::OPS,
     &sfq::OPS,
     &skbprio::OPS,
     &tbf::OPS,
@@ -69,7 +71,7 @@ pub static KINDS: &[&Ops] = &[
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
-const TC_ONLY_KINDS: &[&str] = &["cbs", "etf", "gred", "hfsc", "hhf", "mqprio", "qfq", "sfb", "taprio"];
+const TC_ONLY_KINDS: &[&str] = &["cbs", "etf", "gred", "hfsc", "hhf", "mqprio", "qfq", "taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {

@@ -815,13 +815,7 @@ impl Qdisc for Red {
     /// `red_peek`: the child's own peek.
     fn peek<'a>(&'a mut self, sch: &'a mut Sch, now: Instant) -> Option<&'a Packet> {
         self.run_timer(now);
-        let has = self.child.peek(now).is_some();
-        Child::collect(&mut self.child, sch);
-        if !has {
-            return None;
-        }
-        // A second peek returns the same packet (parked or at the head).
-        self.child.peek(now)
+        Child::peek(&mut self.child, now, sch)
     }
 
     /// `red_reset`.
@@ -860,11 +854,7 @@ impl Qdisc for Red {
 
     /// A throttled child's wake-up time is ours.
     fn watchdog(&self, _sch: &Sch) -> Option<Instant> {
-        if self.child.stats().qlen > 0 {
-            self.child.watchdog()
-        } else {
-            None
-        }
+        Child::watchdog(&self.child)
     }
 }
 

@@ -974,6 +974,11 @@ impl Tc {
             if parent.is_some_and(|pp| tc_h_maj(pp) != n.handle) {
                 continue;
             }
+            // The dump stops at the first class whose dump fails (netlink's next
+            // round resumes at it and fails again).
+            if c.class_dump_fails() {
+                break;
+            }
             for m in c.class_minors() {
                 let id = tc_h_maj(n.handle) | m;
                 if classid.is_some_and(|c| c != id) {

@@ -87,6 +87,7 @@ pub enum Errno {
     EBUSY,
     ENODEV,
     ENOMEM,
+    ENOSYS,
 }
 
 impl Errno {
@@ -102,6 +103,7 @@ impl Errno {
             Errno::EBUSY => "Device or resource busy",
             Errno::ENODEV => "No such device",
             Errno::ENOMEM => "Cannot allocate memory",
+            Errno::ENOSYS => "Function not implemented",
         }
     }
 }
