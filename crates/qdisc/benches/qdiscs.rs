@@ -1,7 +1,7 @@
 //! Enqueue + dequeue cost per packet, steady state, 1500-byte packets.
 //! `cargo bench -p qdisc` — targets: fifos/pfifo_fast/prio ≤ 15 ns, tbf ≤ 30 ns (issue 2);
 //! at 10,000 active flows fq and fq_codel ≤ 67 ns, sfq ≤ 40 ns, codel ≤ 25 ns (issue 3);
-//! red, pie, ets and skbprio in the first group, fq_pie and sfb at 10,000 flows ≤ 67 ns
+//! red, pie, ets and skbprio in the first group, fq_pie, sfb and hhf at 10,000 flows ≤ 67 ns
 //! (issue 15);
 //! netem with delay and jitter at 10,000 packets queued ≤ 60 ns, cake with the shaper
 //! on at 10,000 flows ≤ 100 ns (issue 14).
@@ -83,13 +83,16 @@ fn bench_flows(c: &mut Criterion) {
         // Bin targets above what 20,000 packets put in a bin (~1,250 of 128 bins):
         // the eight bins' counts and probabilities, no marks or drops.
         ("sfb", "sfb", "limit 4000000 target 1000000 max 1000000"),
+        // The default filter: flows become heavy hitters as the counters they share
+        // pass 128 KB within a 40 ms period; the table and the two buckets.
+        ("hhf", "hhf", "limit 4000000"),
     ];
     for &(name, kind, opts) in cases {
         for flows in [1u64, 100, 10_000, 1_000_000] {
             if kind == "sfq" && flows > 10_000 {
                 continue; // at most 65408 slots, limit 65408 packets
             }
-            if (kind == "fq_pie" || kind == "sfb") && flows > 10_000 {
+            if (kind == "fq_pie" || kind == "sfb" || kind == "hhf") && flows > 10_000 {
                 continue; // 2M packets queued is 240 ms of delay: PIE drops, no steady state
             }
             let mut q = make(kind, opts);

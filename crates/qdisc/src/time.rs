@@ -19,6 +19,36 @@ pub fn time_after(a: u64, b: u64) -> bool {
     (b.wrapping_sub(a) as i64) < 0
 }
 
+/// MAX_JIFFY_OFFSET: where the jiffy conversions saturate.
+pub const MAX_JIFFY_OFFSET: u64 = ((i64::MAX as u64) >> 1) - 1;
+
+/// `usecs_to_jiffies` (a u32 µs value; rounds up; huge values saturate at
+/// MAX_JIFFY_OFFSET), stored in a u32 field as fq and hhf do.
+pub fn usecs_to_jiffies(us: u32) -> u32 {
+    if us > jiffies_to_usecs(MAX_JIFFY_OFFSET) {
+        return MAX_JIFFY_OFFSET as u32;
+    }
+    (us as u64).div_ceil(1_000_000 / HZ) as u32
+}
+
+/// `jiffies_to_usecs` (returns an unsigned int).
+pub fn jiffies_to_usecs(j: u64) -> u32 {
+    (1_000_000 / HZ).wrapping_mul(j) as u32
+}
+
+/// `msecs_to_jiffies`: rounded up; a value negative as an int saturates.
+pub fn msecs_to_jiffies(ms: u32) -> u64 {
+    if (ms as i32) < 0 {
+        return MAX_JIFFY_OFFSET;
+    }
+    (ms as u64).div_ceil(1000 / HZ)
+}
+
+/// `jiffies_to_msecs` (an unsigned int, so a saturated value wraps).
+pub fn jiffies_to_msecs(j: u64) -> u32 {
+    j.wrapping_mul(1000 / HZ) as u32
+}
+
 /// A point in time, nanoseconds since an arbitrary epoch (CLOCK_MONOTONIC in the kernel).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Instant(pub u64);

@@ -41,7 +41,7 @@ use crate::packet::{Packet, SockState};
 use crate::qdisc::{dequeue_internal, peek_dequeued, Dequeued, DevInfo, Enqueued, Flags, Ops, Opts, Parse, Qdisc, Sch};
 use crate::tc::units::{get_integer10, get_unsigned10};
 use crate::tc::{units, Args, Errno, Out, TcError};
-use crate::time::{time_after, Instant, HZ};
+use crate::time::{jiffies_to_usecs, time_after, usecs_to_jiffies, Instant, HZ};
 
 /// FQ_BANDS.
 pub const FQ_BANDS: usize = 3;
@@ -509,23 +509,6 @@ fn mix64(mut z: u64) -> u64 {
 /// The pseudo pointer of a socket (even, like an aligned `struct sock *`).
 pub fn socket_key(id: u64) -> u64 {
     mix64(id) & !1
-}
-
-/// `time_after(a, b)` on jiffies.
-/// `usecs_to_jiffies` (a u32 µs value; rounds up; huge values saturate at
-/// MAX_JIFFY_OFFSET), stored in a u32 field as the kernel does.
-fn usecs_to_jiffies(us: u32) -> u32 {
-    let per = 1_000_000 / HZ;
-    const MAX_JIFFY_OFFSET: u64 = ((i64::MAX as u64) >> 1) - 1;
-    if us > jiffies_to_usecs(MAX_JIFFY_OFFSET) {
-        return MAX_JIFFY_OFFSET as u32;
-    }
-    (us as u64).div_ceil(per) as u32
-}
-
-/// `jiffies_to_usecs` (returns an unsigned int).
-fn jiffies_to_usecs(j: u64) -> u32 {
-    (1_000_000 / HZ).wrapping_mul(j) as u32
 }
 
 /// q_fq.c always sends TCA_OPTIONS (possibly empty).

@@ -17,6 +17,7 @@ pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
+pub mod hhf;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
@@ -50,6 +51,7 @@ pub static KINDS: &[&Ops] = &[
     &fq::OPS,
     &fq_codel::OPS,
     &fq_pie::OPS,
+    &hhf::OPS,
     &htb::OPS,
     &ingress::INGRESS,
     &mq::OPS,
@@ -71,7 +73,7 @@ pub static KINDS: &[&Ops] = &[
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
-const TC_ONLY_KINDS: &[&str] = &["cbs", "etf", "gred", "hfsc", "hhf", "mqprio", "qfq", "taprio"];
+const TC_ONLY_KINDS: &[&str] = &["cbs", "etf", "gred", "hfsc", "mqprio", "qfq", "taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {

@@ -39,7 +39,7 @@ use crate::sched::sfq::{default_seed, flow_hash, siphash24_u32, SplitMix64};
 use crate::stats::Stats;
 use crate::tc::units::{c_double_to_u32, fmt_g, fmt_time, get_u32};
 use crate::tc::{Args, Errno, Out, TcError};
-use crate::time::{time_after, Instant, HZ};
+use crate::time::{jiffies_to_msecs, msecs_to_jiffies, time_after, Instant, HZ};
 
 /// SFB_BUCKET_SHIFT: 4 bits of the hash per level.
 const BUCKET_SHIFT: u32 = 4;
@@ -50,8 +50,6 @@ const BUCKET_MASK: u32 = NUMBUCKETS as u32 - 1;
 const LEVELS: usize = 32 / BUCKET_SHIFT as usize;
 /// SFB_MAX_PROB: probabilities are Q0.16, 0xFFFF standing for (almost) 1.
 pub const SFB_MAX_PROB: u32 = 0xFFFF;
-/// MAX_JIFFY_OFFSET: what `msecs_to_jiffies` gives for a value that is negative as an int.
-const MAX_JIFFY_OFFSET: u64 = ((i64::MAX >> 1) - 1) as u64;
 
 /// `struct tc_sfb_qopt` (TCA_SFB_PARMS): times in ms, probabilities Q0.16.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,20 +157,6 @@ pub static OPS: Ops = Ops {
     parse_class: None,
     flags: Flags::NONE,
 };
-
-/// `msecs_to_jiffies` at HZ 250: rounded up; a value negative as an int saturates.
-fn msecs_to_jiffies(ms: u32) -> u64 {
-    if (ms as i32) < 0 {
-        return MAX_JIFFY_OFFSET;
-    }
-    let per = 1000 / HZ;
-    (ms as u64).div_ceil(per)
-}
-
-/// `jiffies_to_msecs`: an `unsigned int`, so a saturated value wraps.
-fn jiffies_to_msecs(j: u64) -> u32 {
-    (j.wrapping_mul(1000 / HZ)) as u32
-}
 
 impl Sfb {
     /// `sfb_init`: class 1 starts at noop, then `sfb_change`.
