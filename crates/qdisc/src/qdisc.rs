@@ -79,6 +79,9 @@ pub struct DevInfo {
     pub num_tx_queues: u32,
     /// `real_num_tx_queues`: the tx queues in use (≤ `num_tx_queues`).
     pub real_tx_queues: u32,
+    /// The link speed in Mbit/s that sysfs `speed` and ethtool report, if the device
+    /// has one (veth: 10000; a dummy: none).
+    pub speed: Option<u32>,
     /// The kernel whose behaviour the device follows (its `Device::kernel`), for the
     /// init/change code that differs between versions.
     pub kernel: crate::tree::KernelVersion,
@@ -95,6 +98,7 @@ impl DevInfo {
             tx_queue_len: 1000,
             num_tx_queues: 1,
             real_tx_queues: 1,
+            speed: None,
             kernel: Default::default(),
         }
     }
@@ -463,13 +467,19 @@ pub trait Classful {
 }
 
 /// A qdisc with a single class, `<handle>:1`, which every classid finds (`*_find`
-/// answers 1 whatever the minor), holding one child — noop once none is grafted — and
-/// without class counters (no `dump_stats` class op): tbf's and red's class ops.
+/// answers 1 whatever the minor), holding one child — by default noop once none is
+/// grafted — and without class counters (no `dump_stats` class op): tbf's, red's and
+/// cbs's class ops.
 pub trait OneClass {
     /// Our handle: the class is `<handle>:1`, noop's parent.
     fn class_handle(&self) -> u32;
     fn one_child(&self) -> &Node;
     fn one_child_mut(&mut self) -> &mut Node;
+    /// What grafting nothing puts in the class: noop (tbf, red), or a new default
+    /// child (cbs's pfifo).
+    fn graft_default(&self, _dev: &DevInfo) -> Node {
+        crate::sched::noqueue::Noop::node(tc_h_make(self.class_handle(), 1))
+    }
 }
 
 impl<T: OneClass> Classful for T {
@@ -489,9 +499,9 @@ impl<T: OneClass> Classful for T {
         _sch: &mut Sch,
         _minor: u32,
         new: Option<Node>,
-        _dev: &DevInfo,
+        dev: &DevInfo,
     ) -> Result<Option<Node>, TcError> {
-        let new = new.unwrap_or_else(|| crate::sched::noqueue::Noop::node(tc_h_make(self.class_handle(), 1)));
+        let new = new.unwrap_or_else(|| self.graft_default(dev));
         Ok(Some(std::mem::replace(self.one_child_mut(), new)))
     }
     fn class_stats(&self, _minor: u32) -> Option<Stats> {

@@ -154,8 +154,6 @@ pub struct Device {
     /// Whose behaviour to follow where kernel versions differ. Fixed when the device
     /// comes up; `info.kernel` is the same value, as the qdiscs see it.
     pub kernel: KernelVersion,
-    /// sysfs `speed` in Mbit/s, if the device reports one.
-    pub speed: Option<u32>,
     /// `real_num_tx_queues` (≤ `info.num_tx_queues`, the allocated ones).
     pub real_tx_queues: u32,
     /// The ingress queue exists (`dev_ingress_queue_create`, on the first request for
@@ -334,6 +332,7 @@ impl Device {
             tx_queue_len: spec.txqueuelen,
             num_tx_queues: spec.txqueues,
             real_tx_queues: spec.realtxqueues.unwrap_or(spec.txqueues),
+            speed: spec.speed,
             kernel,
         };
         let mut d = Device {
@@ -343,7 +342,6 @@ impl Device {
             ingress: None,
             index: BTreeMap::new(),
             kernel,
-            speed: spec.speed,
             real_tx_queues: spec.realtxqueues.unwrap_or(spec.txqueues),
             ingress_queue: false,
             default_qdisc,

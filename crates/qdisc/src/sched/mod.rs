@@ -9,6 +9,7 @@
 //! `pub mod` and one line in [`KINDS`] here (docs/architecture.md).
 
 pub mod cake;
+pub mod cbs;
 pub mod choke;
 pub mod codel;
 pub mod drr;
@@ -43,6 +44,7 @@ use crate::time::Instant;
 pub static KINDS: &[&Ops] = &[
     &fifo::BFIFO,
     &cake::OPS,
+    &cbs::OPS,
     &choke::OPS,
     &ingress::CLSACT,
     &codel::OPS,
@@ -73,7 +75,7 @@ pub static KINDS: &[&Ops] = &[
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
-const TC_ONLY_KINDS: &[&str] = &["cbs", "etf", "gred", "hfsc", "mqprio", "qfq", "taprio"];
+const TC_ONLY_KINDS: &[&str] = &["etf", "gred", "hfsc", "mqprio", "qfq", "taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {

@@ -656,7 +656,7 @@ impl Tc {
         }
         if let Some(d) = dev {
             match self.device(d) {
-                Some(x) => a.set_dev(d, x.speed),
+                Some(x) => a.set_dev(d, x.info.speed),
                 None => a.set_missing_dev(d),
             }
         }
@@ -834,7 +834,7 @@ impl Tc {
                 k => {
                     if let Some(d) = dev {
                         match self.device(d) {
-                            Some(x) => a.set_dev(d, x.speed),
+                            Some(x) => a.set_dev(d, x.info.speed),
                             None => a.set_missing_dev(d),
                         }
                     }
