@@ -17,6 +17,7 @@ pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
+pub mod hfsc;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
@@ -49,6 +50,7 @@ pub static KINDS: &[&Ops] = &[
     &fq::OPS,
     &fq_codel::OPS,
     &fq_pie::OPS,
+    &hfsc::OPS,
     &htb::OPS,
     &ingress::INGRESS,
     &mq::OPS,
@@ -69,7 +71,7 @@ pub static KINDS: &[&Ops] = &[
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
-const TC_ONLY_KINDS: &[&str] = &["cbs", "etf", "gred", "hfsc", "hhf", "mqprio", "qfq", "sfb", "taprio"];
+const TC_ONLY_KINDS: &[&str] = &["cbs", "etf", "gred", "hhf", "mqprio", "qfq", "sfb", "taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {
