@@ -201,14 +201,18 @@ mod tests {
 
     #[test]
     fn min_of_a_concave_curve_cuts_its_burst_short() {
-        // m1 2 Mbit/s for 10 ms, then 1 Mbit/s. A curve restarted 5 ms (78,125 ticks)
-        // later after 1250 bytes lies under the old one from the start, and crosses it
-        // where the old burst's surplus is used up.
+        // m1 2 Mbit/s for 10 ms, then 1 Mbit/s. The old curve has served 1250 bytes
+        // at 5 ms (78,125 ticks); a new one from there with 1000 bytes lies under it
+        // and meets it where the old curve's burst has ended: 1749 bytes at m1 over
+        // 109,374 ticks, to 2749 bytes at 12 ms, as the old one.
         let isc = Isc::new(&ServiceCurve { m1: 250_000, d: 10_000, m2: 125_000 });
         let mut r = Rtsc::new(&isc, 0, 0);
         r.min(&isc, 78_125, 1250);
-        assert_eq!((r.x, r.y), (78_125, 1250));
-        assert!(r.c.dx < isc.dx, "the burst is shortened: {}", r.c.dx);
+        assert_eq!((r.x, r.y), (0, 0), "not below the old curve: unchanged");
+        r.min(&isc, 78_125, 1000);
+        assert_eq!((r.x, r.y, r.c.dx, r.c.dy), (78_125, 1000, 109_374, 1749));
+        assert_eq!(r.x2y(187_499), 2749);
+        assert_eq!(Rtsc::new(&isc, 0, 0).x2y(187_499), 2749);
         // Restarted 0.64 s later: with more bytes than the old curve reached then, the
         // old curve stays; with none, the new one (its full burst) replaces it.
         let mut r = Rtsc::new(&isc, 0, 0);
