@@ -1,5 +1,5 @@
 //! hfsc — Hierarchical Fair Service Curve. Mirrors net/sched/sch_hfsc.c (kernel
-//! side) and tc/q_hfsc.c (iproute2 side); §29 of docs/kernel-notes.md.
+//! side) and tc/q_hfsc.c (iproute2 side); §28 of docs/kernel-notes.md.
 //!
 //! Theory: a tree of classes below a root class (the qdisc's own handle, `X:`),
 //! each with up to three two-piece linear service curves ([`curve`]): real-time
@@ -27,15 +27,17 @@
 //! dropped. Without classes the root class is a leaf, so `X:0` (default 0) carries
 //! the traffic through its own pfifo.
 //!
-//! Data structures: the kernel's rb-trees become B-tree sets keyed by (time,
-//! insertion number) — equal times keep insertion order as the kernel's inserts
-//! (equal keys go right) do. The eligible tree is split in two so that the minimum
-//! deadline is not a scan: every member is in `el` by `e`, and those whose `e` has
-//! been reached (up to `horizon`, the latest time seen) are also in `dl` by (`d`,
-//! `e`, insertion), the order in which the kernel's scan would choose.
+//! Data structures: keys are (time, insertion number), so that equal times keep
+//! the insertion order the kernel's rb-tree inserts (equal keys go right) give.
+//! Each parent's vt and cf trees are B-tree sets (the vt tree is also scanned in
+//! order, for the first child that fits, and read at its end). The eligible tree is
+//! split in two indexed heaps ([`heap`]) so that the minimum deadline is not the
+//! kernel's scan: classes whose `e` is still ahead of `horizon` (the latest time
+//! seen) wait in `el` by `e`; those whose `e` has come are in `dl` by (`d`, `e`,
+//! insertion) — the order in which the kernel's scan would choose.
 //!
 //! Files: this one (classes and scheduler), `curve.rs` (service-curve arithmetic),
-//! `parse.rs` (tc's side), `tests.rs`.
+//! `heap.rs`, `parse.rs` (tc's side), `tests.rs`.
 
 use std::collections::BTreeSet;
 
@@ -51,12 +53,14 @@ use crate::tc::{Errno, Out, TcError};
 use crate::time::Instant;
 
 mod curve;
+mod heap;
 mod parse;
 #[cfg(test)]
 mod tests;
 
 pub use curve::ServiceCurve;
 use curve::{Isc, Rtsc, PSCHED_SHIFT};
+use heap::Heap;
 pub use parse::{parse, parse_class, HfscClassOpt, HfscOpt};
 
 /// `hfsc_init_qdisc` wants its `struct tc_hfsc_qopt`; tc always sends one.
@@ -111,10 +115,9 @@ struct Class {
     vtperiod: u32,
     parentperiod: u32,
     nactive: u32,
-    /// Membership of the eligible tree: (e, insertion number) as inserted.
-    el_key: Option<(u64, u64)>,
-    /// The `d` this class is filed under in `dl`, if it is there.
-    dl_d: Option<u64>,
+    /// In the eligible tree (one of `el` and `dl`), inserted as number `el_seq`.
+    in_el: bool,
+    el_seq: u64,
     /// Membership of the parent's vt tree and cf tree: (key, insertion number).
     vt_key: Option<(u64, u64)>,
     cf_key: Option<(u64, u64)>,
@@ -157,8 +160,8 @@ impl Class {
             vtperiod: 0,
             parentperiod: 0,
             nactive: 0,
-            el_key: None,
-            dl_d: None,
+            in_el: false,
+            el_seq: 0,
             vt_key: None,
             cf_key: None,
             vt_tree: BTreeSet::new(),
@@ -168,7 +171,7 @@ impl Class {
 
     /// `cl_in_el_or_vttree`.
     fn scheduled(&self) -> bool {
-        (self.flags & FSC != 0 && self.nactive > 0) || (self.flags & RSC != 0 && self.el_key.is_some())
+        (self.flags & FSC != 0 && self.nactive > 0) || (self.flags & RSC != 0 && self.in_el)
     }
 
     /// `hfsc_change_rsc`.
@@ -209,11 +212,13 @@ pub struct Hfsc {
     classes: Vec<Option<Box<Class>>>,
     /// `q->clhash`: the order classes are walked and dumped in.
     hash: ClassHash,
-    /// The eligible tree: (e, insertion number, minor).
-    el: BTreeSet<(u64, u64, u32)>,
-    /// The members of `el` with `e ≤ horizon`, by (d, e, insertion number, minor).
-    dl: BTreeSet<(u64, u64, u64, u32)>,
+    /// The eligible tree's classes whose `e` is after `horizon`, by (e, insertion).
+    el: Heap<(u64, u64)>,
+    /// Its classes whose `e` is at or before `horizon`, by (d, e, insertion).
+    dl: Heap<(u64, u64, u64)>,
     horizon: u64,
+    /// The classes whose filter blocks have been handed out (`tc filter` on them).
+    blocks_used: Vec<u32>,
     /// Insertion counter for the trees' ties.
     seq: u64,
     /// When the kernel's watchdog would fire after the last dequeue that found
@@ -234,9 +239,10 @@ impl Hfsc {
             defcls,
             classes: Vec::new(),
             hash: ClassHash::new(),
-            el: BTreeSet::new(),
-            dl: BTreeSet::new(),
+            el: Heap::new(),
+            dl: Heap::new(),
             horizon: 0,
+            blocks_used: Vec::new(),
             seq: 0,
             watchdog: None,
         };
@@ -280,51 +286,56 @@ impl Hfsc {
 
     // ---- the eligible tree ------------------------------------------------------
 
-    /// `eltree_insert`.
+    /// `eltree_insert` (`eltree_update` when the class is in already).
     fn el_insert(&mut self, m: u32) {
         let seq = self.next_seq();
         let horizon = self.horizon;
         let c = self.cl_mut(m);
+        c.in_el = true;
+        c.el_seq = seq;
         let (e, d) = (c.e, c.d);
-        c.el_key = Some((e, seq));
         if e <= horizon {
-            c.dl_d = Some(d);
-            self.dl.insert((d, e, seq, m));
+            self.el.remove(m);
+            self.dl.set(m, (d, e, seq));
+        } else {
+            self.dl.remove(m);
+            self.el.set(m, (e, seq));
         }
-        self.el.insert((e, seq, m));
     }
     /// `eltree_remove`.
     fn el_remove(&mut self, m: u32) {
         let c = self.cl_mut(m);
-        let Some((e, seq)) = c.el_key.take() else { return };
-        if let Some(d) = c.dl_d.take() {
-            self.dl.remove(&(d, e, seq, m));
+        if c.in_el {
+            c.in_el = false;
+            self.el.remove(m);
+            self.dl.remove(m);
         }
-        self.el.remove(&(e, seq, m));
     }
     /// A new deadline for a member of the eligible tree (its place there is by `e`).
     fn set_d(&mut self, m: u32, d: u64) {
-        let c = self.cl_mut(m);
+        let c = self.classes[m as usize].as_deref_mut().expect("class exists");
         c.d = d;
-        if let (Some(old), Some((e, seq))) = (c.dl_d, c.el_key) {
-            c.dl_d = Some(d);
-            self.dl.remove(&(old, e, seq, m));
-            self.dl.insert((d, e, seq, m));
+        if self.dl.contains(m) {
+            self.dl.set(m, (d, c.e, c.el_seq));
         }
     }
     /// `eltree_get_mindl`: of the classes eligible at `now`, the one with the smallest
     /// deadline, the first in the eligible tree's order among equals.
     fn get_mindl(&mut self, now: u64) -> Option<u32> {
         if now > self.horizon {
-            for &(e, seq, m) in self.el.range((self.horizon + 1, 0, 0)..=(now, u64::MAX, u32::MAX)) {
-                let c = self.classes[m as usize].as_deref_mut().expect("class exists");
-                c.dl_d = Some(c.d);
-                self.dl.insert((c.d, e, seq, m));
-            }
             self.horizon = now;
+            while let Some(((e, seq), m)) = self.el.peek().filter(|k| k.0 .0 <= now) {
+                self.el.remove(m);
+                let d = self.cl(m).d;
+                self.dl.set(m, (d, e, seq));
+            }
         }
-        // Only a clock that went back leaves members not yet eligible in `dl`.
-        self.dl.iter().find(|k| k.1 <= now).map(|k| k.3)
+        match self.dl.peek() {
+            Some(((_, e, _), m)) if e <= now => Some(m),
+            None => None,
+            // Only a clock that went back leaves classes not yet eligible in `dl`.
+            Some(_) => self.dl.iter().filter(|k| k.0 .1 <= now).min().map(|k| k.1),
+        }
     }
 
     // ---- the per-parent vt and cf trees ----------------------------------------
@@ -530,6 +541,22 @@ impl Hfsc {
         }
     }
 
+    /// `hfsc_adjust_levels` after a child of class `m` was added: levels only grow,
+    /// so each ancestor needs only the one child it has on this path.
+    fn raise_levels(&mut self, m: u32) {
+        let mut level = 1;
+        let mut cl = Some(m);
+        while let Some(c) = cl {
+            let cc = self.cl_mut(c);
+            if cc.level >= level {
+                break;
+            }
+            cc.level = level;
+            level += 1;
+            cl = cc.parent;
+        }
+    }
+
     /// `hfsc_adjust_levels`: from class `m` up, each level one above its highest child.
     fn adjust_levels(&mut self, m: u32) {
         let mut cl = Some(m);
@@ -619,7 +646,9 @@ impl Hfsc {
     /// `hfsc_schedule_watchdog`: the earliest eligible time, or the root's smallest
     /// fit time if that comes first.
     fn next_wakeup(&self) -> Option<Instant> {
-        let mut next = self.el.first().map_or(0, |k| k.0);
+        // `dl` is empty here unless the clock went back.
+        let waiting = self.el.peek().map(|k| k.0 .0);
+        let mut next = self.dl.iter().map(|k| k.0 .1).chain(waiting).min().unwrap_or(0);
         let cfmin = self.cl(0).cfmin;
         if cfmin != 0 && (next == 0 || next > cfmin) {
             next = cfmin;
@@ -631,8 +660,10 @@ impl Hfsc {
     fn reverse_bind(&mut self, m: u32) {
         let classid = self.cl(m).classid;
         let mut n = 0u32;
-        for c in self.classes.iter().flatten().filter(|c| !c.block.is_empty()) {
-            c.block.for_each_classid(&mut |id| n += (id == classid) as u32);
+        for &k in &self.blocks_used {
+            if let Some(c) = self.get(k) {
+                c.block.for_each_classid(&mut |id| n += (id == classid) as u32);
+            }
         }
         self.cl_mut(m).filter_cnt = n;
     }
@@ -739,7 +770,7 @@ impl Hfsc {
         if self.cl(parent).level == 0 {
             self.purge(sch, parent, now);
         }
-        self.adjust_levels(parent);
+        self.raise_levels(parent);
         self.hash.grow();
         self.reverse_bind(m);
         Ok(warning)
@@ -899,8 +930,7 @@ impl Qdisc for Hfsc {
             c.myf = 0;
             c.cfmin = 0;
             c.nactive = 0;
-            c.el_key = None;
-            c.dl_d = None;
+            c.in_el = false;
             c.vt_key = None;
             c.cf_key = None;
             c.vt_tree.clear();
@@ -1052,7 +1082,11 @@ impl Classful for Hfsc {
         self.get(minor).map(|c| &c.block)
     }
     fn block_mut(&mut self, minor: u32) -> Option<&mut Block> {
-        self.classes.get_mut(minor as usize)?.as_deref_mut().map(|c| &mut c.block)
+        let c = self.classes.get_mut(minor as usize)?.as_deref_mut()?;
+        if !self.blocks_used.contains(&minor) {
+            self.blocks_used.push(minor);
+        }
+        Some(&mut c.block)
     }
     /// `hfsc_bind_tcf`.
     fn bind_filter(&mut self, classid: u32) {

@@ -194,7 +194,7 @@ fn real_time_goes_first_and_link_sharing_fills_in() {
     assert_eq!(xstats(&q, 1), " period 1 work 3000 bytes rtwork 1000 bytes level 0 \n");
     // Link sharing pushed the deadline on, not the eligible time.
     let c = q.cl(1);
-    assert!(c.el_key.is_none(), "an empty class leaves the eligible tree");
+    assert!(!c.in_el, "an empty class leaves the eligible tree");
 }
 
 #[test]
@@ -280,7 +280,7 @@ fn conservation_bytes_in_equal_out_plus_dropped_plus_backlog() {
     // A reset empties everything and zeroes the work.
     q.reset(Instant(now));
     assert_eq!((q.stats().qlen, q.cl(1).total), (0, 0));
-    assert!(q.el.is_empty() && q.cl(0).vt_tree.is_empty());
+    assert!(q.el.len() + q.dl.len() == 0 && q.cl(0).vt_tree.is_empty());
     assert_eq!(q.dequeue(Instant(now)), Dequeued::Empty);
 }
 
@@ -331,7 +331,7 @@ fn a_class_emptied_from_outside_leaves_the_schedule() {
     assert_eq!(q.cl(0).vt_tree.len(), 1);
     // Deleting a backlogged leaf purges it and reports the packet up.
     q.delete_class(2, t(0)).unwrap();
-    assert!(q.el.is_empty() && q.cl(0).vt_tree.is_empty() && q.cl(0).cf_tree.is_empty());
+    assert!(q.el.len() + q.dl.len() == 0 && q.cl(0).vt_tree.is_empty() && q.cl(0).cf_tree.is_empty());
     assert_eq!(q.take_reduce(), crate::stats::Reduce { pkts: 1, bytes: 700 });
 }
 
@@ -342,7 +342,7 @@ fn changing_the_curves_of_a_backlogged_class_reschedules_it() {
     class(&mut q, 1, 0, "ls m2 1mbit").unwrap();
     q.enqueue(pkt(1, 1250, 1), ms(1));
     q.enqueue(pkt(2, 1250, 1), ms(1));
-    assert!(q.cl(1).el_key.is_none());
+    assert!(!q.cl(1).in_el);
     change(&mut q, 1, H, "rt m2 2mbit", ms(2)).unwrap();
     let c = q.cl(1);
     // The curve starts at 2 ms (31,250 ticks): eligible then, deadline 5 ms later.
