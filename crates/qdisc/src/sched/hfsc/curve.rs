@@ -64,7 +64,7 @@ fn seg_y2x(y: u64, ism: u64) -> u64 {
 
 /// `m2sm`: bytes/s → scaled bytes per tick, rounded up.
 fn m2sm(m: u32) -> u64 {
-    (((m as u64) << SM_SHIFT) + TICKS_PER_SEC - 1) / TICKS_PER_SEC
+    ((m as u64) << SM_SHIFT).div_ceil(TICKS_PER_SEC)
 }
 
 /// `m2ism`: bytes/s → scaled ticks per byte, rounded up; infinite for 0.
@@ -72,13 +72,13 @@ fn m2ism(m: u32) -> u64 {
     if m == 0 {
         INFINITY
     } else {
-        ((TICKS_PER_SEC << ISM_SHIFT) + m as u64 - 1) / m as u64
+        (TICKS_PER_SEC << ISM_SHIFT).div_ceil(m as u64)
     }
 }
 
 /// `d2dx`: µs → ticks, rounded up.
 fn d2dx(d: u32) -> u64 {
-    (d as u64 * TICKS_PER_SEC + USEC_PER_SEC - 1) / USEC_PER_SEC
+    (d as u64 * TICKS_PER_SEC).div_ceil(USEC_PER_SEC)
 }
 
 /// `sm2m`: back to bytes/s, as the dump reports it (rounded down).

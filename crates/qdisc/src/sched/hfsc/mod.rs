@@ -118,6 +118,10 @@ struct Class {
     /// In the eligible tree (one of `el` and `dl`), inserted as number `el_seq`.
     in_el: bool,
     el_seq: u64,
+    /// Out of the eligible tree but with an `el_node` that does not say so: the root
+    /// class's is never cleared, and a reset drops the tree without clearing its
+    /// members'. `cl_in_el_or_vttree` believes it, so the class is not started again.
+    el_stale: bool,
     /// Membership of the parent's vt tree and cf tree: (key, insertion number).
     vt_key: Option<(u64, u64)>,
     cf_key: Option<(u64, u64)>,
@@ -162,6 +166,7 @@ impl Class {
             nactive: 0,
             in_el: false,
             el_seq: 0,
+            el_stale: parent.is_none(),
             vt_key: None,
             cf_key: None,
             vt_tree: BTreeSet::new(),
@@ -171,7 +176,7 @@ impl Class {
 
     /// `cl_in_el_or_vttree`.
     fn scheduled(&self) -> bool {
-        (self.flags & FSC != 0 && self.nactive > 0) || (self.flags & RSC != 0 && self.in_el)
+        (self.flags & FSC != 0 && self.nactive > 0) || (self.flags & RSC != 0 && (self.in_el || self.el_stale))
     }
 
     /// `hfsc_change_rsc`.
@@ -292,6 +297,7 @@ impl Hfsc {
         let horizon = self.horizon;
         let c = self.cl_mut(m);
         c.in_el = true;
+        c.el_stale = false;
         c.el_seq = seq;
         let (e, d) = (c.e, c.d);
         if e <= horizon {
@@ -305,6 +311,7 @@ impl Hfsc {
     /// `eltree_remove`.
     fn el_remove(&mut self, m: u32) {
         let c = self.cl_mut(m);
+        c.el_stale = false;
         if c.in_el {
             c.in_el = false;
             self.el.remove(m);
@@ -653,7 +660,7 @@ impl Hfsc {
         if cfmin != 0 && (next == 0 || next > cfmin) {
             next = cfmin;
         }
-        (next != 0).then(|| Instant(next << PSCHED_SHIFT))
+        (next != 0).then_some(Instant(next << PSCHED_SHIFT))
     }
 
     /// `tc_bind_tclass` for a new class: the qdisc's filters naming it bind it.
@@ -930,6 +937,7 @@ impl Qdisc for Hfsc {
             c.myf = 0;
             c.cfmin = 0;
             c.nactive = 0;
+            c.el_stale |= c.in_el;
             c.in_el = false;
             c.vt_key = None;
             c.cf_key = None;
@@ -989,6 +997,11 @@ impl Classful for Hfsc {
     }
     fn leaf_mut(&mut self, minor: u32) -> Option<&mut Node> {
         self.classes.get_mut(minor as usize)?.as_deref_mut().map(|c| &mut c.leaf)
+    }
+
+    /// `hfsc_dump_class` sets `tcm_info` for leaves only.
+    fn dumps_leaf(&self, minor: u32) -> bool {
+        self.get(minor).is_some_and(|c| c.level == 0)
     }
 
     /// Mirrors `hfsc_graft_class`: only leaves take a qdisc; None means a fresh

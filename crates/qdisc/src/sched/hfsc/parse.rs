@@ -244,9 +244,11 @@ fn get_sc2(args: &mut Args, w: &mut Words) -> Result<Option<ServiceCurve>, TcErr
         return Ok(Some(ServiceCurve { m1: burst as i64 as u32, d: dmax, m2: rate }));
     }
     // Convex: nothing until dmax − umax/rate, computed in unsigned int
-    // (TIME_UNITS_PER_SEC is an int). A zero rate here has umax 0 too (else the
-    // branch above is taken), and the two-zero-slopes check refuses it.
-    let lag = umax.wrapping_mul(1_000_000).checked_div(rate).unwrap_or(0);
+    // (TIME_UNITS_PER_SEC is an int): with a zero rate tc dies of SIGFPE, which the
+    // shell reports (golden hfsc-edges).
+    let Some(lag) = umax.wrapping_mul(1_000_000).checked_div(rate) else {
+        return Err(TcError { msg: "Floating point exception\n".into(), code: 136 });
+    };
     Ok(Some(ServiceCurve { m1: 0, d: dmax.wrapping_sub(lag), m2: rate }))
 }
 

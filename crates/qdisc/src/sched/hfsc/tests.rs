@@ -370,3 +370,25 @@ fn dumps_print_the_curves_as_tc_does() {
     assert_eq!(q.class_parent(0), Some(TC_H_ROOT));
     assert_eq!(q.class_parent(2), Some(H | 1));
 }
+
+#[test]
+fn stale_eligible_nodes_keep_a_class_from_starting_again() {
+    // The root class's el_node is never cleared (golden hfsc-edges): with a real-time
+    // curve it is never started, so link sharing (the root as a leaf) sends, no rtwork.
+    let mut q = hfsc(0);
+    change(&mut q, 0, TC_H_ROOT, "rt m2 1mbit", t(0)).unwrap();
+    q.enqueue(Packet::new(1, 100), ms(1));
+    assert_eq!(q.dequeue(ms(1)).packet().unwrap().id, 1);
+    assert_eq!(xstats(&q, 0), " period 0 level 0 \n");
+    // A reset drops the eligible tree without clearing its members' nodes: a
+    // real-time-only class that was in it is not started by its next packet, which
+    // waits (sch_hfsc.c's hfsc_reset_class/hfsc_reset_qdisc as read; no golden).
+    let mut q = hfsc(0);
+    class(&mut q, 1, 0, "rt m2 1mbit").unwrap();
+    q.enqueue(pkt(1, 100, 1), t(0));
+    q.reset(t(0));
+    q.enqueue(pkt(2, 100, 1), ms(1));
+    assert!(!q.cl(1).in_el && q.cl(1).scheduled());
+    assert_eq!(q.dequeue(ms(1)), Dequeued::Empty);
+    assert_eq!(q.stats().qlen, 1);
+}
