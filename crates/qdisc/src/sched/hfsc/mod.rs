@@ -72,6 +72,13 @@ pub static OPS: Ops = Ops {
     flags: Flags::NONE,
 };
 
+/// A parent's two trees of active children: by virtual time and by fit time.
+#[derive(Clone, Copy)]
+enum Tree {
+    Vt,
+    Cf,
+}
+
 /// `enum hfsc_class_flags`.
 const RSC: u8 = 1;
 const FSC: u8 = 2;
@@ -350,36 +357,33 @@ impl Hfsc {
     fn parent_of(&self, m: u32) -> u32 {
         self.cl(m).parent.expect("a class below the root")
     }
-    /// `vttree_insert`.
-    fn vt_insert(&mut self, m: u32) {
+    /// `vttree_insert` / `cftree_insert`: into the parent's tree, by the class's
+    /// virtual time or fit time as it is now.
+    fn tree_insert(&mut self, m: u32, t: Tree) {
         let seq = self.next_seq();
         let p = self.parent_of(m);
         let (c, pc) = self.pair(m, p);
-        c.vt_key = Some((c.vt, seq));
-        pc.vt_tree.insert((c.vt, seq, m));
+        let time = match t {
+            Tree::Vt => c.vt,
+            Tree::Cf => c.f,
+        };
+        let (key, tree) = match t {
+            Tree::Vt => (&mut c.vt_key, &mut pc.vt_tree),
+            Tree::Cf => (&mut c.cf_key, &mut pc.cf_tree),
+        };
+        *key = Some((time, seq));
+        tree.insert((time, seq, m));
     }
-    /// `vttree_remove`.
-    fn vt_remove(&mut self, m: u32) {
+    /// `vttree_remove` / `cftree_remove`.
+    fn tree_remove(&mut self, m: u32, t: Tree) {
         let p = self.parent_of(m);
         let (c, pc) = self.pair(m, p);
-        if let Some((vt, seq)) = c.vt_key.take() {
-            pc.vt_tree.remove(&(vt, seq, m));
-        }
-    }
-    /// `cftree_insert`.
-    fn cf_insert(&mut self, m: u32) {
-        let seq = self.next_seq();
-        let p = self.parent_of(m);
-        let (c, pc) = self.pair(m, p);
-        c.cf_key = Some((c.f, seq));
-        pc.cf_tree.insert((c.f, seq, m));
-    }
-    /// `cftree_remove`.
-    fn cf_remove(&mut self, m: u32) {
-        let p = self.parent_of(m);
-        let (c, pc) = self.pair(m, p);
-        if let Some((f, seq)) = c.cf_key.take() {
-            pc.cf_tree.remove(&(f, seq, m));
+        let (key, tree) = match t {
+            Tree::Vt => (&mut c.vt_key, &mut pc.vt_tree),
+            Tree::Cf => (&mut c.cf_key, &mut pc.cf_tree),
+        };
+        if let Some((time, seq)) = key.take() {
+            tree.remove(&(time, seq, m));
         }
     }
     /// `update_cfmin`.
@@ -476,8 +480,8 @@ impl Hfsc {
                     c.parentperiod = c.parentperiod.wrapping_add(1);
                 }
                 c.f = 0;
-                self.vt_insert(cl);
-                self.cf_insert(cl);
+                self.tree_insert(cl, Tree::Vt);
+                self.tree_insert(cl, Tree::Cf);
                 let c = self.cl_mut(cl);
                 if c.flags & USC != 0 {
                     let usc = c.usc;
@@ -488,9 +492,9 @@ impl Hfsc {
             let c = self.cl(cl);
             let f = c.myf.max(c.cfmin);
             if f != c.f {
-                self.cf_remove(cl);
+                self.tree_remove(cl, Tree::Cf);
                 self.cl_mut(cl).f = f;
-                self.cf_insert(cl);
+                self.tree_insert(cl, Tree::Cf);
             }
             self.update_cfmin(p);
             cl = p;
@@ -525,23 +529,23 @@ impl Hfsc {
                 if c.vt > pc.cvtoff {
                     pc.cvtoff = c.vt;
                 }
-                self.vt_remove(cl);
-                self.cf_remove(cl);
+                self.tree_remove(cl, Tree::Vt);
+                self.tree_remove(cl, Tree::Cf);
                 self.update_cfmin(p);
                 cl = p;
                 continue;
             }
-            self.vt_remove(cl);
-            self.vt_insert(cl);
+            self.tree_remove(cl, Tree::Vt);
+            self.tree_insert(cl, Tree::Vt);
             let c = self.cl_mut(cl);
             if c.flags & USC != 0 {
                 c.myf = c.ulimit.y2x(c.total);
             }
             let f = c.myf.max(c.cfmin);
             if f != c.f {
-                self.cf_remove(cl);
+                self.tree_remove(cl, Tree::Cf);
                 self.cl_mut(cl).f = f;
-                self.cf_insert(cl);
+                self.tree_insert(cl, Tree::Cf);
                 self.update_cfmin(p);
             }
             cl = p;
