@@ -426,6 +426,11 @@ pub trait Classful {
     fn class_dump_fails(&self) -> bool {
         false
     }
+    /// Whether `cops->dump` names class `minor`'s qdisc (`tcm_info`, tc's `leaf X:`)
+    /// — hfsc's does only for leaves, though its inner classes keep one.
+    fn dumps_leaf(&self, _minor: u32) -> bool {
+        true
+    }
     /// Print the class options (`print_copt`); most classes have none.
     fn dump_class(&self, _minor: u32, _out: &mut Out) {}
     /// Print the class xstats (`print_cxstats`, `-s` only); most classes have none.

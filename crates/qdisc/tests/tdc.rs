@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use qdisc::tc::{makeargs, Tc};
 use qdisc::tree::DevSpec;
-use regex::Regex;
+use regex::RegexBuilder;
 use serde_json::Value;
 
 const DUMMY: &str = "dummy1";
@@ -119,17 +119,15 @@ fn run_case(case: &Value) -> Outcome {
         Ok(r) => r,
         Err(why) => return Outcome::Skip(why),
     };
-    let re = match Regex::new(case["matchPattern"].as_str().unwrap()) {
+    // tdc.py compiles the pattern with re.DOTALL | re.MULTILINE (`.` takes newlines
+    // too, `$` matches at every line's end), as Rust's flags below do.
+    let pattern = case["matchPattern"].as_str().unwrap();
+    let re = match RegexBuilder::new(pattern).dot_matches_new_line(true).multi_line(true).build() {
         Ok(r) => r,
         Err(e) => return Outcome::Skip(format!("pattern not expressible in Rust regex: {e}")),
     };
     let want: usize = case["matchCount"].as_str().and_then(|s| s.parse().ok()).unwrap_or(0);
-    // tdc matches with Python's re, whose `$` (no MULTILINE) also matches just before
-    // a final newline; Rust's only at the very end. Without that newline the two agree.
-    let pattern = re.as_str();
-    let dollar = pattern.char_indices().any(|(i, c)| c == '$' && !pattern[..i].ends_with('\\'));
-    let haystack = if dollar { out.strip_suffix('\n').unwrap_or(&out) } else { &out };
-    let got = re.find_iter(haystack).count();
+    let got = re.find_iter(&out).count();
     if got != want {
         return Outcome::Fail(format!(
             "pattern {:?} matched {got} times, expected {want}; output:\n{out}",

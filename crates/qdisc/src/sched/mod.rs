@@ -18,6 +18,7 @@ pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
+pub mod hfsc;
 pub mod hhf;
 pub mod htb;
 pub mod ingress;
@@ -53,6 +54,7 @@ pub static KINDS: &[&Ops] = &[
     &fq::OPS,
     &fq_codel::OPS,
     &fq_pie::OPS,
+    &hfsc::OPS,
     &hhf::OPS,
     &htb::OPS,
     &ingress::INGRESS,
@@ -75,7 +77,7 @@ pub static KINDS: &[&Ops] = &[
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
-const TC_ONLY_KINDS: &[&str] = &["etf", "gred", "hfsc", "mqprio", "qfq", "taprio"];
+const TC_ONLY_KINDS: &[&str] = &["etf", "gred", "mqprio", "qfq", "taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {

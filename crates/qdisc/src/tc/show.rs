@@ -117,7 +117,7 @@ pub fn class(out: &mut Out, dev: &Device, n: &Node, minor: u32, dev_given: bool,
         let p = classid(parent);
         out.string("parent", format_args!("parent {p} "), &p);
     }
-    if let Some(leaf) = c.leaf(minor) {
+    if let Some(leaf) = c.leaf(minor).filter(|_| c.dumps_leaf(minor)) {
         if leaf.handle != 0 {
             // print_0xhex: "0x8001" in JSON.
             let maj = leaf.handle >> 16;
