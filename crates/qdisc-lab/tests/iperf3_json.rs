@@ -69,15 +69,20 @@ fn what_the_result_knows_and_does_not() {
     assert_eq!(s["connected"][0]["socket"], t.streams[0].id);
     assert_eq!(s["connected"][0]["local_host"], "10.1.0.1");
     assert_eq!(s["connected"][0]["remote_host"], "10.1.0.2");
-    assert_eq!(s["connected"][0]["local_port"], Value::Null);
-    assert_eq!(s["connecting_to"], serde_json::json!({"host": "10.1.0.2", "port": null}));
+    // Synthetic: the client's port unknown (0), the server's the host backend's 5201 + i.
+    assert_eq!(s["connected"][0]["local_port"], 0);
+    assert_eq!(s["connecting_to"], serde_json::json!({"host": "10.1.0.2", "port": 5201}));
+    assert_eq!(s["cookie"].as_str().unwrap().len(), 36);
     assert_eq!(s["test_start"]["protocol"], "TCP");
     assert_eq!(s["test_start"]["num_streams"], 2);
     assert_eq!(s["test_start"]["duration"], 2);
-    assert_eq!(s["test_start"]["blksize"], Value::Null);
+    assert_eq!(s["test_start"]["blksize"], 131072);
+    // The wall-clock start 2026-11-22T13:16:38.xZ plus the entry's start.
     assert!(s["timestamp"]["time"].as_str().unwrap().ends_with(" GMT"));
-    assert_eq!(j["end"]["cpu_utilization_percent"], Value::Null);
+    // The host backend keeps no CPU figures: 0, as iperf3 prints what it cannot read.
+    assert_eq!(j["end"]["cpu_utilization_percent"]["host_total"], 0.0);
     assert_eq!(j["end"]["sender_tcp_congestion"], "cubic");
+    assert_eq!(j["end"]["receiver_tcp_congestion"], "cubic");
     // iperf3's per-stream RTT summary over its interval samples.
     let rtts: Vec<u64> = t.streams[0].intervals.iter().map(|iv| iv.tcp_rtt_us.unwrap()).collect();
     let snd = &j["end"]["streams"][0]["sender"];
@@ -138,6 +143,12 @@ fn real_iperf3_output_round_trips_and_bounds_our_keys() {
         let mut bad = Vec::new();
         keys_within(&ours_known, &real, "", &mut bad);
         assert!(bad.is_empty(), "{file}: {bad:#?}");
+        // And every key iperf3 writes is ours too, with its type (null nowhere).
+        let mut real_known = real.clone();
+        real_known.as_object_mut().unwrap().remove("extra_data");
+        keys_within(&real_known, &ours_known, "", &mut bad);
+        assert!(bad.is_empty(), "{file}: ours lacks {bad:#?}");
+        assert!(!ours.to_string().contains("null"), "{file}: {ours}");
         // And the numbers iperf3 printed are the numbers we print.
         for k in ["bytes", "bits_per_second", "seconds"] {
             assert_eq!(ours["end"]["sum_sent"][k], real["end"]["sum_sent"][k], "{file}: sum_sent.{k}");
