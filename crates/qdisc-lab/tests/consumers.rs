@@ -237,8 +237,21 @@ fn mixed_run(backend: &str) {
         let cpu = |host: &str| -> f64 {
             r.cpu.iter().filter(|c| c.host == host).flat_map(|c| &c.total).map(|x| x.user + x.sys + x.softirq).sum()
         };
-        assert_eq!(got["local_cpu_total"].as_f64().unwrap(), cpu(&t.from), "{what}");
-        assert_eq!(got["remote_cpu_total"].as_f64().unwrap(), cpu(&t.to), "{what}");
+        // iperf3's own figures (host), else the CPU model's (sim).
+        match &t.cpu_utilization_percent {
+            Some(c) => {
+                assert_eq!(backend, "host");
+                assert!(c.host_total > 0.0 && c.remote_total > 0.0, "{what}");
+                assert_eq!(got["local_cpu_total"].as_f64().unwrap(), c.host_total, "{what}");
+                assert_eq!(got["remote_cpu_system"].as_f64().unwrap(), c.remote_system, "{what}");
+            }
+            None => {
+                assert_eq!(backend, "sim");
+                assert!(cpu(&t.from) > 0.0 && cpu(&t.to) > 0.0, "{what}");
+                assert_eq!(got["local_cpu_total"].as_f64().unwrap(), cpu(&t.from), "{what}");
+                assert_eq!(got["remote_cpu_total"].as_f64().unwrap(), cpu(&t.to), "{what}");
+            }
+        }
         if t.kind == "tcp" {
             assert_eq!(got["protocol"], "TCP");
             assert_eq!(got["sent_bytes"], t.sender.bytes, "{what}");

@@ -31,7 +31,8 @@
 //!   from the interval samples exactly as iperf3 derives them (`stream_max_rtt`,
 //!   `stream_sum_rtt / stream_count_rtt`); UDP `blksize` = the sender's bytes per
 //!   datagram.
-//! * modelled: `cpu_utilization_percent` from the result's `cpu` section (the
+//! * `cpu_utilization_percent`: measured by iperf3 where the entry has its figures
+//!   (host and vm backends); else modelled, from the result's `cpu` section (the
 //!   simulator's CPU model): the whole sending host's CPU time as `host_*`, the
 //!   receiving host's as `remote_*` — not an iperf3 process's.
 //! * synthetic (the result does not hold them): `timestamp` = the wall-clock start of
@@ -44,7 +45,7 @@
 //!   iperf3 itself writes 0 for a value it could not read (no `tcp_info`), 0 stands for
 //!   what the result lacks: `snd_wnd`, `rttvar`, `pmtu`, `max_snd_wnd`,
 //!   `sock_bufsize`, `sndbuf_actual`, `rcvbuf_actual`, UDP `out_of_order`, and
-//!   `rtt`/`snd_cwnd`/CPU figures of a backend that does not measure them.
+//!   `rtt`/`snd_cwnd`/CPU figures where the result has none.
 //!
 //! Times are relative to the entry's own start, as iperf3's are (the result's are on
 //! the scenario clock). `version` is the iperf3 the backend ran
@@ -62,7 +63,7 @@
 
 use serde::Serialize;
 
-use crate::result::{Interval, RunResult, Summary, TrafficResult};
+use crate::result::{CpuUtilization, Interval, RunResult, Summary, TrafficResult};
 
 /// The iperf3 `-J` document of one tcp/udp traffic entry, pretty-printed, with a
 /// trailing newline.
@@ -178,18 +179,6 @@ struct End {
     sender_tcp_congestion: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     receiver_tcp_congestion: Option<String>,
-}
-
-/// iperf3's `cpu_utilization_percent` (its own process's CPU time over the test, in
-/// per cent of one CPU; `remote_*` the server's).
-#[derive(Serialize)]
-struct CpuUtilization {
-    host_total: f64,
-    host_user: f64,
-    host_system: f64,
-    remote_total: f64,
-    remote_user: f64,
-    remote_system: f64,
 }
 
 #[derive(Serialize)]
@@ -515,11 +504,15 @@ fn cookie(r: &RunResult, t: &TrafficResult) -> String {
         .collect()
 }
 
-/// `cpu_utilization_percent` from the result's `cpu` section (the simulator's CPU
-/// model): the whole sending host's busy time (every CPU, in per cent of one CPU, the
-/// unit iperf3 uses) as `host_*`, the receiving host's as `remote_*`; system time is
-/// sys + softirq. 0 where the result has no CPU figures for a host.
+/// `cpu_utilization_percent`: iperf3's own where the entry has them (host and vm
+/// backends), else from the result's `cpu` section (the simulator's CPU model): the
+/// whole sending host's busy time (every CPU, in per cent of one CPU, the unit iperf3
+/// uses) as `host_*`, the receiving host's as `remote_*`; system time is sys +
+/// softirq. 0 where the result has no CPU figures for a host.
 fn cpu_utilization(r: &RunResult, t: &TrafficResult) -> CpuUtilization {
+    if let Some(c) = &t.cpu_utilization_percent {
+        return c.clone();
+    }
     let of = |host: &str| {
         r.cpu.iter().find(|c| c.host == host).map_or((0.0, 0.0, 0.0), |c| {
             let user: f64 = c.total.iter().map(|x| x.user).sum();
