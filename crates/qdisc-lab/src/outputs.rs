@@ -34,7 +34,7 @@ pub fn write(a: &OutputArgs, r: &RunResult) -> Result<(), String> {
         write_iperf3(r, dir)?;
     }
     if let Some(file) = &a.flent {
-        write_flent(r, file)?;
+        write_flent(r, file).map_err(|e| format!("--flent {e}"))?;
     }
     if let Some(dir) = &a.plot {
         crate::plot::write_all(r, dir)?;
@@ -42,9 +42,9 @@ pub fn write(a: &OutputArgs, r: &RunResult) -> Result<(), String> {
     Ok(())
 }
 
-/// `r` as a `.flent.gz` file.
+/// `r` as a `.flent.gz` file; errors start with the file's name.
 pub fn write_flent(r: &RunResult, file: &Path) -> Result<(), String> {
-    let bytes = qdisc_scenario::flent::to_flent_gz(r).map_err(|e| format!("--flent {}: {e}", file.display()))?;
+    let bytes = qdisc_scenario::flent::to_flent_gz(r).map_err(|e| format!("{}: {e}", file.display()))?;
     std::fs::write(file, bytes).map_err(|e| format!("cannot write {}: {e}", file.display()))
 }
 

@@ -318,6 +318,75 @@ fn iso_utc(unix: f64) -> String {
 mod tests {
     use super::*;
 
+    fn small_host() -> RunResult {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../qdisc-lab/tests/fixtures/small-host-a.json"
+        ))
+        .unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    fn doc(r: &RunResult) -> Value {
+        serde_json::from_str(&to_flent_json(r).unwrap()).unwrap()
+    }
+
+    /// A real host run (2 cubic uploads and a ping): tcp_nup, the raw records are the
+    /// result's numbers on the wall clock, and the bytes are the same every time.
+    #[test]
+    fn uploads_and_a_ping_are_tcp_nup() {
+        let r = small_host();
+        let d = doc(&r);
+        let m = &d["metadata"];
+        assert_eq!(m["NAME"], "tcp_nup");
+        assert_eq!(m["TEST_PARAMETERS"], json!({"upload_streams": "2"}));
+        assert_eq!(m["TIME"], "2026-11-22T13:20:06.216000Z");
+        assert_eq!(
+            (&m["HOST"], &m["LOCAL_HOST"], &m["STEP_SIZE"]),
+            (&json!("10.1.0.2"), &json!("client"), &json!(0.1))
+        );
+        assert_eq!(m["SERIES_META"]["TCP upload::2"]["CONG_CONTROL"], "cubic");
+        let epoch = 1_795_353_606.216;
+        let iv = &r.throughput[0].streams[1].intervals[3];
+        let raw = &d["raw_values"]["TCP upload::2"][3];
+        assert_eq!(raw["t"], epoch + iv.end);
+        assert_eq!(raw["val"], iv.bits_per_second / 1e6);
+        assert_eq!(raw["tcp_rtt"], iv.tcp_rtt_us.unwrap() as f64 / 1000.0);
+        let ping = &r.rtt[0].samples[5];
+        assert_eq!(
+            d["raw_values"]["Ping (ms) ICMP"][5],
+            json!({"t": epoch + ping.t, "val": ping.rtt_ms, "seq": ping.seq as f64})
+        );
+        assert_eq!(d["raw_values"]["Ping (ms) ICMP"].as_array().unwrap().len(), r.rtt[0].samples.len());
+        // T0 is the first measurement: the first ping reply (before any interval's end).
+        assert_eq!(m["T0"], iso_utc(epoch + r.rtt[0].samples[0].t));
+        let gz = to_flent_gz(&r).unwrap();
+        assert_eq!(gz, to_flent_gz(&r).unwrap());
+        assert_eq!(&gz[..10], &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255], "gzip header: no name, mtime 0");
+    }
+
+    #[test]
+    fn downloads_ping_only_and_nothing_to_show() {
+        let mut r = small_host();
+        let t = &mut r.throughput[0];
+        (t.from, t.to) = (t.to.clone(), t.from.clone());
+        let d = doc(&r);
+        assert_eq!(d["metadata"]["NAME"], "tcp_ndown");
+        assert_eq!(d["metadata"]["TEST_PARAMETERS"], json!({"download_streams": "2"}));
+        assert!(d["results"]["TCP download::1"].is_array());
+        // A udp entry is left out and named.
+        r.throughput[0].kind = "udp".into();
+        let d = doc(&r);
+        assert_eq!(d["metadata"]["NAME"], "ping");
+        assert!(d["metadata"]["NOTE"]
+            .as_str()
+            .unwrap()
+            .ends_with("not shown (no flent series for them): traffic[0] (udp server -> client)"));
+        assert_eq!(d["results"].as_object().unwrap().keys().collect::<Vec<_>>(), ["Ping (ms) ICMP"]);
+        r.rtt.clear();
+        assert_eq!(to_flent_json(&r).unwrap_err(), "no tcp or ping traffic: nothing a flent test shows");
+    }
+
     #[test]
     fn iso_times_as_flent_writes_them() {
         assert_eq!(iso_utc(0.0), "1970-01-01T00:00:00.000000Z");
