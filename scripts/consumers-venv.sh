@@ -13,6 +13,10 @@ CACHE="${QDL_CACHE:-$HOME/.cache/qdisc-lab}"
 VENV="$CACHE/consumers-venv"
 PINS=(flent==2.3.0 iperf3==0.1.11 matplotlib==3.9.4)
 
+# Tests run in parallel: one installs, the others wait for it.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/consumers-venv.lock"
+flock 9
 if [[ -x $VENV/bin/python && "$(cat "$VENV/pins" 2>/dev/null)" == "${PINS[*]}" ]]; then
     echo "$VENV"
     exit 0
