@@ -55,6 +55,31 @@ fn flent_csv(venv: &Path, file: &Path, name: &str) -> (Vec<String>, Vec<Vec<Opti
     (header, rows)
 }
 
+/// flent's own `TimeseriesAggregator` fed the raw values of our file: prints whether it
+/// gives the x values and results we wrote (differences on stderr).
+const REAGGREGATE: &str = r#"
+# flent's own TimeseriesAggregator over the raw values of our file: must give the
+# x values and results we wrote.
+import gzip, json, sys, types
+from flent import aggregators, resultset
+d = json.load(gzip.open(sys.argv[1], "rt"))
+m = d["metadata"]
+settings = types.SimpleNamespace(STEP_SIZE=m["STEP_SIZE"], TOTAL_LENGTH=m["TOTAL_LENGTH"])
+agg = aggregators.TimeseriesAggregator(settings)
+measurements = {k: [[r["t"], r["val"]] for r in v] for k, v in d["raw_values"].items()}
+agg.collect = lambda: (measurements, {"series": {}, "test_parameters": {}}, d["raw_values"])
+res = resultset.ResultSet(NAME=m["NAME"], TEST_PARAMETERS={})
+res = agg.aggregate(res)
+out = {"x_values": res.x_values, "results": {k: res.series(k) for k in d["results"]}}
+print(json.dumps(out == {"x_values": d["x_values"], "results": d["results"]}))
+if out["x_values"] != d["x_values"]:
+    print("x differ", len(out["x_values"]), len(d["x_values"]), file=sys.stderr)
+for k in d["results"]:
+    if out["results"][k] != d["results"][k]:
+        bad = [(i, a, b) for i, (a, b) in enumerate(zip(out["results"][k], d["results"][k])) if a != b]
+        print(k, bad[:5], file=sys.stderr)
+"#;
+
 /// flent loads our file, its CSV holds our x values and every series' values exactly
 /// (and the sum flent computes itself is the sum of ours), and it draws the plots of
 /// the test we named.
@@ -95,6 +120,9 @@ fn check_flent(venv: &Path, dir: &Path, file: &Path, r: &RunResult, plots: &[&st
             }
         }
     }
+    // Our results are what flent's aggregation makes of our raw values.
+    let out = run(Command::new(venv.join("bin/python")).args(["-c", REAGGREGATE]).arg(file));
+    assert_eq!(out, "true\n", "flent aggregates our raw values differently");
     for p in plots {
         let png = dir.join(format!("{name}-{p}.png"));
         let out =
