@@ -186,7 +186,7 @@ fn document(r: &RunResult) -> Result<Value, String> {
         None => 0.0,
     };
     let step = r.metadata.interval_s;
-    if !(step > 0.0) {
+    if !step.is_finite() || step <= 0.0 {
         return Err(format!("metadata.interval_s {step} is not a positive step"));
     }
     let measured: Vec<Vec<(f64, f64)>> =

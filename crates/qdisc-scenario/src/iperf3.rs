@@ -181,6 +181,8 @@ struct End {
     receiver_tcp_congestion: Option<String>,
 }
 
+// Built once per stream only to be serialised: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Serialize)]
 #[serde(untagged)]
 enum EndStream {
