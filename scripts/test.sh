@@ -36,4 +36,11 @@ if [[ -z ${QDISC_LAB_NO_KERNEL:-} ]]; then
     fi
     scripts/install-iproute2.sh >/dev/null
 fi
+# The consumers test (crates/qdisc-lab/tests/consumers.rs) reads our flent and iperf3
+# files with flent 2.3.0 and the PyPI iperf3 package, pinned in a venv that
+# scripts/consumers-venv.sh makes once (network to PyPI the first time): python3 with
+# venv and ensurepip.
+if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+    apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv >&2
+fi
 exec cargo test --workspace --release "$@"

@@ -610,6 +610,7 @@ mod tests {
                 sum: vec![],
                 sender: summary(total, Some(retr)),
                 receiver: summary(total * 0.99, None),
+                cpu_utilization_percent: None,
             }],
             total: vec![],
             rtt: vec![RttResult {

@@ -9,6 +9,7 @@
 //! * `qdisc-lab run [--backend sim|host|vm [--kernel K]] SCENARIO [--json FILE]` — run a scenario in the simulator or on a
 //!   real kernel (docs/scenarios.md).
 //! * `qdisc-lab plot RESULT.json --out DIR` — plots of a saved result (PNG and SVG).
+//! * `qdisc-lab flent RESULT.json --out FILE` — a saved result as a flent data file.
 //! * `qdisc-lab compare SCENARIO --backends A,B` / `--results A.json B.json` — one
 //!   table of two runs, with the relative difference per metric.
 
@@ -77,6 +78,9 @@ enum Cmd {
     /// Plot a saved result (`run --json FILE`): throughput, RTT and its CDF, qdisc
     /// backlog and drops, CPU time per host, as PNG and SVG.
     Plot(outputs::PlotArgs),
+    /// Write a saved result (`run --json FILE`) as a flent data file (`.flent.gz`, flent
+    /// 2.3's format: `flent -i FILE -p totals` plots it).
+    Flent(outputs::FlentArgs),
     /// Run a scenario on two backends (or take two saved results) and print one table:
     /// metric, A, B, (B−A)/A.
     Compare(compare::CompareArgs),
@@ -172,6 +176,7 @@ fn main() -> ExitCode {
         Cmd::Tc { dev, kernel, sysctl, args } => run_tc(&dev, &kernel, &sysctl, &args),
         Cmd::Run(a) => run::run(&a),
         Cmd::Plot(a) => outputs::plot(&a),
+        Cmd::Flent(a) => outputs::flent(&a),
         Cmd::Compare(a) => compare::run(&a),
         Cmd::VmGuest => qdisc_kernel::vm::guest::main(),
         Cmd::Replay(a) => match replay::run(&a) {

@@ -1,7 +1,8 @@
 //! Files a run can write besides its `--json` result: `--plot DIR` (PNG and SVG,
-//! plot.rs) and `--iperf3-json DIR` (one `iperf3 -J`-shaped file per tcp/udp traffic
-//! entry, `qdisc_scenario::iperf3`); and `qdisc-lab plot RESULT.json --out DIR`, which
-//! plots a saved result.
+//! plot.rs), `--iperf3-json DIR` (one `iperf3 -J`-shaped file per tcp/udp traffic
+//! entry, `qdisc_scenario::iperf3`) and `--flent FILE` (a flent data file,
+//! `qdisc_scenario::flent`); and `qdisc-lab plot RESULT.json --out DIR` and
+//! `qdisc-lab flent RESULT.json --out FILE`, the same for a saved result.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -21,6 +22,10 @@ pub struct OutputArgs {
     /// i = the entry's index in the scenario).
     #[arg(long = "iperf3-json", value_name = "DIR")]
     pub iperf3_json: Option<PathBuf>,
+    /// Write the run as a flent data file here (gzip-compressed flent 2.3 format, read
+    /// by `flent -i FILE`; docs/flent.md says how the traffic maps onto flent's tests).
+    #[arg(long, value_name = "FILE")]
+    pub flent: Option<PathBuf>,
 }
 
 /// Write what `a` asks for.
@@ -28,10 +33,19 @@ pub fn write(a: &OutputArgs, r: &RunResult) -> Result<(), String> {
     if let Some(dir) = &a.iperf3_json {
         write_iperf3(r, dir)?;
     }
+    if let Some(file) = &a.flent {
+        write_flent(r, file).map_err(|e| format!("--flent {e}"))?;
+    }
     if let Some(dir) = &a.plot {
         crate::plot::write_all(r, dir)?;
     }
     Ok(())
+}
+
+/// `r` as a `.flent.gz` file; errors start with the file's name.
+pub fn write_flent(r: &RunResult, file: &Path) -> Result<(), String> {
+    let bytes = qdisc_scenario::flent::to_flent_gz(r).map_err(|e| format!("{}: {e}", file.display()))?;
+    std::fs::write(file, bytes).map_err(|e| format!("cannot write {}: {e}", file.display()))
 }
 
 /// `DIR/traffic-<i>.json` for every tcp/udp entry; returns the files written.
@@ -54,6 +68,32 @@ pub struct PlotArgs {
     /// Where to write the plots (created if missing).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct FlentArgs {
+    /// A result written by `qdisc-lab run --json FILE`.
+    pub result: PathBuf,
+    /// The flent data file to write (gzip-compressed, e.g. `run.flent.gz`).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+/// `qdisc-lab flent RESULT.json --out FILE`.
+pub fn flent(a: &FlentArgs) -> ExitCode {
+    match read_result(&a.result) {
+        Ok(r) => match write_flent(&r, &a.out) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                errln!("qdisc-lab flent: {e}");
+                ExitCode::from(1)
+            }
+        },
+        Err(e) => {
+            errln!("qdisc-lab flent: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// Read a saved result.

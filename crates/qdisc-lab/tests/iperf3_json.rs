@@ -4,7 +4,7 @@
 
 use qdisc_kernel::host::tools::{parse_iperf3, TrafficMeta};
 use qdisc_scenario::iperf3::to_iperf3_json;
-use qdisc_scenario::result::{Interval, StreamResult, Summary, TrafficResult};
+use qdisc_scenario::result::{CpuUtilization, Interval, StreamResult, Summary, TrafficResult};
 use qdisc_scenario::RunResult;
 use serde_json::Value;
 
@@ -30,6 +30,18 @@ fn meta(t: &TrafficResult) -> TrafficMeta {
     }
 }
 
+/// iperf3's CPU figures as the host backend keeps them (small-host-a.json predates them).
+fn measured_cpu() -> Option<CpuUtilization> {
+    Some(CpuUtilization {
+        host_total: 95.82691519298203,
+        host_user: 0.0,
+        host_system: 95.82691519298203,
+        remote_total: 53.45375547733136,
+        remote_user: 1.99648291092607,
+        remote_system: 51.4571725922986,
+    })
+}
+
 fn round_trip(r: &RunResult, t: &TrafficResult) -> TrafficResult {
     parse_iperf3(&to_iperf3_json(r, t), meta(t)).unwrap()
 }
@@ -37,9 +49,10 @@ fn round_trip(r: &RunResult, t: &TrafficResult) -> TrafficResult {
 #[test]
 fn a_host_result_round_trips_through_parse_iperf3() {
     let r = run_result();
-    let t = &r.throughput[0];
+    let mut t = r.throughput[0].clone();
     assert_eq!(t.streams.len(), 2);
-    assert_eq!(round_trip(&r, t), *t);
+    t.cpu_utilization_percent = measured_cpu();
+    assert_eq!(round_trip(&r, &t), t);
 }
 
 #[test]
@@ -47,6 +60,7 @@ fn times_are_relative_to_the_entry_and_shift_back_exactly() {
     let r = run_result();
     // The same entry starting 1.3 s into the scenario (times on the scenario clock).
     let mut t = r.throughput[0].clone();
+    t.cpu_utilization_percent = measured_cpu();
     t.start_s = 1.3;
     let shift = |iv: &mut Interval| {
         iv.start += 1.3;
@@ -69,15 +83,25 @@ fn what_the_result_knows_and_does_not() {
     assert_eq!(s["connected"][0]["socket"], t.streams[0].id);
     assert_eq!(s["connected"][0]["local_host"], "10.1.0.1");
     assert_eq!(s["connected"][0]["remote_host"], "10.1.0.2");
-    assert_eq!(s["connected"][0]["local_port"], Value::Null);
-    assert_eq!(s["connecting_to"], serde_json::json!({"host": "10.1.0.2", "port": null}));
+    // Synthetic: the client's port unknown (0), the server's the host backend's 5201 + i.
+    assert_eq!(s["connected"][0]["local_port"], 0);
+    assert_eq!(s["connecting_to"], serde_json::json!({"host": "10.1.0.2", "port": 5201}));
+    assert_eq!(s["cookie"].as_str().unwrap().len(), 36);
     assert_eq!(s["test_start"]["protocol"], "TCP");
     assert_eq!(s["test_start"]["num_streams"], 2);
     assert_eq!(s["test_start"]["duration"], 2);
-    assert_eq!(s["test_start"]["blksize"], Value::Null);
+    assert_eq!(s["test_start"]["blksize"], 131072);
+    // The wall-clock start 2026-11-22T13:16:38.xZ plus the entry's start.
     assert!(s["timestamp"]["time"].as_str().unwrap().ends_with(" GMT"));
-    assert_eq!(j["end"]["cpu_utilization_percent"], Value::Null);
+    // This result predates the entry's iperf3 CPU figures and has no `cpu` section: 0,
+    // as iperf3 prints what it cannot read; the figures iperf3 measured when present.
+    assert_eq!(j["end"]["cpu_utilization_percent"]["host_total"], 0.0);
+    let mut t = t.clone();
+    t.cpu_utilization_percent = measured_cpu();
+    let j: Value = serde_json::from_str(&to_iperf3_json(&r, &t)).unwrap();
+    assert_eq!(j["end"]["cpu_utilization_percent"]["remote_user"], 1.99648291092607);
     assert_eq!(j["end"]["sender_tcp_congestion"], "cubic");
+    assert_eq!(j["end"]["receiver_tcp_congestion"], "cubic");
     // iperf3's per-stream RTT summary over its interval samples.
     let rtts: Vec<u64> = t.streams[0].intervals.iter().map(|iv| iv.tcp_rtt_us.unwrap()).collect();
     let snd = &j["end"]["streams"][0]["sender"];
@@ -138,6 +162,12 @@ fn real_iperf3_output_round_trips_and_bounds_our_keys() {
         let mut bad = Vec::new();
         keys_within(&ours_known, &real, "", &mut bad);
         assert!(bad.is_empty(), "{file}: {bad:#?}");
+        // And every key iperf3 writes is ours too, with its type (null nowhere).
+        let mut real_known = real.clone();
+        real_known.as_object_mut().unwrap().remove("extra_data");
+        keys_within(&real_known, &ours_known, "", &mut bad);
+        assert!(bad.is_empty(), "{file}: ours lacks {bad:#?}");
+        assert!(!ours.to_string().contains("null"), "{file}: {ours}");
         // And the numbers iperf3 printed are the numbers we print.
         for k in ["bytes", "bits_per_second", "seconds"] {
             assert_eq!(ours["end"]["sum_sent"][k], real["end"]["sum_sent"][k], "{file}: sum_sent.{k}");
@@ -198,6 +228,7 @@ fn udp_round_trips() {
         sum: (0..20).map(iv).collect(),
         sender,
         receiver,
+        cpu_utilization_percent: measured_cpu(),
     };
     assert_eq!(round_trip(&r, &t), t);
     let j: Value = serde_json::from_str(&to_iperf3_json(&r, &t)).unwrap();

@@ -34,6 +34,37 @@ fn read_result(p: &Path) -> RunResult {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
+/// `qdisc-lab flent RESULT --out FILE`: the library's bytes; a missing result exits 2,
+/// a run flent cannot show exits 1, both with the file in the message.
+#[test]
+fn flent_of_a_saved_result() {
+    let dir = tmp("flent-saved");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("run.flent.gz");
+    let (code, stdout, err) = qdisc_lab(&["flent", &fixture("small-host-a.json"), "--out", out.to_str().unwrap()]);
+    assert_eq!((code, stdout.as_str(), err.as_str()), (0, "", ""));
+    let r = read_result(Path::new(&fixture("small-host-a.json")));
+    assert_eq!(std::fs::read(&out).unwrap(), qdisc_scenario::flent::to_flent_gz(&r).unwrap());
+
+    let missing = dir.join("missing.json");
+    let (code, _, err) = qdisc_lab(&["flent", missing.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(
+        (code, err),
+        (2, format!("qdisc-lab flent: cannot read {}: No such file or directory (os error 2)\n", missing.display()))
+    );
+    let mut udp_only = r.clone();
+    udp_only.throughput[0].kind = "udp".into();
+    udp_only.rtt.clear();
+    let saved = dir.join("udp.json");
+    std::fs::write(&saved, serde_json::to_string(&udp_only).unwrap()).unwrap();
+    let (code, _, err) = qdisc_lab(&["flent", saved.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(
+        (code, err),
+        (1, format!("qdisc-lab flent: {}: no tcp or ping traffic: nothing a flent test shows\n", out.display()))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn plot_a_saved_result() {
     let dir = tmp("plot");

@@ -5,33 +5,52 @@
 //! `iperf_print_intervals`, `iperf_print_results` in esnet/iperf `src/iperf_api.c`):
 //!
 //! ```text
-//! { "start":     { connected[], version, system_info, timestamp?, connecting_to,
-//!                  tcp_mss_default?, target_bitrate, test_start{protocol, num_streams,
+//! { "start":     { connected[], version, system_info, timestamp, connecting_to, cookie,
+//!                  tcp_mss_default (tcp), target_bitrate, sock_bufsize, sndbuf_actual,
+//!                  rcvbuf_actual, test_start{protocol, num_streams,
 //!                  blksize, omit, duration, bytes, blocks, reverse, tos, target_bitrate} },
 //!   "intervals": [ { streams[{socket, start, end, seconds, bytes, bits_per_second,
-//!                             retransmits, snd_cwnd, rtt | packets, omitted, sender}],
+//!                             retransmits, snd_cwnd, snd_wnd, rtt, rttvar, pmtu |
+//!                             packets, omitted, sender}],
 //!                    sum{…} } ],
 //!   "end":       { streams[{sender{…}, receiver{…}} | {udp{…}}], sum (udp),
-//!                  sum_sent, sum_received, cpu_utilization_percent,
-//!                  sender_tcp_congestion? },
+//!                  sum_sent, sum_received, cpu_utilization_percent{host_*, remote_*},
+//!                  sender_tcp_congestion, receiver_tcp_congestion (tcp) },
 //!   "extra_data": "qdisc-lab …" }
 //! ```
 //!
+//! Every key iperf3 3.12's client writes is present with a value of its type, so
+//! readers that index them (the PyPI `iperf3` package's `TestResult`) read any
+//! backend's file; `crates/qdisc-lab/tests/iperf3_json.rs` checks the key set and
+//! types against real 3.12 output, `tests/consumers.rs` reads the files with
+//! `iperf3.TestResult`. What each value is (docs/run-result.md, "iperf3 JSON"):
+//!
+//! * measured (from the result): intervals' and totals' times, bytes, rates,
+//!   retransmits, `snd_cwnd`, `rtt`, UDP datagrams, loss and jitter, `tcp_mss_default`,
+//!   `sender_tcp_congestion`; `max_snd_cwnd`, `max_rtt`, `min_rtt`, `mean_rtt` derived
+//!   from the interval samples exactly as iperf3 derives them (`stream_max_rtt`,
+//!   `stream_sum_rtt / stream_count_rtt`); UDP `blksize` = the sender's bytes per
+//!   datagram.
+//! * `cpu_utilization_percent`: measured by iperf3 where the entry has its figures
+//!   (host and vm backends); else modelled, from the result's `cpu` section (the
+//!   simulator's CPU model): the whole sending host's CPU time as `host_*`, the
+//!   receiving host's as `remote_*` — not an iperf3 process's.
+//! * synthetic (the result does not hold them): `timestamp` = the wall-clock start of
+//!   the entry, or the Unix epoch plus the entry's start for a backend without a wall
+//!   clock (the simulator; so the bytes are deterministic); `cookie` from the scenario's
+//!   sha256 and the entry index; ports — the server's is 5201 + the entry index (what
+//!   the host backend uses), the client's 0; `blksize` for TCP = iperf3's default
+//!   128 KiB; `duration` = the sender's seconds rounded; a UDP `target_bitrate` = the
+//!   sender's mean rate; `receiver_tcp_congestion` = the sender's algorithm. Where
+//!   iperf3 itself writes 0 for a value it could not read (no `tcp_info`), 0 stands for
+//!   what the result lacks: `snd_wnd`, `rttvar`, `pmtu`, `max_snd_wnd`,
+//!   `sock_bufsize`, `sndbuf_actual`, `rcvbuf_actual`, UDP `out_of_order`, and
+//!   `rtt`/`snd_cwnd`/CPU figures where the result has none.
+//!
 //! Times are relative to the entry's own start, as iperf3's are (the result's are on
-//! the scenario clock). Nothing is made up: the keys that describe a measurement but
-//! whose value the result does not hold — ports, `blksize`, the UDP target bitrate,
-//! CPU utilisation — are `null`; keys about the iperf3 process itself (`cookie`,
-//! socket buffer sizes) and fields the result has no place for (`snd_wnd`, `rttvar`,
-//! `pmtu`, `max_snd_wnd`, `out_of_order`, `receiver_tcp_congestion`) are left out, as
-//! are `tcp_mss_default` and `rtt`/`snd_cwnd` when the result has none (a backend that
-//! does not know them, or UDP). `max_snd_cwnd`, `max_rtt`, `min_rtt` and
-//! `mean_rtt` are derived from the interval samples exactly as iperf3 derives them
-//! (its `stream_max_rtt`/`stream_sum_rtt / stream_count_rtt` over the stats callbacks),
-//! and only when every interval has the sample. `version` is the iperf3 the backend
-//! ran (`metadata.tools.iperf3`), else "qdisc-lab V (B backend)"; `system_info` is
-//! "Linux KERNEL (qdisc-lab B backend)"; `timestamp` is the wall-clock start of the
-//! entry (absent without a wall clock); `test_start.duration` is the sender's time when
-//! it is whole seconds (iperf3's `-t`), else `null`.
+//! the scenario clock). `version` is the iperf3 the backend ran
+//! (`metadata.tools.iperf3`), else "qdisc-lab V (B backend)"; `system_info` is
+//! "Linux KERNEL (qdisc-lab B backend)".
 //!
 //! UDP as 3.12 prints it: the per-stream `udp` block holds the sender's bytes and
 //! datagrams with the receiver's loss and jitter, and the receiver's bytes are only in
@@ -44,7 +63,7 @@
 
 use serde::Serialize;
 
-use crate::result::{Interval, RunResult, Summary, TrafficResult};
+use crate::result::{CpuUtilization, Interval, RunResult, Summary, TrafficResult};
 
 /// The iperf3 `-J` document of one tcp/udp traffic entry, pretty-printed, with a
 /// trailing newline.
@@ -66,23 +85,25 @@ struct Start {
     connected: Vec<Connected>,
     version: String,
     system_info: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    timestamp: Option<Timestamp>,
+    timestamp: Timestamp,
     connecting_to: ConnectingTo,
+    cookie: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     tcp_mss_default: Option<u32>,
-    target_bitrate: Option<u64>,
+    target_bitrate: u64,
+    sock_bufsize: u64,
+    sndbuf_actual: u64,
+    rcvbuf_actual: u64,
     test_start: TestStart,
 }
 
 #[derive(Serialize)]
 struct Connected {
     socket: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    local_host: Option<String>,
-    local_port: Option<u16>,
+    local_host: String,
+    local_port: u16,
     remote_host: String,
-    remote_port: Option<u16>,
+    remote_port: u16,
 }
 
 #[derive(Serialize)]
@@ -94,21 +115,21 @@ struct Timestamp {
 #[derive(Serialize)]
 struct ConnectingTo {
     host: String,
-    port: Option<u16>,
+    port: u16,
 }
 
 #[derive(Serialize)]
 struct TestStart {
     protocol: &'static str,
     num_streams: usize,
-    blksize: Option<u32>,
+    blksize: u64,
     omit: u32,
-    duration: Option<u64>,
+    duration: u64,
     bytes: u64,
     blocks: u64,
     reverse: u32,
     tos: u32,
-    target_bitrate: Option<u64>,
+    target_bitrate: u64,
 }
 
 #[derive(Serialize)]
@@ -132,7 +153,13 @@ struct IntervalStream {
     #[serde(skip_serializing_if = "Option::is_none")]
     snd_cwnd: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    snd_wnd: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     rtt: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rttvar: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pmtu: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     packets: Option<u64>,
     omitted: bool,
@@ -147,11 +174,15 @@ struct End {
     sum: Option<Total>,
     sum_sent: Total,
     sum_received: Total,
-    cpu_utilization_percent: Option<()>,
+    cpu_utilization_percent: CpuUtilization,
     #[serde(skip_serializing_if = "Option::is_none")]
     sender_tcp_congestion: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    receiver_tcp_congestion: Option<String>,
 }
 
+// Built once per stream only to be serialised: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Serialize)]
 #[serde(untagged)]
 enum EndStream {
@@ -178,9 +209,13 @@ struct Total {
     #[serde(skip_serializing_if = "Option::is_none")]
     lost_percent: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    out_of_order: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     retransmits: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_snd_cwnd: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_snd_wnd: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_rtt: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -221,10 +256,13 @@ fn interval(iv: &Interval, off: f64, socket: Option<u32>, tcp: bool) -> Interval
         seconds: end - start,
         bytes: iv.bytes,
         bits_per_second: iv.bits_per_second,
-        retransmits: if tcp { iv.retransmits } else { None },
-        snd_cwnd: if tcp { iv.snd_cwnd } else { None },
-        rtt: if tcp { iv.tcp_rtt_us } else { None },
-        packets: if tcp { None } else { iv.packets },
+        retransmits: tcp.then(|| iv.retransmits.unwrap_or(0)),
+        snd_cwnd: (tcp && socket.is_some()).then(|| iv.snd_cwnd.unwrap_or(0)),
+        snd_wnd: (tcp && socket.is_some()).then_some(0),
+        rtt: (tcp && socket.is_some()).then(|| iv.tcp_rtt_us.unwrap_or(0)),
+        rttvar: (tcp && socket.is_some()).then_some(0),
+        pmtu: (tcp && socket.is_some()).then_some(0),
+        packets: if tcp { None } else { Some(iv.packets.unwrap_or(0)) },
         omitted: false,
         sender: true,
     }
@@ -265,27 +303,45 @@ fn document(r: &RunResult, t: &TrafficResult) -> Doc {
     let m = &r.metadata;
     // Local traffic (a host to itself) runs over lo: both ends are 127.0.0.1.
     let local = (t.from == t.to).then(|| t.dst.clone());
-    let local_host = local.or_else(|| {
-        m.links.iter().find_map(|l| {
-            let host = |i: usize| l.between[i].split(':').next().unwrap_or("");
-            let addr = |i: usize| l.addresses[i].split('/').next().unwrap_or("").to_string();
-            (0..2).find(|&i| host(i) == t.from && host(1 - i) == t.to && addr(1 - i) == t.dst).map(addr)
+    let local_host = local
+        .or_else(|| {
+            m.links.iter().find_map(|l| {
+                let host = |i: usize| l.between[i].split(':').next().unwrap_or("");
+                let addr = |i: usize| l.addresses[i].split('/').next().unwrap_or("").to_string();
+                (0..2).find(|&i| host(i) == t.from && host(1 - i) == t.to && addr(1 - i) == t.dst).map(addr)
+            })
         })
-    });
+        // Routed traffic: the sender's first address (its route to dst is not in the result).
+        .or_else(|| {
+            m.links.iter().find_map(|l| {
+                (0..2)
+                    .find(|&i| l.between[i].split(':').next() == Some(t.from.as_str()))
+                    .map(|i| l.addresses[i].split('/').next().unwrap_or("").to_string())
+            })
+        })
+        .unwrap_or_default();
+    // The host backend's server of entry i listens on iperf3's default port + i.
+    let port = IPERF3_PORT + t.traffic as u16;
     let version = match m.tools.get("iperf3") {
         // "iperf 3.12 (cJSON 1.7.15)" → "iperf 3.12", as iperf3 writes its version.
         Some(v) if !v.is_empty() => v.split(" (").next().unwrap_or(v).to_string(),
         _ => format!("qdisc-lab {} ({} backend)", m.qdisc_lab, m.backend),
     };
-    let timestamp = r.wallclock.as_ref().and_then(|w| unix_of_rfc3339(&w.started_at)).map(|t0| {
-        let secs = (t0 + off).floor() as i64;
-        Timestamp { time: http_date(secs), timesecs: secs }
-    });
-    // iperf3 runs whole seconds (-t N): the duration when the sender's time says so.
-    let duration = {
-        let s = t.sender.seconds;
-        (s > 0.5 && (s - s.round()).abs() < 0.05).then(|| s.round() as u64)
+    // Without a wall clock (the simulator) the run starts at the Unix epoch.
+    let t0 = r.wallclock.as_ref().and_then(|w| unix_of_rfc3339(&w.started_at)).unwrap_or(0.0);
+    let secs = (t0 + off).floor() as i64;
+    let timestamp = Timestamp { time: http_date(secs), timesecs: secs };
+    // iperf3 runs whole seconds (-t N): the sender's time to the nearest second.
+    let duration = t.sender.seconds.round() as u64;
+    // UDP: every datagram carries blksize bytes, so the sender's bytes per datagram
+    // are the blksize; TCP: iperf3's default write size (the host backend gives no -l).
+    let blksize = match t.sender.packets {
+        Some(p) if !tcp && p > 0 => t.sender.bytes / p,
+        _ => DEFAULT_TCP_BLKSIZE,
     };
+    // TCP entries have no rate of their own (0 = unlimited, as iperf3 says); a UDP
+    // entry's rate is in the scenario, not the result: the sender's mean rate.
+    let target_bitrate = if tcp { 0 } else { t.sender.bits_per_second.round() as u64 };
     let start = Start {
         connected: t
             .streams
@@ -293,30 +349,32 @@ fn document(r: &RunResult, t: &TrafficResult) -> Doc {
             .map(|s| Connected {
                 socket: s.id,
                 local_host: local_host.clone(),
-                local_port: None,
+                local_port: 0,
                 remote_host: t.dst.clone(),
-                remote_port: None,
+                remote_port: port,
             })
             .collect(),
         version,
         system_info: format!("Linux {} (qdisc-lab {} backend)", m.kernel, m.backend),
         timestamp,
-        connecting_to: ConnectingTo { host: t.dst.clone(), port: None },
+        connecting_to: ConnectingTo { host: t.dst.clone(), port },
+        cookie: cookie(r, t),
         tcp_mss_default: if tcp { t.tcp_mss } else { None },
-        // TCP entries have no rate of their own (0 = unlimited, as iperf3 says);
-        // a UDP entry's rate is in the scenario, not in the result.
-        target_bitrate: if tcp { Some(0) } else { None },
+        target_bitrate,
+        sock_bufsize: 0,
+        sndbuf_actual: 0,
+        rcvbuf_actual: 0,
         test_start: TestStart {
             protocol: if tcp { "TCP" } else { "UDP" },
             num_streams: t.streams.len(),
-            blksize: None,
+            blksize,
             omit: 0,
             duration,
             bytes: 0,
             blocks: 0,
             reverse: 0,
             tos: 0,
-            target_bitrate: if tcp { Some(0) } else { None },
+            target_bitrate,
         },
     };
     let n = t.streams.iter().map(|s| s.intervals.len()).max().unwrap_or(0).max(t.sum.len());
@@ -343,14 +401,16 @@ fn document(r: &RunResult, t: &TrafficResult) -> Doc {
                     let cwnds = sampled(&s.intervals, |iv| iv.snd_cwnd);
                     EndStream::Tcp {
                         sender: Total {
-                            retransmits: s.sender.retransmits,
-                            max_snd_cwnd: cwnds.as_ref().and_then(|c| c.iter().copied().max()),
-                            max_rtt: rtts.as_ref().and_then(|v| v.iter().copied().max()),
+                            retransmits: Some(s.sender.retransmits.unwrap_or(0)),
+                            max_snd_cwnd: Some(cwnds.as_ref().and_then(|c| c.iter().copied().max()).unwrap_or(0)),
+                            max_snd_wnd: Some(0),
+                            max_rtt: Some(rtts.as_ref().and_then(|v| v.iter().copied().max()).unwrap_or(0)),
                             // iperf3 takes a minimum of 0 as "no sample yet".
-                            min_rtt: rtts
-                                .as_ref()
-                                .map(|v| v.iter().fold(0, |m, &x| if m == 0 || x < m { x } else { m })),
-                            mean_rtt: rtts.as_ref().map(|v| v.iter().sum::<u64>() / v.len() as u64),
+                            min_rtt: Some(
+                                rtts.as_ref()
+                                    .map_or(0, |v| v.iter().fold(0, |m, &x| if m == 0 || x < m { x } else { m })),
+                            ),
+                            mean_rtt: Some(rtts.as_ref().map_or(0, |v| v.iter().sum::<u64>() / v.len() as u64)),
                             ..total(&s.sender, Some(s.id))
                         },
                         receiver: total(&s.receiver, Some(s.id)),
@@ -358,18 +418,19 @@ fn document(r: &RunResult, t: &TrafficResult) -> Doc {
                 })
                 .collect(),
             sum: None,
-            sum_sent: Total { retransmits: t.sender.retransmits, ..total(&t.sender, None) },
+            sum_sent: Total { retransmits: Some(t.sender.retransmits.unwrap_or(0)), ..total(&t.sender, None) },
             sum_received: total(&t.receiver, None),
-            cpu_utilization_percent: None,
+            cpu_utilization_percent: cpu_utilization(r, t),
             sender_tcp_congestion: t.cc.clone(),
+            receiver_tcp_congestion: t.cc.clone(),
         }
     } else {
         let rcv = &t.receiver;
         let received = Total {
-            jitter_ms: rcv.jitter_ms,
-            lost_packets: rcv.lost_packets,
-            packets: rcv.packets,
-            lost_percent: lost_percent(rcv.lost_packets, rcv.packets),
+            jitter_ms: Some(rcv.jitter_ms.unwrap_or(0.0)),
+            lost_packets: Some(rcv.lost_packets.unwrap_or(0)),
+            packets: Some(rcv.packets.unwrap_or(0)),
+            lost_percent: Some(lost_percent(rcv.lost_packets, rcv.packets).unwrap_or(0.0)),
             ..total(rcv, None)
         };
         End {
@@ -382,26 +443,35 @@ fn document(r: &RunResult, t: &TrafficResult) -> Doc {
                     let packets = s.sender.packets.or(s.receiver.packets);
                     EndStream::Udp {
                         udp: Total {
-                            jitter_ms: s.receiver.jitter_ms,
-                            lost_packets: s.receiver.lost_packets,
-                            packets,
-                            lost_percent: lost_percent(s.receiver.lost_packets, packets),
+                            jitter_ms: Some(s.receiver.jitter_ms.unwrap_or(0.0)),
+                            lost_packets: Some(s.receiver.lost_packets.unwrap_or(0)),
+                            packets: Some(packets.unwrap_or(0)),
+                            lost_percent: Some(lost_percent(s.receiver.lost_packets, packets).unwrap_or(0.0)),
+                            out_of_order: Some(0),
                             ..total(&s.sender, Some(s.id))
                         },
                     }
                 })
                 .collect(),
             sum: Some(Total {
-                jitter_ms: rcv.jitter_ms,
-                lost_packets: rcv.lost_packets,
-                packets: t.sender.packets.or(rcv.packets),
-                lost_percent: lost_percent(rcv.lost_packets, t.sender.packets.or(rcv.packets)),
+                jitter_ms: Some(rcv.jitter_ms.unwrap_or(0.0)),
+                lost_packets: Some(rcv.lost_packets.unwrap_or(0)),
+                packets: Some(t.sender.packets.or(rcv.packets).unwrap_or(0)),
+                lost_percent: Some(lost_percent(rcv.lost_packets, t.sender.packets.or(rcv.packets)).unwrap_or(0.0)),
                 ..total(&t.sender, None)
             }),
-            sum_sent: Total { packets: t.sender.packets, ..total(&t.sender, None) },
+            // 3.12 writes the sender's sum with the receiver's keys, zeroed.
+            sum_sent: Total {
+                jitter_ms: Some(0.0),
+                lost_packets: Some(0),
+                packets: Some(t.sender.packets.unwrap_or(0)),
+                lost_percent: Some(0.0),
+                ..total(&t.sender, None)
+            },
             sum_received: Total { sender: false, ..received },
-            cpu_utilization_percent: None,
+            cpu_utilization_percent: cpu_utilization(r, t),
             sender_tcp_congestion: None,
+            receiver_tcp_congestion: None,
         }
     };
     Doc {
@@ -413,6 +483,48 @@ fn document(r: &RunResult, t: &TrafficResult) -> Doc {
             m.qdisc_lab, t.traffic, r.scenario.name, m.backend
         ),
     }
+}
+
+/// iperf3's default server port (`PORT` in src/iperf.h).
+const IPERF3_PORT: u16 = 5201;
+/// iperf3's default TCP write size (`DEFAULT_TCP_BLKSIZE` in src/iperf_api.h).
+const DEFAULT_TCP_BLKSIZE: u64 = 128 * 1024;
+
+/// iperf3's cookie (36 characters of `[a-z2-7]`, random per test): here the first 180
+/// bits of sha256(scenario sha256, traffic index), so the same result gives the same
+/// document.
+fn cookie(r: &RunResult, t: &TrafficResult) -> String {
+    use sha2::{Digest, Sha256};
+    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let d = Sha256::digest(format!("{}:{}", r.scenario.sha256, t.traffic));
+    (0..36)
+        .map(|i| {
+            let bit = i * 5;
+            let word = u16::from_be_bytes([d[bit / 8], d[bit / 8 + 1]]);
+            ALPHABET[((word >> (11 - bit % 8)) & 31) as usize] as char
+        })
+        .collect()
+}
+
+/// `cpu_utilization_percent`: iperf3's own where the entry has them (host and vm
+/// backends), else from the result's `cpu` section (the simulator's CPU model): the
+/// whole sending host's busy time (every CPU, in per cent of one CPU, the unit iperf3
+/// uses) as `host_*`, the receiving host's as `remote_*`; system time is sys +
+/// softirq. 0 where the result has no CPU figures for a host.
+fn cpu_utilization(r: &RunResult, t: &TrafficResult) -> CpuUtilization {
+    if let Some(c) = &t.cpu_utilization_percent {
+        return c.clone();
+    }
+    let of = |host: &str| {
+        r.cpu.iter().find(|c| c.host == host).map_or((0.0, 0.0, 0.0), |c| {
+            let user: f64 = c.total.iter().map(|x| x.user).sum();
+            let system: f64 = c.total.iter().map(|x| x.sys + x.softirq).sum();
+            (user + system, user, system)
+        })
+    };
+    let (host_total, host_user, host_system) = of(&t.from);
+    let (remote_total, remote_user, remote_system) = of(&t.to);
+    CpuUtilization { host_total, host_user, host_system, remote_total, remote_user, remote_system }
 }
 
 fn empty_interval() -> Interval {
@@ -453,7 +565,7 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
 }
 
 /// Unix time (seconds) of "YYYY-MM-DDTHH:MM:SS[.fff]Z".
-fn unix_of_rfc3339(s: &str) -> Option<f64> {
+pub(crate) fn unix_of_rfc3339(s: &str) -> Option<f64> {
     let s = s.strip_suffix('Z')?;
     let (date, time) = s.split_once('T')?;
     let mut d = date.splitn(3, '-').map(|x| x.parse::<i64>());

@@ -139,6 +139,24 @@ pub struct TrafficResult {
     pub sender: Summary,
     /// Totals as the receiver counted them (goodput).
     pub receiver: Summary,
+    /// iperf3's own CPU figures for this entry (host and vm backends: as iperf3
+    /// measured them); absent where no iperf3 ran (the simulator: its CPU model is in
+    /// `cpu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_utilization_percent: Option<CpuUtilization>,
+}
+
+/// iperf3's `end.cpu_utilization_percent`: CPU time of the iperf3 client (`host_*`) and
+/// server (`remote_*`) processes over the test, per cent of one CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CpuUtilization {
+    pub host_total: f64,
+    pub host_user: f64,
+    pub host_system: f64,
+    pub remote_total: f64,
+    pub remote_user: f64,
+    pub remote_system: f64,
 }
 
 /// One flow.

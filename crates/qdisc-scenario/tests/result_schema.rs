@@ -54,6 +54,14 @@ pub fn sample() -> RunResult {
         sum: vec![iv(0.0, 1000), iv(0.1, 2000)],
         sender: summary(3000),
         receiver: summary(2900),
+        cpu_utilization_percent: Some(CpuUtilization {
+            host_total: 95.8,
+            host_user: 0.0,
+            host_system: 95.8,
+            remote_total: 53.5,
+            remote_user: 2.0,
+            remote_system: 51.5,
+        }),
     };
     let dev = DeviceSnapshot {
         host: "client".into(),

@@ -376,6 +376,7 @@ fn traffic_result(
         receiver: sum_of(&|s| &s.receiver),
         sum: grid.into_values().collect(),
         streams,
+        cpu_utilization_percent: None,
     }
 }
 

@@ -100,6 +100,7 @@ pub fn parse_iperf3(json: &str, meta: TrafficMeta) -> Result<TrafficResult, Stri
     }
     let cc = end.get("sender_tcp_congestion").and_then(Value::as_str).map(String::from);
     let tcp_mss = if tcp { v["start"].get("tcp_mss_default").and_then(Value::as_u64).map(|m| m as u32) } else { None };
+    let cpu_utilization_percent = serde_json::from_value(end["cpu_utilization_percent"].clone()).ok();
     Ok(TrafficResult {
         traffic: meta.traffic,
         kind: meta.kind.into(),
@@ -114,6 +115,7 @@ pub fn parse_iperf3(json: &str, meta: TrafficMeta) -> Result<TrafficResult, Stri
         sum,
         sender,
         receiver,
+        cpu_utilization_percent,
     })
 }
 
