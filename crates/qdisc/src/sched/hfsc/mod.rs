@@ -493,16 +493,24 @@ impl Hfsc {
                     c.myf = c.ulimit.y2x(c.total);
                 }
             }
-            let c = self.cl(cl);
-            let f = c.myf.max(c.cfmin);
-            if f != c.f {
-                self.tree_remove(cl, Tree::Cf);
-                self.cl_mut(cl).f = f;
-                self.tree_insert(cl, Tree::Cf);
-            }
+            self.refit(cl);
             self.update_cfmin(p);
             cl = p;
         }
+    }
+
+    /// The fit time from the class's own (`myf`) and its children's (`cfmin`); a
+    /// change moves it in the parent's cf tree. Returns whether it changed.
+    fn refit(&mut self, m: u32) -> bool {
+        let c = self.cl(m);
+        let f = c.myf.max(c.cfmin);
+        if f == c.f {
+            return false;
+        }
+        self.tree_remove(m, Tree::Cf);
+        self.cl_mut(m).f = f;
+        self.tree_insert(m, Tree::Cf);
+        true
     }
 
     /// `update_vf`: `len` bytes were served from class `m`: work and virtual times
@@ -545,11 +553,7 @@ impl Hfsc {
             if c.flags & USC != 0 {
                 c.myf = c.ulimit.y2x(c.total);
             }
-            let f = c.myf.max(c.cfmin);
-            if f != c.f {
-                self.tree_remove(cl, Tree::Cf);
-                self.cl_mut(cl).f = f;
-                self.tree_insert(cl, Tree::Cf);
+            if self.refit(cl) {
                 self.update_cfmin(p);
             }
             cl = p;
