@@ -84,57 +84,61 @@ const RSC: u8 = 1;
 const FSC: u8 = 2;
 const USC: u8 = 4;
 
-/// `struct hfsc_class`.
+/// `struct hfsc_class`, laid out in order (`repr(C)`) with what every packet reads
+/// and writes first (times, work, tree keys, the three runtime curves of the
+/// real-time and link-sharing criteria, the leaf), then what configuration and
+/// dumps use: with thousands of classes, a packet touches as few cold lines as it can.
+#[repr(C)]
 struct Class {
-    classid: u32,
-    /// The parent's minor; None for the root class.
-    parent: Option<u32>,
-    /// Child minors in the order added (`cl->children`).
-    children: Vec<u32>,
     level: u32,
-    /// `cl->qdisc`: every class has one; an inner class's is empty and unused.
-    leaf: Node,
-    block: Block,
-    filter_cnt: u32,
-    bstats: Stats,
-    drops: u32,
-    flags: u8,
-    rsc: Isc,
-    fsc: Isc,
-    usc: Isc,
-    deadline: Rtsc,
-    eligible: Rtsc,
-    virtual_: Rtsc,
-    ulimit: Rtsc,
-    /// `cl_total`: bytes served (`work`).
-    total: u64,
-    /// `cl_cumul`: bytes served by the real-time criterion (`rtwork`).
-    cumul: u64,
-    d: u64,
-    e: u64,
-    vt: u64,
-    f: u64,
-    myf: u64,
-    cfmin: u64,
-    cvtmin: u64,
-    vtadj: u64,
-    cvtoff: u64,
-    vtperiod: u32,
-    parentperiod: u32,
     nactive: u32,
+    flags: u8,
     /// In the eligible tree (one of `el` and `dl`), inserted as number `el_seq`.
     in_el: bool,
-    el_seq: u64,
     /// Out of the eligible tree but with an `el_node` that does not say so: the root
     /// class's is never cleared, and a reset drops the tree without clearing its
     /// members'. `cl_in_el_or_vttree` believes it, so the class is not started again.
     el_stale: bool,
+    /// The parent's minor; None for the root class.
+    parent: Option<u32>,
+    el_seq: u64,
+    /// `cl_total`: bytes served (`work`).
+    total: u64,
+    /// `cl_cumul`: bytes served by the real-time criterion (`rtwork`).
+    cumul: u64,
+    e: u64,
+    d: u64,
+    vt: u64,
+    vtadj: u64,
+    f: u64,
+    myf: u64,
+    cfmin: u64,
+    cvtmin: u64,
     /// Membership of the parent's vt tree and cf tree: (key, insertion number).
     vt_key: Option<(u64, u64)>,
     cf_key: Option<(u64, u64)>,
+    deadline: Rtsc,
+    eligible: Rtsc,
+    virtual_: Rtsc,
+    /// `cl->qdisc`: every class has one; an inner class's is empty and unused.
+    leaf: Node,
+    bstats: Stats,
     /// Active children by (vt, insertion number, minor), and by (f, …).
     vt_tree: BTreeSet<(u64, u64, u32)>,
     cf_tree: BTreeSet<(u64, u64, u32)>,
+    ulimit: Rtsc,
+    rsc: Isc,
+    fsc: Isc,
+    usc: Isc,
+    cvtoff: u64,
+    vtperiod: u32,
+    parentperiod: u32,
+    classid: u32,
+    filter_cnt: u32,
+    drops: u32,
+    /// Child minors in the order added (`cl->children`).
+    children: Vec<u32>,
+    block: Block,
 }
 
 impl Class {
@@ -489,16 +493,24 @@ impl Hfsc {
                     c.myf = c.ulimit.y2x(c.total);
                 }
             }
-            let c = self.cl(cl);
-            let f = c.myf.max(c.cfmin);
-            if f != c.f {
-                self.tree_remove(cl, Tree::Cf);
-                self.cl_mut(cl).f = f;
-                self.tree_insert(cl, Tree::Cf);
-            }
+            self.refit(cl);
             self.update_cfmin(p);
             cl = p;
         }
+    }
+
+    /// The fit time from the class's own (`myf`) and its children's (`cfmin`); a
+    /// change moves it in the parent's cf tree. Returns whether it changed.
+    fn refit(&mut self, m: u32) -> bool {
+        let c = self.cl(m);
+        let f = c.myf.max(c.cfmin);
+        if f == c.f {
+            return false;
+        }
+        self.tree_remove(m, Tree::Cf);
+        self.cl_mut(m).f = f;
+        self.tree_insert(m, Tree::Cf);
+        true
     }
 
     /// `update_vf`: `len` bytes were served from class `m`: work and virtual times
@@ -541,11 +553,7 @@ impl Hfsc {
             if c.flags & USC != 0 {
                 c.myf = c.ulimit.y2x(c.total);
             }
-            let f = c.myf.max(c.cfmin);
-            if f != c.f {
-                self.tree_remove(cl, Tree::Cf);
-                self.cl_mut(cl).f = f;
-                self.tree_insert(cl, Tree::Cf);
+            if self.refit(cl) {
                 self.update_cfmin(p);
             }
             cl = p;

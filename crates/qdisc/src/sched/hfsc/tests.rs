@@ -462,3 +462,26 @@ fn random_operations_keep_the_books_and_the_schedule_consistent() {
         assert_eq!(q.el.len() + q.dl.len(), 0, "seed {seed}");
     }
 }
+
+#[test]
+fn a_throttled_child_answers_with_its_own_wakeup() {
+    // A tbf (1 Mbit/s, one 1000-byte burst) below a link-sharing class: hfsc picks
+    // the class, the tbf has nothing yet (qdisc_warn_nonwc), and the answer is the
+    // tbf's own wake-up, not an hfsc overlimit.
+    let mut q = hfsc(0);
+    class(&mut q, 1, 0, "ls m2 10mbit").unwrap();
+    let v = argv("rate 1mbit burst 1000 limit 10000");
+    let o = crate::sched::parse("tbf", &mut Args::new(&v)).unwrap();
+    let tbf = crate::sched::create("tbf", o.as_ref(), &dev(), 0x2_0000, H | 1, t(0)).unwrap();
+    q.graft(1, Some(Node::new(0x2_0000, H | 1, tbf)), &dev()).unwrap();
+    for i in 0..2 {
+        q.enqueue(pkt(i, 1000, 1), t(0));
+    }
+    assert_eq!(q.dequeue(t(0)).packet().unwrap().id, 0);
+    // 1000 bytes at 125,000 B/s: 8 ms.
+    assert_eq!(q.dequeue(t(0)), Dequeued::Throttled { until: ms(8) });
+    assert_eq!(q.stats().overlimits, 0);
+    assert_eq!(q.dequeue(ms(8)).packet().unwrap().id, 1);
+    // One backlog period: the class stayed active while the tbf held its packet.
+    assert_eq!(xstats(&q, 1), " period 1 work 2000 bytes level 0 \n");
+}
