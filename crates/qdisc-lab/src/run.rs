@@ -18,8 +18,8 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use qdisc_kernel::vm::{KernelChoice, VmBackend};
 use qdisc_kernel::HostBackend;
-use qdisc_scenario::result::{CpuTime, HostCpu, Interval, TrafficResult};
 use qdisc_scenario::overrides::{self, Override};
+use qdisc_scenario::result::{CpuTime, HostCpu, Interval, TrafficResult};
 use qdisc_scenario::{Backend, Progress, RunError, RunOptions, RunResult, Scenario};
 
 /// The backend called `name` (as in `--backend NAME`): the one place where backends
@@ -227,10 +227,8 @@ fn load(path: &std::path::Path, sets: &[String]) -> Result<Scenario, String> {
     if sets.is_empty() {
         return Scenario::load(path).map_err(|e| e.to_string());
     }
-    let overrides = sets
-        .iter()
-        .map(|s| Override::parse(s).map_err(|e| format!("--set {e}")))
-        .collect::<Result<Vec<_>, _>>()?;
+    let overrides =
+        sets.iter().map(|s| Override::parse(s).map_err(|e| format!("--set {e}"))).collect::<Result<Vec<_>, _>>()?;
     let file = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| format!("{file}: cannot read: {e}"))?;
     let text = String::from_utf8(bytes.clone())

@@ -269,8 +269,7 @@ fn set_overrides_the_scenario_and_names_a_bad_value() {
     let dir = std::env::temp_dir().join(format!("qdl-set-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("r.json");
-    let (code, _, err) =
-        run(&["--set", "duration=1s", "--set", "seed=7", "--json", json.to_str().unwrap(), &scenario]);
+    let (code, _, err) = run(&["--set", "duration=1s", "--set", "seed=7", "--json", json.to_str().unwrap(), &scenario]);
     assert_eq!(code, 0, "{err}");
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();

@@ -117,14 +117,21 @@ fn set(doc: &mut DocumentMut, path: &str, value: &Value) -> Result<(), String> {
                 _ => return Err(format!("{path}: {here} is not an array")),
             };
             if n >= len {
-                let range = if len == 0 { "none".to_string() } else { format!("{}[0]..{}[{}]", step.key, step.key, len - 1) };
-                return Err(format!("{path}: index {n} out of range: {parent} has {len} {} entries ({range})", step.key));
+                let range =
+                    if len == 0 { "none".to_string() } else { format!("{}[0]..{}[{}]", step.key, step.key, len - 1) };
+                return Err(format!(
+                    "{path}: index {n} out of range: {parent} has {len} {} entries ({range})",
+                    step.key
+                ));
             }
             here.push_str(&format!("[{n}]"));
             match item {
                 Item::ArrayOfTables(a) => {
                     if last {
-                        return Err(format!("{path}: a whole [[{}]] entry cannot be set; set one of its keys", step.key));
+                        return Err(format!(
+                            "{path}: a whole [[{}]] entry cannot be set; set one of its keys",
+                            step.key
+                        ));
                     }
                     table = a.get_mut(n).expect("index checked");
                 }
@@ -322,13 +329,18 @@ flows = 2
             set1("link[0]", "1").unwrap_err(),
             "override link[0]=1: link[0]: a whole [[link]] entry cannot be set; set one of its keys"
         );
-        assert!(set1("link[x].rate", "1").unwrap_err().contains("bad path \"link[x].rate\": an index is a number from 0"));
+        assert!(set1("link[x].rate", "1")
+            .unwrap_err()
+            .contains("bad path \"link[x].rate\": an index is a number from 0"));
     }
 
     #[test]
     fn loader_errors_say_which_override() {
         let e = set1("link[0].rate", "fast").unwrap_err();
-        assert!(e.starts_with("override link[0].rate=\"fast\": base.toml:14:8: link[0].rate: invalid rate \"fast\""), "{e}");
+        assert!(
+            e.starts_with("override link[0].rate=\"fast\": base.toml:14:8: link[0].rate: invalid rate \"fast\""),
+            "{e}"
+        );
         let e = set1("traffic[0].flows", "many").unwrap_err();
         assert!(e.starts_with("override traffic[0].flows=\"many\": base.toml:24:9: traffic[0].flows:"), "{e}");
         // An unknown key: the loader names the keys it knows.
