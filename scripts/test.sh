@@ -41,7 +41,7 @@ fi
 status=0
 cargo test --workspace --release "$@" || status=$?
 if [[ -z ${QDISC_LAB_NO_PYTHON:-} ]]; then
-    scripts/test-python.sh || { ((status)) || status=$?; }
+    scripts/test-python.sh || { rc=$?; ((status)) || status=$rc; }
 else
     echo "Python tests skipped: QDISC_LAB_NO_PYTHON is set" >&2
 fi
