@@ -70,9 +70,10 @@ def _resolve_executor(executor, jobs):
         from distributed import Client
 
         client = Client(executor)
-        return client.get_executor(), None, [client]
+        return client.get_executor(pure=False), None, [client]
     if hasattr(executor, "get_executor"):  # a dask.distributed Client
-        return executor.get_executor(), None, []
+        # Not pure: a retried task must run again, not return its failed key's result.
+        return executor.get_executor(pure=False), None, []
     raise TypeError(f"executor={executor!r}: not a concurrent.futures.Executor, a dask Client or an address")
 
 
