@@ -13,6 +13,8 @@ if [[ ! -x $venv/bin/python ]]; then
         python3 -m venv "$venv"
     }
 fi
+# maturin's build backend runs the `maturin` program: the venv's bin first on PATH.
+export PATH="$venv/bin:$PATH"
 "$venv/bin/pip" install -q maturin==1.16.0 pandas==2.3.3 "dask[distributed]==2026.8.0" distributed==2026.8.0 \
     pyarrow==26.0.1 pytest==9.2.0 matplotlib==3.11.2
 # The README's install line (no build isolation: the pinned maturin above builds it).
