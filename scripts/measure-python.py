@@ -13,6 +13,7 @@ Prints the load average with the numbers: the machine may be shared."""
 import argparse
 import os
 import pathlib
+import resource
 import time
 
 import qdisc_lab
@@ -52,10 +53,18 @@ def main():
     print(f"sweep of 1 run on a fresh 1-worker pool:      {(pool1 - bare) * 1e3:+7.1f} ms "
           "(validation, pool start-up, transfer, DataFrame)")
 
-    # 2. Local pool: 2 workers vs 1.
-    t1 = timed(lambda: qdisc_lab.sweep(s, seeds=seeds, jobs=1))
-    t2 = timed(lambda: qdisc_lab.sweep(s, seeds=seeds, jobs=2))
-    print(f"{a.runs} runs, local pool 1 worker: {t1:6.2f} s; 2 workers: {t2:6.2f} s; speed-up {t1 / t2:.2f}x")
+    # 2. Local pool: 2 workers vs 1. The workers' CPU time per wall second says how much
+    # of the machine they got (2.0 = two whole cores): on a shared machine, the ceiling.
+    def pool(jobs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = timed(lambda: qdisc_lab.sweep(s, seeds=seeds, jobs=jobs))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        return t, cpu
+
+    (t1, c1), (t2, c2) = pool(1), pool(2)
+    print(f"{a.runs} runs, local pool 1 worker: {t1:6.2f} s ({c1 / t1:.2f} CPUs busy); "
+          f"2 workers: {t2:6.2f} s ({c2 / t2:.2f} CPUs busy); speed-up {t1 / t2:.2f}x")
 
     # 3. Dask LocalCluster of 2 worker processes vs the local pool.
     try:
