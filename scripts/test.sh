@@ -10,7 +10,9 @@
 # ~/.cache/qdisc-lab/vm by the tests themselves): they need qemu, and to build the image
 # depmod (kmod), xz and zstd (Debian's compressed modules and kernel), objcopy
 # (binutils; optional, it strips the guest's copy of qdisc-lab), apt-get and dpkg-deb.
-# QDISC_LAB_NO_VM=1 skips them (and installs none of that).
+# QDISC_LAB_NO_VM=1 skips them (and installs none of that). Then the Python package's
+# tests and example sweep (scripts/test-python.sh; QDISC_LAB_NO_PYTHON=1 skips them);
+# the exit status is cargo's if it failed, else the Python tests'.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ -z ${QDISC_LAB_NO_VM:-} ]]; then
@@ -43,4 +45,11 @@ fi
 if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
     apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 python3-venv >&2
 fi
-exec cargo test --workspace --release "$@"
+status=0
+cargo test --workspace --release "$@" || status=$?
+if [[ -z ${QDISC_LAB_NO_PYTHON:-} ]]; then
+    scripts/test-python.sh || { rc=$?; ((status)) || status=$rc; }
+else
+    echo "Python tests skipped: QDISC_LAB_NO_PYTHON is set" >&2
+fi
+exit "$status"

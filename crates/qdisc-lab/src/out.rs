@@ -10,7 +10,6 @@
 //! result after teardown), so an output error never leaves namespaces or children.
 
 use std::io::{self, Write};
-use std::process::ExitCode;
 
 /// Stdout for a command's report: remembers the first error; later writes are skipped.
 pub struct Stdout {
@@ -42,11 +41,11 @@ impl Stdout {
     /// The command's exit status: `ok` if everything was written, else 1 (the error was
     /// already said); for a closed pipe it does not return: the process dies of
     /// SIGPIPE.
-    pub fn status(self, ok: ExitCode) -> ExitCode {
+    pub fn status(self, ok: u8) -> u8 {
         match self.err {
             None => ok,
             Some(e) if e.kind() == io::ErrorKind::BrokenPipe => die_of_sigpipe(),
-            Some(_) => ExitCode::from(1),
+            Some(_) => 1,
         }
     }
 }

@@ -5,7 +5,6 @@
 //! `qdisc-lab flent RESULT.json --out FILE`, the same for a saved result.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use clap::Args;
 use qdisc_scenario::result::FORMAT;
@@ -80,18 +79,18 @@ pub struct FlentArgs {
 }
 
 /// `qdisc-lab flent RESULT.json --out FILE`.
-pub fn flent(a: &FlentArgs) -> ExitCode {
+pub fn flent(a: &FlentArgs) -> u8 {
     match read_result(&a.result) {
         Ok(r) => match write_flent(&r, &a.out) {
-            Ok(()) => ExitCode::SUCCESS,
+            Ok(()) => 0,
             Err(e) => {
                 errln!("qdisc-lab flent: {e}");
-                ExitCode::from(1)
+                1
             }
         },
         Err(e) => {
             errln!("qdisc-lab flent: {e}");
-            ExitCode::from(2)
+            2
         }
     }
 }
@@ -130,12 +129,12 @@ pub fn parse_result(bytes: &[u8], name: &str) -> Result<RunResult, String> {
 }
 
 /// `qdisc-lab plot RESULT.json --out DIR`: prints the files it wrote.
-pub fn plot(a: &PlotArgs) -> ExitCode {
+pub fn plot(a: &PlotArgs) -> u8 {
     let r = match read_result(&a.result) {
         Ok(r) => r,
         Err(e) => {
             errln!("qdisc-lab plot: {e}");
-            return ExitCode::from(2);
+            return 2;
         }
     };
     match crate::plot::write_all(&r, &a.out) {
@@ -143,11 +142,11 @@ pub fn plot(a: &PlotArgs) -> ExitCode {
             let list: String = files.iter().map(|f| format!("{}\n", f.display())).collect();
             let mut stdout = crate::out::Stdout::new("qdisc-lab plot");
             stdout.write("the list of files", &list);
-            stdout.status(ExitCode::SUCCESS)
+            stdout.status(0)
         }
         Err(e) => {
             errln!("qdisc-lab plot: {e}");
-            ExitCode::from(1)
+            1
         }
     }
 }

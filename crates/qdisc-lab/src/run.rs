@@ -14,11 +14,11 @@
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use qdisc_kernel::vm::{KernelChoice, VmBackend};
 use qdisc_kernel::HostBackend;
+use qdisc_scenario::overrides::{self, Override};
 use qdisc_scenario::result::{CpuTime, HostCpu, Interval, TrafficResult};
 use qdisc_scenario::{Backend, Progress, RunError, RunOptions, RunResult, Scenario};
 
@@ -40,12 +40,21 @@ pub fn backend_by_name(name: &str) -> Result<Box<dyn Backend>, String> {
 }
 
 /// The VM backend booting `kernel` (`--kernel`: 6.12, the default, 6.1, a package or a
-/// .deb); its guest runs this very program as its init (`qdisc-lab vm-guest`).
+/// .deb); its guest runs this very program as its init (`qdisc-lab vm-guest`) — or,
+/// when this library runs inside another program (Python), the standalone binary
+/// [`GUEST_EXE`] finds.
 pub fn vm_backend(kernel: Option<&str>) -> Result<Box<dyn Backend>, String> {
     let kernel = kernel.map(KernelChoice::parse).unwrap_or_else(|| Ok(KernelChoice::default()))?;
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program's executable: {e}"))?;
+    let exe = match GUEST_EXE.get() {
+        Some(find) => find()?,
+        None => std::env::current_exe().map_err(|e| format!("cannot find this program's executable: {e}"))?,
+    };
     Ok(Box::new(VmBackend::new(kernel, exe)))
 }
+
+/// Set by a host program embedding this library: where the `qdisc-lab` binary that
+/// the VM guest boots as its init is (the host program itself cannot be).
+pub static GUEST_EXE: std::sync::OnceLock<fn() -> Result<PathBuf, String>> = std::sync::OnceLock::new();
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BackendName {
@@ -78,6 +87,12 @@ pub struct RunArgs {
     /// follows it: loop over seeds to see a result's distribution).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+    /// Change the scenario before it runs: PATH=VALUE, e.g. `link[1].rate=10mbit`,
+    /// `traffic[0].flows=4`, `tc.router.script='qdisc replace dev eth1 root pfifo'`
+    /// (repeatable, applied in order; `host`, `link`, `traffic` are 0-based arrays).
+    /// VALUE is a TOML literal if it is one (`4`, `true`, `"4"`), else a string.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    pub set: Vec<String>,
     /// The scenario file (docs/scenarios.md).
     pub scenario: PathBuf,
     /// --plot DIR, --iperf3-json DIR (outputs.rs).
@@ -156,7 +171,7 @@ impl Progress for LineProgress {
     }
 }
 
-pub fn run(a: &RunArgs) -> ExitCode {
+pub fn run(a: &RunArgs) -> u8 {
     let backend = match (a.backend, a.kernel.as_deref()) {
         (BackendName::Vm, Some(k)) => vm_backend(Some(k)),
         (_, Some(_)) => Err("--kernel chooses the kernel of --backend vm".into()),
@@ -166,14 +181,14 @@ pub fn run(a: &RunArgs) -> ExitCode {
         Ok(b) => b,
         Err(e) => {
             errln!("qdisc-lab run: {e}");
-            return ExitCode::from(2);
+            return 2;
         }
     };
-    let mut scenario = match Scenario::load(&a.scenario) {
+    let mut scenario = match load(&a.scenario, &a.set) {
         Ok(s) => s,
         Err(e) => {
             errln!("qdisc-lab run: {e}");
-            return ExitCode::from(2);
+            return 2;
         }
     };
     if let Some(seed) = a.seed {
@@ -191,20 +206,34 @@ pub fn run(a: &RunArgs) -> ExitCode {
             if let Some(path) = &a.json {
                 if let Err(e) = crate::out::write_json(path, &result) {
                     errln!("qdisc-lab run: cannot write {}: {e}", path.display());
-                    return ExitCode::from(1);
+                    return 1;
                 }
             }
             if let Err(e) = crate::outputs::write(&a.outputs, &result) {
                 errln!("qdisc-lab run: {e}");
-                return ExitCode::from(1);
+                return 1;
             }
-            stdout.status(ExitCode::SUCCESS)
+            stdout.status(0)
         }
         Err(e) => {
             errln!("qdisc-lab run: {}", error_text(&e));
-            ExitCode::from(exit_code(&e))
+            exit_code(&e)
         }
     }
+}
+
+/// A scenario file with `--set` overrides applied (qdisc_scenario::overrides).
+fn load(path: &std::path::Path, sets: &[String]) -> Result<Scenario, String> {
+    if sets.is_empty() {
+        return Scenario::load(path).map_err(|e| e.to_string());
+    }
+    let overrides =
+        sets.iter().map(|s| Override::parse(s).map_err(|e| format!("--set {e}"))).collect::<Result<Vec<_>, _>>()?;
+    let file = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| format!("{file}: cannot read: {e}"))?;
+    let text = String::from_utf8(bytes.clone())
+        .map_err(|_| Scenario::from_bytes(&bytes, &file).err().map(|e| e.to_string()).unwrap_or_default())?;
+    overrides::load(&text, &file, &overrides).map(|(s, _)| s)
 }
 
 /// iperf3's `unit_snprintf` number: 2 decimals below 10, 1 below 100, else none.

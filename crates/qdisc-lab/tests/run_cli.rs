@@ -245,3 +245,34 @@ fn sigterm_mid_run_tears_the_kernel_lab_down() {
         .collect();
     assert!(scratch.is_empty(), "scratch directories left behind: {scratch:?}");
 }
+
+#[test]
+fn set_overrides_the_scenario_and_names_a_bad_value() {
+    let scenario = format!("{SCENARIOS}/bufferbloat-fq_codel.toml");
+    let (code, out, err) = run(&["--set", "link[0].rate=fast", &scenario]);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert_eq!(
+        err,
+        format!(
+            "qdisc-lab run: override link[0].rate=\"fast\": {scenario}:21:8: link[0].rate: invalid rate \"fast\" \
+             (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\")\n"
+        )
+    );
+    let (code, _, err) = run(&["--set", "link[1].rate=1mbit", &scenario]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        err,
+        "qdisc-lab run: override link[1].rate=\"1mbit\": link[1].rate: index 1 out of range: the scenario has 1 \
+         link entries (link[0]..link[0])\n"
+    );
+    // Applied: a 1 s run at seed 7, its result says so.
+    let dir = std::env::temp_dir().join(format!("qdl-set-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("r.json");
+    let (code, _, err) = run(&["--set", "duration=1s", "--set", "seed=7", "--json", json.to_str().unwrap(), &scenario]);
+    assert_eq!(code, 0, "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(r["scenario"]["duration_s"], 1.0);
+    assert_eq!(r["scenario"]["seed"], 7);
+}

@@ -12,12 +12,14 @@
 //! * [`profile`]: CPU cost profiles of the simulator's CPU model (data with sources).
 //! * [`iperf3`]: a traffic entry of a result as `iperf3 -J` JSON.
 //! * [`flent`]: a result as a flent data file (`.flent.gz`).
+//! * [`overrides`]: `PATH=VALUE` edits of a scenario (`run --set`, Python sweeps).
 //! * [`backend`]: the [`Backend`] trait every backend (host namespaces, a VM, the
 //!   simulator) implements, the options of a run, progress reporting and errors.
 
 pub mod backend;
 pub mod flent;
 pub mod iperf3;
+pub mod overrides;
 pub mod periodic;
 pub mod profile;
 pub mod result;
