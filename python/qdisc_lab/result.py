@@ -108,6 +108,11 @@ class Result:
         the files written."""
         return [str(p) for p in self._native.plot(os.fspath(dir))]
 
+    def to_flent(self, path):
+        """Write the result as a flent data file (``.flent.gz``, flent 2.3's format:
+        ``flent -i FILE -p totals`` plots it; docs/flent.md has the mapping)."""
+        self._native.to_flent(os.fspath(path))
+
     def iperf3_json(self):
         """Each tcp/udp traffic entry as ``iperf3 -J`` output: {entry index: dict}."""
         return {i: _json.loads(text) for i, text in self._native.iperf3_json()}

@@ -1,5 +1,7 @@
 """run() and Result: determinism, DataFrames, plots, iperf3 JSON, the VM binary."""
 
+import gzip
+import json
 import os
 
 import pytest
@@ -46,6 +48,14 @@ def test_plot_and_iperf3(short, tmp_path):
     assert any(f.endswith(".png") for f in files)
     ip = r.iperf3_json()
     assert list(ip) == [0] and ip[0]["end"]["sum_received"]["bytes"] == r.json["throughput"][0]["receiver"]["bytes"]
+    # flent's data file: gzip'd JSON whose upload series are our streams' intervals.
+    r.to_flent(tmp_path / "run.flent.gz")
+    with gzip.open(tmp_path / "run.flent.gz", "rt") as f:
+        fl = json.load(f)
+    assert fl["metadata"]["NAME"] == "tcp_nup"
+    flows = r.json["throughput"][0]["flows"]
+    assert sorted(k for k in fl["raw_values"] if k.startswith("TCP upload::")) == sorted(
+        f"TCP upload::{i}" for i in range(1, flows + 1))
 
 
 def test_run_errors(short, tmp_path, monkeypatch):

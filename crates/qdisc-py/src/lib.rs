@@ -166,6 +166,10 @@ impl NativeResult {
     fn plot(&self, py: Python<'_>, dir: PathBuf) -> PyResult<Vec<PathBuf>> {
         py.detach(|| qdisc_lab::plot::write_all(&self.r, &dir)).map_err(|e| error(py, "RunError", (e, 1)))
     }
+    /// Write the result as a flent data file (`qdisc-lab flent`'s `.flent.gz`).
+    fn to_flent(&self, py: Python<'_>, path: PathBuf) -> PyResult<()> {
+        py.detach(|| qdisc_lab::outputs::write_flent(&self.r, &path)).map_err(|e| error(py, "RunError", (e, 1)))
+    }
     /// Each tcp/udp traffic entry as `iperf3 -J` JSON text: (traffic index, text).
     fn iperf3_json(&self) -> Vec<(usize, String)> {
         self.r.throughput.iter().map(|t| (t.traffic, qdisc_scenario::iperf3::to_iperf3_json(&self.r, t))).collect()
