@@ -1,10 +1,11 @@
-//! tc actions attached to filters: gact and police.
+//! tc actions attached to filters: gact, police and mirred.
 //!
 //! tc side: tc/m_action.c (`parse_action`, `tc_print_action`), tc/m_gact.c,
-//! tc/m_police.c and tc_util.c's action-control helpers. Kernel side:
+//! tc/m_police.c, tc/m_mirred.c and tc_util.c's action-control helpers. Kernel side:
 //! net/sched/act_api.c (`tcf_action_init_1`, `tcf_action_exec`, the per-netns index
 //! table), act_gact.c (`tcf_gact_init`, `tcf_gact`), act_police.c
-//! (`tcf_police_init`, `tcf_police_act`) and cls_api.c's `tcf_exts_*`.
+//! (`tcf_police_init`, `tcf_police_act`), act_mirred.c (`tcf_mirred_init`,
+//! `tcf_mirred_act`) and cls_api.c's `tcf_exts_*`.
 //!
 //! # Model
 //!
@@ -20,6 +21,17 @@
 //!   they answer PIPE; `jump N` skips N actions (restart from the top); the result is
 //!   a `TC_ACT_*` verdict the classifier and the qdisc act on. Time is passed in: the
 //!   police token bucket runs on the caller's clock in nanoseconds, like tbf's.
+//! * mirred hands the packet to another device, which the engine cannot reach: a
+//!   copy (mirror) or the packet itself (redirect) goes to the [`Outbox`] of the
+//!   netns (the [`ActionTable`]'s), and whoever runs the devices (the simulator)
+//!   takes it from there right after the classification that produced it, as the
+//!   kernel's `tcf_mirred_forward` calls `dev_queue_xmit` / `netif_receive_skb` in
+//!   place. The verdict is the action's control (`stolen` for redirect, `pipe` or
+//!   the given one for mirror). A target that refuses the packet is reported back
+//!   with [`Mirrored::failed`] (the action's overlimit, as `tcf_mirred_to_dev`
+//!   counts a forward error). `blockid` targets are accepted and printed, but no
+//!   shared block exists here, so they reach no device (`tcf_blockcast`'s empty
+//!   block: an overlimit, the control verdict).
 //!
 //! Not modelled (refused with a qdisc-lab message): other action kinds, `tc actions`,
 //! `goto chain N` for N ≠ 0 (only chain 0 exists), gact `random netrand` (needs a
@@ -29,6 +41,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 
+use crate::packet::Packet;
 use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
 use crate::tc::{matches, units, Args, Out, TcError};
 use crate::time::Instant;
@@ -50,6 +63,8 @@ const TC_ACT_VALUE_MAX: i32 = TC_ACT_TRAP;
 pub const TC_ACT_EXT_VAL_MASK: i32 = 0x0FFF_FFFF;
 pub const TC_ACT_JUMP: i32 = 0x1000_0000;
 pub const TC_ACT_GOTO_CHAIN: i32 = 0x2000_0000;
+/// TC_ACT_CONSUMED: what a redirect at ingress that hands on the packet itself answers.
+pub const TC_ACT_CONSUMED: i32 = TC_ACT_VALUE_MAX + 1;
 /// TCA_ACT_MAX_PRIO: actions per filter.
 const TCA_ACT_MAX_PRIO: usize = 32;
 
@@ -96,7 +111,6 @@ const OTHER_KINDS: &[&str] = &[
     "gate",
     "ife",
     "ipt",
-    "mirred",
     "mpls",
     "nat",
     "pedit",
@@ -137,7 +151,32 @@ pub enum ActSpec {
         prob: Option<(u16, i32, u16)>,
     },
     Police(PoliceSpec),
+    Mirred(MirredSpec),
+    /// A word tc parsed with gact's parser (its fallback for kinds it has no module
+    /// for) but sends as TCA_ACT_KIND: no kernel has such a module.
+    Other(String),
 }
+
+/// m_mirred.c's `struct tc_mirred` plus TCA_MIRRED_BLOCKID.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MirredSpec {
+    pub index: u32,
+    /// The control verdict (`tc_mirred.action`).
+    pub action: i32,
+    /// TCA_EGRESS_REDIR … TCA_INGRESS_MIRROR (0 = none given).
+    pub eaction: i32,
+    /// The target device as tc resolved it: ifindex and name (0 = none).
+    pub ifindex: u32,
+    pub dev: String,
+    /// TCA_MIRRED_BLOCKID (0 = not sent).
+    pub blockid: u32,
+}
+
+/// TCA_EGRESS_REDIR, TCA_EGRESS_MIRROR, TCA_INGRESS_REDIR, TCA_INGRESS_MIRROR.
+pub const TCA_EGRESS_REDIR: i32 = 1;
+pub const TCA_EGRESS_MIRROR: i32 = 2;
+pub const TCA_INGRESS_REDIR: i32 = 3;
+pub const TCA_INGRESS_MIRROR: i32 = 4;
 
 /// A filter's actions as tc sends them: the classifier's ACT attribute (a list) and
 /// its POLICE attribute (the legacy `police` keyword). A repeated keyword sends the
@@ -334,6 +373,152 @@ fn parse_gact(a: &mut Args) -> Result<ActSpec, Fail> {
         }
     }
     Ok(ActSpec::Gact { index, action, prob })
+}
+
+const MIRRED_USAGE: &str = "Usage: mirred <DIRECTION> <ACTION> [index INDEX] <TARGET>
+where:
+\tDIRECTION := <ingress | egress>
+\tACTION := <mirror | redirect>
+\tINDEX  is the specific policy instance id
+\tTARGET := <BLOCK | DEVICE>
+\tDEVICE := dev DEVICENAME
+\tDEVICENAME is the devicename
+\tBLOCK := blockid BLOCKID
+\tBLOCKID := 32-bit unsigned block ID
+";
+
+/// m_mirred.c `parse_mirred` + `parse_direction`, at the word `mirred`. Its loop
+/// reads a keyword, then steps on with `NEXT_ARG` (so a word it does not know ends
+/// in "Command line is not complete" when it is the last). The device name is
+/// resolved as tc does (`ll_name_to_index`) against `a`'s links.
+fn parse_mirred(a: &mut Args) -> Result<MirredSpec, Fail> {
+    a.next();
+    let first = a.peek().ok_or_else(TcError::incomplete)?;
+    if !(matches(first, "egress") || matches(first, "ingress") || matches(first, "index")) {
+        if matches(first, "help") {
+            return Err(Fail::Exit(TcError::usage(MIRRED_USAGE)));
+        }
+        return Err(Fail::Ret(format!("mirred option not supported {first}\n")));
+    }
+    let mut p = MirredSpec::default();
+    let (mut ok, mut iok) = (0, 0);
+    let (mut mirror, mut redir, mut ingress, mut egress) = (false, false, false, false);
+    let mut d: Option<&str> = None;
+    let ret = |m: &str| Err(Fail::Ret(format!("{m}\n")));
+    // NEXT_ARG: step to the next word, which must exist.
+    let next_arg = |a: &mut Args| -> Result<(), Fail> {
+        a.next();
+        a.peek().map(|_| ()).ok_or(Fail::Exit(TcError::incomplete()))
+    };
+    while let Some(w) = a.peek() {
+        if matches(w, "action") {
+            next_arg(a)?;
+            break;
+        } else if !egress && matches(w, "egress") {
+            egress = true;
+            if ingress {
+                return ret("Can't have both egress and ingress");
+            }
+            next_arg(a)?;
+            ok += 1;
+            continue;
+        } else if !ingress && matches(w, "ingress") {
+            ingress = true;
+            if egress {
+                return ret("Can't have both ingress and egress");
+            }
+            next_arg(a)?;
+            ok += 1;
+            continue;
+        } else if matches(w, "index") {
+            next_arg(a)?;
+            p.index = a.peek().and_then(|v| v.parse().ok()).ok_or(Fail::Ret("Illegal \"index\"\n".into()))?;
+            iok += 1;
+            if ok == 0 {
+                a.next();
+                break;
+            }
+        } else if ok == 0 {
+            // Printed, then the loop ends without a verdict of its own.
+            a.notes.push_str(&format!("was expecting egress or ingress ({w})\n"));
+            break;
+        } else if !mirror && matches(w, "mirror") {
+            mirror = true;
+            if redir {
+                return ret("Can't have both mirror and redir");
+            }
+            p.eaction = if egress { TCA_EGRESS_MIRROR } else { TCA_INGRESS_MIRROR };
+            p.action = TC_ACT_PIPE;
+            ok += 1;
+        } else if !redir && matches(w, "redirect") {
+            redir = true;
+            if mirror {
+                return ret("Can't have both mirror and redir");
+            }
+            p.eaction = if egress { TCA_EGRESS_REDIR } else { TCA_INGRESS_REDIR };
+            p.action = TC_ACT_STOLEN;
+            ok += 1;
+        } else if redir || mirror {
+            if w == "blockid" {
+                if d.is_some() {
+                    return ret("blockid and device are mutually exclusive.");
+                }
+                next_arg(a)?;
+                p.blockid = match a.peek().and_then(units::get_u32) {
+                    Some(b) if b != 0 => b,
+                    _ => return Err(Fail::Ret("invalid block ID".into())),
+                };
+                a.next();
+            }
+            if a.peek().is_some_and(|w| matches(w, "dev")) {
+                if p.blockid != 0 {
+                    return ret("blockid and device are mutually exclusive.");
+                }
+                next_arg(a)?;
+                d = a.next();
+            }
+            break;
+        }
+        next_arg(a)?;
+    }
+    if ok == 0 && iok == 0 {
+        return Err(Fail::Ret(std::mem::take(&mut a.notes)));
+    }
+    if let Some(d) = d {
+        // tc copies at most IFNAMSIZ-1 bytes of the name.
+        let name: String = d.chars().take(15).collect();
+        let Some(idx) = a.link_index(&name) else {
+            return Err(Fail::Ret(format!("Cannot find device \"{name}\"\n")));
+        };
+        p.ifindex = idx;
+        p.dev = name;
+    }
+    if p.eaction == TCA_EGRESS_MIRROR || p.eaction == TCA_INGRESS_MIRROR {
+        // parse_action_control_dflt(…, TC_ACT_PIPE): a control word if one parses;
+        // otherwise pipe, the cursor where it was (a failed goto/jump still printed).
+        let at = a.pos();
+        match parse_action_control(a, false) {
+            Ok(r) => p.action = r,
+            Err(Fail::Ret(m)) => {
+                if !m.starts_with("Bad action type") {
+                    a.notes.push_str(&m);
+                }
+                a.set_pos(at);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some(w) = a.peek() {
+        if iok > 0 && matches(w, "index") {
+            return Err(Fail::Ret("mirred: Illegal double index\n".into()));
+        }
+        if matches(w, "index") {
+            next_arg(a)?;
+            p.index = a.peek().and_then(|v| v.parse().ok()).ok_or(Fail::Ret("mirred: Illegal \"index\"\n".into()))?;
+            a.next();
+        }
+    }
+    Ok(p)
 }
 
 /// m_police.c `act_parse_police`. `named`: reached as `action police` (the word
@@ -567,10 +752,14 @@ pub fn parse_action(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
         let kind = if action_a2n(w, false).is_some() { "gact" } else { w };
         let r = match kind {
             "police" => parse_police(a, true).map(ActSpec::Police),
+            "mirred" => parse_mirred(a).map(ActSpec::Mirred),
             k if OTHER_KINDS.contains(&k) => {
-                return Err(TcError::tc(format!("qdisc-lab: action \"{k}\" is not supported (gact and police only)\n")))
+                return Err(TcError::tc(format!(
+                    "qdisc-lab: action \"{k}\" is not supported (gact, police and mirred only)\n"
+                )))
             }
-            _ => parse_gact(a),
+            // get_action_kind falls back to gact's parser, but the kind sent is the word.
+            _ => parse_gact(a).map(|g| if kind == "gact" { g } else { ActSpec::Other(kind.to_string()) }),
         };
         match r {
             Ok(s) => spec.acts.push(s),
@@ -621,10 +810,60 @@ pub struct Police {
     t_c: u64,
 }
 
+/// `struct tcf_mirred`.
+#[derive(Clone, Debug)]
+pub struct Mirred {
+    /// The control verdict (`tcf_action`).
+    pub action: i32,
+    pub eaction: i32,
+    /// The target: ifindex and name (`tcfm_dev`), or a block.
+    pub ifindex: u32,
+    pub dev: String,
+    pub blockid: u32,
+    outbox: Outbox,
+}
+
+impl Mirred {
+    pub fn is_redirect(&self) -> bool {
+        self.eaction == TCA_EGRESS_REDIR || self.eaction == TCA_INGRESS_REDIR
+    }
+    /// `tcf_mirred_act_wants_ingress`.
+    pub fn wants_ingress(&self) -> bool {
+        self.eaction == TCA_INGRESS_REDIR || self.eaction == TCA_INGRESS_MIRROR
+    }
+}
+
+/// A packet mirred handed to another device: a copy (mirror) or the packet itself
+/// (redirect), for `ifindex`'s transmit path (`dev_queue_xmit`) or, when
+/// `ingress`, its receive path (`netif_receive_skb` / `netif_rx`).
+#[derive(Debug)]
+pub struct Mirrored {
+    pub ifindex: u32,
+    pub ingress: bool,
+    pub redirect: bool,
+    pub pkt: Packet,
+    action: ActRef,
+}
+
+impl Mirrored {
+    /// The target did not take the packet: the action counts an overlimit
+    /// (`tcf_mirred_to_dev`'s forward error).
+    pub fn failed(&self) {
+        let mut a = lock(&self.action);
+        a.stats.overlimits = a.stats.overlimits.wrapping_add(1);
+    }
+}
+
+/// Where mirred leaves what it forwards until the device owner takes it
+/// ([`ActionTable::take_mirrored`]); one per netns, shared by its mirred actions.
+#[derive(Clone, Debug, Default)]
+pub struct Outbox(Arc<Mutex<Vec<Mirrored>>>);
+
 #[derive(Clone, Debug)]
 pub enum ActKind {
     Gact(Gact),
     Police(Police),
+    Mirred(Mirred),
 }
 
 /// Counters an action keeps (`cpu_bstats`/`cpu_qstats`) and `struct tcf_t`.
@@ -662,9 +901,11 @@ impl Action {
         }
     }
 
-    /// The action's `act` op on a packet of `len` bytes at `now`.
-    pub fn act(&mut self, len: u32, now: Instant) -> i32 {
+    /// The action's `act` op on `pkt` at `now`; `me` is the shared handle of this
+    /// action (mirred's forwarded packets carry it back for [`Mirrored::failed`]).
+    pub fn act(&mut self, me: &ActRef, pkt: &Packet, now: Instant) -> i32 {
         let t = now.0;
+        let len = pkt.len;
         match &mut self.kind {
             ActKind::Gact(g) => {
                 // tcf_gact: the verdict (gact_determ for `random determ`), then counters.
@@ -725,26 +966,95 @@ impl Action {
                 }
                 ret
             }
+            ActKind::Mirred(m) => {
+                // tcf_mirred_act: counters, then the target. The engine's devices
+                // are always up (tcf_mirred_to_dev's "device is down" never applies);
+                // a blockid finds no shared block (tcf_blockcast: an overlimit).
+                let verdict = m.action;
+                let to_block = m.blockid != 0;
+                if !to_block {
+                    let fwd = Mirrored {
+                        ifindex: m.ifindex,
+                        ingress: m.wants_ingress(),
+                        redirect: m.is_redirect(),
+                        pkt: pkt.clone(),
+                        action: me.clone(),
+                    };
+                    m.outbox.0.lock().unwrap_or_else(|e| e.into_inner()).push(fwd);
+                }
+                self.stats.bytes += len as u64;
+                self.stats.packets += 1;
+                self.used(t);
+                if to_block {
+                    self.stats.overlimits = self.stats.overlimits.wrapping_add(1);
+                }
+                verdict
+            }
         }
     }
 }
 
-/// The per-netns action tables (`tc_action_net.idrinfo` of each kind).
+/// The action kinds, each with its own index table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Gact,
+    Police,
+    Mirred,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Gact => "gact",
+            Kind::Police => "police",
+            Kind::Mirred => "mirred",
+        }
+    }
+}
+
+impl ActSpec {
+    /// The kind the kernel is asked for; None = one it has no module for.
+    pub fn kind(&self) -> Option<Kind> {
+        match self {
+            ActSpec::Gact { .. } => Some(Kind::Gact),
+            ActSpec::Police(_) => Some(Kind::Police),
+            ActSpec::Mirred(_) => Some(Kind::Mirred),
+            ActSpec::Other(_) => None,
+        }
+    }
+}
+
+/// The per-netns action tables (`tc_action_net.idrinfo` of each kind) and mirred's
+/// [`Outbox`].
 #[derive(Debug, Default)]
 pub struct ActionTable {
     gact: BTreeMap<u32, Weak<Mutex<Action>>>,
     police: BTreeMap<u32, Weak<Mutex<Action>>>,
+    mirred: BTreeMap<u32, Weak<Mutex<Action>>>,
+    outbox: Outbox,
 }
 
 impl ActionTable {
-    fn table(&mut self, police: bool) -> &mut BTreeMap<u32, Weak<Mutex<Action>>> {
-        let t = if police { &mut self.police } else { &mut self.gact };
+    /// Some filter holds an action of `kind`.
+    pub fn holds(&mut self, kind: Kind) -> bool {
+        !self.table(kind).is_empty()
+    }
+    /// What mirred actions forwarded since the last call, in order.
+    pub fn take_mirrored(&mut self) -> Vec<Mirrored> {
+        std::mem::take(&mut *self.outbox.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+    fn table(&mut self, kind: Kind) -> &mut BTreeMap<u32, Weak<Mutex<Action>>> {
+        let t = match kind {
+            Kind::Gact => &mut self.gact,
+            Kind::Police => &mut self.police,
+            Kind::Mirred => &mut self.mirred,
+        };
         t.retain(|_, w| w.strong_count() > 0);
         t
     }
     /// `tcf_idr_check_alloc`: an existing action to bind, or the index for a new one.
-    fn check_alloc(&mut self, police: bool, index: u32) -> Result<Result<ActRef, u32>, FilterError> {
-        let t = self.table(police);
+    fn check_alloc(&mut self, kind: Kind, index: u32) -> Result<Result<ActRef, u32>, FilterError> {
+        let t = self.table(kind);
         if index != 0 {
             return Ok(match t.get(&index).and_then(Weak::upgrade) {
                 Some(a) => Ok(a),
@@ -760,17 +1070,18 @@ impl ActionTable {
         }
         Ok(Err(i))
     }
-    fn insert(&mut self, police: bool, a: &ActRef) {
+    fn insert(&mut self, kind: Kind, a: &ActRef) {
         let index = lock(a).index;
-        self.table(police).insert(index, Arc::downgrade(a));
+        self.table(kind).insert(index, Arc::downgrade(a));
     }
 }
 
 /// What the kernel needs to build a filter's actions.
 pub struct ActCtx<'a> {
     pub table: &'a mut ActionTable,
-    /// The kernel profile can load act_gact/act_police.
-    pub available: bool,
+    /// The action modules the kernel profile can load
+    /// ([`crate::tree::KernelVersion::has_action`]).
+    pub available: &'a dyn Fn(Kind) -> bool,
     pub now: Instant,
 }
 
@@ -802,7 +1113,8 @@ impl ActCtx<'_> {
         if list.is_empty() {
             return Ok(e);
         }
-        if !self.available {
+        // tcf_action_init loads every kind's module before it builds any action.
+        if list.iter().take(TCA_ACT_MAX_PRIO).any(|s| !s.kind().is_some_and(self.available)) {
             return Err(FilterError::action());
         }
         for s in list.iter().take(TCA_ACT_MAX_PRIO) {
@@ -828,7 +1140,7 @@ impl ActCtx<'_> {
                         ));
                     }
                 }
-                let idx = match self.table.check_alloc(false, *index)? {
+                let idx = match self.table.check_alloc(Kind::Gact, *index)? {
                     Ok(a) => return Ok(a),
                     Err(i) => i,
                 };
@@ -849,11 +1161,11 @@ impl ActCtx<'_> {
                     lastuse: now,
                     firstuse: 0,
                 }));
-                self.table.insert(false, &a);
+                self.table.insert(Kind::Gact, &a);
                 Ok(a)
             }
             ActSpec::Police(p) => {
-                let idx = match self.table.check_alloc(true, p.index)? {
+                let idx = match self.table.check_alloc(Kind::Police, p.index)? {
                     Ok(a) => return Ok(a),
                     Err(i) => i,
                 };
@@ -892,7 +1204,44 @@ impl ActCtx<'_> {
                     lastuse: now,
                     firstuse: 0,
                 }));
-                self.table.insert(true, &a);
+                self.table.insert(Kind::Police, &a);
+                Ok(a)
+            }
+            ActSpec::Other(_) => Err(FilterError::action()),
+            ActSpec::Mirred(p) => {
+                // tcf_mirred_init.
+                let idx = match self.table.check_alloc(Kind::Mirred, p.index)? {
+                    Ok(a) => return Ok(a),
+                    Err(i) => i,
+                };
+                let ext = |m: &str| FilterError::ext(&format!("act_mirred: {m}"));
+                if p.blockid != 0 && p.ifindex != 0 {
+                    return Err(ext("Cannot specify Block ID and dev simultaneously"));
+                }
+                if !(TCA_EGRESS_REDIR..=TCA_INGRESS_MIRROR).contains(&p.eaction) {
+                    return Err(ext("Unknown mirred option"));
+                }
+                if p.ifindex == 0 && p.blockid == 0 {
+                    return Err(ext("Must specify device or block"));
+                }
+                check_ctrlact(p.action)?;
+                let m = Mirred {
+                    action: p.action,
+                    eaction: p.eaction,
+                    ifindex: p.ifindex,
+                    dev: p.dev.clone(),
+                    blockid: p.blockid,
+                    outbox: self.table.outbox.clone(),
+                };
+                let a = Arc::new(Mutex::new(Action {
+                    index: idx,
+                    kind: ActKind::Mirred(m),
+                    stats: ActStats::default(),
+                    install: now,
+                    lastuse: now,
+                    firstuse: 0,
+                }));
+                self.table.insert(Kind::Mirred, &a);
                 Ok(a)
             }
         }
@@ -912,9 +1261,9 @@ impl Exts {
         self.acts.is_empty()
     }
 
-    /// `tcf_exts_exec` → `tcf_action_exec` for a packet of `len` bytes at `now`;
-    /// TC_ACT_OK without actions.
-    pub fn exec(&self, len: u32, now: Instant, _res: &mut TcfResult) -> i32 {
+    /// `tcf_exts_exec` → `tcf_action_exec` for `pkt` at `now`; TC_ACT_OK without
+    /// actions.
+    pub fn exec(&self, pkt: &Packet, now: Instant, _res: &mut TcfResult) -> i32 {
         let n = self.acts.len();
         let mut ret = TC_ACT_OK;
         let mut jmp_prgcnt = 0u32;
@@ -927,7 +1276,7 @@ impl Exts {
                 }
                 let mut repeat_ttl = 32;
                 loop {
-                    ret = lock(a).act(len, now);
+                    ret = lock(a).act(a, pkt, now);
                     if ret != TC_ACT_REPEAT {
                         break;
                     }
@@ -979,6 +1328,7 @@ impl Exts {
             match &a.kind {
                 ActKind::Gact(_) => print_gact(out, &a, refs, now),
                 ActKind::Police(_) => print_police(out, &a, refs, now),
+                ActKind::Mirred(_) => print_mirred(out, &a, refs, now),
             }
             if out.show_stats() {
                 out.fp(format_args!("\tAction statistics:"));
@@ -1049,6 +1399,35 @@ fn print_gact(out: &mut Out, a: &Action, refs: i64, now: Instant) {
     out.nl();
 }
 
+/// m_mirred.c `print_mirred`.
+fn print_mirred(out: &mut Out, a: &Action, refs: i64, now: Instant) {
+    let ActKind::Mirred(m) = &a.kind else { return };
+    out.string("kind", format_args!("mirred "), "mirred");
+    let (what, dir, act) = match m.eaction {
+        TCA_EGRESS_REDIR => ("Egress Redirect", "egress", "redirect"),
+        TCA_INGRESS_REDIR => ("Ingress Redirect", "ingress", "redirect"),
+        TCA_EGRESS_MIRROR => ("Egress Mirror", "egress", "mirror"),
+        _ => ("Ingress Mirror", "ingress", "mirror"),
+    };
+    out.fp(format_args!("({what}"));
+    out.string("mirred_action", format_args!(""), act);
+    out.string("direction", format_args!(""), dir);
+    if m.blockid != 0 {
+        out.uint("to_blockid", format_args!(" to blockid {})", m.blockid), m.blockid as u64);
+    } else {
+        out.string("to_dev", format_args!(" to device {})", m.dev), &m.dev);
+    }
+    print_action_control(out, " ", m.action, "");
+    out.nl();
+    out.uint("index", format_args!("\tindex {}", a.index), a.index as u64);
+    out.int("ref", format_args!(" ref {refs}"), refs);
+    out.int("bind", format_args!(" bind {refs}"), refs);
+    if out.show_stats() {
+        print_tm(out, a, now);
+    }
+    out.nl();
+}
+
 /// m_police.c `print_police`.
 fn print_police(out: &mut Out, a: &Action, refs: i64, now: Instant) {
     let ActKind::Police(p) = &a.kind else { return };
@@ -1108,12 +1487,12 @@ mod tests {
             parse_action(&mut a, &mut spec).unwrap();
         }
         let mut table = ActionTable::default();
-        let e = ActCtx { table: &mut table, available: true, now: Instant(now) }.init(&spec).unwrap();
+        let e = ActCtx { table: &mut table, available: &|_| true, now: Instant(now) }.init(&spec).unwrap();
         (e, table)
     }
 
     fn run(e: &Exts, len: u32, now: u64) -> i32 {
-        e.exec(len, Instant(now), &mut TcfResult { classid: 0 })
+        e.exec(&Packet::new(0, len), Instant(now), &mut TcfResult { classid: 0 })
     }
 
     #[test]
@@ -1161,7 +1540,7 @@ mod tests {
             parse_action(&mut a, &mut sp).unwrap();
             sp
         };
-        let mut ctx = ActCtx { table: &mut table, available: true, now: Instant(0) };
+        let mut ctx = ActCtx { table: &mut table, available: &|_| true, now: Instant(0) };
         let a = ctx.init(&spec(&v)).unwrap();
         let b = ctx.init(&spec(&v)).unwrap();
         assert_eq!((lock(&a.acts[0]).index, lock(&b.acts[0]).index), (1, 2));
@@ -1172,7 +1551,7 @@ mod tests {
         // Bound to the existing drop action 2, whose parameters stay.
         assert!(Arc::ptr_eq(&d.acts[0], &b.acts[0]));
         assert_eq!(Arc::strong_count(&b.acts[0]), 2);
-        let mut ctx = ActCtx { table: &mut table, available: false, now: Instant(0) };
+        let mut ctx = ActCtx { table: &mut table, available: &|_| false, now: Instant(0) };
         assert_eq!(ctx.init(&spec(&v)).unwrap_err(), FilterError::action());
     }
 
@@ -1215,6 +1594,76 @@ mod tests {
         assert_eq!(run(&e, 1, 0), TC_ACT_SHOT);
         assert_eq!(run(&e, 1, 3_999), TC_ACT_SHOT);
         assert_eq!(run(&e, 1, 4_000), TC_ACT_PIPE);
+    }
+
+    fn mirred_exts(s: &str, table: &mut ActionTable) -> Exts {
+        let v = argv(s);
+        let mut a = Args::new(&v);
+        a.set_links(vec!["lo".into(), "eth0".into(), "ifb0".into()]);
+        let mut spec = ExtsSpec::default();
+        parse_action(&mut a, &mut spec).unwrap();
+        ActCtx { table, available: &|_| true, now: Instant(0) }.init(&spec).unwrap()
+    }
+
+    #[test]
+    fn mirred_redirect_steals_and_hands_the_packet_on() {
+        let mut t = ActionTable::default();
+        let e = mirred_exts("mirred egress redirect dev ifb0", &mut t);
+        assert_eq!(e.exec(&Packet::new(7, 1000), Instant(5), &mut TcfResult { classid: 0 }), TC_ACT_STOLEN);
+        let out = t.take_mirrored();
+        assert_eq!(out.len(), 1);
+        let m = &out[0];
+        assert_eq!((m.ifindex, m.ingress, m.redirect, m.pkt.id, m.pkt.len), (3, false, true, 7, 1000));
+        // Taken once: the outbox is empty again.
+        assert!(t.take_mirrored().is_empty());
+        // The target refused it: one overlimit on the action, counters as sent.
+        m.failed();
+        let s = lock(&e.acts[0]).stats;
+        assert_eq!((s.bytes, s.packets, s.drops, s.overlimits), (1000, 1, 0, 1));
+    }
+
+    #[test]
+    fn mirred_mirror_pipes_on_to_the_next_action() {
+        let mut t = ActionTable::default();
+        // Mirror (pipe) to eth0's receive path, then redirect to ifb0: two copies out,
+        // in action order, and the last verdict wins.
+        let e = mirred_exts("mirred ingress mirror dev eth0 action mirred egress redirect dev ifb0", &mut t);
+        assert_eq!(e.exec(&Packet::new(1, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_STOLEN);
+        let out = t.take_mirrored();
+        let got: Vec<_> = out.iter().map(|m| (m.ifindex, m.ingress, m.redirect)).collect();
+        assert_eq!(got, [(2, true, false), (3, false, true)]);
+        // A mirror's own control word replaces pipe.
+        let e = mirred_exts("mirred egress mirror dev ifb0 drop", &mut t);
+        assert_eq!(e.exec(&Packet::new(2, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_SHOT);
+        assert_eq!(t.take_mirrored().len(), 1);
+        // A block target: no shared block exists, so nothing goes out; an overlimit.
+        let e = mirred_exts("mirred egress mirror blockid 3", &mut t);
+        assert_eq!(e.exec(&Packet::new(3, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_PIPE);
+        assert!(t.take_mirrored().is_empty());
+        assert_eq!(lock(&e.acts[0]).stats.overlimits, 1);
+    }
+
+    #[test]
+    fn mirred_refusals_in_the_kernels_words() {
+        let mut t = ActionTable::default();
+        let init = |t: &mut ActionTable, spec: MirredSpec| {
+            let spec = ExtsSpec { acts: vec![ActSpec::Mirred(spec)], police: None };
+            ActCtx { table: t, available: &|_| true, now: Instant(0) }.init(&spec).map(|_| ())
+        };
+        // `mirred index 5` of a missing action: no direction.
+        let e = init(&mut t, MirredSpec { index: 5, ..Default::default() }).unwrap_err();
+        assert_eq!(e, FilterError::ext("act_mirred: Unknown mirred option"));
+        let spec = MirredSpec { eaction: TCA_EGRESS_REDIR, action: TC_ACT_STOLEN, ..Default::default() };
+        let e = init(&mut t, spec.clone()).unwrap_err();
+        assert_eq!(e, FilterError::ext("act_mirred: Must specify device or block"));
+        let both = MirredSpec { ifindex: 2, dev: "eth0".into(), blockid: 1, ..spec };
+        let e = init(&mut t, both).unwrap_err();
+        assert_eq!(e, FilterError::ext("act_mirred: Cannot specify Block ID and dev simultaneously"));
+        // Only act_mirred loads where the profile lacks gact and police (6.18).
+        let spec = ExtsSpec { acts: vec![ActSpec::Gact { index: 0, action: TC_ACT_OK, prob: None }], police: None };
+        let only_mirred = |k: Kind| k == Kind::Mirred;
+        let e = ActCtx { table: &mut t, available: &only_mirred, now: Instant(0) }.init(&spec).unwrap_err();
+        assert_eq!(e, FilterError::action());
     }
 
     #[test]
