@@ -102,7 +102,7 @@ Where: CONTROL := conform-exceed <EXCEEDACT>[/NOTEXCEEDACT]
 ";
 
 /// Action kinds iproute2 6.15 knows but this engine does not model.
-const OTHER_KINDS: &[&str] = &[
+pub(crate) const OTHER_KINDS: &[&str] = &[
     "bpf",
     "connmark",
     "csum",
@@ -842,15 +842,17 @@ pub struct Mirrored {
     pub ingress: bool,
     pub redirect: bool,
     pub pkt: Packet,
-    action: ActRef,
+    action: Weak<Mutex<Action>>,
 }
 
 impl Mirrored {
     /// The target did not take the packet: the action counts an overlimit
     /// (`tcf_mirred_to_dev`'s forward error).
     pub fn failed(&self) {
-        let mut a = lock(&self.action);
-        a.stats.overlimits = a.stats.overlimits.wrapping_add(1);
+        if let Some(a) = self.action.upgrade() {
+            let mut a = lock(&a);
+            a.stats.overlimits = a.stats.overlimits.wrapping_add(1);
+        }
     }
 }
 
@@ -884,6 +886,9 @@ pub struct Action {
     install: u64,
     lastuse: u64,
     firstuse: u64,
+    /// Made by `tc actions add` (the table holds a reference of its own, and the
+    /// kernel reports `used_hw_stats` for it, as `tcf_action_add` offloads it).
+    standalone: bool,
 }
 
 pub type ActRef = Arc<Mutex<Action>>;
@@ -893,6 +898,14 @@ fn lock(a: &ActRef) -> std::sync::MutexGuard<'_, Action> {
 }
 
 impl Action {
+    fn kind(&self) -> Option<Kind> {
+        Some(match self.kind {
+            ActKind::Gact(_) => Kind::Gact,
+            ActKind::Police(_) => Kind::Police,
+            ActKind::Mirred(_) => Kind::Mirred,
+        })
+    }
+
     /// `tcf_lastuse_update`.
     fn used(&mut self, now: u64) {
         self.lastuse = now;
@@ -978,7 +991,7 @@ impl Action {
                         ingress: m.wants_ingress(),
                         redirect: m.is_redirect(),
                         pkt: pkt.clone(),
-                        action: me.clone(),
+                        action: Arc::downgrade(me),
                     };
                     m.outbox.0.lock().unwrap_or_else(|e| e.into_inner()).push(fwd);
                 }
@@ -1031,10 +1044,61 @@ pub struct ActionTable {
     gact: BTreeMap<u32, Weak<Mutex<Action>>>,
     police: BTreeMap<u32, Weak<Mutex<Action>>>,
     mirred: BTreeMap<u32, Weak<Mutex<Action>>>,
+    /// The references `tc actions add` holds (`ref 1 bind 0` until a filter binds).
+    held: Vec<ActRef>,
     outbox: Outbox,
 }
 
 impl ActionTable {
+    /// The actions of `kind`, by index (`tcf_generic_walker`'s dump order);
+    /// `since_ns`: only those used within that much time before `now` (`since`).
+    pub fn dump(&mut self, kind: Kind, since_ns: Option<u64>, now: Instant) -> Vec<ActRef> {
+        let all: Vec<ActRef> = self.table(kind).values().filter_map(Weak::upgrade).collect();
+        all.into_iter().filter(|a| since_ns.is_none_or(|s| lock(a).lastuse >= now.0.saturating_sub(s))).collect()
+    }
+
+    /// `tcf_action_get_1`: the action of `kind` with `index`.
+    pub fn get(&mut self, kind: Kind, index: u32) -> Result<ActRef, FilterError> {
+        self.table(kind)
+            .get(&index)
+            .and_then(Weak::upgrade)
+            .ok_or_else(|| FilterError::ext("TC action with specified index not found"))
+    }
+
+    /// `tcf_action_delete` of actions `get` found, in order: one a filter holds
+    /// ends the request (EPERM, "Failed to delete TC action"); those before it are
+    /// gone.
+    pub fn delete(&mut self, acts: Vec<ActRef>) -> Result<(), FilterError> {
+        for a in acts {
+            if Arc::strong_count(&a) - 1 > lock(&a).standalone as usize {
+                return Err(FilterError::ext("Failed to delete TC action"));
+            }
+            self.release(&a);
+        }
+        Ok(())
+    }
+
+    /// `tca_action_flush` → `tcf_del_walker`: every action of `kind` in index order
+    /// until one a filter holds, which ends the walk with EPERM.
+    pub fn flush(&mut self, kind: Kind) -> Result<(), FilterError> {
+        for a in self.dump(kind, None, Instant(0)) {
+            if Arc::strong_count(&a) - 1 > lock(&a).standalone as usize {
+                return Err(FilterError::Errno("Operation not permitted"));
+            }
+            self.release(&a);
+        }
+        Ok(())
+    }
+
+    /// Drop the table's own reference (the action goes when no filter holds it).
+    fn release(&mut self, a: &ActRef) {
+        self.held.retain(|h| !Arc::ptr_eq(h, a));
+        let index = lock(a).index;
+        if let Some(k) = lock(a).kind() {
+            self.table(k).remove(&index);
+        }
+    }
+
     /// Some filter holds an action of `kind`.
     pub fn holds(&mut self, kind: Kind) -> bool {
         !self.table(kind).is_empty()
@@ -1099,7 +1163,64 @@ fn check_ctrlact(a: i32) -> Result<(), FilterError> {
     Ok(())
 }
 
+/// `tcf_mirred_init`'s refusals, in its order; `new`: no action has the index.
+fn mirred_checks(p: &MirredSpec, new: bool) -> Result<(), FilterError> {
+    let ext = |m: &str| Err(FilterError::ext(&format!("act_mirred: {m}")));
+    if p.blockid != 0 && p.ifindex != 0 {
+        return ext("Cannot specify Block ID and dev simultaneously");
+    }
+    if !(TCA_EGRESS_REDIR..=TCA_INGRESS_MIRROR).contains(&p.eaction) {
+        return ext("Unknown mirred option");
+    }
+    if new && p.ifindex == 0 && p.blockid == 0 {
+        return ext("Must specify device or block");
+    }
+    Ok(())
+}
+
 impl ActCtx<'_> {
+    /// `tcf_action_add` (`tc actions add|change|replace`): each action of the list
+    /// is created and held by the table, or with `replace` an existing one takes
+    /// the new parameters; an existing index without `replace` is EEXIST. A failure
+    /// undoes what the request created. An index given for an action the same
+    /// request already made is EAGAIN, as the kernel's reservation answers.
+    pub fn add(&mut self, spec: &ExtsSpec, replace: bool) -> Result<(), FilterError> {
+        if spec.acts.iter().take(TCA_ACT_MAX_PRIO).any(|s| !s.kind().is_some_and(self.available)) {
+            return Err(FilterError::action());
+        }
+        let mut made: Vec<ActRef> = Vec::new();
+        let r = (|| {
+            for s in spec.acts.iter().take(TCA_ACT_MAX_PRIO) {
+                let index = match s {
+                    ActSpec::Gact { index, .. } => *index,
+                    ActSpec::Police(p) => p.index,
+                    ActSpec::Mirred(p) => p.index,
+                    ActSpec::Other(_) => 0,
+                };
+                if index != 0 && made.iter().any(|m| lock(m).index == index && lock(m).kind() == s.kind()) {
+                    return Err(FilterError::Errno("Resource temporarily unavailable"));
+                }
+                let a = match self.check(s, false, replace)? {
+                    Ok(_) => continue,
+                    Err(idx) => self.create(s, idx)?,
+                };
+                lock(&a).standalone = true;
+                made.push(a);
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => self.table.held.extend(made),
+            Err(e) => {
+                for a in &made {
+                    self.table.release(a);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     /// `tcf_exts_validate_ex` → `tcf_action_init` → `tcf_action_init_1` for each
     /// action: load the kind, then bind or create (`tcf_gact_init`,
     /// `tcf_police_init`). A POLICE attribute wins over an ACT list.
@@ -1123,27 +1244,93 @@ impl ActCtx<'_> {
         Ok(e)
     }
 
+    /// `tcf_action_init_1` of a filter's action (TCA_ACT_FLAGS_BIND): an existing
+    /// index binds to that action as it is; otherwise a new one.
     fn init_1(&mut self, s: &ActSpec) -> Result<ActRef, FilterError> {
+        match self.check(s, true, false)? {
+            Ok(a) => Ok(a),
+            Err(idx) => self.create(s, idx),
+        }
+    }
+
+    /// The part of each kind's init before and at `tcf_idr_check_alloc`: the
+    /// existing action to use (`bind`, or `replace` after its parameters were
+    /// replaced), or the index for a new one. Without either an existing index is
+    /// EEXIST.
+    fn check(&mut self, s: &ActSpec, bind: bool, replace: bool) -> Result<Result<ActRef, u32>, FilterError> {
+        if let ActSpec::Gact { prob: Some((ptype, paction, _)), .. } = s {
+            // tcf_gact_init checks TCA_GACT_PROB before the index.
+            if *ptype > PGACT_DETERM {
+                return Err(FilterError::Errno("Invalid argument"));
+            }
+            if ext_cmp(*paction, TC_ACT_GOTO_CHAIN) {
+                return Err(FilterError::ext("goto chain not allowed on fallback"));
+            }
+            if *ptype == PGACT_NETRAND {
+                return Err(FilterError::Tc(
+                    "qdisc-lab: gact \"random netrand\" is not supported (use determ)\n".into(),
+                ));
+            }
+        }
+        let (kind, index) = match s {
+            ActSpec::Gact { index, .. } => (Kind::Gact, *index),
+            ActSpec::Police(p) => (Kind::Police, p.index),
+            ActSpec::Mirred(p) => (Kind::Mirred, p.index),
+            ActSpec::Other(_) => return Err(FilterError::action()),
+        };
+        let existing = match self.table.check_alloc(kind, index)? {
+            Ok(a) => a,
+            Err(idx) => return Ok(Err(idx)),
+        };
+        if bind {
+            return Ok(Ok(existing));
+        }
+        if let ActSpec::Mirred(p) = s {
+            // tcf_mirred_init's checks that come before EEXIST.
+            mirred_checks(p, false)?;
+        }
+        if !replace {
+            return Err(FilterError::Errno("File exists"));
+        }
+        let new = self.kind_of(s, false)?;
+        let mut a = lock(&existing);
+        a.kind = match (new, &a.kind) {
+            // A mirred replaced without a target keeps its device or block.
+            (ActKind::Mirred(mut m), ActKind::Mirred(old)) if m.ifindex == 0 && m.blockid == 0 => {
+                (m.ifindex, m.dev, m.blockid) = (old.ifindex, old.dev.clone(), old.blockid);
+                ActKind::Mirred(m)
+            }
+            (k, _) => k,
+        };
+        drop(a);
+        Ok(Ok(existing))
+    }
+
+    /// A new action with index `idx`, in the table.
+    fn create(&mut self, s: &ActSpec, idx: u32) -> Result<ActRef, FilterError> {
+        let kind = self.kind_of(s, true)?;
+        let k = s.kind().expect("checked");
+        let now = self.now.0;
+        let a = Arc::new(Mutex::new(Action {
+            index: idx,
+            kind,
+            stats: ActStats::default(),
+            install: now,
+            lastuse: now,
+            firstuse: 0,
+            standalone: false,
+        }));
+        self.table.insert(k, &a);
+        Ok(a)
+    }
+
+    /// The rest of each kind's init: validation and the parameters
+    /// (`tcf_gact_init`, `tcf_police_init`, `tcf_mirred_init`) of a new action
+    /// (`new`) or of the replacement of an existing one.
+    fn kind_of(&mut self, s: &ActSpec, new: bool) -> Result<ActKind, FilterError> {
         let now = self.now.0;
         match s {
-            ActSpec::Gact { index, action, prob } => {
-                if let Some((ptype, paction, _)) = prob {
-                    if *ptype > PGACT_DETERM {
-                        return Err(FilterError::Errno("Invalid argument"));
-                    }
-                    if ext_cmp(*paction, TC_ACT_GOTO_CHAIN) {
-                        return Err(FilterError::ext("goto chain not allowed on fallback"));
-                    }
-                    if *ptype == PGACT_NETRAND {
-                        return Err(FilterError::Tc(
-                            "qdisc-lab: gact \"random netrand\" is not supported (use determ)\n".into(),
-                        ));
-                    }
-                }
-                let idx = match self.table.check_alloc(Kind::Gact, *index)? {
-                    Ok(a) => return Ok(a),
-                    Err(i) => i,
-                };
+            ActSpec::Gact { action, prob, .. } => {
                 check_ctrlact(*action)?;
                 if let Some((_, paction, _)) = prob {
                     check_ctrlact(*paction)?;
@@ -1152,23 +1339,9 @@ impl ActCtx<'_> {
                     Some((t, a, v)) if *t != PGACT_NONE => (*t, *a, (*v).max(1)),
                     _ => (PGACT_NONE, 0, 0),
                 };
-                let g = Gact { action: *action, ptype, paction, pval, packets: 0 };
-                let a = Arc::new(Mutex::new(Action {
-                    index: idx,
-                    kind: ActKind::Gact(g),
-                    stats: ActStats::default(),
-                    install: now,
-                    lastuse: now,
-                    firstuse: 0,
-                }));
-                self.table.insert(Kind::Gact, &a);
-                Ok(a)
+                Ok(ActKind::Gact(Gact { action: *action, ptype, paction, pval, packets: 0 }))
             }
             ActSpec::Police(p) => {
-                let idx = match self.table.check_alloc(Kind::Police, p.index)? {
-                    Ok(a) => return Ok(a),
-                    Err(i) => i,
-                };
                 check_ctrlact(p.action)?;
                 if p.result != 0 && ext_cmp(p.result, TC_ACT_GOTO_CHAIN) {
                     return Err(FilterError::ext("goto chain not allowed on fallback"));
@@ -1184,7 +1357,7 @@ impl ActCtx<'_> {
                 }
                 let burst = units::ticks2ns(p.burst);
                 let mtu_ptoks = peak.as_ref().map(|pk| pk.l2t_ns(mtu) as i64).unwrap_or(0);
-                let pol = Police {
+                Ok(ActKind::Police(Police {
                     action: p.action,
                     result: p.result,
                     mtu,
@@ -1195,55 +1368,21 @@ impl ActCtx<'_> {
                     toks: burst,
                     ptoks: mtu_ptoks,
                     t_c: now,
-                };
-                let a = Arc::new(Mutex::new(Action {
-                    index: idx,
-                    kind: ActKind::Police(pol),
-                    stats: ActStats::default(),
-                    install: now,
-                    lastuse: now,
-                    firstuse: 0,
-                }));
-                self.table.insert(Kind::Police, &a);
-                Ok(a)
+                }))
             }
-            ActSpec::Other(_) => Err(FilterError::action()),
             ActSpec::Mirred(p) => {
-                // tcf_mirred_init.
-                let idx = match self.table.check_alloc(Kind::Mirred, p.index)? {
-                    Ok(a) => return Ok(a),
-                    Err(i) => i,
-                };
-                let ext = |m: &str| FilterError::ext(&format!("act_mirred: {m}"));
-                if p.blockid != 0 && p.ifindex != 0 {
-                    return Err(ext("Cannot specify Block ID and dev simultaneously"));
-                }
-                if !(TCA_EGRESS_REDIR..=TCA_INGRESS_MIRROR).contains(&p.eaction) {
-                    return Err(ext("Unknown mirred option"));
-                }
-                if p.ifindex == 0 && p.blockid == 0 {
-                    return Err(ext("Must specify device or block"));
-                }
+                mirred_checks(p, new)?;
                 check_ctrlact(p.action)?;
-                let m = Mirred {
+                Ok(ActKind::Mirred(Mirred {
                     action: p.action,
                     eaction: p.eaction,
                     ifindex: p.ifindex,
                     dev: p.dev.clone(),
                     blockid: p.blockid,
                     outbox: self.table.outbox.clone(),
-                };
-                let a = Arc::new(Mutex::new(Action {
-                    index: idx,
-                    kind: ActKind::Mirred(m),
-                    stats: ActStats::default(),
-                    install: now,
-                    lastuse: now,
-                    firstuse: 0,
-                }));
-                self.table.insert(Kind::Mirred, &a);
-                Ok(a)
+                }))
             }
+            ActSpec::Other(_) => Err(FilterError::action()),
         }
     }
 }
@@ -1313,46 +1452,67 @@ impl Exts {
         if self.legacy_police {
             out.nl();
             out.open_object(Some("police"));
-            print_police(out, &lock(&self.acts[0]), 1, now);
+            print_police(out, &lock(&self.acts[0]), 1, 1, now);
             out.close_object();
             return;
         }
         out.open_array("actions", "");
         for (i, a) in self.acts.iter().enumerate() {
-            let refs = Arc::strong_count(a) as i64;
-            let a = lock(a);
-            out.open_object(None);
-            out.nl();
-            let order = i as u64 + 1;
-            out.uint("order", format_args!("\taction order {order}: "), order);
-            match &a.kind {
-                ActKind::Gact(_) => print_gact(out, &a, refs, now),
-                ActKind::Police(_) => print_police(out, &a, refs, now),
-                ActKind::Mirred(_) => print_mirred(out, &a, refs, now),
-            }
-            if out.show_stats() {
-                out.fp(format_args!("\tAction statistics:"));
-                out.nl();
-                out.open_object(Some("stats"));
-                let s = a.stats;
-                out.fp(format_args!("\t"));
-                out.uint("bytes", format_args!("Sent {} bytes", s.bytes), s.bytes);
-                out.uint("packets", format_args!(" {} pkt", s.packets as u32), s.packets as u32 as u64);
-                out.uint("drops", format_args!(" (dropped {}", s.drops), s.drops as u64);
-                out.uint("overlimits", format_args!(", overlimits {}", s.overlimits), s.overlimits as u64);
-                out.uint("requeues", format_args!(" requeues 0) "), 0);
-                out.nl();
-                out.fp(format_args!("\t"));
-                out.size("backlog", "backlog ", 0, "");
-                out.uint("qlen", format_args!(" 0p"), 0);
-                out.fp(format_args!(" requeues 0"));
-                out.close_object();
-                out.nl();
-            }
-            out.close_object();
+            print_one(out, a, i as u64 + 1, true, now);
         }
         out.close_array("");
     }
+}
+
+/// `tc_dump_action`'s entry for one action (`tcf_action_dump_1` +
+/// `tc_print_one_action`): `order`, the kind's own lines, the statistics, and the
+/// hardware lines — `not_in_hw` only in `tc actions` dumps (`bind` false: a
+/// filter's dump is a bind dump), `used_hw_stats` for an action `tc actions` made.
+/// A `tc actions` dump holds a reference of its own to each action while it prints
+/// (`a`), which the counts leave out.
+pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant) {
+    let refs = Arc::strong_count(a) as i64 - !bind as i64;
+    let a = lock(a);
+    let binds = refs - a.standalone as i64;
+    out.open_object(None);
+    out.nl();
+    out.uint("order", format_args!("\taction order {order}: "), order);
+    match &a.kind {
+        ActKind::Gact(_) => print_gact(out, &a, refs, binds, now),
+        ActKind::Police(_) => print_police(out, &a, refs, binds, now),
+        ActKind::Mirred(_) => print_mirred(out, &a, refs, binds, now),
+    }
+    if out.show_stats() {
+        out.fp(format_args!("\tAction statistics:"));
+        out.nl();
+        out.open_object(Some("stats"));
+        let s = a.stats;
+        out.fp(format_args!("\t"));
+        out.uint("bytes", format_args!("Sent {} bytes", s.bytes), s.bytes);
+        out.uint("packets", format_args!(" {} pkt", s.packets as u32), s.packets as u32 as u64);
+        out.uint("drops", format_args!(" (dropped {}", s.drops), s.drops as u64);
+        out.uint("overlimits", format_args!(", overlimits {}", s.overlimits), s.overlimits as u64);
+        out.uint("requeues", format_args!(" requeues 0) "), 0);
+        out.nl();
+        out.fp(format_args!("\t"));
+        out.size("backlog", "backlog ", 0, "");
+        out.uint("qlen", format_args!(" 0p"), 0);
+        out.fp(format_args!(" requeues 0"));
+        out.close_object();
+        out.nl();
+    }
+    if !bind {
+        out.boolean("not_in_hw", format_args!("\tnot_in_hw"), true);
+        out.nl();
+    }
+    if a.standalone {
+        out.fp(format_args!("\t"));
+        out.open_array("used_hw_stats", "used_hw_stats");
+        out.bare_string(format_args!(" disabled"), "disabled");
+        out.close_array("");
+        out.nl();
+    }
+    out.close_object();
 }
 
 /// `tcf_tm_dump` + `print_tm`: ages in USER_HZ ticks, printed as whole seconds.
@@ -1373,7 +1533,7 @@ fn print_tm(out: &mut Out, a: &Action, now: Instant) {
 }
 
 /// m_gact.c `print_gact`.
-fn print_gact(out: &mut Out, a: &Action, refs: i64, now: Instant) {
+fn print_gact(out: &mut Out, a: &Action, refs: i64, binds: i64, now: Instant) {
     let ActKind::Gact(g) = &a.kind else { return };
     out.string("kind", format_args!("gact "), "gact");
     print_action_control(out, "action ", g.action, "");
@@ -1392,7 +1552,7 @@ fn print_gact(out: &mut Out, a: &Action, refs: i64, now: Instant) {
     out.nl();
     out.uint("index", format_args!("\t index {}", a.index), a.index as u64);
     out.int("ref", format_args!(" ref {refs}"), refs);
-    out.int("bind", format_args!(" bind {refs}"), refs);
+    out.int("bind", format_args!(" bind {binds}"), binds);
     if out.show_stats() {
         print_tm(out, a, now);
     }
@@ -1400,7 +1560,7 @@ fn print_gact(out: &mut Out, a: &Action, refs: i64, now: Instant) {
 }
 
 /// m_mirred.c `print_mirred`.
-fn print_mirred(out: &mut Out, a: &Action, refs: i64, now: Instant) {
+fn print_mirred(out: &mut Out, a: &Action, refs: i64, binds: i64, now: Instant) {
     let ActKind::Mirred(m) = &a.kind else { return };
     out.string("kind", format_args!("mirred "), "mirred");
     let (what, dir, act) = match m.eaction {
@@ -1421,7 +1581,7 @@ fn print_mirred(out: &mut Out, a: &Action, refs: i64, now: Instant) {
     out.nl();
     out.uint("index", format_args!("\tindex {}", a.index), a.index as u64);
     out.int("ref", format_args!(" ref {refs}"), refs);
-    out.int("bind", format_args!(" bind {refs}"), refs);
+    out.int("bind", format_args!(" bind {binds}"), binds);
     if out.show_stats() {
         print_tm(out, a, now);
     }
@@ -1429,7 +1589,7 @@ fn print_mirred(out: &mut Out, a: &Action, refs: i64, now: Instant) {
 }
 
 /// m_police.c `print_police`.
-fn print_police(out: &mut Out, a: &Action, refs: i64, now: Instant) {
+fn print_police(out: &mut Out, a: &Action, refs: i64, binds: i64, now: Instant) {
     let ActKind::Police(p) = &a.kind else { return };
     out.string("kind", format_args!(""), "police");
     out.fp(format_args!(" police 0x{:x} ", a.index));
@@ -1461,7 +1621,7 @@ fn print_police(out: &mut Out, a: &Action, refs: i64, now: Instant) {
     }
     out.nl();
     out.int("ref", format_args!("\tref {refs} "), refs);
-    out.int("bind", format_args!("bind {refs} "), refs);
+    out.int("bind", format_args!("bind {binds} "), binds);
     if out.show_stats() {
         print_tm(out, a, now);
     }

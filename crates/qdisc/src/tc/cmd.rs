@@ -422,6 +422,10 @@ impl Tc {
     pub fn device_mut(&mut self, name: &str) -> Option<&mut Device> {
         self.devices.iter_mut().find(|d| d.info.name == name)
     }
+    /// The kernel whose behaviour new devices and the netns's actions follow.
+    pub(crate) fn kernel(&self) -> KernelVersion {
+        self.kernel
+    }
     /// The netns's device names by ifindex from 1: `lo` (which every netns has),
     /// then the devices in the order they were given.
     pub fn link_names(&self) -> Vec<String> {
@@ -564,10 +568,10 @@ impl Tc {
             self.do_class(rest, o)
         } else if matches(obj, "filter") {
             super::filter::do_filter(self, rest, o)
-        } else if matches(obj, "chain") || matches(obj, "actions") {
-            Err(TcError::tc(format!(
-                "qdisc-lab: \"tc {obj}\" is not supported (filters live in chain 0; actions exist only on filters).\n"
-            )))
+        } else if matches(obj, "actions") {
+            super::actions::do_action(self, rest, o)
+        } else if matches(obj, "chain") {
+            Err(TcError::tc(format!("qdisc-lab: \"tc {obj}\" is not supported (filters live in chain 0).\n")))
         } else if matches(obj, "help") {
             self.warn.push_str(TC_USAGE);
             Ok(String::new())

@@ -5,6 +5,7 @@
 //! sch_api.c (handles, graft, validation, extack errors), and the printers here play
 //! `print_qdisc`/`print_class`/`print_tcstats2_attr` over what the kernel dumps.
 
+mod actions;
 mod cmd;
 mod filter;
 pub mod out;
