@@ -146,6 +146,23 @@ impl Sim {
     pub(crate) fn local_xmit(&mut self, iface: u32, txq: u32, mut p: Packet) -> Result<(), Packet> {
         let h = self.ifaces[iface as usize].host;
         let c = self.on_cpu.map_or(0, |x| x.1);
+        if self.ifaces[iface as usize].ifb {
+            // ifb_xmit → ifb_ri_tasklet: a packet mirred redirected from an ingress
+            // goes back up the receive path of the device it came in on, its
+            // classification skipped; one that was not redirected is dropped.
+            let Some(from) = self.ifb_from.remove(&p.id) else {
+                self.ifaces[iface as usize].tx_dropped += 1;
+                self.take_meta(p.id);
+                return Ok(());
+            };
+            self.skip_ingress.insert(p.id);
+            if self.has_cpus(h) {
+                self.netif_rx(h, c, from, 0, p);
+            } else if let Some(p) = self.ingress_hook(from, p) {
+                self.receive(h, p);
+            }
+            return Ok(());
+        }
         let Some(peer) = self.ifaces[iface as usize].peer else {
             // loopback_xmit: the skb leaves its socket's accounting, then __netif_rx.
             self.orphan(&mut p);
@@ -494,6 +511,7 @@ impl Sim {
         let mut ns = 0;
         batch.reverse();
         while let Some((iface, pkt)) = batch.pop() {
+            let Some(pkt) = self.ingress_hook(iface, pkt) else { continue };
             let host = self.ifaces[iface as usize].host;
             self.cpus(h).charge(c, Class::Softirq, Func::IpRcv as u16, ip);
             ns += ip;

@@ -126,6 +126,18 @@ impl DevSpec {
     }
 }
 
+/// What [`Device::ingress`] did with a received packet.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ingress {
+    /// On up the stack.
+    Pass(Packet),
+    /// TC_ACT_SHOT: dropped, counted on the ingress qdisc.
+    Dropped,
+    /// STOLEN, QUEUED, TRAP, or a redirect: gone from this path (what mirred handed
+    /// on waits in the netns's outbox, [`crate::tc::Tc::take_mirrored`]).
+    Stolen,
+}
+
 /// What [`Device::xmit`] did with a packet.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Xmit {
@@ -911,6 +923,25 @@ impl Device {
     }
 
     // ---- datapath ----
+
+    /// `sch_handle_ingress` → `tc_run` (net/core/dev.c): a received packet meets the
+    /// ingress qdisc's filters (clsact's ingress hook), after RPS and before the IP
+    /// layer. The mini-qdisc counts every packet it sees (bstats) and the ones a
+    /// filter shoots (qstats drop); without an ingress qdisc the packet passes
+    /// untouched.
+    pub fn ingress(&mut self, pkt: Packet, now: Instant) -> Ingress {
+        let Some(node) = self.ingress.as_mut() else { return Ingress::Pass(pkt) };
+        node.sch.stats.sent(&pkt);
+        let verdict = node.q.as_classful().and_then(|c| c.block(0xFFF2)).and_then(|b| b.classify(&pkt, now));
+        match verdict {
+            Some(crate::classify::Verdict::Shot) => {
+                node.sch.stats.dropped();
+                Ingress::Dropped
+            }
+            Some(crate::classify::Verdict::Stolen) => Ingress::Stolen,
+            _ => Ingress::Pass(pkt),
+        }
+    }
 
     /// `__dev_xmit_skb` (§2.3): what the stack does with a packet for this device.
     /// noqueue hands it to the driver; an idle, empty qdisc with TCQ_F_CAN_BYPASS

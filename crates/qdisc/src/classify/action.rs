@@ -749,7 +749,9 @@ pub fn parse_action(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
         }
         eap = false;
         let start = a.rest();
-        let kind = if action_a2n(w, false).is_some() { "gact" } else { w };
+        // tc's a2n table also holds goto and jump: control words all, parsed by gact.
+        let control = action_a2n(w, false).is_some() || matches(w, "goto") || matches(w, "jump");
+        let kind = if control { "gact" } else { w };
         let r = match kind {
             "police" => parse_police(a, true).map(ActSpec::Police),
             "mirred" => parse_mirred(a).map(ActSpec::Mirred),
@@ -833,6 +835,20 @@ impl Mirred {
     }
 }
 
+/// What lets the taker of a [`Mirrored`] report a refusal after taking its packet.
+#[derive(Debug)]
+pub struct Refusal(Weak<Mutex<Action>>);
+
+impl Refusal {
+    /// The target did not take the packet: the action counts an overlimit.
+    pub fn failed(&self) {
+        if let Some(a) = self.0.upgrade() {
+            let mut a = lock(&a);
+            a.stats.overlimits = a.stats.overlimits.wrapping_add(1);
+        }
+    }
+}
+
 /// A packet mirred handed to another device: a copy (mirror) or the packet itself
 /// (redirect), for `ifindex`'s transmit path (`dev_queue_xmit`) or, when
 /// `ingress`, its receive path (`netif_receive_skb` / `netif_rx`).
@@ -849,10 +865,11 @@ impl Mirrored {
     /// The target did not take the packet: the action counts an overlimit
     /// (`tcf_mirred_to_dev`'s forward error).
     pub fn failed(&self) {
-        if let Some(a) = self.action.upgrade() {
-            let mut a = lock(&a);
-            a.stats.overlimits = a.stats.overlimits.wrapping_add(1);
-        }
+        Refusal(self.action.clone()).failed();
+    }
+    /// The packet, and the handle to report its refusal with.
+    pub fn split(self) -> (Packet, Refusal) {
+        (self.pkt, Refusal(self.action))
     }
 }
 
