@@ -45,7 +45,17 @@ impl Sim {
         };
         let txq = self.qdisc_queue(iface, pick);
         let idle = self.txq_can_take(iface, txq);
-        match self.device(iface).xmit_on(pkt, pick as usize, now, idle) {
+        let xmit = self.device(iface).xmit_on(pkt, pick as usize, now, idle);
+        // A mirred on an egress qdisc's filter: not modelled (ingress hooks only).
+        let h = host as usize;
+        if !self.hosts[h].tc.take_mirrored().is_empty() {
+            let (name, dev) = (&self.hosts[h].name, &self.ifaces[iface as usize].name);
+            self.fatal = Some(format!(
+                "host {name}: a mirred action on {dev}'s egress filters is not modelled by the simulator \
+                 (mirred runs from ingress filters only)"
+            ));
+        }
+        match xmit {
             Xmit::Direct(p) => {
                 self.to_driver(iface, txq, p);
                 Enqueued::Success
