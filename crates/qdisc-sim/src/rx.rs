@@ -12,6 +12,8 @@
 //!        when it has a qdisc (6.16, 6.12.61), noqueue drops (tx_dropped). Otherwise
 //!        netif_rx, like lo.
 //!  backlog: netdev_max_backlog per CPU (beyond: dropped), process_backlog 64 a poll
+//!  up: the device's ingress qdisc (sch_handle_ingress: its filters, mirred to an
+//!        ifb, which gives the packet back here unclassified), then ip_rcv
 //!  socket: the application reads on its CPU; the skb is freed there, or deferred to
 //!        the CPU that allocated it (skb_attempt_defer_free), which frees its list at
 //!        its next net_rx_action, or at once when the list reaches skb_defer_max / 2.

@@ -156,49 +156,11 @@ fn run_case(case: &Value) -> Outcome {
     Outcome::Pass
 }
 
-/// The action files of the kinds this engine models, through `tc actions` and filters.
-#[test]
-fn upstream_tc_testing_action_cases() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tdc/actions");
+/// Run every case of `dir/KIND.json` for each kind; fails on any failure, and when
+/// fewer than `at_least` passed (the files were not found or not run).
+fn run_files(what: &str, dir: &std::path::Path, kinds: &[&str], at_least: usize) {
     let (mut pass, mut fail, mut skip) = (0, 0, 0);
     let mut failures = Vec::new();
-    for kind in ["gact", "police", "mirred"] {
-        let text = std::fs::read_to_string(dir.join(format!("{kind}.json"))).expect("tdc case file");
-        let cases: Value = serde_json::from_str(&text).unwrap();
-        for case in cases.as_array().unwrap() {
-            let id = case["id"].as_str().unwrap_or("?");
-            match run_case(case) {
-                Outcome::Pass => pass += 1,
-                Outcome::Fail(why) => {
-                    fail += 1;
-                    failures.push(format!("{kind} {id} ({}): {why}", case["name"].as_str().unwrap_or("")));
-                }
-                Outcome::Skip(why) => {
-                    skip += 1;
-                    eprintln!("tdc skip {kind} {id}: {why}");
-                }
-            }
-        }
-    }
-    eprintln!("tdc actions: {pass} passed, {fail} failed, {skip} skipped");
-    assert!(failures.is_empty(), "tdc failures:\n{}", failures.join("\n"));
-    assert!(pass >= 15, "expected the tdc action cases to run, only {pass} passed");
-}
-
-#[test]
-fn upstream_tc_testing_cases() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tdc/qdiscs");
-    let (mut pass, mut fail, mut skip) = (0, 0, 0);
-    let mut failures = Vec::new();
-    // Every tdc file whose qdisc this engine implements ("fifo" covers pfifo/bfifo).
-    let mut kinds: Vec<&str> = qdisc::sched::KINDS
-        .iter()
-        .map(|k| if k.id == "pfifo" { "fifo" } else { k.id })
-        .filter(|k| dir.join(format!("{k}.json")).exists())
-        .collect();
-    kinds.sort();
-    kinds.dedup();
-    eprintln!("tdc files: {kinds:?}");
     for kind in kinds {
         let text = std::fs::read_to_string(dir.join(format!("{kind}.json"))).expect("tdc case file");
         let cases: Value = serde_json::from_str(&text).unwrap();
@@ -217,7 +179,29 @@ fn upstream_tc_testing_cases() {
             }
         }
     }
-    eprintln!("tdc: {pass} passed, {fail} failed, {skip} skipped");
+    eprintln!("{what}: {pass} passed, {fail} failed, {skip} skipped");
     assert!(failures.is_empty(), "tdc failures:\n{}", failures.join("\n"));
-    assert!(pass >= 45, "expected the tdc cases to run, only {pass} passed");
+    assert!(pass >= at_least, "expected the {what} cases to run, only {pass} passed");
+}
+
+/// The action files of the kinds this engine models, through `tc actions` and filters.
+#[test]
+fn upstream_tc_testing_action_cases() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tdc/actions");
+    run_files("tdc actions", &dir, &["gact", "police", "mirred"], 15);
+}
+
+#[test]
+fn upstream_tc_testing_cases() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tdc/qdiscs");
+    // Every tdc file whose qdisc this engine implements ("fifo" covers pfifo/bfifo).
+    let mut kinds: Vec<&str> = qdisc::sched::KINDS
+        .iter()
+        .map(|k| if k.id == "pfifo" { "fifo" } else { k.id })
+        .filter(|k| dir.join(format!("{k}.json")).exists())
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    eprintln!("tdc files: {kinds:?}");
+    run_files("tdc", &dir, &kinds, 45);
 }
