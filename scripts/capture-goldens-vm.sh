@@ -265,6 +265,7 @@ python3 "$LIB/vm_capture.py" assemble "$RUN/manifest.json" "$RUN/results" "$OUT_
     echo "- Same iproute2 6.15 tc binary (bookworm-backports build) and same absolute"
     echo "  tc path / TC_LIB_DIR / environment as goldens/kernel/ (scripts/capture-goldens.sh)."
     echo "- kind=eth devices are ifb (no IFF_NO_QUEUE -> pfifo_fast, or mq when txqueues>1)."
+    echo "- kind=ifb devices are ifb too, with ifb_setup's txqueuelen 32 unless the case names one."
     echo "- kind=veth devices are veth with peer NAME-peer left DOWN in the same netns,"
     echo "  so the peer (noop qdisc) is not listed by a dev-less 'qdisc show'."
     echo "- lo exists in every netns but is left DOWN; IPv6 is disabled in each netns."

@@ -96,6 +96,7 @@ mkdir -p "$OUT_DIR"
     echo
     echo "notes:"
     echo "- kind=eth devices are ifb (no IFF_NO_QUEUE -> pfifo_fast, or mq when txqueues>1)."
+    echo "- kind=ifb devices are ifb too, with ifb_setup's txqueuelen 32 unless the case names one."
     echo "- kind=veth devices are veth with peer NAME-peer left DOWN in the same netns,"
     echo "  so the peer (noop qdisc) is not listed by a dev-less 'qdisc show'."
     echo "- lo exists in every netns but is left DOWN; its noop qdisc is not listed"
@@ -170,8 +171,12 @@ def parse_case(path):
                         if k not in DEV_DEFAULTS:
                             raise ValueError(f"{path}: unknown device option {k}")
                         dev[k] = v
-                    if dev["kind"] not in ("eth", "veth"):
+                    if dev["kind"] not in ("eth", "veth", "ifb"):
                         raise ValueError(f"{path}: unknown device kind {dev['kind']}")
+                    # An ifb as `ip link add … type ifb` leaves it: ifb_setup's
+                    # txqueuelen (TX_Q_LIMIT, 32) unless the case names one.
+                    if dev["kind"] == "ifb" and not any(o.startswith("txqueuelen=") for o in opts):
+                        dev["txqueuelen"] = "32"
                     devices.append(dev)
                 elif word == "send":
                     steps.append(("send", stripped, body.split()[1:]))
@@ -198,7 +203,7 @@ def setup_devices(ns, devices):
            f"net.ipv6.conf.{knob}.disable_ipv6=1")
     for d in devices:
         n, q = d["name"], d["txqueues"]
-        if d["kind"] == "eth":
+        if d["kind"] in ("eth", "ifb"):
             sh("ip", "-n", ns, "link", "add", n, "numtxqueues", q, "numrxqueues", q, "type", "ifb")
         else:
             # Peer stays down: veth NAME still gets its default noqueue once up,

@@ -100,7 +100,7 @@ case_begin() {   # IDX NAME
         echo sysctl >>$CASE_DIR/failed
 }
 dev() {          # NAME KIND TXQ MTU TXQLEN
-    if [ "$2" = eth ]; then
+    if [ "$2" = eth ] || [ "$2" = ifb ]; then
         $IP -n $CASE_NS link add "$1" numtxqueues "$3" numrxqueues "$3" type ifb
     else
         # Peer stays down, so a dev-less `qdisc show` doesn't list it.

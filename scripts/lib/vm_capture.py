@@ -47,8 +47,12 @@ def parse_case(path):  # copied from scripts/capture-goldens.sh
                         if k not in DEV_DEFAULTS:
                             raise ValueError(f"{path}: unknown device option {k}")
                         dev[k] = v
-                    if dev["kind"] not in ("eth", "veth"):
+                    if dev["kind"] not in ("eth", "veth", "ifb"):
                         raise ValueError(f"{path}: unknown device kind {dev['kind']}")
+                    # An ifb as `ip link add … type ifb` leaves it: ifb_setup's
+                    # txqueuelen (TX_Q_LIMIT, 32) unless the case names one.
+                    if dev["kind"] == "ifb" and not any(o.startswith("txqueuelen=") for o in opts):
+                        dev["txqueuelen"] = "32"
                     devices.append(dev)
                 elif word == "send":
                     steps.append(("send", stripped, body.split()[1:]))

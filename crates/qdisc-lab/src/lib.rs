@@ -55,7 +55,7 @@ enum Cmd {
     /// OBJECT COMMAND ...` or `-batch FILE [-force]`. In a batch, a line may start with its own -s/-d/-j/-p.
     #[command(allow_hyphen_values = true, disable_help_flag = true)]
     Tc {
-        /// A device: NAME[,kind=veth|eth][,txqueues=N][,realtxqueues=N][,mtu=N][,txqueuelen=N][,speed=MBIT]
+        /// A device: NAME[,kind=veth|eth|ifb][,txqueues=N][,realtxqueues=N][,mtu=N][,txqueuelen=N][,speed=MBIT]
         /// (default: one eth0, kind eth, 1 tx queue, all real, mtu 1500, txqueuelen 1000).
         #[arg(long = "dev", value_name = "SPEC")]
         dev: Vec<String>,

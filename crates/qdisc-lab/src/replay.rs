@@ -38,7 +38,7 @@ use serde::Serialize;
 #[derive(Args, Debug)]
 #[command(group(ArgGroup::new("source").required(true).multiple(false).args(["pcap", "flow"])))]
 pub struct ReplayArgs {
-    /// A device: NAME[,kind=veth|eth][,txqueues=N][,mtu=N][,txqueuelen=N] (default: eth0).
+    /// A device: NAME[,kind=veth|eth|ifb][,txqueues=N][,mtu=N][,txqueuelen=N] (default: eth0).
     /// Repeatable; the traffic goes through the FIRST device.
     #[arg(long = "dev", value_name = "SPEC")]
     pub dev: Vec<String>,
@@ -105,6 +105,10 @@ pub fn run(a: &ReplayArgs) -> Result<String, String> {
         if out.code != 0 {
             return Err(format!("tc batch \"{file}\" failed:\n{}", out.stderr.trim_end()));
         }
+    }
+    if tc.has_mirred() {
+        // Replay drives one device; a packet mirred hands to another would vanish.
+        return Err("mirred actions need more than one device: use the simulator (qdisc-lab run)".into());
     }
     let dev_name = specs[0].name.clone();
     let dev = tc.device_mut(&dev_name).expect("the first --dev exists");

@@ -97,6 +97,9 @@ pub struct Host {
     /// CPU cost profile: what `profile = "..."` named — "default" (bundled) or a file
     /// path, resolved relative to the scenario file's directory.
     pub profile: crate::profile::Profile,
+    /// `ifb = ["ifb0", …]`: ifb devices the host has besides its link interfaces
+    /// (`ip link add NAME type ifb`, up), for its scripts to shape ingress with.
+    pub ifb: Vec<String>,
 }
 
 impl Host {
@@ -682,6 +685,7 @@ struct RawHost {
     name: Spanned<String>,
     cpus: Option<Spanned<i64>>,
     profile: Option<Spanned<String>>,
+    ifb: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -982,7 +986,22 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                 p
             }
         };
-        hosts.push(Host { name: n.get_ref().clone(), cpus, profile });
+        let mut ifb: Vec<String> = Vec::new();
+        for (j, d) in h.get_ref().ifb.iter().flatten().enumerate() {
+            let f = format!("host[{i}].ifb[{j}]");
+            let name = d.get_ref();
+            if !valid_iface(name) {
+                return Err(cx.at(d.span(), f, format!("invalid interface name {name:?} (1–15 of A-Z a-z 0-9 _ - .)")));
+            }
+            if name == "lo" {
+                return Err(cx.at(d.span(), f, "\"lo\" is the loopback device; name the ifb device otherwise"));
+            }
+            if ifb.contains(name) {
+                return Err(cx.at(d.span(), f, format!("ifb device {name:?} is declared twice")));
+            }
+            ifb.push(name.clone());
+        }
+        hosts.push(Host { name: n.get_ref().clone(), cpus, profile, ifb });
     }
     let host_list = || hosts.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", ");
 
@@ -1017,6 +1036,9 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
             }
             if !used.insert((h.to_string(), ifc.to_string())) {
                 return Err(cx.at(e.span(), f, format!("interface {h}:{ifc} is already used by another link")));
+            }
+            if hosts.iter().any(|x| x.name == h && x.ifb.iter().any(|d| d == ifc)) {
+                return Err(cx.at(e.span(), f, format!("interface {h}:{ifc} is one of the host's ifb devices")));
             }
             eps.push(Endpoint { host: h.into(), iface: ifc.into() });
         }
@@ -1437,7 +1459,8 @@ fn script_lines(
         last.1
     };
     let not_ours = |d: &str| {
-        let has = if names.is_empty() { "none".to_string() } else { names.join(", ") };
+        let all: Vec<&str> = names.iter().copied().chain(host.ifb.iter().map(String::as_str)).collect();
+        let has = if all.is_empty() { "none".to_string() } else { all.join(", ") };
         format!("device {d:?} is not an interface of host {:?} (its interfaces: {has})", host.name)
     };
     for (k, line) in script.get_ref().lines().enumerate() {
@@ -1484,7 +1507,7 @@ fn script_lines(
                 let Some(d) = args.get(j + 1) else {
                     return Err(here("\"dev\" without a device name".into()));
                 };
-                if !names.contains(&d.as_str()) && d != "lo" {
+                if !names.contains(&d.as_str()) && d != "lo" && !host.ifb.iter().any(|i| i == d) {
                     return Err(here(not_ours(d)));
                 }
             }

@@ -77,6 +77,7 @@ fn bundled_scenarios_load() {
             "bufferbloat-pfifo.toml",
             "dctcp-fq_codel-ce.toml",
             "fq-flows-plimit.toml",
+            "ifb-download-htb.toml",
             "netem-20ms.toml",
             "seed-000.toml",
             "seed-001-htb.toml",
@@ -94,6 +95,37 @@ fn bundled_scenarios_load() {
             "seed-004-pktgen-time.toml",
             "seed-004-time.toml"
         ]
+    );
+}
+
+#[test]
+fn ifb_devices_of_a_host() {
+    let s = load(&with("name = \"a\"\n", "name = \"a\"\nifb = [\"ifb0\", \"ifb1\"]\n")).unwrap();
+    assert_eq!(s.hosts[0].ifb, ["ifb0", "ifb1"]);
+    assert!(s.hosts[1].ifb.is_empty());
+    // The host's script may name them; an undeclared one is refused with its list.
+    let t = with(CLASS, "qdisc add dev ifb1 root pfifo");
+    assert_eq!(
+        load(&t.replace("name = \"a\"\n", "name = \"a\"\nifb = [\"ifb1\"]\n")).unwrap().tc[0].lines[1].args[3],
+        "ifb1"
+    );
+    assert_eq!(
+        load(&with(CLASS, "qdisc add dev ifb1 root pfifo")).unwrap_err(),
+        "t.toml:16:1: tc.a.script: script line 2: device \"ifb1\" is not an interface of host \"a\" (its interfaces: eth0)"
+    );
+    let err = |list: &str| load(&with("name = \"a\"\n", &format!("name = \"a\"\nifb = {list}\n"))).unwrap_err();
+    assert_eq!(err("[\"ifb0\", \"ifb0\"]"), "t.toml:6:16: host[0].ifb[1]: ifb device \"ifb0\" is declared twice");
+    assert_eq!(
+        err("[\"lo\"]"),
+        "t.toml:6:8: host[0].ifb[0]: \"lo\" is the loopback device; name the ifb device otherwise"
+    );
+    assert_eq!(
+        err("[\"a/b\"]"),
+        "t.toml:6:8: host[0].ifb[0]: invalid interface name \"a/b\" (1–15 of A-Z a-z 0-9 _ - .)"
+    );
+    assert_eq!(
+        err("[\"eth0\"]"),
+        "t.toml:11:12: link[0].between[0]: interface a:eth0 is one of the host's ifb devices"
     );
 }
 

@@ -12,6 +12,8 @@
 //!        when it has a qdisc (6.16, 6.12.61), noqueue drops (tx_dropped). Otherwise
 //!        netif_rx, like lo.
 //!  backlog: netdev_max_backlog per CPU (beyond: dropped), process_backlog 64 a poll
+//!  up: the device's ingress qdisc (sch_handle_ingress: its filters, mirred to an
+//!        ifb, which gives the packet back here unclassified), then ip_rcv
 //!  socket: the application reads on its CPU; the skb is freed there, or deferred to
 //!        the CPU that allocated it (skb_attempt_defer_free), which frees its list at
 //!        its next net_rx_action, or at once when the list reaches skb_defer_max / 2.
@@ -146,6 +148,23 @@ impl Sim {
     pub(crate) fn local_xmit(&mut self, iface: u32, txq: u32, mut p: Packet) -> Result<(), Packet> {
         let h = self.ifaces[iface as usize].host;
         let c = self.on_cpu.map_or(0, |x| x.1);
+        if self.ifaces[iface as usize].ifb {
+            // ifb_xmit → ifb_ri_tasklet: a packet mirred redirected from an ingress
+            // goes back up the receive path of the device it came in on, its
+            // classification skipped; one that was not redirected is dropped.
+            let Some(from) = self.ifb_from.remove(&p.id) else {
+                self.ifaces[iface as usize].tx_dropped += 1;
+                self.take_meta(p.id);
+                return Ok(());
+            };
+            self.skip_ingress.insert(p.id);
+            if self.has_cpus(h) {
+                self.netif_rx(h, c, from, 0, p);
+            } else if let Some(p) = self.ingress_hook(from, p) {
+                self.receive(h, p);
+            }
+            return Ok(());
+        }
         let Some(peer) = self.ifaces[iface as usize].peer else {
             // loopback_xmit: the skb leaves its socket's accounting, then __netif_rx.
             self.orphan(&mut p);
@@ -494,6 +513,7 @@ impl Sim {
         let mut ns = 0;
         batch.reverse();
         while let Some((iface, pkt)) = batch.pop() {
+            let Some(pkt) = self.ingress_hook(iface, pkt) else { continue };
             let host = self.ifaces[iface as usize].host;
             self.cpus(h).charge(c, Class::Softirq, Func::IpRcv as u16, ip);
             ns += ip;

@@ -16,7 +16,7 @@
 //! packet's `id`. A packet dropped inside a qdisc leaves its entry behind; entries
 //! are small and the table is freed with the run.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use qdisc::dql::Dql;
@@ -164,6 +164,9 @@ pub struct Iface {
     pub peer: Option<u32>,
     /// The host's loopback device.
     pub lo: bool,
+    /// An ifb device (the scenario host's `ifb`): its xmit hands each packet back to
+    /// the device mirred took it from (rx.rs, `local_xmit`).
+    pub ifb: bool,
     /// BQL on this veth's tx queues (patch series of seed 004).
     pub veth_bql: qdisc_scenario::scenario::VethBql,
     /// Frames the NIC dropped because the ring was full (`rx_discards_phy`).
@@ -211,6 +214,15 @@ pub struct Sim {
     pub ready: Vec<(u32, u32)>,
     /// The kernel whose behaviour is simulated (where versions differ).
     pub kernel: KernelVersion,
+    /// Packets mirred redirected from an interface's ingress to an ifb, by id: the
+    /// interface they came in on (`skb_iif`), where the ifb gives them back.
+    pub ifb_from: HashMap<u64, u32>,
+    /// Packets an ifb gave back: their next ingress skips classification
+    /// (`tc_skip_classify`).
+    pub skip_ingress: HashSet<u64>,
+    /// Something the run cannot go on with (what the simulator does not model),
+    /// reported when the current event is done.
+    pub fatal: Option<String>,
 }
 
 /// 127.0.0.1 as an IPv4-mapped IPv6 address.
@@ -328,6 +340,7 @@ impl Builder {
             mtu: 1500,
             peer: None,
             lo: false,
+            ifb: false,
             veth_bql: Default::default(),
             rx_discards: 0,
             tx_dropped: 0,
@@ -345,7 +358,7 @@ impl Builder {
 impl Iface {
     /// Its xmit is a receive on the same machine (lo, a veth pair's end): no wire.
     pub fn local(&self) -> bool {
-        self.lo || self.peer.is_some()
+        self.lo || self.peer.is_some() || self.ifb
     }
 }
 
@@ -372,6 +385,14 @@ impl Sim {
             net.specs[hi as usize].last_mut().expect("just added").speed = None;
             net.ifaces[lo as usize].mtu = 65536;
             net.ifaces[lo as usize].lo = true;
+            // The host's ifb devices: no link, ifb_setup's txqueuelen 32, pfifo_fast.
+            for d in &h.ifb {
+                let i = net.iface(hi, d, false, None, None);
+                let spec = net.specs[hi as usize].last_mut().expect("just added");
+                (spec.kind, spec.txqueuelen) = (DevKind::Ifb, 32);
+                net.ifaces[i as usize].ifb = true;
+                net.ifaces[i as usize].gro = false;
+            }
         }
         let find = |net: &Builder, host: &str, iface: &str| {
             let h = host_ix(host);
@@ -518,6 +539,9 @@ impl Sim {
             sk_txq: HashMap::new(),
             ready: Vec::new(),
             kernel,
+            ifb_from: HashMap::new(),
+            skip_ingress: HashSet::new(),
+            fatal: None,
         };
         sim.apply_scripts(s)?;
         for i in 0..sim.ifaces.len() {
@@ -1020,6 +1044,9 @@ impl Sim {
                 Ev::Sample => on_sample(self),
                 ev => self.handle(ev),
             }
+            if let Some(e) = self.fatal.take() {
+                return Err(RunError::Unsupported(e));
+            }
             // CPUs given work at this instant while they were idle.
             while !self.ready.is_empty() {
                 for (h, c) in std::mem::take(&mut self.ready) {
@@ -1103,10 +1130,68 @@ impl Sim {
         }
         let host = self.ifaces[to as usize].host;
         if !self.has_cpus(host) {
-            self.receive(host, pkt);
+            if let Some(pkt) = self.ingress_hook(to, pkt) {
+                self.receive(host, pkt);
+            }
             return;
         }
         self.nic_rx(to, pkt);
+    }
+
+    /// `sch_handle_ingress` on a packet `iface` received (after RPS, before `ip_rcv`),
+    /// then what its filters' mirred actions handed on. `None`: it went no further
+    /// up this path (dropped, or redirected).
+    pub(crate) fn ingress_hook(&mut self, iface: u32, pkt: Packet) -> Option<Packet> {
+        if self.skip_ingress.remove(&pkt.id) {
+            return Some(pkt);
+        }
+        let (now, id) = (self.now, pkt.id);
+        let r = self.device(iface).ingress(pkt, now);
+
+        self.forward_mirrored(iface);
+        match r {
+            qdisc::tree::Ingress::Pass(p) => Some(p),
+            qdisc::tree::Ingress::Dropped => {
+                self.take_meta(id);
+                None
+            }
+            qdisc::tree::Ingress::Stolen => None,
+        }
+    }
+
+    /// `tcf_mirred_forward` for what the ingress filters of `from` handed on: an
+    /// egress redirect goes to the target's `dev_queue_xmit` (an ifb remembers where
+    /// to give it back); a refusal counts on the action. Mirror copies and redirects
+    /// into a receive path are not modelled: the run stops saying so.
+    fn forward_mirrored(&mut self, from: u32) {
+        let h = self.ifaces[from as usize].host as usize;
+        for m in self.hosts[h].tc.take_mirrored() {
+            let tc = &self.hosts[h].tc;
+            let target = tc.device_by_ifindex(m.ifindex).and_then(|d| self.hosts[h].ifaces[d]);
+            let Some(t) = target.filter(|_| m.redirect && !m.ingress) else {
+                self.fatal = Some(format!(
+                    "host {}: mirred {} {} is not modelled by the simulator (egress redirect only)",
+                    self.hosts[h].name,
+                    if m.ingress { "ingress" } else { "egress" },
+                    if m.redirect { "redirect" } else { "mirror" },
+                ));
+                continue;
+            };
+            let (pkt, refusal) = m.split();
+            let id = pkt.id;
+            if self.ifaces[t as usize].ifb {
+                self.ifb_from.insert(id, from);
+            }
+            // A nonzero NET_XMIT code is the action's overlimit; only DROP lost it.
+            let v = self.dev_queue_xmit(t, pkt);
+            if v != qdisc::Enqueued::Success {
+                refusal.failed();
+            }
+            if v == qdisc::Enqueued::Dropped {
+                self.ifb_from.remove(&id);
+                self.take_meta(id);
+            }
+        }
     }
 
     /// `ip_rcv`: deliver locally or forward.

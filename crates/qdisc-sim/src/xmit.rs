@@ -45,7 +45,17 @@ impl Sim {
         };
         let txq = self.qdisc_queue(iface, pick);
         let idle = self.txq_can_take(iface, txq);
-        match self.device(iface).xmit_on(pkt, pick as usize, now, idle) {
+        let xmit = self.device(iface).xmit_on(pkt, pick as usize, now, idle);
+        // A mirred on an egress qdisc's filter: not modelled (ingress hooks only).
+        let h = host as usize;
+        if !self.hosts[h].tc.take_mirrored().is_empty() {
+            let (name, dev) = (&self.hosts[h].name, &self.ifaces[iface as usize].name);
+            self.fatal = Some(format!(
+                "host {name}: a mirred action on {dev}'s egress filters is not modelled by the simulator \
+                 (mirred runs from ingress filters only)"
+            ));
+        }
+        match xmit {
             Xmit::Direct(p) => {
                 self.to_driver(iface, txq, p);
                 Enqueued::Success
@@ -198,8 +208,13 @@ impl Sim {
     /// Segment a (GSO) skb into wire frames and put them on link direction `out`.
     fn emit_segments(&mut self, out: u32, rate: Option<u64>, p: &Packet, began: Instant, veth: bool) {
         let d = &self.dirs[out as usize];
+        let to = d.to;
         let last_hop = self.metas.get(p.id as usize).and_then(|m| m.as_ref()).map(|m| m.dst)
-            == Some(self.ifaces[d.to as usize].host);
+            == Some(self.ifaces[to as usize].host);
+        // The 5-tuple stays where a classifier may read it: beyond this hop, or at an
+        // ingress qdisc's filters on the receiving device.
+        let keep_flow = !last_hop || self.device(to).ingress.is_some();
+        let d = &self.dirs[out as usize];
         // A veth hands the GSO skb over whole. A NIC segments it (TSO), but at the
         // destination GRO merges the train again: deliver it as one skb when its last
         // byte is in (on a lossless hop to a NIC with GRO on; otherwise every segment
@@ -213,7 +228,7 @@ impl Sim {
             }
             let ns = rate.map_or(0, |r| wire_ns(p.len as u64 + framing(veth) * p.gso_segs as u64, r));
             let arrive = began + qdisc::Duration(ns + d.delay);
-            self.fly(out, arrive, onward(p, p.id, p.len, p.gso_segs, !last_hop));
+            self.fly(out, arrive, onward(p, p.id, p.len, p.gso_segs, keep_flow));
             return;
         }
         let frames: Vec<(u32, u64)> = if p.gso_segs <= 1 {
@@ -249,7 +264,7 @@ impl Sim {
             // Emitted at the end of the skb's serialisation: a segment that would be in
             // already (no propagation delay) arrives now, never in the past.
             let arrive = (t + qdisc::Duration(delay)).max(self.now);
-            self.fly(out, arrive, onward(p, id, len, 1, !last_hop));
+            self.fly(out, arrive, onward(p, id, len, 1, keep_flow));
         }
     }
 }

@@ -25,9 +25,13 @@ pub enum DevKind {
     Eth,
     /// veth: IFF_NO_QUEUE, so the default root is noqueue.
     Veth,
+    /// ifb (drivers/net/ifb.c): a queue of its own (pfifo_fast root, like a NIC)
+    /// whose transmit hands packets back to the device mirred took them from;
+    /// `ifb_setup` gives it txqueuelen 32 (TX_Q_LIMIT) and no link speed.
+    Ifb,
 }
 
-/// `NAME[,kind=veth|eth][,txqueues=N][,realtxqueues=N][,mtu=N][,txqueuelen=N]`.
+/// `NAME[,kind=veth|eth|ifb][,txqueues=N][,realtxqueues=N][,mtu=N][,txqueuelen=N]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DevSpec {
     pub name: String,
@@ -69,6 +73,7 @@ impl DevSpec {
             ));
         }
         let mut d = DevSpec::new(name);
+        let mut txqueuelen_given = false;
         for p in parts {
             let (k, v) = p.split_once('=').ok_or_else(|| format!("device option \"{p}\" is not KEY=VALUE"))?;
             let num = || v.parse::<u32>().map_err(|_| format!("device option {k}: \"{v}\" is not a number"));
@@ -80,7 +85,13 @@ impl DevSpec {
                             d.speed = d.speed.or(Some(10_000));
                             DevKind::Veth
                         }
-                        _ => return Err(format!("device kind \"{v}\" is not eth or veth")),
+                        "ifb" => {
+                            if !txqueuelen_given {
+                                d.txqueuelen = 32;
+                            }
+                            DevKind::Ifb
+                        }
+                        _ => return Err(format!("device kind \"{v}\" is not eth, veth or ifb")),
                     }
                 }
                 "speed" => d.speed = Some(num()?),
@@ -97,7 +108,10 @@ impl DevSpec {
                         return Err("mtu must be 68..65535".into());
                     }
                 }
-                "txqueuelen" => d.txqueuelen = num()?,
+                "txqueuelen" => {
+                    d.txqueuelen = num()?;
+                    txqueuelen_given = true;
+                }
                 _ => {
                     return Err(format!(
                         "unknown device option \"{k}\" (kind, txqueues, realtxqueues, mtu, txqueuelen, speed)"
@@ -110,6 +124,18 @@ impl DevSpec {
         }
         Ok(d)
     }
+}
+
+/// What [`Device::ingress`] did with a received packet.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ingress {
+    /// On up the stack.
+    Pass(Packet),
+    /// TC_ACT_SHOT: dropped, counted on the ingress qdisc.
+    Dropped,
+    /// STOLEN, QUEUED, TRAP, or a redirect: gone from this path (what mirred handed
+    /// on waits in the netns's outbox, [`crate::tc::Tc::take_mirrored`]).
+    Stolen,
 }
 
 /// What [`Device::xmit`] did with a packet.
@@ -165,7 +191,7 @@ pub struct Device {
 }
 
 /// The kernel whose behaviour a device follows where versions differ: error texts,
-/// and (see [`KernelVersion::u32_perf`], [`KernelVersion::has_actions`]) the build
+/// and (see [`KernelVersion::u32_perf`], [`KernelVersion::has_action`]) the build
 /// profile of the two kernels the goldens come from. Checked against 6.12 (Debian 13,
 /// the default) and 6.18 (this project's CI host).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -191,12 +217,13 @@ impl KernelVersion {
         self < Self::V6_18
     }
 
-    /// The tc action modules this engine models (act_gact, act_police) can be
-    /// loaded. Debian 13's 6.12 build ships them; this CI host's 6.18 build has no
-    /// action modules at all, so every `action`/`police` on a filter fails with
-    /// "Failed to load TC action module".
-    pub fn has_actions(self) -> bool {
-        self < Self::V6_18
+    /// Which tc action modules this engine models (act_gact, act_police,
+    /// act_mirred) can be loaded. Debian 13's 6.12 build ships them all; this CI
+    /// host's 6.18 build has only act_mirred (built in, with ifb, for ingress
+    /// shaping), so a gact or police on a filter fails there with "Failed to load TC
+    /// action module".
+    pub fn has_action(self, kind: crate::classify::action::Kind) -> bool {
+        kind == crate::classify::action::Kind::Mirred || self < Self::V6_18
     }
 
     /// `tcf_chain_tp_find` reports its own extack messages ("Protocol mismatch for
@@ -894,6 +921,25 @@ impl Device {
     }
 
     // ---- datapath ----
+
+    /// `sch_handle_ingress` → `tc_run` (net/core/dev.c): a received packet meets the
+    /// ingress qdisc's filters (clsact's ingress hook), after RPS and before the IP
+    /// layer. The mini-qdisc counts every packet it sees (bstats) and the ones a
+    /// filter shoots (qstats drop); without an ingress qdisc the packet passes
+    /// untouched.
+    pub fn ingress(&mut self, pkt: Packet, now: Instant) -> Ingress {
+        let Some(node) = self.ingress.as_mut() else { return Ingress::Pass(pkt) };
+        node.sch.stats.sent(&pkt);
+        let verdict = node.q.as_classful().and_then(|c| c.block(0xFFF2)).and_then(|b| b.classify(&pkt, now));
+        match verdict {
+            Some(crate::classify::Verdict::Shot) => {
+                node.sch.stats.dropped();
+                Ingress::Dropped
+            }
+            Some(crate::classify::Verdict::Stolen) => Ingress::Stolen,
+            _ => Ingress::Pass(pkt),
+        }
+    }
 
     /// `__dev_xmit_skb` (§2.3): what the stack does with a packet for this device.
     /// noqueue hands it to the driver; an idle, empty qdisc with TCQ_F_CAN_BYPASS

@@ -230,8 +230,19 @@ impl Lab {
 
     /// Namespaces, veths, bridges, addresses; the links' qdiscs.
     pub fn build(&mut self, s: &Scenario) -> Result<(), String> {
+        let v = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<String>>();
         for h in &s.hosts {
             self.add_netns(&self.host_ns(&h.name))?;
+            // The host's ifb devices, up (ifb_setup gives them txqueuelen 32).
+            let cmds: Vec<Vec<String>> = h
+                .ifb
+                .iter()
+                .flat_map(|d| [v(&["link", "add", "name", d, "type", "ifb"]), v(&["link", "set", "dev", d, "up"])])
+                .collect();
+            if !cmds.is_empty() {
+                batch(Path::new("ip"), &self.host_ns(&h.name), &cmds)
+                    .map_err(|e| format!("host {}: ifb: {e}", h.name))?;
+            }
         }
         if s.links.is_empty() {
             return Ok(());
@@ -242,7 +253,6 @@ impl Lab {
         }
         // One `ip -batch` per namespace and link, one `tc -batch` for the link's wire.
         let ipb = Path::new("ip");
-        let v = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<String>>();
         for (i, l) in s.links.iter().enumerate() {
             if !has_wire(l) {
                 // One veth pair, end a in A's namespace, its peer in B's (the queue

@@ -289,6 +289,7 @@ fn targets(s: &Scenario, lab: &Lab) -> Vec<Target> {
         .map(|h| {
             let mut devs: Vec<(String, String)> =
                 s.ifaces(&h.name).into_iter().map(|d| (h.name.clone(), d.to_string())).collect();
+            devs.extend(h.ifb.iter().map(|d| (h.name.clone(), d.clone())));
             if s.traffic.iter().any(|t| t.from == h.name && t.to == h.name) {
                 devs.push((h.name.clone(), "lo".into()));
             }

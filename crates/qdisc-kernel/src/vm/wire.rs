@@ -63,6 +63,9 @@ pub struct WireHost {
     pub cpus: u32,
     pub profile: String,
     pub profile_text: Option<String>,
+    /// Its ifb devices (absent in older formats: none).
+    #[serde(default)]
+    pub ifb: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -200,6 +203,7 @@ impl From<&Scenario> for WireScenario {
                     profile_text: (h.profile.origin != "default")
                         .then(|| std::fs::read_to_string(&h.profile.origin).ok())
                         .flatten(),
+                    ifb: h.ifb.clone(),
                 })
                 .collect(),
             links: s
@@ -287,7 +291,7 @@ impl From<WireScenario> for Scenario {
                         None => Profile::default_profile(),
                     };
                     let profile = Profile { origin: h.profile, ..profile };
-                    Host { name: h.name, cpus: h.cpus, profile }
+                    Host { name: h.name, cpus: h.cpus, profile, ifb: h.ifb }
                 })
                 .collect(),
             links: w

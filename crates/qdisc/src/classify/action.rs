@@ -1,10 +1,11 @@
-//! tc actions attached to filters: gact and police.
+//! tc actions attached to filters: gact, police and mirred.
 //!
 //! tc side: tc/m_action.c (`parse_action`, `tc_print_action`), tc/m_gact.c,
-//! tc/m_police.c and tc_util.c's action-control helpers. Kernel side:
+//! tc/m_police.c, tc/m_mirred.c and tc_util.c's action-control helpers. Kernel side:
 //! net/sched/act_api.c (`tcf_action_init_1`, `tcf_action_exec`, the per-netns index
 //! table), act_gact.c (`tcf_gact_init`, `tcf_gact`), act_police.c
-//! (`tcf_police_init`, `tcf_police_act`) and cls_api.c's `tcf_exts_*`.
+//! (`tcf_police_init`, `tcf_police_act`), act_mirred.c (`tcf_mirred_init`,
+//! `tcf_mirred_act`) and cls_api.c's `tcf_exts_*`.
 //!
 //! # Model
 //!
@@ -20,6 +21,17 @@
 //!   they answer PIPE; `jump N` skips N actions (restart from the top); the result is
 //!   a `TC_ACT_*` verdict the classifier and the qdisc act on. Time is passed in: the
 //!   police token bucket runs on the caller's clock in nanoseconds, like tbf's.
+//! * mirred hands the packet to another device, which the engine cannot reach: a
+//!   copy (mirror) or the packet itself (redirect) goes to the [`Outbox`] of the
+//!   netns (the [`ActionTable`]'s), and whoever runs the devices (the simulator)
+//!   takes it from there right after the classification that produced it, as the
+//!   kernel's `tcf_mirred_forward` calls `dev_queue_xmit` / `netif_receive_skb` in
+//!   place. The verdict is the action's control (`stolen` for redirect, `pipe` or
+//!   the given one for mirror). A target that refuses the packet is reported back
+//!   with [`Mirrored::failed`] (the action's overlimit, as `tcf_mirred_to_dev`
+//!   counts a forward error). `blockid` targets are accepted and printed, but no
+//!   shared block exists here, so they reach no device (`tcf_blockcast`'s empty
+//!   block: an overlimit, the control verdict).
 //!
 //! Not modelled (refused with a qdisc-lab message): other action kinds, `tc actions`,
 //! `goto chain N` for N ≠ 0 (only chain 0 exists), gact `random netrand` (needs a
@@ -29,6 +41,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 
+use crate::packet::Packet;
 use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
 use crate::tc::{matches, units, Args, Out, TcError};
 use crate::time::Instant;
@@ -50,6 +63,8 @@ const TC_ACT_VALUE_MAX: i32 = TC_ACT_TRAP;
 pub const TC_ACT_EXT_VAL_MASK: i32 = 0x0FFF_FFFF;
 pub const TC_ACT_JUMP: i32 = 0x1000_0000;
 pub const TC_ACT_GOTO_CHAIN: i32 = 0x2000_0000;
+/// TC_ACT_CONSUMED: what a redirect at ingress that hands on the packet itself answers.
+pub const TC_ACT_CONSUMED: i32 = TC_ACT_VALUE_MAX + 1;
 /// TCA_ACT_MAX_PRIO: actions per filter.
 const TCA_ACT_MAX_PRIO: usize = 32;
 
@@ -87,7 +102,7 @@ Where: CONTROL := conform-exceed <EXCEEDACT>[/NOTEXCEEDACT]
 ";
 
 /// Action kinds iproute2 6.15 knows but this engine does not model.
-const OTHER_KINDS: &[&str] = &[
+pub(crate) const OTHER_KINDS: &[&str] = &[
     "bpf",
     "connmark",
     "csum",
@@ -96,7 +111,6 @@ const OTHER_KINDS: &[&str] = &[
     "gate",
     "ife",
     "ipt",
-    "mirred",
     "mpls",
     "nat",
     "pedit",
@@ -137,7 +151,32 @@ pub enum ActSpec {
         prob: Option<(u16, i32, u16)>,
     },
     Police(PoliceSpec),
+    Mirred(MirredSpec),
+    /// A word tc parsed with gact's parser (its fallback for kinds it has no module
+    /// for) but sends as TCA_ACT_KIND: no kernel has such a module.
+    Other(String),
 }
+
+/// m_mirred.c's `struct tc_mirred` plus TCA_MIRRED_BLOCKID.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MirredSpec {
+    pub index: u32,
+    /// The control verdict (`tc_mirred.action`).
+    pub action: i32,
+    /// TCA_EGRESS_REDIR … TCA_INGRESS_MIRROR (0 = none given).
+    pub eaction: i32,
+    /// The target device as tc resolved it: ifindex and name (0 = none).
+    pub ifindex: u32,
+    pub dev: String,
+    /// TCA_MIRRED_BLOCKID (0 = not sent).
+    pub blockid: u32,
+}
+
+/// TCA_EGRESS_REDIR, TCA_EGRESS_MIRROR, TCA_INGRESS_REDIR, TCA_INGRESS_MIRROR.
+pub const TCA_EGRESS_REDIR: i32 = 1;
+pub const TCA_EGRESS_MIRROR: i32 = 2;
+pub const TCA_INGRESS_REDIR: i32 = 3;
+pub const TCA_INGRESS_MIRROR: i32 = 4;
 
 /// A filter's actions as tc sends them: the classifier's ACT attribute (a list) and
 /// its POLICE attribute (the legacy `police` keyword). A repeated keyword sends the
@@ -334,6 +373,152 @@ fn parse_gact(a: &mut Args) -> Result<ActSpec, Fail> {
         }
     }
     Ok(ActSpec::Gact { index, action, prob })
+}
+
+const MIRRED_USAGE: &str = "Usage: mirred <DIRECTION> <ACTION> [index INDEX] <TARGET>
+where:
+\tDIRECTION := <ingress | egress>
+\tACTION := <mirror | redirect>
+\tINDEX  is the specific policy instance id
+\tTARGET := <BLOCK | DEVICE>
+\tDEVICE := dev DEVICENAME
+\tDEVICENAME is the devicename
+\tBLOCK := blockid BLOCKID
+\tBLOCKID := 32-bit unsigned block ID
+";
+
+/// m_mirred.c `parse_mirred` + `parse_direction`, at the word `mirred`. Its loop
+/// reads a keyword, then steps on with `NEXT_ARG` (so a word it does not know ends
+/// in "Command line is not complete" when it is the last). The device name is
+/// resolved as tc does (`ll_name_to_index`) against `a`'s links.
+fn parse_mirred(a: &mut Args) -> Result<MirredSpec, Fail> {
+    a.next();
+    let first = a.peek().ok_or_else(TcError::incomplete)?;
+    if !(matches(first, "egress") || matches(first, "ingress") || matches(first, "index")) {
+        if matches(first, "help") {
+            return Err(Fail::Exit(TcError::usage(MIRRED_USAGE)));
+        }
+        return Err(Fail::Ret(format!("mirred option not supported {first}\n")));
+    }
+    let mut p = MirredSpec::default();
+    let (mut ok, mut iok) = (0, 0);
+    let (mut mirror, mut redir, mut ingress, mut egress) = (false, false, false, false);
+    let mut d: Option<&str> = None;
+    let ret = |m: &str| Err(Fail::Ret(format!("{m}\n")));
+    // NEXT_ARG: step to the next word, which must exist.
+    let next_arg = |a: &mut Args| -> Result<(), Fail> {
+        a.next();
+        a.peek().map(|_| ()).ok_or(Fail::Exit(TcError::incomplete()))
+    };
+    while let Some(w) = a.peek() {
+        if matches(w, "action") {
+            next_arg(a)?;
+            break;
+        } else if !egress && matches(w, "egress") {
+            egress = true;
+            if ingress {
+                return ret("Can't have both egress and ingress");
+            }
+            next_arg(a)?;
+            ok += 1;
+            continue;
+        } else if !ingress && matches(w, "ingress") {
+            ingress = true;
+            if egress {
+                return ret("Can't have both ingress and egress");
+            }
+            next_arg(a)?;
+            ok += 1;
+            continue;
+        } else if matches(w, "index") {
+            next_arg(a)?;
+            p.index = a.peek().and_then(|v| v.parse().ok()).ok_or(Fail::Ret("Illegal \"index\"\n".into()))?;
+            iok += 1;
+            if ok == 0 {
+                a.next();
+                break;
+            }
+        } else if ok == 0 {
+            // Printed, then the loop ends without a verdict of its own.
+            a.notes.push_str(&format!("was expecting egress or ingress ({w})\n"));
+            break;
+        } else if !mirror && matches(w, "mirror") {
+            mirror = true;
+            if redir {
+                return ret("Can't have both mirror and redir");
+            }
+            p.eaction = if egress { TCA_EGRESS_MIRROR } else { TCA_INGRESS_MIRROR };
+            p.action = TC_ACT_PIPE;
+            ok += 1;
+        } else if !redir && matches(w, "redirect") {
+            redir = true;
+            if mirror {
+                return ret("Can't have both mirror and redir");
+            }
+            p.eaction = if egress { TCA_EGRESS_REDIR } else { TCA_INGRESS_REDIR };
+            p.action = TC_ACT_STOLEN;
+            ok += 1;
+        } else if redir || mirror {
+            if w == "blockid" {
+                if d.is_some() {
+                    return ret("blockid and device are mutually exclusive.");
+                }
+                next_arg(a)?;
+                p.blockid = match a.peek().and_then(units::get_u32) {
+                    Some(b) if b != 0 => b,
+                    _ => return Err(Fail::Ret("invalid block ID".into())),
+                };
+                a.next();
+            }
+            if a.peek().is_some_and(|w| matches(w, "dev")) {
+                if p.blockid != 0 {
+                    return ret("blockid and device are mutually exclusive.");
+                }
+                next_arg(a)?;
+                d = a.next();
+            }
+            break;
+        }
+        next_arg(a)?;
+    }
+    if ok == 0 && iok == 0 {
+        return Err(Fail::Ret(std::mem::take(&mut a.notes)));
+    }
+    if let Some(d) = d {
+        // tc copies at most IFNAMSIZ-1 bytes of the name.
+        let name: String = d.chars().take(15).collect();
+        let Some(idx) = a.link_index(&name) else {
+            return Err(Fail::Ret(format!("Cannot find device \"{name}\"\n")));
+        };
+        p.ifindex = idx;
+        p.dev = name;
+    }
+    if p.eaction == TCA_EGRESS_MIRROR || p.eaction == TCA_INGRESS_MIRROR {
+        // parse_action_control_dflt(…, TC_ACT_PIPE): a control word if one parses;
+        // otherwise pipe, the cursor where it was (a failed goto/jump still printed).
+        let at = a.pos();
+        match parse_action_control(a, false) {
+            Ok(r) => p.action = r,
+            Err(Fail::Ret(m)) => {
+                if !m.starts_with("Bad action type") {
+                    a.notes.push_str(&m);
+                }
+                a.set_pos(at);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some(w) = a.peek() {
+        if iok > 0 && matches(w, "index") {
+            return Err(Fail::Ret("mirred: Illegal double index\n".into()));
+        }
+        if matches(w, "index") {
+            next_arg(a)?;
+            p.index = a.peek().and_then(|v| v.parse().ok()).ok_or(Fail::Ret("mirred: Illegal \"index\"\n".into()))?;
+            a.next();
+        }
+    }
+    Ok(p)
 }
 
 /// m_police.c `act_parse_police`. `named`: reached as `action police` (the word
@@ -564,13 +749,19 @@ pub fn parse_action(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
         }
         eap = false;
         let start = a.rest();
-        let kind = if action_a2n(w, false).is_some() { "gact" } else { w };
+        // tc's a2n table also holds goto and jump: control words all, parsed by gact.
+        let control = action_a2n(w, false).is_some() || matches(w, "goto") || matches(w, "jump");
+        let kind = if control { "gact" } else { w };
         let r = match kind {
             "police" => parse_police(a, true).map(ActSpec::Police),
+            "mirred" => parse_mirred(a).map(ActSpec::Mirred),
             k if OTHER_KINDS.contains(&k) => {
-                return Err(TcError::tc(format!("qdisc-lab: action \"{k}\" is not supported (gact and police only)\n")))
+                return Err(TcError::tc(format!(
+                    "qdisc-lab: action \"{k}\" is not supported (gact, police and mirred only)\n"
+                )))
             }
-            _ => parse_gact(a),
+            // get_action_kind falls back to gact's parser, but the kind sent is the word.
+            _ => parse_gact(a).map(|g| if kind == "gact" { g } else { ActSpec::Other(kind.to_string()) }),
         };
         match r {
             Ok(s) => spec.acts.push(s),
@@ -621,10 +812,77 @@ pub struct Police {
     t_c: u64,
 }
 
+/// `struct tcf_mirred`.
+#[derive(Clone, Debug)]
+pub struct Mirred {
+    /// The control verdict (`tcf_action`).
+    pub action: i32,
+    pub eaction: i32,
+    /// The target: ifindex and name (`tcfm_dev`), or a block.
+    pub ifindex: u32,
+    pub dev: String,
+    pub blockid: u32,
+    outbox: Outbox,
+}
+
+impl Mirred {
+    pub fn is_redirect(&self) -> bool {
+        self.eaction == TCA_EGRESS_REDIR || self.eaction == TCA_INGRESS_REDIR
+    }
+    /// `tcf_mirred_act_wants_ingress`.
+    pub fn wants_ingress(&self) -> bool {
+        self.eaction == TCA_INGRESS_REDIR || self.eaction == TCA_INGRESS_MIRROR
+    }
+}
+
+/// What lets the taker of a [`Mirrored`] report a refusal after taking its packet.
+#[derive(Debug)]
+pub struct Refusal(Weak<Mutex<Action>>);
+
+impl Refusal {
+    /// The target did not take the packet: the action counts an overlimit.
+    pub fn failed(&self) {
+        if let Some(a) = self.0.upgrade() {
+            let mut a = lock(&a);
+            a.stats.overlimits = a.stats.overlimits.wrapping_add(1);
+        }
+    }
+}
+
+/// A packet mirred handed to another device: a copy (mirror) or the packet itself
+/// (redirect), for `ifindex`'s transmit path (`dev_queue_xmit`) or, when
+/// `ingress`, its receive path (`netif_receive_skb` / `netif_rx`).
+#[derive(Debug)]
+pub struct Mirrored {
+    pub ifindex: u32,
+    pub ingress: bool,
+    pub redirect: bool,
+    pub pkt: Packet,
+    action: Weak<Mutex<Action>>,
+}
+
+impl Mirrored {
+    /// The target did not take the packet: the action counts an overlimit
+    /// (`tcf_mirred_to_dev`'s forward error).
+    pub fn failed(&self) {
+        Refusal(self.action.clone()).failed();
+    }
+    /// The packet, and the handle to report its refusal with.
+    pub fn split(self) -> (Packet, Refusal) {
+        (self.pkt, Refusal(self.action))
+    }
+}
+
+/// Where mirred leaves what it forwards until the device owner takes it
+/// ([`ActionTable::take_mirrored`]); one per netns, shared by its mirred actions.
+#[derive(Clone, Debug, Default)]
+pub struct Outbox(Arc<Mutex<Vec<Mirrored>>>);
+
 #[derive(Clone, Debug)]
 pub enum ActKind {
     Gact(Gact),
     Police(Police),
+    Mirred(Mirred),
 }
 
 /// Counters an action keeps (`cpu_bstats`/`cpu_qstats`) and `struct tcf_t`.
@@ -645,6 +903,9 @@ pub struct Action {
     install: u64,
     lastuse: u64,
     firstuse: u64,
+    /// Made by `tc actions add` (the table holds a reference of its own, and the
+    /// kernel reports `used_hw_stats` for it, as `tcf_action_add` offloads it).
+    standalone: bool,
 }
 
 pub type ActRef = Arc<Mutex<Action>>;
@@ -654,6 +915,14 @@ fn lock(a: &ActRef) -> std::sync::MutexGuard<'_, Action> {
 }
 
 impl Action {
+    fn kind(&self) -> Option<Kind> {
+        Some(match self.kind {
+            ActKind::Gact(_) => Kind::Gact,
+            ActKind::Police(_) => Kind::Police,
+            ActKind::Mirred(_) => Kind::Mirred,
+        })
+    }
+
     /// `tcf_lastuse_update`.
     fn used(&mut self, now: u64) {
         self.lastuse = now;
@@ -662,9 +931,11 @@ impl Action {
         }
     }
 
-    /// The action's `act` op on a packet of `len` bytes at `now`.
-    pub fn act(&mut self, len: u32, now: Instant) -> i32 {
+    /// The action's `act` op on `pkt` at `now`; `me` is the shared handle of this
+    /// action (mirred's forwarded packets carry it back for [`Mirrored::failed`]).
+    pub fn act(&mut self, me: &ActRef, pkt: &Packet, now: Instant) -> i32 {
         let t = now.0;
+        let len = pkt.len;
         match &mut self.kind {
             ActKind::Gact(g) => {
                 // tcf_gact: the verdict (gact_determ for `random determ`), then counters.
@@ -725,26 +996,146 @@ impl Action {
                 }
                 ret
             }
+            ActKind::Mirred(m) => {
+                // tcf_mirred_act: counters, then the target. The engine's devices
+                // are always up (tcf_mirred_to_dev's "device is down" never applies);
+                // a blockid finds no shared block (tcf_blockcast: an overlimit).
+                let verdict = m.action;
+                let to_block = m.blockid != 0;
+                if !to_block {
+                    let fwd = Mirrored {
+                        ifindex: m.ifindex,
+                        ingress: m.wants_ingress(),
+                        redirect: m.is_redirect(),
+                        pkt: pkt.clone(),
+                        action: Arc::downgrade(me),
+                    };
+                    m.outbox.0.lock().unwrap_or_else(|e| e.into_inner()).push(fwd);
+                }
+                self.stats.bytes += len as u64;
+                self.stats.packets += 1;
+                self.used(t);
+                if to_block {
+                    self.stats.overlimits = self.stats.overlimits.wrapping_add(1);
+                }
+                verdict
+            }
         }
     }
 }
 
-/// The per-netns action tables (`tc_action_net.idrinfo` of each kind).
+/// The action kinds, each with its own index table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Gact,
+    Police,
+    Mirred,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Gact => "gact",
+            Kind::Police => "police",
+            Kind::Mirred => "mirred",
+        }
+    }
+}
+
+impl ActSpec {
+    /// The kind the kernel is asked for; None = one it has no module for.
+    pub fn kind(&self) -> Option<Kind> {
+        match self {
+            ActSpec::Gact { .. } => Some(Kind::Gact),
+            ActSpec::Police(_) => Some(Kind::Police),
+            ActSpec::Mirred(_) => Some(Kind::Mirred),
+            ActSpec::Other(_) => None,
+        }
+    }
+}
+
+/// The per-netns action tables (`tc_action_net.idrinfo` of each kind) and mirred's
+/// [`Outbox`].
 #[derive(Debug, Default)]
 pub struct ActionTable {
     gact: BTreeMap<u32, Weak<Mutex<Action>>>,
     police: BTreeMap<u32, Weak<Mutex<Action>>>,
+    mirred: BTreeMap<u32, Weak<Mutex<Action>>>,
+    /// The references `tc actions add` holds (`ref 1 bind 0` until a filter binds).
+    held: Vec<ActRef>,
+    outbox: Outbox,
 }
 
 impl ActionTable {
-    fn table(&mut self, police: bool) -> &mut BTreeMap<u32, Weak<Mutex<Action>>> {
-        let t = if police { &mut self.police } else { &mut self.gact };
+    /// The actions of `kind`, by index (`tcf_generic_walker`'s dump order);
+    /// `since_ns`: only those used within that much time before `now` (`since`).
+    pub fn dump(&mut self, kind: Kind, since_ns: Option<u64>, now: Instant) -> Vec<ActRef> {
+        let all: Vec<ActRef> = self.table(kind).values().filter_map(Weak::upgrade).collect();
+        all.into_iter().filter(|a| since_ns.is_none_or(|s| lock(a).lastuse >= now.0.saturating_sub(s))).collect()
+    }
+
+    /// `tcf_action_get_1`: the action of `kind` with `index`.
+    pub fn get(&mut self, kind: Kind, index: u32) -> Result<ActRef, FilterError> {
+        self.table(kind)
+            .get(&index)
+            .and_then(Weak::upgrade)
+            .ok_or_else(|| FilterError::ext("TC action with specified index not found"))
+    }
+
+    /// `tcf_action_delete` of actions `get` found, in order: one a filter holds
+    /// ends the request (EPERM, "Failed to delete TC action"); those before it are
+    /// gone.
+    pub fn delete(&mut self, acts: Vec<ActRef>) -> Result<(), FilterError> {
+        for a in acts {
+            if Arc::strong_count(&a) - 1 > lock(&a).standalone as usize {
+                return Err(FilterError::ext("Failed to delete TC action"));
+            }
+            self.release(&a);
+        }
+        Ok(())
+    }
+
+    /// `tca_action_flush` → `tcf_del_walker`: every action of `kind` in index order
+    /// until one a filter holds, which ends the walk with EPERM.
+    pub fn flush(&mut self, kind: Kind) -> Result<(), FilterError> {
+        for a in self.dump(kind, None, Instant(0)) {
+            if Arc::strong_count(&a) - 1 > lock(&a).standalone as usize {
+                return Err(FilterError::Errno("Operation not permitted"));
+            }
+            self.release(&a);
+        }
+        Ok(())
+    }
+
+    /// Drop the table's own reference (the action goes when no filter holds it).
+    fn release(&mut self, a: &ActRef) {
+        self.held.retain(|h| !Arc::ptr_eq(h, a));
+        let index = lock(a).index;
+        if let Some(k) = lock(a).kind() {
+            self.table(k).remove(&index);
+        }
+    }
+
+    /// Some filter holds an action of `kind`.
+    pub fn holds(&mut self, kind: Kind) -> bool {
+        !self.table(kind).is_empty()
+    }
+    /// What mirred actions forwarded since the last call, in order.
+    pub fn take_mirrored(&mut self) -> Vec<Mirrored> {
+        std::mem::take(&mut *self.outbox.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+    fn table(&mut self, kind: Kind) -> &mut BTreeMap<u32, Weak<Mutex<Action>>> {
+        let t = match kind {
+            Kind::Gact => &mut self.gact,
+            Kind::Police => &mut self.police,
+            Kind::Mirred => &mut self.mirred,
+        };
         t.retain(|_, w| w.strong_count() > 0);
         t
     }
     /// `tcf_idr_check_alloc`: an existing action to bind, or the index for a new one.
-    fn check_alloc(&mut self, police: bool, index: u32) -> Result<Result<ActRef, u32>, FilterError> {
-        let t = self.table(police);
+    fn check_alloc(&mut self, kind: Kind, index: u32) -> Result<Result<ActRef, u32>, FilterError> {
+        let t = self.table(kind);
         if index != 0 {
             return Ok(match t.get(&index).and_then(Weak::upgrade) {
                 Some(a) => Ok(a),
@@ -760,17 +1151,18 @@ impl ActionTable {
         }
         Ok(Err(i))
     }
-    fn insert(&mut self, police: bool, a: &ActRef) {
+    fn insert(&mut self, kind: Kind, a: &ActRef) {
         let index = lock(a).index;
-        self.table(police).insert(index, Arc::downgrade(a));
+        self.table(kind).insert(index, Arc::downgrade(a));
     }
 }
 
 /// What the kernel needs to build a filter's actions.
 pub struct ActCtx<'a> {
     pub table: &'a mut ActionTable,
-    /// The kernel profile can load act_gact/act_police.
-    pub available: bool,
+    /// The action modules the kernel profile can load
+    /// ([`crate::tree::KernelVersion::has_action`]).
+    pub available: &'a dyn Fn(Kind) -> bool,
     pub now: Instant,
 }
 
@@ -788,7 +1180,64 @@ fn check_ctrlact(a: i32) -> Result<(), FilterError> {
     Ok(())
 }
 
+/// `tcf_mirred_init`'s refusals, in its order; `new`: no action has the index.
+fn mirred_checks(p: &MirredSpec, new: bool) -> Result<(), FilterError> {
+    let ext = |m: &str| Err(FilterError::ext(&format!("act_mirred: {m}")));
+    if p.blockid != 0 && p.ifindex != 0 {
+        return ext("Cannot specify Block ID and dev simultaneously");
+    }
+    if !(TCA_EGRESS_REDIR..=TCA_INGRESS_MIRROR).contains(&p.eaction) {
+        return ext("Unknown mirred option");
+    }
+    if new && p.ifindex == 0 && p.blockid == 0 {
+        return ext("Must specify device or block");
+    }
+    Ok(())
+}
+
 impl ActCtx<'_> {
+    /// `tcf_action_add` (`tc actions add|change|replace`): each action of the list
+    /// is created and held by the table, or with `replace` an existing one takes
+    /// the new parameters; an existing index without `replace` is EEXIST. A failure
+    /// undoes what the request created. An index given for an action the same
+    /// request already made is EAGAIN, as the kernel's reservation answers.
+    pub fn add(&mut self, spec: &ExtsSpec, replace: bool) -> Result<(), FilterError> {
+        if spec.acts.iter().take(TCA_ACT_MAX_PRIO).any(|s| !s.kind().is_some_and(self.available)) {
+            return Err(FilterError::action());
+        }
+        let mut made: Vec<ActRef> = Vec::new();
+        let r = (|| {
+            for s in spec.acts.iter().take(TCA_ACT_MAX_PRIO) {
+                let index = match s {
+                    ActSpec::Gact { index, .. } => *index,
+                    ActSpec::Police(p) => p.index,
+                    ActSpec::Mirred(p) => p.index,
+                    ActSpec::Other(_) => 0,
+                };
+                if index != 0 && made.iter().any(|m| lock(m).index == index && lock(m).kind() == s.kind()) {
+                    return Err(FilterError::Errno("Resource temporarily unavailable"));
+                }
+                let a = match self.check(s, false, replace)? {
+                    Ok(_) => continue,
+                    Err(idx) => self.create(s, idx)?,
+                };
+                lock(&a).standalone = true;
+                made.push(a);
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => self.table.held.extend(made),
+            Err(e) => {
+                for a in &made {
+                    self.table.release(a);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
     /// `tcf_exts_validate_ex` → `tcf_action_init` → `tcf_action_init_1` for each
     /// action: load the kind, then bind or create (`tcf_gact_init`,
     /// `tcf_police_init`). A POLICE attribute wins over an ACT list.
@@ -802,7 +1251,8 @@ impl ActCtx<'_> {
         if list.is_empty() {
             return Ok(e);
         }
-        if !self.available {
+        // tcf_action_init loads every kind's module before it builds any action.
+        if list.iter().take(TCA_ACT_MAX_PRIO).any(|s| !s.kind().is_some_and(self.available)) {
             return Err(FilterError::action());
         }
         for s in list.iter().take(TCA_ACT_MAX_PRIO) {
@@ -811,27 +1261,93 @@ impl ActCtx<'_> {
         Ok(e)
     }
 
+    /// `tcf_action_init_1` of a filter's action (TCA_ACT_FLAGS_BIND): an existing
+    /// index binds to that action as it is; otherwise a new one.
     fn init_1(&mut self, s: &ActSpec) -> Result<ActRef, FilterError> {
+        match self.check(s, true, false)? {
+            Ok(a) => Ok(a),
+            Err(idx) => self.create(s, idx),
+        }
+    }
+
+    /// The part of each kind's init before and at `tcf_idr_check_alloc`: the
+    /// existing action to use (`bind`, or `replace` after its parameters were
+    /// replaced), or the index for a new one. Without either an existing index is
+    /// EEXIST.
+    fn check(&mut self, s: &ActSpec, bind: bool, replace: bool) -> Result<Result<ActRef, u32>, FilterError> {
+        if let ActSpec::Gact { prob: Some((ptype, paction, _)), .. } = s {
+            // tcf_gact_init checks TCA_GACT_PROB before the index.
+            if *ptype > PGACT_DETERM {
+                return Err(FilterError::Errno("Invalid argument"));
+            }
+            if ext_cmp(*paction, TC_ACT_GOTO_CHAIN) {
+                return Err(FilterError::ext("goto chain not allowed on fallback"));
+            }
+            if *ptype == PGACT_NETRAND {
+                return Err(FilterError::Tc(
+                    "qdisc-lab: gact \"random netrand\" is not supported (use determ)\n".into(),
+                ));
+            }
+        }
+        let (kind, index) = match s {
+            ActSpec::Gact { index, .. } => (Kind::Gact, *index),
+            ActSpec::Police(p) => (Kind::Police, p.index),
+            ActSpec::Mirred(p) => (Kind::Mirred, p.index),
+            ActSpec::Other(_) => return Err(FilterError::action()),
+        };
+        let existing = match self.table.check_alloc(kind, index)? {
+            Ok(a) => a,
+            Err(idx) => return Ok(Err(idx)),
+        };
+        if bind {
+            return Ok(Ok(existing));
+        }
+        if let ActSpec::Mirred(p) = s {
+            // tcf_mirred_init's checks that come before EEXIST.
+            mirred_checks(p, false)?;
+        }
+        if !replace {
+            return Err(FilterError::Errno("File exists"));
+        }
+        let new = self.kind_of(s, false)?;
+        let mut a = lock(&existing);
+        a.kind = match (new, &a.kind) {
+            // A mirred replaced without a target keeps its device or block.
+            (ActKind::Mirred(mut m), ActKind::Mirred(old)) if m.ifindex == 0 && m.blockid == 0 => {
+                (m.ifindex, m.dev, m.blockid) = (old.ifindex, old.dev.clone(), old.blockid);
+                ActKind::Mirred(m)
+            }
+            (k, _) => k,
+        };
+        drop(a);
+        Ok(Ok(existing))
+    }
+
+    /// A new action with index `idx`, in the table.
+    fn create(&mut self, s: &ActSpec, idx: u32) -> Result<ActRef, FilterError> {
+        let kind = self.kind_of(s, true)?;
+        let k = s.kind().expect("checked");
+        let now = self.now.0;
+        let a = Arc::new(Mutex::new(Action {
+            index: idx,
+            kind,
+            stats: ActStats::default(),
+            install: now,
+            lastuse: now,
+            firstuse: 0,
+            standalone: false,
+        }));
+        self.table.insert(k, &a);
+        Ok(a)
+    }
+
+    /// The rest of each kind's init: validation and the parameters
+    /// (`tcf_gact_init`, `tcf_police_init`, `tcf_mirred_init`) of a new action
+    /// (`new`) or of the replacement of an existing one.
+    fn kind_of(&mut self, s: &ActSpec, new: bool) -> Result<ActKind, FilterError> {
         let now = self.now.0;
         match s {
-            ActSpec::Gact { index, action, prob } => {
-                if let Some((ptype, paction, _)) = prob {
-                    if *ptype > PGACT_DETERM {
-                        return Err(FilterError::Errno("Invalid argument"));
-                    }
-                    if ext_cmp(*paction, TC_ACT_GOTO_CHAIN) {
-                        return Err(FilterError::ext("goto chain not allowed on fallback"));
-                    }
-                    if *ptype == PGACT_NETRAND {
-                        return Err(FilterError::Tc(
-                            "qdisc-lab: gact \"random netrand\" is not supported (use determ)\n".into(),
-                        ));
-                    }
-                }
-                let idx = match self.table.check_alloc(false, *index)? {
-                    Ok(a) => return Ok(a),
-                    Err(i) => i,
-                };
+            ActSpec::Gact { action, prob, .. } => {
                 check_ctrlact(*action)?;
                 if let Some((_, paction, _)) = prob {
                     check_ctrlact(*paction)?;
@@ -840,23 +1356,9 @@ impl ActCtx<'_> {
                     Some((t, a, v)) if *t != PGACT_NONE => (*t, *a, (*v).max(1)),
                     _ => (PGACT_NONE, 0, 0),
                 };
-                let g = Gact { action: *action, ptype, paction, pval, packets: 0 };
-                let a = Arc::new(Mutex::new(Action {
-                    index: idx,
-                    kind: ActKind::Gact(g),
-                    stats: ActStats::default(),
-                    install: now,
-                    lastuse: now,
-                    firstuse: 0,
-                }));
-                self.table.insert(false, &a);
-                Ok(a)
+                Ok(ActKind::Gact(Gact { action: *action, ptype, paction, pval, packets: 0 }))
             }
             ActSpec::Police(p) => {
-                let idx = match self.table.check_alloc(true, p.index)? {
-                    Ok(a) => return Ok(a),
-                    Err(i) => i,
-                };
                 check_ctrlact(p.action)?;
                 if p.result != 0 && ext_cmp(p.result, TC_ACT_GOTO_CHAIN) {
                     return Err(FilterError::ext("goto chain not allowed on fallback"));
@@ -872,7 +1374,7 @@ impl ActCtx<'_> {
                 }
                 let burst = units::ticks2ns(p.burst);
                 let mtu_ptoks = peak.as_ref().map(|pk| pk.l2t_ns(mtu) as i64).unwrap_or(0);
-                let pol = Police {
+                Ok(ActKind::Police(Police {
                     action: p.action,
                     result: p.result,
                     mtu,
@@ -883,18 +1385,21 @@ impl ActCtx<'_> {
                     toks: burst,
                     ptoks: mtu_ptoks,
                     t_c: now,
-                };
-                let a = Arc::new(Mutex::new(Action {
-                    index: idx,
-                    kind: ActKind::Police(pol),
-                    stats: ActStats::default(),
-                    install: now,
-                    lastuse: now,
-                    firstuse: 0,
-                }));
-                self.table.insert(true, &a);
-                Ok(a)
+                }))
             }
+            ActSpec::Mirred(p) => {
+                mirred_checks(p, new)?;
+                check_ctrlact(p.action)?;
+                Ok(ActKind::Mirred(Mirred {
+                    action: p.action,
+                    eaction: p.eaction,
+                    ifindex: p.ifindex,
+                    dev: p.dev.clone(),
+                    blockid: p.blockid,
+                    outbox: self.table.outbox.clone(),
+                }))
+            }
+            ActSpec::Other(_) => Err(FilterError::action()),
         }
     }
 }
@@ -912,9 +1417,9 @@ impl Exts {
         self.acts.is_empty()
     }
 
-    /// `tcf_exts_exec` → `tcf_action_exec` for a packet of `len` bytes at `now`;
-    /// TC_ACT_OK without actions.
-    pub fn exec(&self, len: u32, now: Instant, _res: &mut TcfResult) -> i32 {
+    /// `tcf_exts_exec` → `tcf_action_exec` for `pkt` at `now`; TC_ACT_OK without
+    /// actions.
+    pub fn exec(&self, pkt: &Packet, now: Instant, _res: &mut TcfResult) -> i32 {
         let n = self.acts.len();
         let mut ret = TC_ACT_OK;
         let mut jmp_prgcnt = 0u32;
@@ -927,7 +1432,7 @@ impl Exts {
                 }
                 let mut repeat_ttl = 32;
                 loop {
-                    ret = lock(a).act(len, now);
+                    ret = lock(a).act(a, pkt, now);
                     if ret != TC_ACT_REPEAT {
                         break;
                     }
@@ -964,45 +1469,67 @@ impl Exts {
         if self.legacy_police {
             out.nl();
             out.open_object(Some("police"));
-            print_police(out, &lock(&self.acts[0]), 1, now);
+            print_police(out, &lock(&self.acts[0]), 1, 1, now);
             out.close_object();
             return;
         }
         out.open_array("actions", "");
         for (i, a) in self.acts.iter().enumerate() {
-            let refs = Arc::strong_count(a) as i64;
-            let a = lock(a);
-            out.open_object(None);
-            out.nl();
-            let order = i as u64 + 1;
-            out.uint("order", format_args!("\taction order {order}: "), order);
-            match &a.kind {
-                ActKind::Gact(_) => print_gact(out, &a, refs, now),
-                ActKind::Police(_) => print_police(out, &a, refs, now),
-            }
-            if out.show_stats() {
-                out.fp(format_args!("\tAction statistics:"));
-                out.nl();
-                out.open_object(Some("stats"));
-                let s = a.stats;
-                out.fp(format_args!("\t"));
-                out.uint("bytes", format_args!("Sent {} bytes", s.bytes), s.bytes);
-                out.uint("packets", format_args!(" {} pkt", s.packets as u32), s.packets as u32 as u64);
-                out.uint("drops", format_args!(" (dropped {}", s.drops), s.drops as u64);
-                out.uint("overlimits", format_args!(", overlimits {}", s.overlimits), s.overlimits as u64);
-                out.uint("requeues", format_args!(" requeues 0) "), 0);
-                out.nl();
-                out.fp(format_args!("\t"));
-                out.size("backlog", "backlog ", 0, "");
-                out.uint("qlen", format_args!(" 0p"), 0);
-                out.fp(format_args!(" requeues 0"));
-                out.close_object();
-                out.nl();
-            }
-            out.close_object();
+            print_one(out, a, i as u64 + 1, true, now);
         }
         out.close_array("");
     }
+}
+
+/// `tc_dump_action`'s entry for one action (`tcf_action_dump_1` +
+/// `tc_print_one_action`): `order`, the kind's own lines, the statistics, and the
+/// hardware lines — `not_in_hw` only in `tc actions` dumps (`bind` false: a
+/// filter's dump is a bind dump), `used_hw_stats` for an action `tc actions` made.
+/// A `tc actions` dump holds a reference of its own to each action while it prints
+/// (`a`), which the counts leave out.
+pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant) {
+    let refs = Arc::strong_count(a) as i64 - !bind as i64;
+    let a = lock(a);
+    let binds = refs - a.standalone as i64;
+    out.open_object(None);
+    out.nl();
+    out.uint("order", format_args!("\taction order {order}: "), order);
+    match &a.kind {
+        ActKind::Gact(_) => print_gact(out, &a, refs, binds, now),
+        ActKind::Police(_) => print_police(out, &a, refs, binds, now),
+        ActKind::Mirred(_) => print_mirred(out, &a, refs, binds, now),
+    }
+    if out.show_stats() {
+        out.fp(format_args!("\tAction statistics:"));
+        out.nl();
+        out.open_object(Some("stats"));
+        let s = a.stats;
+        out.fp(format_args!("\t"));
+        out.uint("bytes", format_args!("Sent {} bytes", s.bytes), s.bytes);
+        out.uint("packets", format_args!(" {} pkt", s.packets as u32), s.packets as u32 as u64);
+        out.uint("drops", format_args!(" (dropped {}", s.drops), s.drops as u64);
+        out.uint("overlimits", format_args!(", overlimits {}", s.overlimits), s.overlimits as u64);
+        out.uint("requeues", format_args!(" requeues 0) "), 0);
+        out.nl();
+        out.fp(format_args!("\t"));
+        out.size("backlog", "backlog ", 0, "");
+        out.uint("qlen", format_args!(" 0p"), 0);
+        out.fp(format_args!(" requeues 0"));
+        out.close_object();
+        out.nl();
+    }
+    if !bind {
+        out.boolean("not_in_hw", format_args!("\tnot_in_hw"), true);
+        out.nl();
+    }
+    if a.standalone {
+        out.fp(format_args!("\t"));
+        out.open_array("used_hw_stats", "used_hw_stats");
+        out.bare_string(format_args!(" disabled"), "disabled");
+        out.close_array("");
+        out.nl();
+    }
+    out.close_object();
 }
 
 /// `tcf_tm_dump` + `print_tm`: ages in USER_HZ ticks, printed as whole seconds.
@@ -1023,7 +1550,7 @@ fn print_tm(out: &mut Out, a: &Action, now: Instant) {
 }
 
 /// m_gact.c `print_gact`.
-fn print_gact(out: &mut Out, a: &Action, refs: i64, now: Instant) {
+fn print_gact(out: &mut Out, a: &Action, refs: i64, binds: i64, now: Instant) {
     let ActKind::Gact(g) = &a.kind else { return };
     out.string("kind", format_args!("gact "), "gact");
     print_action_control(out, "action ", g.action, "");
@@ -1042,7 +1569,36 @@ fn print_gact(out: &mut Out, a: &Action, refs: i64, now: Instant) {
     out.nl();
     out.uint("index", format_args!("\t index {}", a.index), a.index as u64);
     out.int("ref", format_args!(" ref {refs}"), refs);
-    out.int("bind", format_args!(" bind {refs}"), refs);
+    out.int("bind", format_args!(" bind {binds}"), binds);
+    if out.show_stats() {
+        print_tm(out, a, now);
+    }
+    out.nl();
+}
+
+/// m_mirred.c `print_mirred`.
+fn print_mirred(out: &mut Out, a: &Action, refs: i64, binds: i64, now: Instant) {
+    let ActKind::Mirred(m) = &a.kind else { return };
+    out.string("kind", format_args!("mirred "), "mirred");
+    let (what, dir, act) = match m.eaction {
+        TCA_EGRESS_REDIR => ("Egress Redirect", "egress", "redirect"),
+        TCA_INGRESS_REDIR => ("Ingress Redirect", "ingress", "redirect"),
+        TCA_EGRESS_MIRROR => ("Egress Mirror", "egress", "mirror"),
+        _ => ("Ingress Mirror", "ingress", "mirror"),
+    };
+    out.fp(format_args!("({what}"));
+    out.string("mirred_action", format_args!(""), act);
+    out.string("direction", format_args!(""), dir);
+    if m.blockid != 0 {
+        out.uint("to_blockid", format_args!(" to blockid {})", m.blockid), m.blockid as u64);
+    } else {
+        out.string("to_dev", format_args!(" to device {})", m.dev), &m.dev);
+    }
+    print_action_control(out, " ", m.action, "");
+    out.nl();
+    out.uint("index", format_args!("\tindex {}", a.index), a.index as u64);
+    out.int("ref", format_args!(" ref {refs}"), refs);
+    out.int("bind", format_args!(" bind {binds}"), binds);
     if out.show_stats() {
         print_tm(out, a, now);
     }
@@ -1050,7 +1606,7 @@ fn print_gact(out: &mut Out, a: &Action, refs: i64, now: Instant) {
 }
 
 /// m_police.c `print_police`.
-fn print_police(out: &mut Out, a: &Action, refs: i64, now: Instant) {
+fn print_police(out: &mut Out, a: &Action, refs: i64, binds: i64, now: Instant) {
     let ActKind::Police(p) = &a.kind else { return };
     out.string("kind", format_args!(""), "police");
     out.fp(format_args!(" police 0x{:x} ", a.index));
@@ -1082,7 +1638,7 @@ fn print_police(out: &mut Out, a: &Action, refs: i64, now: Instant) {
     }
     out.nl();
     out.int("ref", format_args!("\tref {refs} "), refs);
-    out.int("bind", format_args!("bind {refs} "), refs);
+    out.int("bind", format_args!("bind {binds} "), binds);
     if out.show_stats() {
         print_tm(out, a, now);
     }
@@ -1108,12 +1664,12 @@ mod tests {
             parse_action(&mut a, &mut spec).unwrap();
         }
         let mut table = ActionTable::default();
-        let e = ActCtx { table: &mut table, available: true, now: Instant(now) }.init(&spec).unwrap();
+        let e = ActCtx { table: &mut table, available: &|_| true, now: Instant(now) }.init(&spec).unwrap();
         (e, table)
     }
 
     fn run(e: &Exts, len: u32, now: u64) -> i32 {
-        e.exec(len, Instant(now), &mut TcfResult { classid: 0 })
+        e.exec(&Packet::new(0, len), Instant(now), &mut TcfResult { classid: 0 })
     }
 
     #[test]
@@ -1161,7 +1717,7 @@ mod tests {
             parse_action(&mut a, &mut sp).unwrap();
             sp
         };
-        let mut ctx = ActCtx { table: &mut table, available: true, now: Instant(0) };
+        let mut ctx = ActCtx { table: &mut table, available: &|_| true, now: Instant(0) };
         let a = ctx.init(&spec(&v)).unwrap();
         let b = ctx.init(&spec(&v)).unwrap();
         assert_eq!((lock(&a.acts[0]).index, lock(&b.acts[0]).index), (1, 2));
@@ -1172,7 +1728,7 @@ mod tests {
         // Bound to the existing drop action 2, whose parameters stay.
         assert!(Arc::ptr_eq(&d.acts[0], &b.acts[0]));
         assert_eq!(Arc::strong_count(&b.acts[0]), 2);
-        let mut ctx = ActCtx { table: &mut table, available: false, now: Instant(0) };
+        let mut ctx = ActCtx { table: &mut table, available: &|_| false, now: Instant(0) };
         assert_eq!(ctx.init(&spec(&v)).unwrap_err(), FilterError::action());
     }
 
@@ -1215,6 +1771,76 @@ mod tests {
         assert_eq!(run(&e, 1, 0), TC_ACT_SHOT);
         assert_eq!(run(&e, 1, 3_999), TC_ACT_SHOT);
         assert_eq!(run(&e, 1, 4_000), TC_ACT_PIPE);
+    }
+
+    fn mirred_exts(s: &str, table: &mut ActionTable) -> Exts {
+        let v = argv(s);
+        let mut a = Args::new(&v);
+        a.set_links(vec!["lo".into(), "eth0".into(), "ifb0".into()]);
+        let mut spec = ExtsSpec::default();
+        parse_action(&mut a, &mut spec).unwrap();
+        ActCtx { table, available: &|_| true, now: Instant(0) }.init(&spec).unwrap()
+    }
+
+    #[test]
+    fn mirred_redirect_steals_and_hands_the_packet_on() {
+        let mut t = ActionTable::default();
+        let e = mirred_exts("mirred egress redirect dev ifb0", &mut t);
+        assert_eq!(e.exec(&Packet::new(7, 1000), Instant(5), &mut TcfResult { classid: 0 }), TC_ACT_STOLEN);
+        let out = t.take_mirrored();
+        assert_eq!(out.len(), 1);
+        let m = &out[0];
+        assert_eq!((m.ifindex, m.ingress, m.redirect, m.pkt.id, m.pkt.len), (3, false, true, 7, 1000));
+        // Taken once: the outbox is empty again.
+        assert!(t.take_mirrored().is_empty());
+        // The target refused it: one overlimit on the action, counters as sent.
+        m.failed();
+        let s = lock(&e.acts[0]).stats;
+        assert_eq!((s.bytes, s.packets, s.drops, s.overlimits), (1000, 1, 0, 1));
+    }
+
+    #[test]
+    fn mirred_mirror_pipes_on_to_the_next_action() {
+        let mut t = ActionTable::default();
+        // Mirror (pipe) to eth0's receive path, then redirect to ifb0: two copies out,
+        // in action order, and the last verdict wins.
+        let e = mirred_exts("mirred ingress mirror dev eth0 action mirred egress redirect dev ifb0", &mut t);
+        assert_eq!(e.exec(&Packet::new(1, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_STOLEN);
+        let out = t.take_mirrored();
+        let got: Vec<_> = out.iter().map(|m| (m.ifindex, m.ingress, m.redirect)).collect();
+        assert_eq!(got, [(2, true, false), (3, false, true)]);
+        // A mirror's own control word replaces pipe.
+        let e = mirred_exts("mirred egress mirror dev ifb0 drop", &mut t);
+        assert_eq!(e.exec(&Packet::new(2, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_SHOT);
+        assert_eq!(t.take_mirrored().len(), 1);
+        // A block target: no shared block exists, so nothing goes out; an overlimit.
+        let e = mirred_exts("mirred egress mirror blockid 3", &mut t);
+        assert_eq!(e.exec(&Packet::new(3, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_PIPE);
+        assert!(t.take_mirrored().is_empty());
+        assert_eq!(lock(&e.acts[0]).stats.overlimits, 1);
+    }
+
+    #[test]
+    fn mirred_refusals_in_the_kernels_words() {
+        let mut t = ActionTable::default();
+        let init = |t: &mut ActionTable, spec: MirredSpec| {
+            let spec = ExtsSpec { acts: vec![ActSpec::Mirred(spec)], police: None };
+            ActCtx { table: t, available: &|_| true, now: Instant(0) }.init(&spec).map(|_| ())
+        };
+        // `mirred index 5` of a missing action: no direction.
+        let e = init(&mut t, MirredSpec { index: 5, ..Default::default() }).unwrap_err();
+        assert_eq!(e, FilterError::ext("act_mirred: Unknown mirred option"));
+        let spec = MirredSpec { eaction: TCA_EGRESS_REDIR, action: TC_ACT_STOLEN, ..Default::default() };
+        let e = init(&mut t, spec.clone()).unwrap_err();
+        assert_eq!(e, FilterError::ext("act_mirred: Must specify device or block"));
+        let both = MirredSpec { ifindex: 2, dev: "eth0".into(), blockid: 1, ..spec };
+        let e = init(&mut t, both).unwrap_err();
+        assert_eq!(e, FilterError::ext("act_mirred: Cannot specify Block ID and dev simultaneously"));
+        // Only act_mirred loads where the profile lacks gact and police (6.18).
+        let spec = ExtsSpec { acts: vec![ActSpec::Gact { index: 0, action: TC_ACT_OK, prob: None }], police: None };
+        let only_mirred = |k: Kind| k == Kind::Mirred;
+        let e = ActCtx { table: &mut t, available: &only_mirred, now: Instant(0) }.init(&spec).unwrap_err();
+        assert_eq!(e, FilterError::action());
     }
 
     #[test]

@@ -186,7 +186,7 @@ impl Flower {
             })();
             if ok.is_some() {
                 let mut res = TcfResult { classid: o.classid.unwrap_or(0) };
-                let r = f.exts.exec(pkt.len, now, &mut res);
+                let r = f.exts.exec(pkt, now, &mut res);
                 return (r >= 0).then_some((r, res));
             }
         }
@@ -429,7 +429,7 @@ mod tests {
     fn keys_match() {
         let mut f = Flower::default();
         let mut tb = crate::classify::action::ActionTable::default();
-        let mut ctx = ActCtx { table: &mut tb, available: true, now: Instant::ZERO };
+        let mut ctx = ActCtx { table: &mut tb, available: &|_| true, now: Instant::ZERO };
         f.change(0, &opts("ip_proto tcp dst_ip 10.0.0.0/8 dst_port 80 classid 1:10"), None, &mut ctx).unwrap();
         f.change(0, &opts("ip_proto udp classid 1:20"), None, &mut ctx).unwrap();
         assert_eq!(f.get(2), Some(2));

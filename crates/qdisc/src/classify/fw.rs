@@ -137,7 +137,7 @@ impl Fw {
                 let id = pkt.mark & mask;
                 for f in self.ht[fw_hash(id)].iter().filter(|f| f.id == id) {
                     let mut res = TcfResult { classid: f.classid };
-                    let r = f.exts.exec(pkt.len, now, &mut res);
+                    let r = f.exts.exec(pkt, now, &mut res);
                     if r >= 0 {
                         return Some((r, res));
                     }
@@ -297,7 +297,7 @@ mod tests {
     fn mark_selects_filter_with_mask() {
         let mut fw = Fw::default();
         let mut tb = crate::classify::action::ActionTable::default();
-        let mut ctx = ActCtx { table: &mut tb, available: true, now: Instant::ZERO };
+        let mut ctx = ActCtx { table: &mut tb, available: &|_| true, now: Instant::ZERO };
         let (h, o) = opts("5/0xff", "classid 1:5");
         fw.change(h, &o, None, &mut ctx).unwrap();
         let (h, o) = opts("6/0xff", "classid 1:6");

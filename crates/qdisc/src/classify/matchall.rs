@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::action::{ActCtx, Exts, ExtsSpec};
 use super::{Binds, FilterError, TcfResult};
+use crate::packet::Packet;
 use crate::tc::{matches, Args, Out, TcError};
 use crate::time::Instant;
 
@@ -36,7 +37,7 @@ impl super::Classifier for Matchall {
         _: u32,
         now: Instant,
     ) -> Option<(i32, TcfResult)> {
-        Matchall::classify(self, pkt.len, now)
+        Matchall::classify(self, pkt, now)
     }
     fn get(&self, handle: u32) -> Option<u32> {
         Matchall::get(self, handle)
@@ -100,14 +101,14 @@ impl Matchall {
         Ok(())
     }
     /// `mall_classify`: the verdict of the filter's actions (TC_ACT_OK without).
-    pub fn classify(&self, len: u32, now: Instant) -> Option<(i32, TcfResult)> {
+    pub fn classify(&self, pkt: &Packet, now: Instant) -> Option<(i32, TcfResult)> {
         let h = self.head.as_ref()?;
         if h.flags & super::u32::SKIP_SW != 0 {
             return None;
         }
         h.hits.fetch_add(1, Ordering::Relaxed);
         let mut res = TcfResult { classid: h.classid };
-        let r = h.exts.exec(len, now, &mut res);
+        let r = h.exts.exec(pkt, now, &mut res);
         (r >= 0).then_some((r, res))
     }
     /// `mall_dump` + tc's `matchall_print_opt`.
@@ -187,14 +188,14 @@ mod tests {
         let mut m = Matchall::default();
         let o = MatchallOpts { present: true, classid: Some(0x10010), ..Default::default() };
         let mut t = super::super::action::ActionTable::default();
-        let mut ctx = ActCtx { table: &mut t, available: true, now: Instant::ZERO };
+        let mut ctx = ActCtx { table: &mut t, available: &|_| true, now: Instant::ZERO };
         m.change(0, &o, &mut ctx).unwrap();
         assert_eq!(m.get(1), Some(1));
-        assert_eq!(m.classify(1, Instant::ZERO), Some((0, TcfResult { classid: 0x10010 })));
+        assert_eq!(m.classify(&Packet::new(0, 1), Instant::ZERO), Some((0, TcfResult { classid: 0x10010 })));
         assert_eq!(m.change(0, &o, &mut ctx), Err(FilterError::Errno("File exists")));
         let mut s = Matchall::default();
         let o = MatchallOpts { present: true, flags: super::super::u32::SKIP_SW, ..Default::default() };
         s.change(5, &o, &mut ctx).unwrap();
-        assert_eq!(s.classify(1, Instant::ZERO), None);
+        assert_eq!(s.classify(&Packet::new(0, 1), Instant::ZERO), None);
     }
 }

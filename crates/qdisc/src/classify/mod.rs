@@ -48,8 +48,9 @@
 //! [`action`]. Filters run them when they match; [`Block::classify`] answers with
 //! the verdict ([`Verdict`]) the qdisc acts on: a class, or drop (SHOT: the qdisc
 //! drops the packet and counts it, `__NET_XMIT_BYPASS`), or stolen (STOLEN, QUEUED,
-//! TRAP: gone without counting as a drop). On a kernel without action modules
-//! ([`crate::tree::KernelVersion::has_actions`]) a filter with one fails with
+//! TRAP, and mirred's redirect: gone without counting as a drop; mirred leaves what
+//! it forwards in the netns's outbox, see [`action`]). On a kernel without an action's module
+//! ([`crate::tree::KernelVersion::has_action`]) a filter with one fails with
 //! "Failed to load TC action module", after the kind's earlier checks.
 //!
 //! # Packet bytes (u32)
@@ -667,7 +668,7 @@ mod tests {
     fn kinds_log_only_their_own_bindings() {
         use action::{ActCtx, ActionTable};
         let mut t = ActionTable::default();
-        let mut acts = ActCtx { table: &mut t, available: true, now: Instant::ZERO };
+        let mut acts = ActCtx { table: &mut t, available: &|_| true, now: Instant::ZERO };
         let fw = lookup("fw").unwrap();
         let mut tp = (fw.init)(None, 1).unwrap();
         for i in 1..=100 {

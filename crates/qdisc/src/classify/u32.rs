@@ -23,6 +23,7 @@ use std::sync::{Arc, RwLock};
 
 use super::action::{ActCtx, Exts, ExtsSpec};
 use super::{Headers, TcfResult, ETH_P_IP, ETH_P_IPV6};
+use crate::packet::Packet;
 use crate::tc::{matches, Args, Out, TcError};
 use crate::time::Instant;
 
@@ -233,7 +234,7 @@ impl super::Classifier for Tp {
         "u32"
     }
     fn classify(&self, pkt: &crate::packet::Packet, hdr: &Headers, _: u32, now: Instant) -> Option<(i32, TcfResult)> {
-        Tp::classify(self, hdr, pkt.len, now)
+        Tp::classify(self, hdr, pkt, now)
     }
     fn get(&self, handle: u32) -> Option<u32> {
         Tp::get(self, handle).map(|(Fh::Ht(h) | Fh::Key(h))| h)
@@ -515,7 +516,7 @@ impl Tp {
     /// Mirrors `u32_classify` (without the mark and indev parts): the verdict of
     /// the first terminal node that matches and whose actions do not say
     /// "continue" (TC_ACT_OK without actions), with its result.
-    pub fn classify(&self, hdr: &Headers, len: u32, now: Instant) -> Option<(i32, TcfResult)> {
+    pub fn classify(&self, hdr: &Headers, pkt: &Packet, now: Instant) -> Option<(i32, TcfResult)> {
         let c = read_common(&self.common);
         let mut stack: Vec<(u32, usize, usize, i64)> = Vec::with_capacity(TC_U32_MAXDEPTH);
         let mut ht = c.ht(self.root)?;
@@ -547,7 +548,7 @@ impl Tp {
                     }
                     if n.link == 0 {
                         if n.sel.flags & TC_U32_TERMINAL != 0 {
-                            if let Some(r) = Self::terminal(n, len, now) {
+                            if let Some(r) = Self::terminal(n, pkt, now) {
                                 return Some(r);
                             }
                         }
@@ -598,7 +599,7 @@ impl Tp {
             off = o;
             let n = &ht.buckets[sel][idx];
             if n.sel.flags & TC_U32_TERMINAL != 0 {
-                if let Some(r) = Self::terminal(n, len, now) {
+                if let Some(r) = Self::terminal(n, pkt, now) {
                     return Some(r);
                 }
             }
@@ -607,10 +608,10 @@ impl Tp {
     }
 
     /// `check_terminal`: count the hit, run the node's actions; `None` = continue.
-    fn terminal(n: &Knode, len: u32, now: Instant) -> Option<(i32, TcfResult)> {
+    fn terminal(n: &Knode, pkt: &Packet, now: Instant) -> Option<(i32, TcfResult)> {
         let mut res = TcfResult { classid: n.classid };
         inc(&n.pf.rhit);
-        let r = n.exts.exec(len, now, &mut res);
+        let r = n.exts.exec(pkt, now, &mut res);
         (r >= 0).then_some((r, res))
     }
 
@@ -1343,7 +1344,7 @@ mod tests {
         p
     }
     fn actx() -> ActCtx<'static> {
-        ActCtx { table: Box::leak(Box::default()), available: true, now: Instant::ZERO }
+        ActCtx { table: Box::leak(Box::default()), available: &|_| true, now: Instant::ZERO }
     }
     fn tp_with(rules: &[&str]) -> Tp {
         let mut tp = Tp::init(None, 1).unwrap();
@@ -1354,7 +1355,7 @@ mod tests {
         tp
     }
     fn cls(tp: &Tp, p: &Packet) -> Option<u32> {
-        tp.classify(&Headers::of(p), p.len, Instant::ZERO).map(|r| r.1.classid)
+        tp.classify(&Headers::of(p), p, Instant::ZERO).map(|r| r.1.classid)
     }
 
     #[test]

@@ -422,6 +422,32 @@ impl Tc {
     pub fn device_mut(&mut self, name: &str) -> Option<&mut Device> {
         self.devices.iter_mut().find(|d| d.info.name == name)
     }
+    /// The kernel whose behaviour new devices and the netns's actions follow.
+    pub(crate) fn kernel(&self) -> KernelVersion {
+        self.kernel
+    }
+    /// The netns's device names by ifindex from 1: `lo` (which every netns has),
+    /// then the devices in the order they were given.
+    pub fn link_names(&self) -> Vec<String> {
+        let lo = (!self.devices.iter().any(|d| d.info.name == "lo")).then(|| "lo".to_string());
+        lo.into_iter().chain(self.devices.iter().map(|d| d.info.name.clone())).collect()
+    }
+    /// The device with `ifindex` (as [`Tc::link_names`] numbers them), if it is one
+    /// of the devices (`lo` is not).
+    pub fn device_by_ifindex(&self, ifindex: u32) -> Option<usize> {
+        let names = self.link_names();
+        let name = names.get((ifindex as usize).checked_sub(1)?)?;
+        self.devices.iter().position(|d| &d.info.name == name)
+    }
+    /// Some filter holds a mirred action (packets may leave for another device).
+    pub fn has_mirred(&mut self) -> bool {
+        self.actions.holds(crate::classify::action::Kind::Mirred)
+    }
+    /// What mirred actions forwarded since the last call, in order (see
+    /// [`crate::classify::action::Outbox`]).
+    pub fn take_mirrored(&mut self) -> Vec<crate::classify::action::Mirrored> {
+        self.actions.take_mirrored()
+    }
     pub(crate) fn dev_index(&self, name: &str) -> Result<usize, TcError> {
         self.devices
             .iter()
@@ -542,10 +568,10 @@ impl Tc {
             self.do_class(rest, o)
         } else if matches(obj, "filter") {
             super::filter::do_filter(self, rest, o)
-        } else if matches(obj, "chain") || matches(obj, "actions") {
-            Err(TcError::tc(format!(
-                "qdisc-lab: \"tc {obj}\" is not supported (filters live in chain 0; actions exist only on filters).\n"
-            )))
+        } else if matches(obj, "actions") {
+            super::actions::do_action(self, rest, o)
+        } else if matches(obj, "chain") {
+            Err(TcError::tc(format!("qdisc-lab: \"tc {obj}\" is not supported (filters live in chain 0).\n")))
         } else if matches(obj, "help") {
             self.warn.push_str(TC_USAGE);
             Ok(String::new())

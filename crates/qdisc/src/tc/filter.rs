@@ -85,6 +85,7 @@ pub(crate) fn do_filter(tc: &mut Tc, argv: &[String], o: TcOpts) -> Result<Strin
 /// `flags` None = delete; otherwise (NLM_F_CREATE, NLM_F_EXCL).
 fn modify(tc: &mut Tc, flags: Option<(bool, bool)>, argv: &[String]) -> Result<(), TcError> {
     let mut a = Args::new(argv);
+    a.set_links(tc.link_names());
     let mut dev: Option<&str> = None;
     let mut parent = 0u32;
     let mut fhandle: Option<&str> = None;
@@ -356,7 +357,8 @@ fn new_tfilter(
     };
     let now = tc.now;
     let Tc { devices, actions, .. } = tc;
-    let mut acts = ActCtx { table: actions, available: kernel.has_actions(), now };
+    let available = |k| kernel.has_action(k);
+    let mut acts = ActCtx { table: actions, available: &available, now };
     let n = devices[di].node_mut(&path);
     let b = n.q.as_classful_mut().and_then(|c| c.block_mut(minor)).expect("block checked");
     let r = (|| {

@@ -5,6 +5,7 @@
 //! sch_api.c (handles, graft, validation, extack errors), and the printers here play
 //! `print_qdisc`/`print_class`/`print_tcstats2_attr` over what the kernel dumps.
 
+mod actions;
 mod cmd;
 mod filter;
 pub mod out;
@@ -121,6 +122,9 @@ pub struct Args<'a> {
     lib: Option<TcLib>,
     /// The device of [`Args::set_dev`] does not exist (its sysfs file neither).
     dev_missing: bool,
+    /// The netns's device names by ifindex (entry `i` is ifindex `i + 1`; `lo` is 1),
+    /// for the names actions give (`ll_name_to_index`).
+    links: Vec<String>,
 }
 
 /// The reader behind [`TcLib`]: a file's bytes, or the OS error.
@@ -161,7 +165,22 @@ impl fmt::Debug for TcLib {
 
 impl<'a> Args<'a> {
     pub fn new(argv: &'a [String]) -> Self {
-        Args { argv, pos: 0, dev: None, notes: String::new(), lib: None, dev_missing: false }
+        Args { argv, pos: 0, dev: None, notes: String::new(), lib: None, dev_missing: false, links: Vec::new() }
+    }
+    /// The devices of the netns, in ifindex order from 1.
+    pub fn set_links(&mut self, names: Vec<String>) {
+        self.links = names;
+    }
+    /// `ll_name_to_index`: the ifindex of the device `name`.
+    pub fn link_index(&self, name: &str) -> Option<u32> {
+        self.links.iter().position(|n| n == name).map(|i| i as u32 + 1)
+    }
+    /// Where the cursor stands, to come back to with [`Args::set_pos`].
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+    pub(crate) fn set_pos(&mut self, pos: usize) {
+        self.pos = pos;
     }
     /// Set where distribution tables come from (tc's library directory).
     pub fn set_lib(&mut self, lib: TcLib) {
