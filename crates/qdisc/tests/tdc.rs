@@ -158,9 +158,11 @@ fn run_case(case: &Value) -> Outcome {
 fn run_files(what: &str, dir: &std::path::Path, kinds: &[&str], at_least: usize) {
     let (mut pass, mut fail, mut skip) = (0, 0, 0);
     let mut failures = Vec::new();
+    let mut per_file = Vec::new();
     for kind in kinds {
         let text = std::fs::read_to_string(dir.join(format!("{kind}.json"))).expect("tdc case file");
         let cases: Value = serde_json::from_str(&text).unwrap();
+        let before = (pass, fail, skip);
         for case in cases.as_array().unwrap() {
             let id = case["id"].as_str().unwrap_or("?");
             match run_case(case) {
@@ -175,8 +177,14 @@ fn run_files(what: &str, dir: &std::path::Path, kinds: &[&str], at_least: usize)
                 }
             }
         }
+        per_file.push(format!(
+            "  {kind}.json: {} passed, {} failed, {} skipped",
+            pass - before.0,
+            fail - before.1,
+            skip - before.2
+        ));
     }
-    eprintln!("{what}: {pass} passed, {fail} failed, {skip} skipped");
+    eprintln!("{what}: {pass} passed, {fail} failed, {skip} skipped\n{}", per_file.join("\n"));
     assert!(failures.is_empty(), "tdc failures:\n{}", failures.join("\n"));
     assert!(pass >= at_least, "expected the {what} cases to run, only {pass} passed");
 }
@@ -191,12 +199,15 @@ fn upstream_tc_testing_action_cases() {
 #[test]
 fn upstream_tc_testing_cases() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tdc/qdiscs");
-    // Every tdc file whose qdisc this engine implements ("fifo" covers pfifo/bfifo).
+    // Every tdc file whose qdisc this engine implements ("fifo" covers pfifo/bfifo),
+    // each with its pass/fail/skip counts.
     let mut kinds: Vec<&str> = qdisc::sched::KINDS
         .iter()
         .map(|k| if k.id == "pfifo" { "fifo" } else { k.id })
         .filter(|k| dir.join(format!("{k}.json")).exists())
         .collect();
+    // Further files about an implemented kind.
+    kinds.push("hhf_flows_limit");
     kinds.sort();
     kinds.dedup();
     eprintln!("tdc files: {kinds:?}");
