@@ -217,6 +217,13 @@ impl KernelVersion {
         self < Self::V6_18
     }
 
+    /// CONFIG_CLS_U32_MARK: u32 key nodes match `skb->mark` (`mark VALUE MASK`) and dump
+    /// the match as TCA_U32_MARK with its success count. Set in Debian 13's 6.12 build
+    /// (`=y`); not set in this CI host's 6.18 build, which ignores the attribute.
+    pub fn u32_mark(self) -> bool {
+        self < Self::V6_18
+    }
+
     /// Which tc action modules this engine models (act_gact, act_police,
     /// act_mirred) can be loaded. Debian 13's 6.12 build ships them all; this CI
     /// host's 6.18 build has only act_mirred (built in, with ifb, for ingress

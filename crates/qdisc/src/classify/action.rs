@@ -1163,6 +1163,8 @@ pub struct ActCtx<'a> {
     /// The action modules the kernel profile can load
     /// ([`crate::tree::KernelVersion::has_action`]).
     pub available: &'a dyn Fn(Kind) -> bool,
+    /// The kernel whose build options a filter change follows (u32's mark match).
+    pub kernel: crate::tree::KernelVersion,
     pub now: Instant,
 }
 
@@ -1664,7 +1666,9 @@ mod tests {
             parse_action(&mut a, &mut spec).unwrap();
         }
         let mut table = ActionTable::default();
-        let e = ActCtx { table: &mut table, available: &|_| true, now: Instant(now) }.init(&spec).unwrap();
+        let e = ActCtx { table: &mut table, available: &|_| true, kernel: Default::default(), now: Instant(now) }
+            .init(&spec)
+            .unwrap();
         (e, table)
     }
 
@@ -1717,7 +1721,7 @@ mod tests {
             parse_action(&mut a, &mut sp).unwrap();
             sp
         };
-        let mut ctx = ActCtx { table: &mut table, available: &|_| true, now: Instant(0) };
+        let mut ctx = ActCtx { table: &mut table, available: &|_| true, kernel: Default::default(), now: Instant(0) };
         let a = ctx.init(&spec(&v)).unwrap();
         let b = ctx.init(&spec(&v)).unwrap();
         assert_eq!((lock(&a.acts[0]).index, lock(&b.acts[0]).index), (1, 2));
@@ -1728,7 +1732,7 @@ mod tests {
         // Bound to the existing drop action 2, whose parameters stay.
         assert!(Arc::ptr_eq(&d.acts[0], &b.acts[0]));
         assert_eq!(Arc::strong_count(&b.acts[0]), 2);
-        let mut ctx = ActCtx { table: &mut table, available: &|_| false, now: Instant(0) };
+        let mut ctx = ActCtx { table: &mut table, available: &|_| false, kernel: Default::default(), now: Instant(0) };
         assert_eq!(ctx.init(&spec(&v)).unwrap_err(), FilterError::action());
     }
 
@@ -1779,7 +1783,7 @@ mod tests {
         a.set_links(vec!["lo".into(), "eth0".into(), "ifb0".into()]);
         let mut spec = ExtsSpec::default();
         parse_action(&mut a, &mut spec).unwrap();
-        ActCtx { table, available: &|_| true, now: Instant(0) }.init(&spec).unwrap()
+        ActCtx { table, available: &|_| true, kernel: Default::default(), now: Instant(0) }.init(&spec).unwrap()
     }
 
     #[test]
@@ -1825,7 +1829,9 @@ mod tests {
         let mut t = ActionTable::default();
         let init = |t: &mut ActionTable, spec: MirredSpec| {
             let spec = ExtsSpec { acts: vec![ActSpec::Mirred(spec)], police: None };
-            ActCtx { table: t, available: &|_| true, now: Instant(0) }.init(&spec).map(|_| ())
+            ActCtx { table: t, available: &|_| true, kernel: Default::default(), now: Instant(0) }
+                .init(&spec)
+                .map(|_| ())
         };
         // `mirred index 5` of a missing action: no direction.
         let e = init(&mut t, MirredSpec { index: 5, ..Default::default() }).unwrap_err();
@@ -1839,7 +1845,9 @@ mod tests {
         // Only act_mirred loads where the profile lacks gact and police (6.18).
         let spec = ExtsSpec { acts: vec![ActSpec::Gact { index: 0, action: TC_ACT_OK, prob: None }], police: None };
         let only_mirred = |k: Kind| k == Kind::Mirred;
-        let e = ActCtx { table: &mut t, available: &only_mirred, now: Instant(0) }.init(&spec).unwrap_err();
+        let e = ActCtx { table: &mut t, available: &only_mirred, kernel: Default::default(), now: Instant(0) }
+            .init(&spec)
+            .unwrap_err();
         assert_eq!(e, FilterError::action());
     }
 

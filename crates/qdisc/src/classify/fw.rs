@@ -297,7 +297,7 @@ mod tests {
     fn mark_selects_filter_with_mask() {
         let mut fw = Fw::default();
         let mut tb = crate::classify::action::ActionTable::default();
-        let mut ctx = ActCtx { table: &mut tb, available: &|_| true, now: Instant::ZERO };
+        let mut ctx = ActCtx { table: &mut tb, available: &|_| true, kernel: Default::default(), now: Instant::ZERO };
         let (h, o) = opts("5/0xff", "classid 1:5");
         fw.change(h, &o, None, &mut ctx).unwrap();
         let (h, o) = opts("6/0xff", "classid 1:6");

@@ -668,7 +668,7 @@ mod tests {
     fn kinds_log_only_their_own_bindings() {
         use action::{ActCtx, ActionTable};
         let mut t = ActionTable::default();
-        let mut acts = ActCtx { table: &mut t, available: &|_| true, now: Instant::ZERO };
+        let mut acts = ActCtx { table: &mut t, available: &|_| true, kernel: Default::default(), now: Instant::ZERO };
         let fw = lookup("fw").unwrap();
         let mut tp = (fw.init)(None, 1).unwrap();
         for i in 1..=100 {

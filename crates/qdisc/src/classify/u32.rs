@@ -15,8 +15,11 @@
 //! A terminal key node runs its actions ([`super::action`]); a "continue" verdict
 //! lets the lookup go on with the next node, as `u32_classify` does.
 //!
-//! Not modelled: `indev` (refused: egress packets have no input device), `mark`
-//! (accepted and ignored, as both kernels are built without CONFIG_CLS_U32_MARK).
+//! `mark VALUE MASK` is CONFIG_CLS_U32_MARK: Debian's 6.12 is built with it (every key
+//! node then has a mark match, 0/0 unless given, counting its successes, and dumps it
+//! when given); this CI host's 6.18 is not, and ignores the attribute
+//! ([`crate::tree::KernelVersion::u32_mark`]). Not modelled: `indev` (refused: egress
+//! packets have no input device).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -88,6 +91,8 @@ pub struct U32Opts {
     pub link: Option<u32>,
     pub hash: Option<u32>,
     pub flags: Option<u32>,
+    /// TCA_U32_MARK: value and mask (the last `mark` given).
+    pub mark: Option<(u32, u32)>,
     /// `action …` / `police …`.
     pub exts: ExtsSpec,
 }
@@ -125,7 +130,19 @@ pub struct Knode {
     pub fshift: u32,
     pub flags: u32,
     pub pf: Arc<Pcnt>,
+    /// CONFIG_CLS_U32_MARK's match (`val`, `mask`, `pcpu_success`); None on kernels
+    /// built without it.
+    pub mark: Option<Mark>,
     pub exts: Exts,
+}
+
+/// A key node's mark match: `skb->mark & mask` must equal `val`; `success` counts the
+/// packets that passed it (shared by the versions of a node `change` makes).
+#[derive(Clone, Debug)]
+pub struct Mark {
+    pub val: u32,
+    pub mask: u32,
+    pub success: Arc<AtomicU64>,
 }
 
 /// A hash table (`struct tc_u_hnode`). `divisor` is stored minus one, as the kernel does.
@@ -502,6 +519,10 @@ impl Tp {
             fshift: if sel.hmask != 0 { sel.hmask.trailing_zeros() } else { 0 },
             flags: userflags | NOT_IN_HW,
             pf: Pcnt::new(sel.keys.len()),
+            mark: acts.kernel.u32_mark().then(|| {
+                let (val, mask) = o.mark.unwrap_or((0, 0));
+                Mark { val, mask, success: Arc::new(AtomicU64::new(0)) }
+            }),
             exts,
         };
         let t = c.ht_mut(ht).expect("table");
@@ -513,7 +534,7 @@ impl Tp {
         Ok(())
     }
 
-    /// Mirrors `u32_classify` (without the mark and indev parts): the verdict of
+    /// Mirrors `u32_classify` (without the indev part): the verdict of
     /// the first terminal node that matches and whose actions do not say
     /// "continue" (TC_ACT_OK without actions), with its result.
     pub fn classify(&self, hdr: &Headers, pkt: &Packet, now: Instant) -> Option<(i32, TcfResult)> {
@@ -530,6 +551,13 @@ impl Tp {
                 let bucket = &ht.buckets[sel];
                 if let Some(n) = bucket.get(i) {
                     inc(&n.pf.rcnt);
+                    if let Some(m) = &n.mark {
+                        if pkt.mark & m.mask != m.val {
+                            i += 1;
+                            continue;
+                        }
+                        inc(&m.success);
+                    }
                     let mut ok = true;
                     for (j, k) in n.sel.keys.iter().enumerate() {
                         let toff = off + k.off as i64 + (off2 & k.offmask as i64);
@@ -910,8 +938,8 @@ fn parse_ip6(a: &mut Args, sel: &mut Sel) -> Option<()> {
     }
 }
 
-/// `parse_selector`. `mark` is accepted and dropped (see the module docs).
-fn parse_selector(a: &mut Args, sel: &mut Sel) -> Result<Option<()>, TcError> {
+/// `parse_selector`. A `mark` goes to `mark` (TCA_U32_MARK, the last one wins).
+fn parse_selector(a: &mut Args, sel: &mut Sel, mark: &mut Option<(u32, u32)>) -> Result<Option<()>, TcError> {
     let Some(w) = a.next() else { return Ok(None) };
     // Every selector takes NEXT_ARG before its own parser looks.
     let known = ["u32", "u16", "u8", "ip", "ip6", "udp", "tcp", "icmp", "mark", "ether"];
@@ -965,6 +993,7 @@ fn parse_selector(a: &mut Args, sel: &mut Sel) -> Result<Option<()>, TcError> {
         if v & m != v {
             return Err(TcError::tc("Illegal \"mark\" (impossible combination)\n"));
         }
+        *mark = Some((v, m));
         Some(())
     } else {
         None
@@ -993,7 +1022,10 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, U32Opts), TcErr
     while let Some(w) = a.peek() {
         if matches(w, "match") {
             a.next();
-            if parse_selector(a, &mut sel)?.is_none() {
+            // parse_mark's refusals are followed by the caller's own line.
+            let illegal =
+                |e: TcError| if e.code == 1 { TcError::tc(format!("{}Illegal \"match\"\n", e.msg)) } else { e };
+            if parse_selector(a, &mut sel, &mut o.mark).map_err(illegal)?.is_none() {
                 return Err(TcError::tc("Illegal \"match\"\n"));
             }
             sel_ok = true;
@@ -1087,7 +1119,9 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, U32Opts), TcErr
             htid = if sample_ok { (htid & 0xFF000) | (h & 0xFFF0_0000) } else { h & 0xFFFF_F000 };
         } else if w == "sample" {
             let mut s2 = Sel::default();
-            if parse_selector(a, &mut s2)?.is_none() {
+            let illegal =
+                |e: TcError| if e.code == 1 { TcError::tc(format!("{}Illegal \"sample\"\n", e.msg)) } else { e };
+            if parse_selector(a, &mut s2, &mut o.mark).map_err(illegal)?.is_none() {
                 return Err(TcError::tc("Illegal \"sample\"\n"));
             }
             if s2.keys.len() != 1 {
@@ -1195,6 +1229,15 @@ fn print_knode(out: &mut Out, n: &Knode, ctx: &super::DumpCtx) {
     if perf {
         out.uint("rule_hit", format_args!("(rule hit {} ", load(&n.pf.rcnt)), load(&n.pf.rcnt));
         out.uint("success", format_args!("success {})", load(&n.pf.rhit)), load(&n.pf.rhit));
+    }
+    // TCA_U32_MARK, dumped when a value or mask was given; JSON as print_0xhex ("%#llx").
+    if let Some(m) = n.mark.as_ref().filter(|m| m.val != 0 || m.mask != 0) {
+        let hex = |v: u32| if v == 0 { "0".to_string() } else { format!("{v:#x}") };
+        out.nl();
+        out.string("fwmark_value", format_args!("  mark 0x{:04x} ", m.val), &hex(m.val));
+        out.string("fwmark_mask", format_args!("0x{:04x} ", m.mask), &hex(m.mask));
+        let ok = load(&m.success) as u32 as i32;
+        out.int("fwmark_success", format_args!("(success {ok})"), ok as i64);
     }
     for (j, k) in n.sel.keys.iter().enumerate() {
         show_key(out, k, ctx);
@@ -1344,7 +1387,12 @@ mod tests {
         p
     }
     fn actx() -> ActCtx<'static> {
-        ActCtx { table: Box::leak(Box::default()), available: &|_| true, now: Instant::ZERO }
+        ActCtx {
+            table: Box::leak(Box::default()),
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant::ZERO,
+        }
     }
     fn tp_with(rules: &[&str]) -> Tp {
         let mut tp = Tp::init(None, 1).unwrap();
@@ -1398,6 +1446,32 @@ mod tests {
         assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [8, 8, 8, 8], 5, 53, 6, 0xb8)), None);
         // No header: the first key read fails and u32 gives up.
         assert_eq!(cls(&tp, &Packet::new(1, 100)), None);
+    }
+
+    /// CONFIG_CLS_U32_MARK (6.12): a node whose mark match fails is skipped before its
+    /// keys; one without a `mark` matches every mark (0/0). 6.18 ignores the match.
+    #[test]
+    fn mark_match_where_the_kernel_has_it() {
+        let rules = ["match mark 0x10 0xf0 match ip src 1.1.1.1/32 flowid 1:1", "match ip src 1.1.1.1/32 flowid 1:2"];
+        let tp = tp_with(&rules);
+        let mut p = pkt([1, 1, 1, 1], [8, 8, 8, 8], 5, 80, 6, 0);
+        assert_eq!(cls(&tp, &p), Some(0x10002));
+        p.mark = 0x13;
+        assert_eq!(cls(&tp, &p), Some(0x10001));
+        let c = read_common(&tp.common);
+        let n = find_key(&c, 0x8000_0800).unwrap();
+        let (m, m2) = (n.mark.as_ref().unwrap(), find_key(&c, 0x8000_0801).unwrap().mark.as_ref().unwrap());
+        assert_eq!((m.val, m.mask, m.success.load(Ordering::Relaxed)), (0x10, 0xf0, 1));
+        assert_eq!((m2.val, m2.mask, m2.success.load(Ordering::Relaxed)), (0, 0, 1));
+        drop(c);
+        let mut tp618 = Tp::init(None, 1).unwrap();
+        for r in rules {
+            let (h, o) = opts(r);
+            let mut a = ActCtx { kernel: crate::tree::KernelVersion::V6_18, ..actx() };
+            tp618.change(h, &o, None, &mut a).unwrap();
+        }
+        p.mark = 0;
+        assert_eq!(cls(&tp618, &p), Some(0x10001), "6.18 has no mark match");
     }
 
     #[test]

@@ -112,7 +112,7 @@ fn modify(tc: &mut Tc, argv: &[String], at: usize, replace: bool) -> Result<usiz
     let kernel = tc.kernel();
     let available = |k| kernel.has_action(k);
     let now = tc.now;
-    ActCtx { table: &mut tc.actions, available: &available, now }
+    ActCtx { table: &mut tc.actions, available: &available, kernel, now }
         .add(&spec, replace)
         .map_err(|e| fail(e.into_tc().msg))?;
     Ok(next)

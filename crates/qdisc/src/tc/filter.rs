@@ -358,7 +358,7 @@ fn new_tfilter(
     let now = tc.now;
     let Tc { devices, actions, .. } = tc;
     let available = |k| kernel.has_action(k);
-    let mut acts = ActCtx { table: actions, available: &available, now };
+    let mut acts = ActCtx { table: actions, available: &available, kernel, now };
     let n = devices[di].node_mut(&path);
     let b = n.q.as_classful_mut().and_then(|c| c.block_mut(minor)).expect("block checked");
     let r = (|| {
