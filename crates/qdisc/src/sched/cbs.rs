@@ -18,7 +18,7 @@
 
 use crate::packet::Packet;
 use crate::qdisc::{Child, Dequeued, DevInfo, Enqueued, Flags, Node, OneClass, Ops, Opts, Parse, Qdisc, Sch};
-use crate::sched::fifo::{Fifo, FifoKind};
+use crate::sched::fifo::pfifo_dflt;
 use crate::tc::units::{get_integer, get_u32};
 use crate::tc::{matches, Args, Out, TcError};
 use crate::time::Instant;
@@ -80,7 +80,8 @@ impl Cbs {
     pub fn new(o: &CbsOpt, dev: &DevInfo, handle: u32) -> Result<Cbs, TcError> {
         let mut q = Cbs {
             handle,
-            child: Self::default_child(handle, dev),
+            // qdisc_create_dflt(…, sch->handle): parent the qdisc itself, hashed visible.
+            child: pfifo_dflt(handle, dev),
             offload: false,
             port_rate: 0,
             last: 0,
@@ -92,11 +93,6 @@ impl Cbs {
         };
         q.apply(o, dev)?;
         Ok(q)
-    }
-
-    /// `qdisc_create_dflt(…, pfifo, sch->handle)`: handle 0, parent the qdisc.
-    fn default_child(handle: u32, dev: &DevInfo) -> Node {
-        Node::new(0, handle, Box::new(Fifo::new(FifoKind::Pfifo, None, dev)))
     }
 
     /// `cbs_change`: the port rate (software mode), then the parameters. Offload needs
@@ -214,7 +210,7 @@ impl OneClass for Cbs {
         &mut self.child
     }
     fn graft_default(&self, dev: &DevInfo) -> Node {
-        Self::default_child(self.handle, dev).unhashed()
+        pfifo_dflt(self.handle, dev).unhashed()
     }
 }
 

@@ -19,7 +19,7 @@ use crate::qdisc::{
     tc_h_maj, tc_h_min, Child, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch,
     TC_H_ROOT,
 };
-use crate::sched::fifo::{Fifo, FifoKind};
+use crate::sched::fifo::pfifo_dflt;
 use crate::stats::Stats;
 use crate::tc::{units, Args, Errno, Out, TcError};
 use crate::time::Instant;
@@ -113,9 +113,6 @@ impl Drr {
     }
 
     /// `qdisc_create_dflt(pfifo, classid)`: handle 0, hashed invisible.
-    fn default_leaf(classid: u32, dev: &DevInfo) -> Node {
-        Node::new(0, classid, Box::new(Fifo::new(FifoKind::Pfifo, None, dev))).invisible()
-    }
 
     /// `drr_find_class` by full classid.
     fn find(&self, classid: u32) -> Option<u32> {
@@ -271,7 +268,7 @@ impl Classful for Drr {
         let c = self.classes.get_mut(&minor).ok_or_else(|| TcError::kernel("Specified class not found"))?;
         // Unlike drr_change_class, drr_graft_class never qdisc_hash_add()s the fresh
         // pfifo: dumps do not list it.
-        let new = new.unwrap_or_else(|| Self::default_leaf(c.classid, dev).unhashed());
+        let new = new.unwrap_or_else(|| pfifo_dflt(c.classid, dev).invisible().unhashed());
         let old = std::mem::replace(&mut c.leaf, new);
         self.deactivate(minor);
         Ok(Some(old))
@@ -306,7 +303,7 @@ impl Classful for Drr {
             }
             return Ok(None);
         }
-        let leaf = Self::default_leaf(classid, dev);
+        let leaf = pfifo_dflt(classid, dev).invisible();
         let quantum = bound(o.quantum.unwrap_or(dev.psched_mtu()));
         self.classes.insert(
             m,
@@ -396,6 +393,7 @@ impl Classful for Drr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sched::fifo::{Fifo, FifoKind};
     use crate::testing::{argv, dev, held, t};
 
     const H: u32 = 0x1_0000;

@@ -20,7 +20,7 @@ use crate::packet::Packet;
 use crate::qdisc::{
     tc_h_make, Child, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch, TC_H_ROOT,
 };
-use crate::sched::fifo::{Fifo, FifoKind};
+use crate::sched::fifo::pfifo_dflt;
 use crate::sched::prio::{classify_band, dump_uint_array, TC_PRIO_MAX};
 use crate::tc::units::get_unsigned10;
 use crate::tc::{Args, Errno, Out, TcError};
@@ -220,7 +220,7 @@ impl Ets {
     /// invisible (`qdisc_hash_add(…, true)`), at init, when bands grow and when a
     /// graft puts the default back.
     fn default_child(&self, i: usize, dev: &DevInfo) -> Node {
-        Node::new(0, tc_h_make(self.handle, i as u32 + 1), Box::new(Fifo::new(FifoKind::Pfifo, None, dev))).invisible()
+        pfifo_dflt(tc_h_make(self.handle, i as u32 + 1), dev).invisible()
     }
 
     /// `ets_quantum_parse`: Debian's 6.12.117 clamps a quantum to [256, 2^20]
@@ -541,6 +541,7 @@ impl Classful for Ets {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sched::fifo::{Fifo, FifoKind};
     use crate::stats::Reduce;
     use crate::testing::{argv, dev, held, t};
 

@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 
 use crate::packet::Packet;
-use crate::qdisc::{Create, Dequeued, DevInfo, Enqueued, Flags, Ops, Opts, Parse, Qdisc, Sch};
+use crate::qdisc::{tc_h_make, Create, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch};
 use crate::tc::{units, Args, Out, TcError};
 use crate::time::Instant;
 
@@ -99,11 +99,26 @@ impl Fifo {
         f
     }
 
-    /// The default child fifo a classful qdisc creates (`fifo_create_dflt`).
+    /// A fifo of `limit` (packets or bytes, by kind).
     pub fn with_limit(kind: FifoKind, limit: u32, dev: &DevInfo) -> Self {
         Self::new(kind, Some(FifoOpt { limit }), dev)
     }
+}
 
+/// `qdisc_create_dflt(…, &pfifo_qdisc_ops, parent)`: a class's default qdisc, a
+/// pfifo of txqueuelen packets, handle 0, below `parent`. Callers hash it as their
+/// kernel code does (`.invisible()` for `qdisc_hash_add(q, true)`).
+pub fn pfifo_dflt(parent: u32, dev: &DevInfo) -> Node {
+    Node::new(0, parent, Box::new(Fifo::new(FifoKind::Pfifo, None, dev)))
+}
+
+/// `fifo_create_dflt(sch, ops, limit)` as tbf, red and sfb use it: a fifo of `limit`
+/// below class 1 of the qdisc `handle`, hashed invisible (`qdisc_hash_add(q, true)`).
+pub fn fifo_create_dflt(kind: FifoKind, limit: u32, handle: u32, dev: &DevInfo) -> Node {
+    Node::new(0, tc_h_make(handle, 1), Box::new(Fifo::with_limit(kind, limit, dev))).invisible()
+}
+
+impl Fifo {
     fn apply(&mut self, opt: Option<FifoOpt>, dev: &DevInfo) {
         self.limit = match opt {
             Some(o) => o.limit,

@@ -13,7 +13,7 @@ use crate::packet::Packet;
 use crate::qdisc::{
     tc_h_make, Child, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch,
 };
-use crate::sched::fifo::{Fifo, FifoKind};
+use crate::sched::fifo::pfifo_dflt;
 use crate::sched::noqueue::Noop;
 use crate::tc::{Args, Errno, Out, TcError};
 use crate::time::Instant;
@@ -89,8 +89,7 @@ impl Multiq {
         }
         for i in 0..self.bands {
             if Self::is_noop(&self.queues[i]) {
-                let parent = tc_h_make(self.handle, i as u32 + 1);
-                self.queues[i] = Node::new(0, parent, Box::new(Fifo::new(FifoKind::Pfifo, None, dev))).invisible();
+                self.queues[i] = pfifo_dflt(tc_h_make(self.handle, i as u32 + 1), dev).invisible();
             }
         }
         Ok(())

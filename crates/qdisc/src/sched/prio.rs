@@ -15,7 +15,7 @@ use crate::qdisc::{
     tc_h_maj, tc_h_make, tc_h_min, Child, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc,
     Sch,
 };
-use crate::sched::fifo::{Fifo, FifoKind};
+use crate::sched::fifo::pfifo_dflt;
 use crate::tc::units::{get_integer10, get_unsigned10};
 use crate::tc::{Args, Out, TcError};
 use crate::time::Instant;
@@ -152,8 +152,7 @@ impl Prio {
     /// &pfifo_qdisc_ops, TC_H_MAKE(handle, band + 1))` makes — handle 0, parent the
     /// band's classid, limit txqueuelen, hashed invisible.
     fn default_child(&self, band: usize, dev: &DevInfo) -> Node {
-        Node::new(0, tc_h_make(self.handle, band as u32 + 1), Box::new(Fifo::new(FifoKind::Pfifo, None, dev)))
-            .invisible()
+        pfifo_dflt(tc_h_make(self.handle, band as u32 + 1), dev).invisible()
     }
 
     /// Mirrors `prio_tune` in net/sched/sch_prio.c: validate everything first (no
@@ -340,6 +339,7 @@ impl Classful for Prio {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sched::fifo::{Fifo, FifoKind};
     use crate::stats::{Reduce, Stats};
     use crate::testing::{argv, dev, held, t};
     const H: u32 = 0x8001_0000;

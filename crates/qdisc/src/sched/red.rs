@@ -41,7 +41,7 @@ use crate::packet::Packet;
 use crate::qdisc::{
     tc_h_make, Child, Dequeued, DevInfo, Enqueued, Flags, Node, OneClass, Ops, Opts, Parse, Qdisc, Sch,
 };
-use crate::sched::fifo::{Fifo, FifoKind};
+use crate::sched::fifo::{fifo_create_dflt, FifoKind};
 use crate::sched::noqueue::Noop;
 use crate::sched::sfq::SplitMix64;
 use crate::tc::units::{self, c_double_to_u32};
@@ -693,8 +693,7 @@ impl Red {
         self.limit = o.limit;
         if o.limit > 0 {
             // fifo_create_dflt + qdisc_hash_add(child, true); the old child is purged.
-            let f = Fifo::with_limit(FifoKind::Bfifo, o.limit, dev);
-            let new = Node::new(0, tc_h_make(self.handle, 1), Box::new(f)).invisible();
+            let new = fifo_create_dflt(FifoKind::Bfifo, o.limit, self.handle, dev);
             let mut old = std::mem::replace(&mut self.child, new);
             sch.child_purged(old.stats());
             old.reset(now);

@@ -32,7 +32,7 @@ use crate::packet::Packet;
 use crate::qdisc::{
     tc_h_make, Child, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch,
 };
-use crate::sched::fifo::{Fifo, FifoKind};
+use crate::sched::fifo::{fifo_create_dflt, FifoKind};
 use crate::sched::noqueue::Noop;
 use crate::sched::red::scan_lg;
 use crate::sched::sfq::{default_seed, flow_hash, siphash24_u32, SplitMix64};
@@ -199,8 +199,7 @@ impl Sfb {
     /// parameters, and every bin cleared under fresh keys. Nothing is refused.
     fn apply(&mut self, sch: &mut Sch, o: &SfbOpt, dev: &DevInfo, now: Instant) {
         let limit = if o.limit == 0 { dev.tx_queue_len } else { o.limit };
-        let f = Fifo::with_limit(FifoKind::Pfifo, limit, dev);
-        let new = Node::new(0, tc_h_make(self.handle, 1), Box::new(f)).invisible();
+        let new = fifo_create_dflt(FifoKind::Pfifo, limit, self.handle, dev);
         let mut old = std::mem::replace(&mut self.child, new);
         sch.child_purged(old.stats());
         old.reset(now);

@@ -23,7 +23,7 @@ use crate::qdisc::{
     tc_h_make, Child, Dequeued, DevInfo, Enqueued, Flags, Node, OneClass, Ops, Opts, Parse, Qdisc, Sch,
 };
 use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
-use crate::sched::fifo::{Fifo, FifoKind, FifoOpt};
+use crate::sched::fifo::{fifo_create_dflt, FifoKind, FifoOpt};
 use crate::sched::noqueue::Noop;
 use crate::tc::units::{c_double_to_u32, ticks2ns};
 use crate::tc::{matches, units, Args, Out, TcError};
@@ -351,8 +351,7 @@ impl Tbf {
             fifo_set_limit(&mut self.child, o.limit, dev, now)?;
         } else if o.limit > 0 {
             // fifo_create_dflt: handle 0, parent <handle>:1, hashed invisible.
-            let f = Fifo::with_limit(FifoKind::Bfifo, o.limit, dev);
-            new_child = Some(Node::new(0, tc_h_make(self.handle, 1), Box::new(f)).invisible());
+            new_child = Some(fifo_create_dflt(FifoKind::Bfifo, o.limit, self.handle, dev));
         }
 
         if let Some(c) = new_child {
@@ -637,6 +636,7 @@ impl OneClass for Tbf {
 mod tests {
     use super::*;
     use crate::qdisc::Classful;
+    use crate::sched::fifo::{Fifo, FifoKind};
     use crate::testing::{argv, dev, held, t};
 
     fn p(s: &str) -> Result<TbfOpt, TcError> {

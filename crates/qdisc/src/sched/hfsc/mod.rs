@@ -47,7 +47,7 @@ use crate::packet::Packet;
 use crate::qdisc::{
     tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch, TC_H_ROOT,
 };
-use crate::sched::fifo::{Fifo, FifoKind};
+use crate::sched::fifo::pfifo_dflt;
 use crate::stats::Stats;
 use crate::tc::{Errno, Out, TcError};
 use crate::time::Instant;
@@ -262,7 +262,7 @@ impl Hfsc {
             seq: 0,
             watchdog: None,
         };
-        q.classes.push(Some(Box::new(Class::new(handle, None, default_leaf(handle, dev), handle))));
+        q.classes.push(Some(Box::new(Class::new(handle, None, pfifo_dflt(handle, dev).invisible(), handle))));
         q.hash.insert(handle);
         q.hash.grow();
         q
@@ -761,7 +761,7 @@ impl Hfsc {
         if rsc.is_none() && fsc.is_none() {
             return Err(TcError::invalid());
         }
-        let mut c = Class::new(classid, Some(parent), default_leaf(classid, dev), self.handle);
+        let mut c = Class::new(classid, Some(parent), pfifo_dflt(classid, dev).invisible(), self.handle);
         if let Some(s) = rsc {
             c.change_rsc(&s, 0);
         }
@@ -830,9 +830,6 @@ impl Hfsc {
 }
 
 /// `qdisc_create_dflt(pfifo, classid)`: handle 0, hashed invisible.
-fn default_leaf(classid: u32, dev: &DevInfo) -> Node {
-    Node::new(0, classid, Box::new(Fifo::new(FifoKind::Pfifo, None, dev))).invisible()
-}
 
 impl Qdisc for Hfsc {
     fn ops(&self) -> &'static Ops {
@@ -1024,7 +1021,7 @@ impl Classful for Hfsc {
         if c.level > 0 {
             return Err(TcError::invalid());
         }
-        let new = new.unwrap_or_else(|| default_leaf(c.classid, dev).unhashed());
+        let new = new.unwrap_or_else(|| pfifo_dflt(c.classid, dev).invisible().unhashed());
         let old = std::mem::replace(&mut self.cl_mut(minor).leaf, new);
         if old.stats().qlen > 0 || self.cl(minor).scheduled() {
             self.qlen_notify(minor);

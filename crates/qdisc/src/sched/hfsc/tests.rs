@@ -2,6 +2,7 @@
 //! kernel's arithmetic gives (psched ticks are 64 ns), conservation, class errors.
 
 use super::*;
+use crate::sched::fifo::{Fifo, FifoKind};
 use crate::tc::Args;
 use crate::testing::{argv, dev, held, ms, t};
 

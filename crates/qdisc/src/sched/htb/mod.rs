@@ -51,7 +51,7 @@ use crate::qdisc::{
     tc_h_maj, tc_h_min, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch, TC_H_ROOT,
 };
 use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
-use crate::sched::fifo::{Fifo, FifoKind};
+use crate::sched::fifo::pfifo_dflt;
 use crate::stats::Stats;
 use crate::tc::units::{calc_xmitsize, calc_xmittime, ns2ticks, ticks2ns};
 use crate::tc::{matches, units, Args, Errno, Out, TcError};
@@ -897,9 +897,6 @@ impl Htb {
 
     /// A fresh default leaf qdisc for class `classid`: `qdisc_create_dflt(pfifo)`,
     /// handle 0, hashed invisible.
-    fn default_leaf(classid: u32, dev: &DevInfo) -> Node {
-        Node::new(0, classid, Box::new(Fifo::new(FifoKind::Pfifo, None, dev))).invisible()
-    }
 
     /// `qdisc_purge_queue` of leaf `m`'s qdisc: reset it and report what it held
     /// (`qdisc_tree_reduce_backlog`: our qlen/backlog fall, drops rise).
@@ -939,7 +936,7 @@ impl Htb {
                     }
                 }
             }
-            let leaf = Self::default_leaf(classid, dev);
+            let leaf = pfifo_dflt(classid, dev).invisible();
             if let Some(p) = parent.filter(|&p| self.cl(p).level == 0) {
                 // The parent stops being a leaf: its queue is purged and its qdisc goes.
                 self.purge_leaf(sch, p, now);
@@ -1027,7 +1024,7 @@ impl Htb {
         let new_q = last_child.then(|| {
             let p = parent.expect("last child has a parent");
             // htb_parent_to_leaf's qdisc is never qdisc_hash_add()ed: dumps skip it.
-            Self::default_leaf(self.cl(p).classid, &self.dev).unhashed()
+            pfifo_dflt(self.cl(p).classid, &self.dev).invisible().unhashed()
         });
         if level == 0 {
             self.purge_leaf(sch, m, now);
@@ -1214,7 +1211,7 @@ impl Classful for Htb {
         }
         self.dev = dev.clone();
         let classid = self.cl(minor).classid;
-        let new = new.unwrap_or_else(|| Self::default_leaf(classid, dev));
+        let new = new.unwrap_or_else(|| pfifo_dflt(classid, dev).invisible());
         let old = self.cl_mut(minor).leaf.replace(new);
         self.deactivate(minor);
         Ok(old)
