@@ -44,12 +44,12 @@ use crate::sched::pie::{
 };
 use crate::sched::sfq::SplitMix64;
 use crate::tc::{units, Args, Out, TcError};
-use crate::time::{Duration, Instant};
+use crate::time::{Duration, Instant, HZ};
 
 /// Buckets `fq_pie_timer` updates per run.
 const TIMER_BATCH: usize = 2048;
-/// One jiffy at HZ = 250.
-const JIFFY: Duration = Duration::from_millis(4);
+/// One jiffy.
+const JIFFY: Duration = Duration::from_nanos(1_000_000_000 / HZ);
 /// The largest `flows`.
 const MAX_FLOWS: u32 = 65536;
 /// `fq_pie_q_range`: quantum's netlink policy.

@@ -39,7 +39,7 @@ use crate::qdisc::{Dequeued, DevInfo, Enqueued, Flags, Ops, Opts, Parse, Qdisc, 
 use crate::sched::codel::print_time_opt;
 use crate::sched::sfq::SplitMix64;
 use crate::tc::{units, Args, Out, TcError};
-use crate::time::{Duration, Instant};
+use crate::time::{Duration, Instant, HZ};
 
 /// MAX_PROB: probability 1.
 pub const MAX_PROB: u64 = u64::MAX >> 8;
@@ -54,8 +54,8 @@ const PIE_SCALE: u32 = 8;
 /// PSCHED_SHIFT and PSCHED_TICKS_PER_SEC.
 const PSCHED_SHIFT: u32 = 6;
 const PSCHED_TICKS_PER_SEC: u64 = 1_000_000_000 >> PSCHED_SHIFT;
-/// One jiffy at Debian's HZ = 250, in µs.
-const JIFFY_US: u32 = 4000;
+/// One jiffy, in µs.
+const JIFFY_US: u32 = (1_000_000 / HZ) as u32;
 /// The first timer expiry after init, HZ/2 jiffies.
 pub const FIRST_UPDATE: Duration = Duration::from_millis(500);
 

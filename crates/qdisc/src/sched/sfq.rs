@@ -29,7 +29,7 @@
 //!   runs at the first enqueue/dequeue/peek at or after each deadline; the next
 //!   deadline is then `now + perturb` (the kernel re-arms from the firing time, and
 //!   a deferrable timer that was late fires once). HZ only matters for validation
-//!   (`perturb ≤ INT_MAX / HZ`): Debian's HZ = 250 is assumed.
+//!   (`perturb ≤ INT_MAX / HZ`, [`crate::time::HZ`]).
 //! * **Filters**: none are attached (no tc filters yet), so classification is the
 //!   `skb->priority` override or the hash, and perturbation always rehashes.
 
@@ -46,7 +46,7 @@ use crate::sched::red::{
 use crate::stats::Stats;
 use crate::tc::units::c_double_to_u32;
 use crate::tc::{units, Args, Errno, Out, TcError};
-use crate::time::{Duration, Instant};
+use crate::time::{Duration, Instant, HZ};
 
 /// SFQ_MAX_DEPTH: packets per flow.
 pub const SFQ_MAX_DEPTH: u32 = 127;
@@ -62,8 +62,6 @@ const SFQ_MIN_QUANTUM: u32 = 256;
 const SFQ_MAX_QUANTUM: u32 = 1 << 20;
 /// SFQ_DEFAULT_HASH_DIVISOR.
 pub const SFQ_DEFAULT_HASH_DIVISOR: u32 = 1024;
-/// The kernel's HZ (Debian's x86-64 config), for the `perturb` bound only.
-pub const HZ: i32 = 250;
 
 /// `struct tc_sfq_qopt_v1` as tc sends it (tc always sends the v1 layout, and only
 /// when at least one option was given; otherwise no TCA_OPTIONS at all).
@@ -478,7 +476,7 @@ impl Sfq {
         if self.quantum_bounds && o.quantum > SFQ_MAX_QUANTUM {
             return Err(TcError::kernel("sch_sfq: quantum too large"));
         }
-        if o.perturb_period < 0 || o.perturb_period > i32::MAX / HZ {
+        if o.perturb_period < 0 || o.perturb_period > i32::MAX / HZ as i32 {
             return Err(TcError::kernel("sch_sfq: invalid perturb period"));
         }
         if !red_check_params(o.qth_min, o.qth_max, o.wlog, o.scell_log, None) {
