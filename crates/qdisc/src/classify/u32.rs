@@ -1000,6 +1000,18 @@ fn parse_selector(a: &mut Args, sel: &mut Sel, mark: &mut Option<(u32, u32)>) ->
     })
 }
 
+/// `u32_parse_opt`'s `match` and `sample` steps: a selector, else tc's `Illegal "WORD"`
+/// — after the selector's own words when it gave some (parse_mark's refusals).
+fn selector(a: &mut Args, sel: &mut Sel, mark: &mut Option<(u32, u32)>, word: &str) -> Result<(), TcError> {
+    let illegal = |said: &str| TcError::tc(format!("{said}Illegal \"{word}\"\n"));
+    match parse_selector(a, sel, mark) {
+        Ok(Some(())) => Ok(()),
+        Ok(None) => Err(illegal("")),
+        Err(e) if e.code == 1 => Err(illegal(&e.msg)),
+        Err(e) => Err(e),
+    }
+}
+
 /// tc side: `u32_parse_opt`. `handle` is the `handle` word of the command line;
 /// `keywords` ends an `action`/`police` spec.
 pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, U32Opts), TcError> {
@@ -1022,12 +1034,7 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, U32Opts), TcErr
     while let Some(w) = a.peek() {
         if matches(w, "match") {
             a.next();
-            // parse_mark's refusals are followed by the caller's own line.
-            let illegal =
-                |e: TcError| if e.code == 1 { TcError::tc(format!("{}Illegal \"match\"\n", e.msg)) } else { e };
-            if parse_selector(a, &mut sel, &mut o.mark).map_err(illegal)?.is_none() {
-                return Err(TcError::tc("Illegal \"match\"\n"));
-            }
+            selector(a, &mut sel, &mut o.mark, "match")?;
             sel_ok = true;
             continue;
         } else if matches(w, "offset") {
@@ -1119,11 +1126,7 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, U32Opts), TcErr
             htid = if sample_ok { (htid & 0xFF000) | (h & 0xFFF0_0000) } else { h & 0xFFFF_F000 };
         } else if w == "sample" {
             let mut s2 = Sel::default();
-            let illegal =
-                |e: TcError| if e.code == 1 { TcError::tc(format!("{}Illegal \"sample\"\n", e.msg)) } else { e };
-            if parse_selector(a, &mut s2, &mut o.mark).map_err(illegal)?.is_none() {
-                return Err(TcError::tc("Illegal \"sample\"\n"));
-            }
+            selector(a, &mut s2, &mut o.mark, "sample")?;
             if s2.keys.len() != 1 {
                 return Err(TcError::tc("\"sample\" must contain exactly ONE key.\n"));
             }
