@@ -379,6 +379,7 @@ impl Sim {
                 }
                 match self.device(iface).dequeue_txq(qd as usize, now) {
                     Dequeued::Packet(p) => {
+                        let p = self.own_part(p);
                         let txq = if shared { self.driver_txq(iface, &p) } else { qd };
                         if shared && !self.txq_can_take(iface, txq) {
                             self.qd(iface, qd).requeued = Some(p);

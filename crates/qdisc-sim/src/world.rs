@@ -195,6 +195,9 @@ pub struct Sim {
     pub dirs: Vec<LinkDir>,
     pub metas: Vec<Option<Meta>>,
     free_metas: Vec<u64>,
+    /// Segments of a GSO skb that a qdisc cut (`Packet::part`) yet to leave their
+    /// qdisc, per skb meta id: the skb's meta goes when the last one is out.
+    parts: HashMap<u64, u32>,
     pub rng: Rng,
     pub tcp: Vec<TcpFlow>,
     pub udp: Vec<UdpApp>,
@@ -528,6 +531,7 @@ impl Sim {
             dirs,
             metas: Vec::new(),
             free_metas: Vec::new(),
+            parts: HashMap::new(),
             rng: Rng::new(s.seed),
             tcp: Vec::new(),
             udp: Vec::new(),
@@ -844,6 +848,32 @@ impl Sim {
             self.free_metas.push(id);
         }
         m
+    }
+
+    /// A packet leaving a qdisc. One a qdisc cut out of a GSO skb (tbf_segment, cake's
+    /// split_gso, netem's corrupt path: `Packet::part` k ≥ 1) shares the skb's meta: it
+    /// gets a meta of its own, the k-th MSS-sized piece of the skb's payload (TSO's cut;
+    /// the engine shares `len` evenly, so the wire length follows the piece).
+    pub fn own_part(&mut self, mut p: Packet) -> Packet {
+        let k = p.part();
+        if k == 0 {
+            return p;
+        }
+        let whole = p.whole_id();
+        let meta = self.metas[whole as usize].clone().expect("a cut skb keeps its meta until its last piece");
+        let Payload::Tcp { flow, seg } = &meta.payload else { unreachable!("GSO is TCP only") };
+        let mss = self.tcp[*flow as usize].mss;
+        let n = seg.split(mss).count() as u32;
+        let piece = seg.split(mss).nth(usize::from(k) - 1).expect("no more segments than TSO cut");
+        p.len = piece.wire_len();
+        p.id = self.new_meta(Meta { payload: Payload::Tcp { flow: *flow, seg: piece }, ..meta });
+        let left = self.parts.entry(whole).or_insert(n);
+        *left -= 1;
+        if *left == 0 {
+            self.parts.remove(&whole);
+            self.take_meta(whole);
+        }
+        p
     }
 
     /// A packet of `len` bytes from a local socket of host `src` to host `dst`.

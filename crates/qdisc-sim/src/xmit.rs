@@ -86,7 +86,10 @@ impl Sim {
                 continue;
             }
             match self.device(iface).dequeue_txq(txq as usize, now) {
-                Dequeued::Packet(p) => self.to_driver(iface, txq, p),
+                Dequeued::Packet(p) => {
+                    let p = self.own_part(p);
+                    self.to_driver(iface, txq, p)
+                }
                 Dequeued::Empty => return,
                 Dequeued::Throttled { until } => {
                     let q = &mut self.ifaces[iface as usize].txqs[txq as usize];

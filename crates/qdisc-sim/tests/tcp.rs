@@ -74,3 +74,23 @@ fn same_scenario_and_seed_give_byte_identical_results() {
     assert!(a == b, "two runs differ");
     assert!(a.contains("\"backend\":\"sim\""));
 }
+
+/// A qdisc that cuts GSO skbs into segments (tbf whose burst is smaller than the skb:
+/// tbf_segment) passes on only the segments it queued, each with its own bytes: what
+/// the receivers get is at most what tbf sent. On a veth link (GSO skbs of up to 64 KB
+/// reach the qdisc whole) with bbr, tbf drops segments of most skbs.
+#[test]
+fn segments_cut_by_tbf_carry_only_their_own_bytes() {
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/matrix/tbf50-32k-lat50-bbr4.toml");
+    let text = std::fs::read_to_string(file).unwrap().replace("duration = \"10s\"", "duration = \"2s\"");
+    let r = run(&text);
+    let received: u64 = r.throughput[0].receiver.bytes;
+    let tbf = r.tc.end.iter().find(|d| d.host == "client" && d.dev == "eth0").unwrap();
+    let q = &tbf.qdisc.as_array().unwrap()[0];
+    assert_eq!(q["kind"], "tbf");
+    let (sent, drops) = (q["bytes"].as_u64().unwrap(), q["drops"].as_u64().unwrap());
+    // Payload is 1448 of every 1500 bytes tbf counts (it counts IP and TCP headers too).
+    assert!(received <= sent * 1448 / 1500, "received {received} B, tbf sent {sent} B");
+    assert!(received as f64 >= 0.8 * 2.0 * 50e6 / 8.0 * 1448.0 / 1500.0, "{received} B");
+    assert!(drops > 100, "{drops} segments dropped");
+}

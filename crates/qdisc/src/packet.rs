@@ -133,12 +133,17 @@ impl Eq for Socket {}
 /// One skb. `len` is `qdisc_skb_cb(skb)->pkt_len`: the bytes the qdisc accounts,
 /// including all GSO segments' headers (§1.2 of docs/kernel-notes.md).
 ///
+/// Where a packet's [`part`](Packet::part) starts in its `id`.
+pub const PART_SHIFT: u32 = 48;
+
 /// Every enqueue and dequeue moves a packet by value, so it is kept to one cache
 /// line (64 bytes): the rarely-present 5-tuple is boxed, and the socket is shared
 /// by reference like the kernel's `skb->sk`.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Packet {
-    /// Caller's identifier, carried through untouched (for tracing departures).
+    /// Caller's identifier, carried through untouched (for tracing departures), below
+    /// [`PART_SHIFT`]: the bits above it are the segment number a qdisc gives each
+    /// packet it cuts out of a GSO skb ([`Packet::part`]).
     pub id: u64,
     /// Length in bytes as the qdisc counts it.
     pub len: u32,
@@ -258,6 +263,8 @@ impl Packet {
     }
     /// `skb_gso_segment` of a GSO packet: `gso_segs` new skbs sharing `len` as evenly
     /// as possible (larger ones first). The socket's charge stays with the original.
+    /// Segment k (from 1) carries the original's id with k in its [`part`](Self::part),
+    /// so the caller can tell which bytes of its skb each one holds.
     pub fn gso_segments(&self) -> impl Iterator<Item = Packet> + '_ {
         let segs = self.gso_segs.max(1) as u32;
         let (base, extra) = (self.len / segs, self.len % segs);
@@ -265,8 +272,19 @@ impl Packet {
             let seg_len = base + u32::from(i < extra);
             let mut seg = self.clone();
             (seg.len, seg.gso_segs, seg.truesize) = (seg_len, 1, truesize_of(seg_len));
+            seg.id = self.whole_id() | (u64::from(i) + 1) << PART_SHIFT;
             seg
         })
+    }
+    /// 0 for a packet as its sender built it; k ≥ 1 for the k-th segment a qdisc cut
+    /// out of the GSO skb [`whole_id`](Self::whole_id) (tbf's, netem's and cake's
+    /// software segmentation). An embedder's ids stay below `1 << PART_SHIFT`.
+    pub fn part(&self) -> u16 {
+        (self.id >> PART_SHIFT) as u16
+    }
+    /// The id the sender gave the skb this packet is, or was cut out of.
+    pub fn whole_id(&self) -> u64 {
+        self.id & ((1 << PART_SHIFT) - 1)
     }
     /// `skb_set_owner_w`: attach the socket and charge the packet's truesize to its
     /// `wmem_alloc` until the packet is freed or [orphaned](Packet::orphan).

@@ -950,12 +950,16 @@ mod tests {
         let mut now = 0;
         while q.stats().qlen > 0 {
             match q.dequeue(t(now)) {
-                Dequeued::Packet(p) => lens.push(p.len),
+                Dequeued::Packet(p) => lens.push((p.len, p.whole_id(), p.part())),
                 Dequeued::Throttled { until } => now = until.as_nanos(),
                 Dequeued::Empty => unreachable!(),
             }
         }
-        assert_eq!(lens, vec![1000, 1000, 1000, 1000, 1001, 1000, 1000]);
+        // Each segment names its skb and which segment of it it is.
+        assert_eq!(
+            lens,
+            vec![(1000, 3, 1), (1000, 3, 2), (1000, 3, 3), (1000, 3, 4), (1001, 4, 1), (1000, 4, 2), (1000, 4, 3)]
+        );
         assert_eq!((q.stats().packets, q.stats().bytes), (8, 8501));
     }
 
