@@ -1,116 +1,293 @@
-//! The simulator against the real kernel: each bundled scenario was run in the kernel
-//! lab and its `RunResult` kept as a fixture (tests/fixtures/README.md says with which
-//! command and kernel). The simulator runs the same file and must agree on what users
-//! look at: total throughput within 5 %, ping RTT under load (p50) within 15 %, and
-//! drops of the same order.
+//! The simulator against the real kernel. Each fixture is the `RunResult` of one
+//! scenario run on a real kernel by the kernel lab (tests/fixtures/README.md says with
+//! which command and kernel; the matrix in tests/fixtures/matrix was recorded by
+//! scripts/record-fixtures.sh). The simulator runs the same file and is held to the
+//! targets of issue 16: total throughput within 3 %, ping p50 within 10 % and p99
+//! within 15 %, drops within 25 %, retransmits of the same order (zero where the kernel
+//! has zero).
+//!
+//! A metric outside its target needs a reason in [`WHY`]; a metric inside it must not
+//! have one. The whole table, every number as printed, is docs/vs-kernel.md: a change
+//! that moves any simulator figure fails here until the page is regenerated
+//! (`QDISC_LAB_BLESS=1 cargo test --release -p qdisc-sim --test vs_kernel`) and the
+//! reasons re-examined — so today's numbers are pinned, gaps included.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 use qdisc_scenario::backend::{NoProgress, RunOptions};
 use qdisc_scenario::{RunResult, Scenario};
 use qdisc_sim::simulate;
 
-fn root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn total_bps(r: &RunResult) -> f64 {
-    r.throughput.iter().map(|t| t.receiver.bits_per_second).sum()
-}
-
-fn drops(r: &RunResult, host: &str) -> u64 {
-    r.tc.end
-        .iter()
-        .filter(|d| d.host == host)
-        .flat_map(|d| d.qdisc.as_array().cloned().unwrap_or_default())
-        .filter(|q| q["root"].as_bool() == Some(true))
-        .map(|q| q["drops"].as_u64().unwrap_or(0))
-        .sum()
-}
-
-/// Same order: both zero, or within a factor of ten.
-fn same_order(a: u64, b: u64) -> bool {
-    (a == 0 && b == 0) || (a > 0 && b > 0 && (a as f64 / b as f64).log10().abs() <= 1.0)
-}
-
-/// Metrics that do not agree yet, with the reason; a gap that closes must be removed
-/// from here (the test says so).
-const KNOWN_GAPS: &[(&str, &str, &str)] = &[
-    (
-        "scenarios/bufferbloat-fq_codel.toml",
-        "throughput",
-        "the Debian 13 kernel ran under TCG (no usable KVM here) and is CPU-bound at 82.9 Mbit/s \
-         behind the 100 Mbit/s shaper (the fixture's warning); the model reaches the shaper's 95 Mbit/s",
-    ),
-    (
-        "scenarios/bufferbloat-fq_codel.toml",
-        "rtt_p50",
-        "ping's 1.2 ms under TCG is mostly emulation cost per packet; with fq_codel the model's \
-         queueing delay for the sparse ping flow is ~0.5 ms",
-    ),
-    (
-        "scenarios/fq-flows-plimit.toml",
-        "throughput",
-        "under TCG the kernel's fq releases throttled flows 437 us late on average (fq's `latency` \
-         xstat in the fixture), so its 20 Mbit/s maxrate flows run ~8 % slow; the model releases \
-         them on time (5.2 % apart in total)",
-    ),
+/// Fixtures recorded before the matrix, with their bundled scenarios.
+const BUNDLED: &[(&str, &str)] = &[
+    ("host-bufferbloat-pfifo.json", "scenarios/bufferbloat-pfifo.toml"),
+    ("host-bbr-htb.json", "scenarios/bbr-htb.toml"),
+    ("host-ifb-download-htb.json", "scenarios/ifb-download-htb.toml"),
+    ("vm-bufferbloat-fq_codel.json", "scenarios/bufferbloat-fq_codel.toml"),
+    ("vm-fq-flows-plimit.json", "scenarios/fq-flows-plimit.toml"),
+    ("vm-netem-20ms.json", "scenarios/netem-20ms.toml"),
 ];
 
-fn gap(scenario: &str, metric: &str, ok: bool, what: String) {
-    match KNOWN_GAPS.iter().find(|g| g.0 == scenario && g.1 == metric) {
-        Some(g) if !ok => eprintln!("known gap: {what} ({})", g.2),
-        Some(_) => panic!("{scenario}: {metric} agrees now ({what}): remove it from KNOWN_GAPS"),
-        None => assert!(ok, "{what}"),
+/// Why a metric misses its target: (fixture, metric, reason). Metrics: throughput,
+/// p50, p99, drops, retransmits.
+const WHY: &[(&str, &str, &str)] = &[
+    ("vm-bufferbloat-fq_codel", "throughput", TCG_CPU),
+    ("vm-bufferbloat-fq_codel", "p50", TCG_PING_P50),
+    ("vm-bufferbloat-fq_codel", "drops", TCG_FEWER),
+    ("vm-fq-flows-plimit", "throughput", TCG_FQ),
+    ("vm-netem-20ms", "p99", TCG_TAIL),
+    ("vm-htb10-fq_codel-rtt0-cubic8", "throughput", TCG_HTB),
+    ("vm-htb10-fq_codel-rtt0-cubic8", "p50", TCG_PING_P50),
+    ("vm-htb10-fq_codel-rtt10-bbr2", "throughput", TCG_HTB),
+    ("vm-htb10-fq_codel-rtt10-bbr2", "p50", TCG_SLOW_QUEUE),
+    ("vm-htb10-fq_codel-rtt10-bbr2", "p99", TCG_TAIL),
+    ("vm-htb10-fq_codel-rtt10-bbr2", "drops", TCG_FEWER),
+    ("vm-htb10-fq_codel-rtt40-cubic4", "throughput", TCG_HTB),
+    ("vm-htb10-fq_codel-rtt40-cubic4", "p99", TCG_TAIL),
+    ("vm-htb20-bfifo60000-rtt10-bbr4", "throughput", TCG_HTB),
+    ("vm-htb20-bfifo60000-rtt10-bbr4", "p50", TCG_SLOW_QUEUE),
+    ("vm-htb20-bfifo60000-rtt10-bbr4", "p99", TCG_TAIL),
+    ("vm-htb20-fq-rtt10-cubic2", "throughput", TCG_HTB),
+    ("vm-htb20-fq-rtt10-cubic2", "p50", TCG_SLOW_QUEUE),
+    ("vm-htb20-fq-rtt10-cubic2", "p99", TCG_TAIL),
+    ("vm-htb20-fq-rtt10-cubic2", "retransmits", TCG_RTX),
+    ("vm-htb5-pfifo50-rtt40-cubic1", "throughput", TCG_HTB),
+    ("vm-htb5-pfifo50-rtt40-cubic1", "p99", TCG_TAIL),
+    ("vm-htb5-pfifo50-rtt40-cubic1", "retransmits", TCG_RTX),
+    ("vm-htb5-sfq-rtt10-bbr2", "throughput", TCG_HTB),
+    ("vm-htb5-sfq-rtt10-bbr2", "p50", TCG_SLOW_QUEUE),
+    ("vm-htb5-sfq-rtt10-bbr2", "p99", TCG_TAIL),
+    ("vm-tbf10-sfq-rtt40-cubic4", "p99", TCG_TAIL),
+    ("vm-tbf10-sfq-rtt40-cubic4", "retransmits", TCG_RTX),
+];
+
+// What TCG (qemu's CPU emulation: this machine's KVM cannot boot a stock kernel) does
+// to the VM fixtures. The kernel's own numbers are the evidence each reason cites.
+const TCG_CPU: &str = "TCG: the emulated kernel is CPU-bound at 82.9 Mbit/s behind the 100 Mbit/s shaper \
+     (the fixture's warning); the model, whose CPUs are a real machine's, reaches the shaper's 95.6";
+const TCG_FQ: &str = "TCG: the kernel's fq releases throttled flows 437 us late on average (fq's `latency` xstat \
+     in the fixture), so its 20 Mbit/s maxrate flows run ~5 % slow; the model releases them on time";
+const TCG_HTB: &str = "TCG: the kernel's htb class itself sends only 70-90 % of its rate (its `Sent` bytes in the \
+     fixture's report) although its queue is rarely empty: its default burst (1600 b, 1.3 ms at 10 Mbit/s) \
+     cannot bank the time the emulated hrtimer fires late, so the lost sending time is gone (the tbf row, \
+     with a 16 KB burst, reaches 94 %); the model's timers are on time";
+const TCG_PING_P50: &str = "TCG: with fq_codel the ping is a sparse flow served almost at once, so its RTT is mostly \
+     per-packet CPU time, which emulation multiplies (1.2-1.7 ms against the model's 0.5-0.8 ms)";
+const TCG_SLOW_QUEUE: &str = "TCG: the kernel's shaper runs below its rate (see this row's throughput), so the \
+     same in-flight data stands longer in its queue; the model's queue drains at the full rate";
+const TCG_TAIL: &str = "TCG: ping's tail is the emulator's: vCPU threads descheduled for milliseconds stretch \
+     single round trips far beyond any queue (the model has no such stalls)";
+const TCG_FEWER: &str = "TCG: the kernel's flows run slower than the shaper (see this row's throughput), so its \
+     AQM sees less sojourn time and drops differently from the model at the full rate";
+const TCG_RTX: &str = "TCG: a handful of retransmissions with no packet dropped anywhere in the kernel's run \
+     (0 drops, lossless wire): emulation stalls fire its tail-loss probe / RTO timers before the ACKs \
+     arrive; the model's timers see no such stalls";
+
+/// Every fixture: (its name, the fixture file, the scenario file), in table order.
+fn fixtures() -> Vec<(String, PathBuf, PathBuf)> {
+    let dir = root().join("crates/qdisc-sim/tests/fixtures");
+    let mut v: Vec<_> =
+        BUNDLED.iter().map(|(f, s)| (f.trim_end_matches(".json").to_string(), dir.join(f), root().join(s))).collect();
+    let mut matrix: Vec<_> = std::fs::read_dir(dir.join("matrix"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    matrix.sort();
+    for s in matrix {
+        let name = s.file_stem().unwrap().to_str().unwrap().to_string();
+        let name = if name.starts_with("vm-") { name } else { format!("host-{name}") };
+        v.push((name, s.with_extension("json"), s));
+    }
+    v
+}
+
+/// The compared metrics, in table order: name, column, decimals.
+const METRICS: [(&str, &str, usize); 5] = [
+    ("throughput", "throughput Mbit/s", 2),
+    ("p50", "ping p50 ms", 3),
+    ("p99", "ping p99 ms", 3),
+    ("drops", "drops", 0),
+    ("retransmits", "retransmits", 0),
+];
+
+/// What the table compares, for one run, in [`METRICS`] order: total received
+/// throughput of the tcp entries; the first ping's p50 and p99 (None: no ping); drops
+/// of every root qdisc on the scenario's hosts (not the wires); iperf3's Retr, summed.
+fn figures(r: &RunResult) -> [Option<f64>; 5] {
+    let st = r.rtt.first().and_then(|p| p.stats.as_ref());
+    let drops: u64 =
+        r.tc.end
+            .iter()
+            .filter(|d| !d.host.starts_with("link["))
+            .flat_map(|d| d.qdisc.as_array().cloned().unwrap_or_default())
+            .filter(|q| q["root"].as_bool() == Some(true))
+            .map(|q| q["drops"].as_u64().unwrap_or(0))
+            .sum();
+    let retransmits: u64 = r.throughput.iter().filter_map(|t| t.sender.retransmits).sum();
+    [
+        Some(r.throughput.iter().map(|t| t.receiver.bits_per_second).sum::<f64>() / 1e6),
+        st.map(|s| s.p50),
+        st.map(|s| s.p99),
+        Some(drops as f64),
+        Some(retransmits as f64),
+    ]
+}
+
+/// Whether the simulator's `s` meets the metric's target against the kernel's `k`.
+fn meets(metric: &str, s: f64, k: f64) -> bool {
+    let within = |tol: f64| if k == 0.0 { s == 0.0 } else { (s / k - 1.0).abs() <= tol + 1e-9 };
+    match metric {
+        "throughput" => within(0.03),
+        "p50" => within(0.10),
+        "p99" => within(0.15),
+        "drops" => within(0.25),
+        // Of the same order: both zero, or within a factor of ten.
+        _ => (k == 0.0 && s == 0.0) || (k > 0.0 && s > 0.0 && (s / k).log10().abs() <= 1.0),
     }
 }
 
-fn check(fixture: &str, scenario: &str, host: &str) {
-    let kernel: RunResult = serde_json::from_str(
-        &std::fs::read_to_string(root().join("crates/qdisc-sim/tests/fixtures").join(fixture)).unwrap(),
-    )
-    .unwrap();
-    let s = Scenario::load(root().join(scenario)).unwrap();
-    assert_eq!(s.sha256, kernel.scenario.sha256, "{scenario} changed since the fixture was recorded: record it again");
-    let (sim, _) = simulate(&s, &RunOptions::default(), &mut NoProgress).unwrap();
-    let (k, m) = (total_bps(&kernel), total_bps(&sim));
-    eprintln!("{scenario}: throughput kernel {:.2} Mbit/s, sim {:.2} Mbit/s", k / 1e6, m / 1e6);
-    gap(
-        scenario,
-        "throughput",
-        (m / k - 1.0).abs() <= 0.05,
-        format!("{scenario}: total throughput sim {m} vs kernel {k}"),
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn pct(s: f64, k: f64) -> String {
+    match (k == 0.0, s == 0.0) {
+        (true, true) => "=".into(),
+        (true, false) => "new".into(),
+        _ => format!("{:+.0} %", (s / k - 1.0) * 100.0),
+    }
+}
+
+/// The kernel's runs of one fixture: NAME.json, then NAME.2.json, NAME.3.json … if
+/// recorded (`scripts/record-fixtures.sh --run K`).
+fn kernel_runs(fixture: &Path) -> Vec<RunResult> {
+    let read = |p: &Path| -> RunResult {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    };
+    let mut runs = vec![read(fixture)];
+    for k in 2.. {
+        let more = fixture.with_extension(format!("{k}.json"));
+        if !more.exists() {
+            break;
+        }
+        runs.push(read(&more));
+    }
+    runs
+}
+
+#[test]
+fn the_simulator_against_every_kernel_fixture() {
+    let mut table = String::new();
+    let mut notes: Vec<String> = Vec::new();
+    let mut problems: Vec<String> = Vec::new();
+    // Inside the target; outside it but inside the kernel's own spread; explained.
+    let (mut inside, mut spread, mut total) = (0, 0, 0);
+    let cols: Vec<&str> = METRICS.iter().map(|m| m.1).collect();
+    writeln!(table, "| fixture | kernel | runs | {} |\n|---|---|---|{}", cols.join(" | "), "---|".repeat(cols.len()))
+        .unwrap();
+    for (name, fixture, scenario) in fixtures() {
+        let runs = kernel_runs(&fixture);
+        let s = Scenario::load(&scenario).unwrap();
+        for r in &runs {
+            assert_eq!(
+                s.sha256,
+                r.scenario.sha256,
+                "{} changed since {name} was recorded: record it again (scripts/record-fixtures.sh)",
+                scenario.display()
+            );
+        }
+        let (sim, _) = simulate(&s, &RunOptions::default(), &mut NoProgress).unwrap();
+        let sim = figures(&sim);
+        let kernel: Vec<[Option<f64>; 5]> = runs.iter().map(figures).collect();
+        let meta = &runs[0].metadata;
+        let kname = match meta.backend.as_str() {
+            "vm" => format!("{} (TCG)", meta.kernel.split('+').next().unwrap_or("")),
+            _ => meta.kernel.split('-').next().unwrap_or("").to_string(),
+        };
+        write!(table, "| {name} | {kname} | {} |", runs.len()).unwrap();
+        for (i, (metric, _, dec)) in METRICS.iter().enumerate() {
+            let mut ks: Vec<f64> = kernel.iter().filter_map(|f| f[i]).collect();
+            let Some(m) = sim[i].filter(|_| !ks.is_empty()) else {
+                table.push_str(" — |");
+                continue;
+            };
+            total += 1;
+            let (lo, hi) = (ks.iter().copied().fold(f64::MAX, f64::min), ks.iter().copied().fold(f64::MIN, f64::max));
+            let k = median(&mut ks);
+            let range = if ks.len() > 1 { format!(" ({lo:.dec$}–{hi:.dec$})") } else { String::new() };
+            let mut cell = format!("{k:.dec$}{range} / {m:.dec$} ({})", pct(m, k));
+            let why = WHY.iter().find(|w| w.0 == name && w.1 == *metric);
+            if meets(metric, m, k) {
+                inside += 1;
+                if why.is_some() {
+                    problems.push(format!("{name}: {metric} meets its target now ({cell}): remove its reason"));
+                }
+            } else if ks.len() > 1 && (lo..=hi).contains(&m) {
+                spread += 1;
+                cell.push_str(" ≈");
+                if why.is_some() {
+                    problems
+                        .push(format!("{name}: {metric} is inside the kernel's spread ({cell}): remove its reason"));
+                }
+            } else if let Some(w) = why {
+                notes.push(format!("{}. {name}, {metric}: {}", notes.len() + 1, w.2));
+                write!(cell, " ✗[{}]", notes.len()).unwrap();
+            } else {
+                cell.push_str(" ✗");
+                problems.push(format!("{name}: {metric}: {cell} misses the target, unexplained"));
+            }
+            write!(table, " {cell} |").unwrap();
+        }
+        table.push('\n');
+    }
+    for w in WHY {
+        if !fixtures().iter().any(|f| f.0 == w.0) {
+            problems.push(format!("a reason names no fixture: {}", w.0));
+        }
+    }
+    let generated = format!(
+        "Each cell is the kernel's median over its runs (with their range when there are several) / the \
+         simulator (difference). Of {total} comparisons, {inside} are inside their target, {spread} (≈) miss \
+         it but fall inside the range of the kernel's own runs, and {} (✗) are outside both, each with its \
+         reason below.\n\n{table}\n{}\n",
+        total - inside - spread,
+        notes.join("\n")
     );
-    for (kr, mr) in kernel.rtt.iter().zip(&sim.rtt) {
-        let (kp, mp) = (kr.stats.as_ref().unwrap().p50, mr.stats.as_ref().unwrap().p50);
-        eprintln!("{scenario}: ping p50 kernel {kp:.3} ms, sim {mp:.3} ms");
-        gap(
-            scenario,
-            "rtt_p50",
-            (mp / kp - 1.0).abs() <= 0.15,
-            format!("{scenario}: RTT p50 sim {mp} ms vs kernel {kp} ms"),
-        );
+    let page = root().join("docs/vs-kernel.md");
+    let text = std::fs::read_to_string(&page).unwrap_or_default();
+    let marker = "<!-- generated by crates/qdisc-sim/tests/vs_kernel.rs: below this line -->\n";
+    let head = text.split(marker).next().unwrap_or("").to_string();
+    let want = format!("{head}{marker}{generated}");
+    if std::env::var_os("QDISC_LAB_BLESS").is_some() {
+        std::fs::write(&page, &want).unwrap();
+    } else if want != text {
+        problems.push(format!(
+            "docs/vs-kernel.md is not today's table (a simulator figure moved, or a fixture or reason changed): \
+             re-examine, then regenerate with QDISC_LAB_BLESS=1. Today's table:\n{generated}"
+        ));
     }
-    let (kd, md) = (drops(&kernel, host), drops(&sim, host));
-    eprintln!("{scenario}: drops at {host}: kernel {kd}, sim {md}");
-    gap(scenario, "drops", same_order(kd, md), format!("{scenario}: drops at {host}: sim {md} vs kernel {kd}"));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 #[test]
-fn bufferbloat_pfifo_as_on_the_host_kernel() {
-    check("host-bufferbloat-pfifo.json", "scenarios/bufferbloat-pfifo.toml", "client");
-}
-
-#[test]
-fn ifb_download_shaping_as_on_the_host_kernel() {
-    check("host-ifb-download-htb.json", "scenarios/ifb-download-htb.toml", "client");
-    // The simulator's own figures, pinned (same file and seed: same result): the
-    // download shaped to 19.05 Mbit/s by htb on ifb0 (the kernel: 19.07), and the
-    // ping through the 100 kB bfifo at p50 39.56 ms, p99 50.00 ms (kernel 39.0, 47.6).
+fn ifb_download_shaping_in_detail() {
+    // The simulator's own figures on the ifb scenario beyond the table: every received
+    // packet met eth0's ingress filter and went through ifb0's htb.
     let s = Scenario::load(root().join("scenarios/ifb-download-htb.toml")).unwrap();
     let (sim, _) = simulate(&s, &RunOptions::default(), &mut NoProgress).unwrap();
-    assert_eq!(total_bps(&sim).round(), 19_052_205.0);
-    let st = sim.rtt[0].stats.as_ref().unwrap();
-    assert_eq!(((st.p50 * 1e3).round(), (st.p99 * 1e3).round()), (39_559.0, 50_001.0));
-    // Every received packet met eth0's ingress filter and went through ifb0's htb.
     let q = |dev: &str, kind: &str| {
         sim.tc
             .end
@@ -124,93 +301,3 @@ fn ifb_download_shaping_as_on_the_host_kernel() {
     assert_eq!(ingress["packets"].as_u64(), Some(18115));
     assert_eq!((htb["packets"].as_u64(), htb["drops"].as_u64()), (Some(17447), Some(102)));
 }
-
-#[test]
-fn bufferbloat_fq_codel_as_on_debian_13() {
-    check("vm-bufferbloat-fq_codel.json", "scenarios/bufferbloat-fq_codel.toml", "client");
-}
-
-#[test]
-fn fq_flows_plimit_as_on_debian_13() {
-    check("vm-fq-flows-plimit.json", "scenarios/fq-flows-plimit.toml", "sender");
-}
-
-#[test]
-fn netem_path_as_on_debian_13() {
-    check("vm-netem-20ms.json", "scenarios/netem-20ms.toml", "client");
-}
-
-/// Retransmitted segments of every tcp entry (iperf3's Retr).
-fn retransmits(r: &RunResult) -> u64 {
-    r.throughput.iter().filter_map(|t| t.sender.retransmits).sum()
-}
-
-/// The issue's targets for a congestion control compared with the kernel: total
-/// throughput within 3 %, ping p50 within 10 % and p99 within 15 %, drops within 25 %,
-/// retransmits of the same order. A metric the model misses is pinned at the
-/// simulator's value today (with why); one that meets its target must not be pinned.
-fn check_targets(fixture: &str, scenario: &str, host: &str, pinned: &[(&str, f64, &str)]) {
-    let kernel: RunResult = serde_json::from_str(
-        &std::fs::read_to_string(root().join("crates/qdisc-sim/tests/fixtures").join(fixture)).unwrap(),
-    )
-    .unwrap();
-    let s = Scenario::load(root().join(scenario)).unwrap();
-    assert_eq!(s.sha256, kernel.scenario.sha256, "{scenario} changed since the fixture was recorded: record it again");
-    let (sim, _) = simulate(&s, &RunOptions::default(), &mut NoProgress).unwrap();
-    let within = |m: f64, k: f64, tol: f64| if k == 0.0 { m == 0.0 } else { (m / k - 1.0).abs() <= tol };
-    let (kr, mr) = (kernel.rtt[0].stats.as_ref().unwrap(), sim.rtt[0].stats.as_ref().unwrap());
-    let (kd, md) = (drops(&kernel, host) as f64, drops(&sim, host) as f64);
-    let (kx, mx) = (retransmits(&kernel), retransmits(&sim));
-    let rows = [
-        (
-            "throughput",
-            total_bps(&kernel) / 1e6,
-            total_bps(&sim) / 1e6,
-            within(total_bps(&sim), total_bps(&kernel), 0.03),
-        ),
-        ("rtt_p50", kr.p50, mr.p50, within(mr.p50, kr.p50, 0.10)),
-        ("rtt_p99", kr.p99, mr.p99, within(mr.p99, kr.p99, 0.15)),
-        ("drops", kd, md, within(md, kd, 0.25)),
-        ("retransmits", kx as f64, mx as f64, same_order(kx, mx)),
-    ];
-    for (metric, k, m, ok) in rows {
-        eprintln!("{scenario}: {metric}: kernel {k:.3}, sim {m:.3}{}", if ok { "" } else { " (outside the target)" });
-        match pinned.iter().find(|p| p.0 == metric) {
-            Some(_) if ok => panic!("{scenario}: {metric} meets its target now (sim {m}, kernel {k}): unpin it"),
-            Some(p) => assert!(
-                (m - p.1).abs() < 5e-4,
-                "{scenario}: {metric} moved: sim {m}, pinned {} ({}); re-examine and pin again",
-                p.1,
-                p.2
-            ),
-            None => assert!(ok, "{scenario}: {metric}: sim {m} vs kernel {k} misses the target"),
-        }
-    }
-}
-
-/// BBR on this project's CI host (6.18, tcp_bbr built in) against the model.
-#[test]
-fn bbr_htb_as_on_the_host_kernel() {
-    check_targets("host-bbr-htb.json", "scenarios/bbr-htb.toml", "client", BBR_HTB_PINNED);
-}
-
-/// What the model misses on bbr-htb.toml, at its value today.
-const BBR_HTB_PINNED: &[(&str, f64, &str)] = &[
-    (
-        "rtt_p50",
-        18.529711,
-        "kernel 16.5 ms (15.6–17.0 over three runs), model 18.5 ms, +12 %: in PROBE_BW the model's \
-         two flows keep about 2 ms (8 packets) more standing queue (p50 past 1.5 s: kernel 16.0, \
-         model 18.2 ms); not traced yet — candidates are the ACK-aggregation allowance, which the \
-         model's GRO and delayed-ACK pattern on veth feeds, and min_rtt as the unmodelled handshake \
-         would have measured it",
-    ),
-    (
-        "rtt_p99",
-        70.666376,
-        "the 1 % largest samples all come from the STARTUP/DRAIN transient of the first 0.5 s, \
-         where the kernel's queue peaks at 99 ms and the model's at 80 ms (the kernel's iperf3 \
-         connects its two flows one after the other, the model starts both at 0 with no \
-         handshake); past 1.5 s the p99 are 25.9 ms (kernel) and 21.4 ms (model)",
-    ),
-];
