@@ -331,12 +331,11 @@ impl Sim {
             pkt.truesize = seg.truesize();
             pkt.set_owner_w(sk);
             let v = local_verdict(self.send(src, dst, pkt));
+            // tcp_write_xmit stops at the first skb the stack refused (the sender ends
+            // that loop); polling on runs the invocation's epilogue — e.g. the probe
+            // timer that retries once nothing is in flight — and any later loop.
             if let Some(s) = self.tcp[flow as usize].sender.as_mut() {
                 s.on_local_xmit(&seg, v, now);
-            }
-            // tcp_write_xmit stops at the first skb the stack refused.
-            if v == LocalXmit::Dropped {
-                break;
             }
         }
         // sk_stream_write_space: a blocked writer wakes once there is room again.

@@ -71,6 +71,10 @@ pub(super) enum Phase {
     TlpNew,
     /// `tcp_send_loss_probe` without: `__tcp_retransmit_skb` of the last segment.
     TlpRetransLast,
+    /// `tcp_send_probe0` → `tcp_write_wakeup`: the probe timer fired with nothing in
+    /// flight (a local drop, or a closed window): one segment of at most an MSS from
+    /// the send head, whatever cwnd, pacing and TSQ say; a big head skb is cut to it.
+    WriteWakeup,
     /// The event transmits nothing (e.g. a RACK timer that found no new loss).
     Nothing,
 }
@@ -123,6 +127,8 @@ pub(super) struct Output {
     pub pending: Option<PendingTx>,
     /// A local drop ended the current loop.
     pub abort: bool,
+    /// The local qdisc dropped an skb of the current phase (`tcp_transmit_skb` > 0).
+    pub dropped: bool,
     /// This invocation is the TSQ handler run by a tx completion (`tcp_wfree` found
     /// TSQ_THROTTLED and queued the socket): the completed skb's last byte of
     /// `sk_wmem_alloc` is still held until the handler returns (`tcp_tsq_workfn`'s
@@ -194,6 +200,7 @@ impl TcpSender {
                 self.undo_tx(p);
                 self.enter_cwr();
                 self.out.abort = true;
+                self.out.dropped = true;
             }
         }
     }
@@ -250,6 +257,19 @@ impl TcpSender {
                 let last = self.sb.len() - 1;
                 Some(self.transmit_rtx(last, 1, TxKind::TlpLast))
             }
+            Phase::WriteWakeup => {
+                if self.out.started {
+                    return None;
+                }
+                self.out.started = true;
+                let mss = self.mss as u64;
+                let wnd_end = self.snd_una + self.snd_wnd;
+                if self.unsent_bytes() < mss || self.snd_nxt >= wnd_end {
+                    return None;
+                }
+                // The head skb is cut to what the window allows, at most an MSS (tcp_fragment).
+                Some(self.transmit_new(mss.min(wnd_end - self.snd_nxt) as u32))
+            }
             Phase::Nothing => None,
         }
     }
@@ -292,6 +312,7 @@ impl TcpSender {
                     self.reset_xmit_timer(TimerKind::Retrans, rto, true);
                 }
             }
+            Phase::WriteWakeup => self.probe0_sent(),
             Phase::RtoHead | Phase::Nothing => {}
             Phase::TlpRetransLast => {
                 if self.out.sent_pkts > 0 {
@@ -304,6 +325,7 @@ impl TcpSender {
         self.out.sent_pkts = 0;
         self.out.cwnd_limited = false;
         self.out.rearm_timer = false;
+        self.out.dropped = false;
     }
 
     /// `tcp_cwnd_validate`. The RFC 2861 decay branch never applies: a bulk sender blocks

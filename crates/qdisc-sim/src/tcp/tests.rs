@@ -927,3 +927,32 @@ fn random_losses_keep_invariants_and_recover() {
         }
     }
 }
+
+/// A local queue that refuses every skb longer than two segments (a small bfifo facing
+/// 64 KB TSO skbs): with nothing in flight the probe timer (`tcp_send_probe0`) fires at
+/// the RTO and `tcp_write_wakeup` cuts one MSS off the head skb, which passes; each ACK
+/// lets TCP try a whole skb again, which is refused again — until CWR has shrunk cwnd
+/// (and with it the pacing rate and TSO size) to one-segment skbs, which pass.
+#[test]
+fn probe_timer_sends_one_mss_when_the_local_qdisc_refuses_big_skbs() {
+    let mut net = Net::new(cfg(), 10);
+    net.verdict = Box::new(|s, _| if s.len > MSS { LocalXmit::Dropped } else { LocalXmit::Ok });
+    net.run_until(ms(3000));
+    let first: Vec<_> = net.sent.iter().take(7).map(|s| (s.at, s.seg.seq, s.seg.len, s.verdict)).collect();
+    use LocalXmit::{Dropped, Ok};
+    // The RTO is 220 ms: the SYN's 20 ms RTT plus its variance term's 200 ms floor (tcp_rto_min).
+    assert_eq!(
+        first,
+        vec![
+            (ms(0), 0, 2 * MSS, Dropped),
+            (ms(220), 0, MSS, Ok),
+            (ms(240), MSS as u64, 2 * MSS, Dropped),
+            (ms(460), MSS as u64, MSS, Ok),
+            (ms(480), 2 * MSS as u64, 2 * MSS, Dropped),
+            (ms(700), 2 * MSS as u64, MSS, Ok),
+            (ms(720), 3 * MSS as u64, MSS, Ok),
+        ]
+    );
+    // Nothing counts as a retransmission: the refused bytes were never sent.
+    assert_eq!(net.snd.stats().retransmits, 0);
+}

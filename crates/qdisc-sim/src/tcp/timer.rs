@@ -15,7 +15,9 @@
 //!   segment ignoring cwnd, or retransmit the last one; the RTO then restarts.
 //! * **RACK reordering timer**: see [`super::rack`].
 //! * **Zero-window/local-congestion probe** (`ICSK_TIME_PROBE0`): armed when nothing
-//!   is in flight and a local drop left data unsent; retries the write queue.
+//!   is in flight and a local drop left data unsent, at max(RTO, 200 ms); on expiry
+//!   `tcp_write_wakeup` sends one MSS cut off the head skb, and if the local qdisc
+//!   refuses that too the probe is retried after `TCP_RESOURCE_PROBE_INTERVAL`.
 //!
 //! Plus the **pacing timer** (an hrtimer at the EDT of the next skb) when the
 //! socket paces itself (`SK_PACING_NEEDED`).
@@ -169,7 +171,7 @@ impl TcpSender {
                 }
                 TimerKind::Probe0 => {
                     self.xmit_timer = None;
-                    self.out.plan = VecDeque::from([Phase::New]);
+                    self.out.plan = VecDeque::from([Phase::WriteWakeup]);
                 }
             }
         }
@@ -204,6 +206,29 @@ impl TcpSender {
         self.rto_j = prior_rto_j;
         self.backoff = prior_backoff;
         self.reset_xmit_timer(TimerKind::Retrans, resource_probe_jiffies(self.hz.0), false);
+    }
+
+    /// The rest of `tcp_send_probe0` after its `tcp_write_wakeup`: data went out (or
+    /// nothing waits), so the probe is over; else probe again — after
+    /// `TCP_RESOURCE_PROBE_INTERVAL` if the local qdisc dropped the segment (senders
+    /// fight for local resources conservatively), after the backed-off probe interval
+    /// (`tcp_probe0_when`) if the window is closed.
+    pub(super) fn probe0_sent(&mut self) {
+        if self.sb.packets_out > 0 || self.unsent_bytes() < self.mss as u64 {
+            self.backoff = 0;
+            return;
+        }
+        let when = if self.out.dropped {
+            resource_probe_jiffies(self.hz.0)
+        } else {
+            // tcp_retries2's bound on the backoff (15) is far beyond what the cap allows.
+            if self.backoff < 15 {
+                self.backoff += 1;
+            }
+            let base = (self.rto_j as u64).max(self.hz.usecs_to_jiffies(self.rto_min_us() as u64));
+            (base << self.backoff.min(31)).min(RTO_MAX_SECS * self.hz.0 as u64)
+        };
+        self.reset_xmit_timer(TimerKind::Probe0, when, true);
     }
 
     /// `tcp_send_loss_probe`: the probe timeout fired.
