@@ -30,6 +30,7 @@ pub mod pfifo_fast;
 pub mod pie;
 pub mod plug;
 pub mod prio;
+pub mod qfq;
 pub mod red;
 pub mod sfb;
 pub mod sfq;
@@ -68,6 +69,7 @@ pub static KINDS: &[&Ops] = &[
     &plug::OPS,
     &fifo::PFIFO_HEAD_DROP,
     &prio::OPS,
+    &qfq::OPS,
     &red::OPS,
     &sfb::OPS,
     &sfq::OPS,
@@ -77,7 +79,7 @@ pub static KINDS: &[&Ops] = &[
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
-const TC_ONLY_KINDS: &[&str] = &["etf", "gred", "mqprio", "qfq", "taprio"];
+const TC_ONLY_KINDS: &[&str] = &["etf", "gred", "mqprio", "taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {
