@@ -18,6 +18,7 @@ pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
+pub mod gred;
 pub mod hfsc;
 pub mod hhf;
 pub mod htb;
@@ -55,6 +56,7 @@ pub static KINDS: &[&Ops] = &[
     &fq::OPS,
     &fq_codel::OPS,
     &fq_pie::OPS,
+    &gred::OPS,
     &hfsc::OPS,
     &hhf::OPS,
     &htb::OPS,
@@ -79,7 +81,7 @@ pub static KINDS: &[&Ops] = &[
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
-const TC_ONLY_KINDS: &[&str] = &["etf", "gred", "mqprio", "taprio"];
+const TC_ONLY_KINDS: &[&str] = &["etf", "mqprio", "taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {
