@@ -24,6 +24,7 @@ pub mod hhf;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
+pub mod mqprio;
 pub mod multiq;
 pub mod netem;
 pub mod noqueue;
@@ -62,6 +63,7 @@ pub static KINDS: &[&Ops] = &[
     &htb::OPS,
     &ingress::INGRESS,
     &mq::OPS,
+    &mqprio::OPS,
     &multiq::OPS,
     &netem::OPS,
     &noqueue::NOQUEUE,
@@ -81,7 +83,7 @@ pub static KINDS: &[&Ops] = &[
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
-const TC_ONLY_KINDS: &[&str] = &["etf", "mqprio", "taprio"];
+const TC_ONLY_KINDS: &[&str] = &["etf", "taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {
