@@ -202,7 +202,7 @@ fn bench_cake(c: &mut Criterion) {
 
 /// qfq with 10,000 classes of weight 1 (1,250 aggregates of 8), `skb->priority`
 /// naming each class in turn, two packets standing in each (the leaves' loop, with
-/// class 1:1 an idle eleventh-thousandth class: qfq classes have no parents).
+/// class 1:1 one idle class more: qfq classes have no parents).
 fn bench_qfq(c: &mut Criterion) {
     let mut g = c.benchmark_group("qfq enqueue+dequeue");
     g.throughput(Throughput::Elements(1));

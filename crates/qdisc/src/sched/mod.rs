@@ -13,6 +13,7 @@ pub mod cbs;
 pub mod choke;
 pub mod codel;
 pub mod drr;
+pub mod etf;
 pub mod ets;
 pub mod fifo;
 pub mod fq;
@@ -53,6 +54,7 @@ pub static KINDS: &[&Ops] = &[
     &ingress::CLSACT,
     &codel::OPS,
     &drr::OPS,
+    &etf::OPS,
     &ets::OPS,
     &fq::OPS,
     &fq_codel::OPS,
@@ -83,7 +85,7 @@ pub static KINDS: &[&Ops] = &[
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
-const TC_ONLY_KINDS: &[&str] = &["etf", "taprio"];
+const TC_ONLY_KINDS: &[&str] = &["taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {
