@@ -11,10 +11,10 @@
 //! is stamped with a start S and a finish F = S + budget/weight, and V, the system's
 //! virtual time, advances by len/Σweights per packet sent. To find the aggregate
 //! with the smallest eligible F in constant time, aggregates sit in one of 25
-//! *groups* by the size of their budget/weight (group i's slots are 2^(min_slot_shift
-//! + i) wide), each group a ring of 32 slots of aggregates by rounded S, and four
-//! bitmaps of groups (eligible/ineligible × ready/blocked) say which group to serve:
-//! the lowest-indexed eligible-ready one. The aggregate in service keeps sending
+//! *groups* by the size of their budget/weight (group i's slots are
+//! 2^(min_slot_shift + i) wide), each group a ring of 32 slots of aggregates by
+//! rounded S, and four bitmaps of groups (eligible/ineligible × ready/blocked)
+//! say which group to serve: the lowest-indexed eligible-ready one. The aggregate in service keeps sending
 //! until its budget cannot cover its next packet, then is charged what it used and
 //! rescheduled. A packet longer than its class's maxpkt raises it (the class moves to
 //! an aggregate of that maxpkt); above 65536 bytes it is dropped. Every comparison of
@@ -761,11 +761,9 @@ impl Qdisc for Qfq {
         };
         let (len, segs, id) = (pkt.len, pkt.gso_segs, pkt.id);
         let c = self.cl(m);
-        if c.lmax < len {
-            if self.change_agg(m, c.weight, len).is_err() {
-                sch.stats.dropped();
-                return Enqueued::Dropped;
-            }
+        if c.lmax < len && self.change_agg(m, c.weight, len).is_err() {
+            sch.stats.dropped();
+            return Enqueued::Dropped;
         }
         let c = self.cl_mut(m);
         let r = c.leaf.enqueue(pkt, now);
