@@ -30,8 +30,6 @@
 //! and the packet's identity is its `id`. Checking the class first keeps enqueue
 //! from touching the aggregate and the child's head (the 10,000-class bench).
 
-use std::collections::VecDeque;
-
 use crate::class_hash::ClassHash;
 use crate::classify::{Block, Verdict};
 use crate::packet::Packet;
@@ -191,7 +189,47 @@ struct Agg {
     budget: u32,
     num_classes: u32,
     /// The DRR list of its active classes, by minor.
-    active: VecDeque<u32>,
+    active: Drr8,
+}
+
+/// An aggregate's DRR list (`agg->active`): at most QFQ_MAX_AGG_CLASSES minors,
+/// kept inline so that serving an aggregate touches no other memory.
+#[derive(Default)]
+struct Drr8 {
+    ring: [u32; MAX_AGG_CLASSES as usize],
+    head: u8,
+    len: u8,
+}
+
+impl Drr8 {
+    const N: u8 = MAX_AGG_CLASSES as u8;
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    fn front(&self) -> Option<&u32> {
+        (self.len > 0).then(|| &self.ring[self.head as usize])
+    }
+    fn push_back(&mut self, m: u32) {
+        debug_assert!(self.len < Self::N, "an aggregate holds at most 8 classes");
+        self.ring[((self.head + self.len) % Self::N) as usize] = m;
+        self.len += 1;
+    }
+    fn pop_front(&mut self) {
+        if self.len > 0 {
+            self.head = (self.head + 1) % Self::N;
+            self.len -= 1;
+        }
+    }
+    /// `list_del_init` of `m`, wherever it is; the others keep their order.
+    fn remove(&mut self, m: u32) {
+        let old = std::mem::take(self);
+        for i in 0..old.len {
+            let x = old.ring[((old.head + i) % Self::N) as usize];
+            if x != m {
+                self.push_back(x);
+            }
+        }
+    }
 }
 
 /// `struct qfq_group`. Each slot is an hlist of aggregates; its head is the last
@@ -388,7 +426,7 @@ impl Qfq {
         c.active = false;
         let a = c.agg;
         let g = self.agg_mut(a);
-        g.active.retain(|&x| x != m);
+        g.active.remove(m);
         if g.active.is_empty() {
             self.deactivate_agg(a);
         }
@@ -862,7 +900,7 @@ impl Qdisc for Qfq {
             if g.active.front() == Some(&m) {
                 g.active.pop_front();
             } else {
-                g.active.retain(|&x| x != m);
+                g.active.remove(m);
             }
         };
         if c.leaf.stats().qlen == 0 {
