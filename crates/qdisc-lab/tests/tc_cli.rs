@@ -63,7 +63,10 @@ fn what_sysctl_refuses_stops_before_tc_runs() {
     for (setting, msg) in [
         ("net.core.foo=1", "sysctl: cannot stat /proc/sys/net/core/foo: No such file or directory\n"),
         ("net.ipv4.tcp_ecn=1", "sysctl: cannot stat /proc/sys/net/ipv4/tcp_ecn: No such file or directory\n"),
-        ("net.core.default_qdisc=qfq", "sysctl: setting key \"net.core.default_qdisc\": No such file or directory\n"),
+        (
+            "net.core.default_qdisc=taprio",
+            "sysctl: setting key \"net.core.default_qdisc\": No such file or directory\n",
+        ),
         ("net.core.default_qdisc", "sysctl: command line(0): invalid syntax, continuing...\n"),
     ] {
         let (code, out, err) = tc(&["--sysctl", setting, "qdisc", "show"]);

@@ -1,10 +1,12 @@
 //! Enqueue + dequeue cost per packet, steady state, 1500-byte packets.
 //! `cargo bench -p qdisc` — targets: fifos/pfifo_fast/prio ≤ 15 ns, tbf ≤ 30 ns (issue 2);
 //! at 10,000 active flows fq and fq_codel ≤ 67 ns, sfq ≤ 40 ns, codel ≤ 25 ns (issue 3);
-//! red, pie, ets and skbprio in the first group, fq_pie, sfb and hhf at 10,000 flows ≤ 67 ns
+//! red, pie, ets, skbprio and gred in the first group, fq_pie, sfb and hhf at 10,000 flows ≤ 67 ns
 //! (issue 15);
 //! netem with delay and jitter at 10,000 packets queued ≤ 60 ns, cake with the shaper
-//! on at 10,000 flows ≤ 100 ns (issue 14).
+//! on at 10,000 flows ≤ 100 ns (issue 14); qfq with 10,000 classes ≤ 67 ns (issue 15).
+
+mod leaves;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use qdisc::qdisc::TC_H_ROOT;
@@ -16,12 +18,21 @@ fn dev() -> DevInfo {
     DevInfo::eth0()
 }
 
-/// Build a qdisc from a tc option string, as `tc qdisc add … KIND OPTS` would.
+/// Build a qdisc from a tc option string, as `tc qdisc add … KIND OPTS` would; after
+/// a ` | `, the options of a `tc qdisc change` applied next (gred's VQs).
 fn make(kind: &str, opts: &str) -> Node {
-    let argv: Vec<String> = opts.split_whitespace().map(String::from).collect();
-    let o = sched::parse(kind, &mut Args::new(&argv)).expect("options parse");
+    let mut steps = opts.split(" | ");
+    let parse = |s: &str| {
+        let argv: Vec<String> = s.split_whitespace().map(String::from).collect();
+        sched::parse(kind, &mut Args::new(&argv)).expect("options parse")
+    };
+    let o = parse(steps.next().unwrap_or(""));
     let q = sched::create(kind, o.as_ref(), &dev(), 0x10000, TC_H_ROOT, Instant::ZERO).expect("qdisc builds");
-    Node::new(0x10000, TC_H_ROOT, q)
+    let mut n = Node::new(0x10000, TC_H_ROOT, q);
+    for c in steps {
+        n.change(&parse(c).expect("change options"), &dev(), Instant::ZERO).expect("change applies");
+    }
+    n
 }
 
 fn bench(c: &mut Criterion) {
@@ -45,6 +56,8 @@ fn bench(c: &mut Criterion) {
         ("red", "red", "limit 10mb avpkt 1500 min 300kb max 900kb bandwidth 10gbit"),
         // 64 packets of 120 ns each: far below the target, no early drops.
         ("pie", "pie", "limit 1000"),
+        // One VQ (tc_index 0 finds VQ 0) with red's thresholds: RED's average per packet.
+        ("gred", "gred", "setup vqs 4 default 3 | vq 0 limit 10mb min 300kb max 900kb avpkt 1500 bandwidth 10gbit"),
     ];
     for &(name, kind, opts) in cases {
         let mut q = make(kind, opts);
@@ -187,5 +200,16 @@ fn bench_cake(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, bench_flows, bench_netem, bench_cake);
+/// qfq with 10,000 classes of weight 1 (1,250 aggregates of 8), `skb->priority`
+/// naming each class in turn, two packets standing in each (the leaves' loop, with
+/// class 1:1 one idle class more: qfq classes have no parents).
+fn bench_qfq(c: &mut Criterion) {
+    let mut g = c.benchmark_group("qfq enqueue+dequeue");
+    g.throughput(Throughput::Elements(1));
+    let n = 10_000;
+    leaves::datapath(&mut g, format!("{n} classes"), &leaves::batch("qfq", "qfq", "qfq", n, None), n);
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_flows, bench_netem, bench_cake, bench_qfq);
 criterion_main!(benches);

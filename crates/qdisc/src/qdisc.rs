@@ -251,6 +251,13 @@ pub trait Qdisc: Send {
     fn watchdog(&self, _sch: &Sch) -> Option<Instant> {
         None
     }
+    /// The device's traffic classes as a root qdisc set them (`netdev_set_num_tc`,
+    /// `netdev_set_tc_queue`, `netdev_set_prio_tc_map`: mqprio): the tx queues, as
+    /// (offset, count), that `skb_tx_hash` spreads a packet of priority `prio` over.
+    /// None: the device has no traffic classes.
+    fn tc_txqs(&self, _prio: u32) -> Option<(u32, u32)> {
+        None
+    }
     /// Bring dump-time counters up to date (mq sums its children in `mq_dump`).
     fn sync_stats(&mut self, _sch: &mut Sch) {
         if let Some(c) = self.as_classful_mut() {

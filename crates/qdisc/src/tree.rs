@@ -999,9 +999,14 @@ impl Device {
     }
 
     /// The tx queue `skb_tx_hash` picks for a packet (`reciprocal_scale(hash, n)`,
-    /// §2.2; no XPS, no traffic classes).
+    /// §2.2; no XPS): among all real tx queues, or, when the root qdisc gave the
+    /// device traffic classes (mqprio), among those of the packet's class.
     pub fn txq_of(&self, pkt: &Packet) -> usize {
-        sched::codel::reciprocal_scale(pkt.hash, self.real_tx_queues.max(1)) as usize
+        let (offset, count) = match self.root.q.tc_txqs(pkt.priority) {
+            Some((o, c)) if c > 0 => (o, c),
+            _ => (0, self.real_tx_queues.max(1)),
+        };
+        (offset + sched::codel::reciprocal_scale(pkt.hash, count)) as usize
     }
 
     /// Whether each tx queue has a qdisc of its own (an mq root): then

@@ -207,9 +207,9 @@ fn setting_it_later_changes_later_attachments_only() {
 
 #[test]
 fn what_the_sysctl_refuses() {
-    // Unknown, not registered (noop is builtin), not implemented here (qfq: refused as
+    // Unknown, not registered (noop is builtin), not implemented here (taprio: refused as
     // without its module), case matters.
-    for v in ["nosuchkind", "noop", "qfq", "FQ_CODEL", ""] {
+    for v in ["nosuchkind", "noop", "taprio", "FQ_CODEL", ""] {
         assert_eq!(check_default_qdisc(v), Err(ENOENT.into()), "{v:?}");
         assert_eq!(Tc::with_default_qdisc(&specs("eth0"), KernelVersion::V6_18, v).err(), Some(ENOENT.into()));
     }
@@ -242,7 +242,7 @@ fn sysctl_w_prints_what_procps_prints() {
         Ok("net.core.default_qdisc = pfifo_head_dropXYZ\n".into())
     );
     assert_eq!(tc.default_qdisc(), "pfifo_head_drop");
-    assert_eq!(tc.sysctl_w("net.core.default_qdisc=qfq"), Err(ENOENT.into()));
+    assert_eq!(tc.sysctl_w("net.core.default_qdisc=taprio"), Err(ENOENT.into()));
     assert_eq!(
         tc.sysctl_w("net.core.foo=1"),
         Err("sysctl: cannot stat /proc/sys/net/core/foo: No such file or directory".into())

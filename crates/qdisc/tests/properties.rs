@@ -96,6 +96,35 @@ const TREES: &[(&str, &str, &[&str])] = &[
             "qdisc change dev eth0 parent 1:1 handle 10: cake bandwidth 500kbit docsis",
         ],
     ),
+    // qfq: everything to 1:1 (maxpkt 512, raised by longer packets), classes added,
+    // reweighted, grafted and deleted under load.
+    (
+        "eth0,txqueuelen=8",
+        "qdisc add dev eth0 root handle 1: qfq\nclass add dev eth0 parent 1: classid 1:1 qfq weight 3 maxpkt 512\nclass add dev eth0 parent 1: classid 1:2 qfq\nfilter add dev eth0 parent 1: protocol all pref 1 matchall classid 1:1",
+        &[
+            "class change dev eth0 classid 1:1 qfq weight 9 maxpkt 600",
+            "class add dev eth0 parent 1: classid 1:3 qfq weight 2",
+            "qdisc replace dev eth0 parent 1:1 handle 10: pfifo limit 3",
+            "class del dev eth0 classid 1:2",
+        ],
+    ),
+    // gred under a shaper: a VQ with tight RED thresholds and limit, the table
+    // resized (VQs dropped with packets queued) and the qdisc limit cut.
+    (
+        "eth0",
+        "qdisc add dev eth0 root handle 1: tbf rate 2mbit burst 4k limit 200k\nqdisc add dev eth0 parent 1:1 handle 10: gred setup vqs 4 default 0 limit 20000\nqdisc change dev eth0 parent 1:1 handle 10: gred vq 0 limit 8000 min 1000 max 4000 avpkt 800 burst 2 probability 0.5",
+        &[
+            "qdisc change dev eth0 parent 1:1 handle 10: gred setup vqs 2 default 1 limit 6000",
+            "qdisc change dev eth0 parent 1:1 handle 10: gred vq 1 limit 5000 min 2000 max 3000 avpkt 1000",
+            "qdisc change dev eth0 parent 1:1 handle 10: gred setup vqs 4 default 0 grio",
+        ],
+    ),
+    // mqprio: priorities spread over two traffic classes of a 4-queue device.
+    (
+        "eth0,txqueues=4,txqueuelen=3",
+        "qdisc add dev eth0 root handle 1: mqprio num_tc 2 map 0 1 1 0 1 0 1 0 1 1 1 1 0 0 0 1 queues 1@0 3@1 hw 0\nqdisc replace dev eth0 parent 1:3 pfifo limit 2",
+        &["qdisc change dev eth0 parent 1:3 pfifo limit 1", "qdisc change dev eth0 parent 1:3 pfifo limit 5"],
+    ),
 ];
 
 #[derive(Clone, Debug)]

@@ -54,6 +54,13 @@ impl Bed {
                         let n: u32 = n.parse().map_err(|_| format!("bad txqueuelen in {cmd}"))?;
                         Ok((if self.tc.set_txqueuelen(d, n) { 0 } else { 1 }, String::new()))
                     }
+                    // A dummy has no MTU bounds (dummy_setup: max_mtu 0).
+                    ["$IP", "link", "set", "dev", d, "mtu", n, ..] => {
+                        let n: u32 = n.parse().map_err(|_| format!("bad mtu in {cmd}"))?;
+                        let dev = self.tc.device_mut(d).ok_or_else(|| format!("no device in {cmd}"))?;
+                        dev.info.mtu = n;
+                        Ok((0, String::new()))
+                    }
                     _ => Err(format!("ip command not modelled: {cmd}")),
                 }
             }

@@ -97,6 +97,9 @@ fn probe_args(kind: &str) -> &'static [&'static str] {
     match kind {
         "tbf" => &["rate", "1mbit", "burst", "10k", "latency", "10ms"],
         "red" => &["limit", "100k", "avpkt", "1000"],
+        "gred" => &["setup", "vqs", "1", "default", "0"],
+        "choke" => &["limit", "1000", "bandwidth", "10mbit"],
+        "ets" => &["bands", "2"],
         _ => &[],
     }
 }
@@ -290,6 +293,21 @@ mod tests {
 
     fn kind(line: &str) -> Option<String> {
         qdisc_kind(&qdisc::tc::makeargs(line)).map(String::from)
+    }
+
+    /// The probe reaches the kernel only if iproute2 accepts it: every kind the engine
+    /// implements must parse with its probe options, as tc parses them.
+    #[test]
+    fn every_engine_kind_passes_tcs_parser_with_its_probe() {
+        let refused: Vec<String> = qdisc::sched::KINDS
+            .iter()
+            .filter_map(|ops| {
+                let argv: Vec<String> = probe_args(ops.id).iter().map(|s| s.to_string()).collect();
+                let r = qdisc::sched::parse(ops.id, &mut qdisc::tc::Args::new(&argv));
+                r.err().map(|e| format!("{}: {}", ops.id, e.msg))
+            })
+            .collect();
+        assert!(refused.is_empty(), "{refused:#?}");
     }
 
     #[test]

@@ -13,16 +13,19 @@ pub mod cbs;
 pub mod choke;
 pub mod codel;
 pub mod drr;
+pub mod etf;
 pub mod ets;
 pub mod fifo;
 pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
+pub mod gred;
 pub mod hfsc;
 pub mod hhf;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
+pub mod mqprio;
 pub mod multiq;
 pub mod netem;
 pub mod noqueue;
@@ -30,6 +33,7 @@ pub mod pfifo_fast;
 pub mod pie;
 pub mod plug;
 pub mod prio;
+pub mod qfq;
 pub mod red;
 pub mod sfb;
 pub mod sfq;
@@ -50,15 +54,18 @@ pub static KINDS: &[&Ops] = &[
     &ingress::CLSACT,
     &codel::OPS,
     &drr::OPS,
+    &etf::OPS,
     &ets::OPS,
     &fq::OPS,
     &fq_codel::OPS,
     &fq_pie::OPS,
+    &gred::OPS,
     &hfsc::OPS,
     &hhf::OPS,
     &htb::OPS,
     &ingress::INGRESS,
     &mq::OPS,
+    &mqprio::OPS,
     &multiq::OPS,
     &netem::OPS,
     &noqueue::NOQUEUE,
@@ -68,6 +75,7 @@ pub static KINDS: &[&Ops] = &[
     &plug::OPS,
     &fifo::PFIFO_HEAD_DROP,
     &prio::OPS,
+    &qfq::OPS,
     &red::OPS,
     &sfb::OPS,
     &sfq::OPS,
@@ -77,7 +85,7 @@ pub static KINDS: &[&Ops] = &[
 
 /// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
 /// tc accepts them, the kernel answers as one without the module would.
-const TC_ONLY_KINDS: &[&str] = &["etf", "gred", "mqprio", "qfq", "taprio"];
+const TC_ONLY_KINDS: &[&str] = &["taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {

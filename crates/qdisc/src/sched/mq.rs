@@ -75,6 +75,19 @@ impl Mq {
     pub fn txq(&mut self, i: usize) -> &mut Node {
         &mut self.txqs[i]
     }
+
+    /// The transmit path's enqueue on tx queue `i` (one mqprio picks by traffic
+    /// class), then the sums.
+    pub(crate) fn enqueue_on(&mut self, sch: &mut Sch, i: usize, pkt: Packet, now: Instant) -> Enqueued {
+        let r = self.txqs[i].enqueue(pkt, now);
+        self.sync(sch);
+        r
+    }
+
+    /// The tx queues' qdiscs, queue 0 first.
+    pub(crate) fn txqs(&self) -> &[Node] {
+        &self.txqs
+    }
 }
 
 impl Qdisc for Mq {
@@ -84,9 +97,7 @@ impl Qdisc for Mq {
 
     fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
         let i = self.pick_tx(&pkt);
-        let r = self.txqs[i].enqueue(pkt, now);
-        self.sync(sch);
-        r
+        self.enqueue_on(sch, i, pkt, now)
     }
 
     fn dequeue(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {

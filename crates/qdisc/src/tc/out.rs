@@ -221,6 +221,13 @@ impl Out {
             self.buf.push_str(text);
         }
     }
+    /// `open_json_array(PRINT_JSON, NULL)`: an array without a key (inside another
+    /// array), JSON only; closed by `close_array("")`.
+    pub fn open_anon_array(&mut self) {
+        if self.json {
+            self.begin_array();
+        }
+    }
     /// `close_json_array`.
     pub fn close_array(&mut self, text: &str) {
         if self.json {
