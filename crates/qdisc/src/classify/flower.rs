@@ -302,6 +302,9 @@ impl super::Classifier for Flower {
     fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
         self.filters.iter().filter_map(|x| x.o.classid).for_each(f);
     }
+    fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
+        self.filters.iter().for_each(|x| f(&x.exts));
+    }
 }
 
 fn same_key(a: &FlowerOpts, b: &FlowerOpts) -> bool {

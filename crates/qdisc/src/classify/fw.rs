@@ -224,6 +224,9 @@ impl super::Classifier for Fw {
     fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
         self.ht.iter().flatten().map(|x| x.classid).filter(|&c| c != 0).for_each(f);
     }
+    fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
+        self.ht.iter().flatten().for_each(|x| f(&x.exts));
+    }
 }
 
 const USAGE: &str = "Usage: ... fw [ classid CLASSID ] [ indev DEV ] [ action ACTION_SPEC ]

@@ -67,6 +67,9 @@ impl super::Classifier for Matchall {
     fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
         self.head.iter().map(|h| h.classid).filter(|&c| c != 0).for_each(f);
     }
+    fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
+        self.head.iter().for_each(|h| f(&h.exts));
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -283,6 +283,10 @@ impl super::Classifier for Tp {
             .flat_map(|h| h.buckets.iter().flatten())
             .for_each(|k| f(k.classid));
     }
+    fn for_each_exts(&self, f: &mut dyn FnMut(&super::action::Exts)) {
+        let c = read_common(&self.common);
+        c.hts.iter().filter(|h| h.prio == self.pref).flat_map(|h| h.buckets.iter().flatten()).for_each(|k| f(&k.exts));
+    }
     /// The root table's key nodes go (every table's with the last proto): the
     /// unbindings are the ones the common logs.
     fn destroy(self: Box<Self>, binds: &mut super::Binds) -> bool {

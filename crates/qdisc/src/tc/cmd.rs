@@ -571,7 +571,7 @@ impl Tc {
         } else if matches(obj, "actions") {
             super::actions::do_action(self, rest, o)
         } else if matches(obj, "chain") {
-            Err(TcError::tc(format!("qdisc-lab: \"tc {obj}\" is not supported (filters live in chain 0).\n")))
+            super::filter::do_chain(self, rest, o)
         } else if matches(obj, "help") {
             self.warn.push_str(TC_USAGE);
             Ok(String::new())
