@@ -65,6 +65,7 @@
 pub mod action;
 pub mod basic;
 pub mod ematch;
+pub mod flow;
 pub mod flower;
 pub mod fw;
 pub mod matchall;
@@ -239,6 +240,7 @@ fn new<T: Classifier + Default + 'static>(_: Option<Shared>, _: u16) -> Result<B
 /// one entry here.
 pub const CLASSIFIERS: &[ClassifierOps] = &[
     ClassifierOps { kind: "basic", parse: |h, _, a| opts(basic::parse(h, a)), init: new::<basic::Basic> },
+    ClassifierOps { kind: "flow", parse: |h, _, a| opts(flow::parse(h, a)), init: flow::Flow::new_proto },
     ClassifierOps { kind: "flower", parse: |h, p, a| opts(flower::parse(h, p, a)), init: new::<flower::Flower> },
     ClassifierOps { kind: "fw", parse: |h, _, a| opts(fw::parse(h, a)), init: new::<fw::Fw> },
     ClassifierOps { kind: "matchall", parse: |h, _, a| opts(matchall::parse(h, a)), init: new::<matchall::Matchall> },
@@ -683,6 +685,8 @@ pub struct DumpCtx<'a> {
     pub u32_perf: bool,
     /// The dump's time (action ages).
     pub now: Instant,
+    /// The owning qdisc's handle (flow's default baseclass).
+    pub q_handle: u32,
 }
 
 impl DumpCtx<'_> {
@@ -807,7 +811,7 @@ mod tests {
 
     #[test]
     fn the_table_names_each_kind_once() {
-        assert_eq!(KINDS, ["basic", "flower", "fw", "matchall", "u32"]);
+        assert_eq!(KINDS, ["basic", "flow", "flower", "fw", "matchall", "u32"]);
         for ops in CLASSIFIERS {
             assert_eq!((ops.init)(None, 1).unwrap().kind(), ops.kind);
             assert_eq!(lookup(ops.kind).map(|o| o.kind), Some(ops.kind));

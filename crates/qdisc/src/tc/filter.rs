@@ -835,6 +835,7 @@ fn dump(
                 protocol: tp.protocol,
                 u32_perf: tc.devices[di].kernel.u32_perf(),
                 now: tc.now,
+                q_handle: b.q_handle,
             };
             ctx.bare(out);
             tp.kind.dump(&ctx, out);
