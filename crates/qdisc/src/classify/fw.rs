@@ -157,10 +157,10 @@ impl Fw {
         let Some(mask) = self.mask else { return };
         for f in self.ht.iter().flatten() {
             if f.classid == 0 && f.exts.is_empty() {
-                ctx.bare(out);
+                ctx.bare_filter(out, f.id);
                 continue;
             }
-            ctx.entry(out, |out| {
+            ctx.entry(out, f.id, |out| {
                 out.open_object(Some("fw"));
                 let m = format!("{:#x}", f.id);
                 if mask != u32::MAX {

@@ -1,14 +1,17 @@
 //! Classifiers: the filter blocks of classful qdiscs and the filter kinds
-//! (net/sched/cls_api.c, cls_u32.c, cls_fw.c, cls_flower.c, cls_matchall.c).
+//! (net/sched/cls_api.c, cls_u32.c, cls_fw.c, cls_flower.c, cls_matchall.c,
+//! cls_basic.c with its ematches, cls_flow.c).
 //!
 //! # Model
 //!
 //! A classful qdisc owns one [`Block`] for itself and (if the kind allows filters on
-//! classes, like htb) one per class — the kernel's `tcf_block`. Only **chain 0** is
-//! modelled (`tc filter … chain N` with N ≠ 0 is refused with a qdisc-lab message).
-//! A block holds *protos* (`struct tcf_proto`), kept sorted by `pref` (the kernel's
-//! `prio`), each with an ethertype (`protocol`) and one classifier kind holding that
-//! kind's filters (u32 knodes, fw handles, flower handles, one matchall).
+//! classes, like htb) one per class — the kernel's `tcf_block`. A block holds
+//! [`Chain`]s (`struct tcf_chain`) in creation order; each chain holds *protos*
+//! (`struct tcf_proto`), kept sorted by `pref` (the kernel's `prio`), each with an
+//! ethertype (`protocol`) and one classifier kind holding that kind's filters (u32
+//! knodes, fw handles, flower handles, one matchall, basic and flow filters). A chain
+//! lives while it has protos, was made by `tc chain add`, or an action's `goto chain`
+//! names it ([`Block::settle`]). Classification starts in chain 0.
 //!
 //! # Kinds
 //!
@@ -245,6 +248,17 @@ pub const CLASSIFIERS: &[ClassifierOps] = &[
     ClassifierOps { kind: "fw", parse: |h, _, a| opts(fw::parse(h, a)), init: new::<fw::Fw> },
     ClassifierOps { kind: "matchall", parse: |h, _, a| opts(matchall::parse(h, a)), init: new::<matchall::Matchall> },
     ClassifierOps { kind: "u32", parse: |h, _, a| opts(u32::parse(h, a)), init: u32::Tp::new_proto },
+];
+
+/// Classifier kinds the kernel has that this engine refuses, with the reason.
+/// `route` (cls_route.c) matches the realms of the route a packet took (`to`/`from
+/// REALM`, set by `ip route … realm`) or its input interface (`fromif`); the
+/// simulator's routes carry no realms and egress packets no input interface, so
+/// every route filter would silently never match. `cgroup` (cls_cgroup.c) takes the
+/// net_cls classid of the sending socket's cgroup; sockets here belong to no cgroup.
+pub const REFUSED: &[(&str, &str)] = &[
+    ("route", "routes carry no realms and packets no input interface here (ip route … realm, fromif)"),
+    ("cgroup", "sockets belong to no net_cls cgroup here"),
 ];
 
 /// The kinds' names, in [`CLASSIFIERS`] order.
@@ -687,11 +701,17 @@ pub struct DumpCtx<'a> {
     pub now: Instant,
     /// The owning qdisc's handle (flow's default baseclass).
     pub q_handle: u32,
+    /// `tc filter get`: only the filter with this handle (`tfilter_notify` of one
+    /// `fh`).
+    pub only: Option<u32>,
 }
 
 impl DumpCtx<'_> {
-    /// One dumped filter: the head, its options, the line end.
-    pub fn entry(&self, out: &mut crate::tc::Out, f: impl FnOnce(&mut crate::tc::Out)) {
+    /// One dumped filter with `handle`: the head, its options, the line end.
+    pub fn entry(&self, out: &mut crate::tc::Out, handle: u32, f: impl FnOnce(&mut crate::tc::Out)) {
+        if self.only.is_some_and(|h| h != handle) {
+            return;
+        }
         (self.head)(out);
         out.open_object(Some("options"));
         f(out);
@@ -699,7 +719,13 @@ impl DumpCtx<'_> {
         out.nl();
         out.close_object();
     }
-    /// A dumped filter without TCA_OPTIONS (the proto's own line, or an empty fw filter).
+    /// A dumped filter without TCA_OPTIONS (an empty fw filter).
+    pub fn bare_filter(&self, out: &mut crate::tc::Out, handle: u32) {
+        if self.only.is_none_or(|h| h == handle) {
+            self.bare(out);
+        }
+    }
+    /// A line without TCA_OPTIONS (the proto's own line).
     pub fn bare(&self, out: &mut crate::tc::Out) {
         (self.head)(out);
         out.nl();
@@ -707,43 +733,78 @@ impl DumpCtx<'_> {
     }
 }
 
+/// iproute2's `llproto_names` (lib/ll_proto.c): ethertype and name, in its order
+/// (a number prints as its first name; a name parses case-insensitively).
+const LL_PROTO: &[(u16, &str)] = &[
+    (0x0060, "loop"),
+    (0x0200, "pup"),
+    (0x0201, "pupat"),
+    (ETH_P_IP, "ip"),
+    (0x0805, "x25"),
+    (0x0806, "arp"),
+    (0x08FF, "bpq"),
+    (0x0a00, "ieeepup"),
+    (0x0a01, "ieeepupat"),
+    (0x6000, "dec"),
+    (0x6001, "dna_dl"),
+    (0x6002, "dna_rc"),
+    (0x6003, "dna_rt"),
+    (0x6004, "lat"),
+    (0x6005, "diag"),
+    (0x6006, "cust"),
+    (0x6007, "sca"),
+    (0x8035, "rarp"),
+    (0x809B, "atalk"),
+    (0x80F3, "aarp"),
+    (0x8137, "ipx"),
+    (ETH_P_IPV6, "ipv6"),
+    (0x8863, "ppp_disc"),
+    (0x8864, "ppp_ses"),
+    (0x884c, "atmmpoa"),
+    (0x8884, "atmfate"),
+    (0x0001, "802_3"),
+    (0x0002, "ax25"),
+    (ETH_P_ALL, "all"),
+    (0x0004, "802_2"),
+    (0x0005, "snap"),
+    (0x0006, "ddcmp"),
+    (0x0007, "wan_ppp"),
+    (0x0008, "ppp_mp"),
+    (0x0009, "localtalk"),
+    (0x000C, "can"),
+    (0x0010, "ppptalk"),
+    (0x0011, "tr_802_2"),
+    (0x0015, "mobitex"),
+    (0x0016, "control"),
+    (0x0017, "irda"),
+    (0x0018, "econet"),
+    (0x88CA, "tipc"),
+    (0x8892, "profinet"),
+    (0x88A2, "aoe"),
+    (0x88A4, "ethercat"),
+    (0x8100, "802.1Q"),
+    (0x88A8, "802.1ad"),
+    (0x8847, "mpls_uc"),
+    (0x8848, "mpls_mc"),
+    (0x6558, "teb"),
+    (0x8902, "cfm"),
+    (0x8100, "802.1Q"),
+    (0x88cc, "LLDP"),
+    (ETH_P_IP, "ipv4"),
+];
+
 /// iproute2's `ll_proto_n2a` for the names tc prints.
 pub fn proto_name(p: u16) -> String {
-    match p {
-        ETH_P_ALL => "all".into(),
-        ETH_P_IP => "ip".into(),
-        ETH_P_IPV6 => "ipv6".into(),
-        0x0806 => "arp".into(),
-        0x8035 => "rarp".into(),
-        0x8100 => "802.1Q".into(),
-        0x88A8 => "802.1ad".into(),
-        0x8847 => "mpls_uc".into(),
-        0x8848 => "mpls_mc".into(),
-        0x0004 => "802.2".into(),
-        0x0001 => "802.3".into(),
-        0x0060 => "loop".into(),
-        _ => format!("[{p}]"),
+    match LL_PROTO.iter().find(|(id, _)| *id == p) {
+        Some((_, n)) => n.to_string(),
+        None => format!("[{p}]"),
     }
 }
 
 /// iproute2's `ll_proto_a2n`: a name (any case) or a number (`get_be16`, base 0).
 pub fn proto_parse(s: &str) -> Option<u16> {
-    let names: &[(&str, u16)] = &[
-        ("all", ETH_P_ALL),
-        ("ip", ETH_P_IP),
-        ("ipv6", ETH_P_IPV6),
-        ("arp", 0x0806),
-        ("rarp", 0x8035),
-        ("802.1q", 0x8100),
-        ("802.1ad", 0x88A8),
-        ("mpls_uc", 0x8847),
-        ("mpls_mc", 0x8848),
-        ("802.2", 0x0004),
-        ("802.3", 0x0001),
-        ("loop", 0x0060),
-    ];
-    if let Some((_, v)) = names.iter().find(|(n, _)| n.eq_ignore_ascii_case(s)) {
-        return Some(*v);
+    if let Some((id, _)) = LL_PROTO.iter().find(|(_, n)| n.eq_ignore_ascii_case(s)) {
+        return Some(*id);
     }
     crate::tc::units::parse_c_integer(s).and_then(|v| u16::try_from(v).ok())
 }
@@ -852,5 +913,10 @@ mod tests {
         assert_eq!(proto_parse("IP"), Some(ETH_P_IP));
         assert_eq!(proto_parse("0x800"), Some(ETH_P_IP));
         assert_eq!(proto_parse("foo"), None);
+        assert_eq!(proto_parse("ipv4"), Some(ETH_P_IP));
+        assert_eq!(proto_name(ETH_P_IP), "ip");
+        assert_eq!((proto_parse("802_3"), proto_name(1)), (Some(1), "802_3".into()));
+        assert_eq!(proto_name(0x88cc), "LLDP");
+        assert_eq!(proto_name(0x1234), "[4660]");
     }
 }

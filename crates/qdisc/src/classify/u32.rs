@@ -652,13 +652,13 @@ impl Tp {
     pub fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         let c = read_common(&self.common);
         for ht in c.hts.iter().filter(|h| h.prio == self.pref) {
-            ctx.entry(out, |out| {
+            ctx.entry(out, ht.handle, |out| {
                 print_handle(out, ht.handle);
                 out.int("ht_divisor", format_args!("ht divisor {} ", ht.divisor + 1), ht.divisor as i64 + 1);
             });
             for b in &ht.buckets {
                 for n in b {
-                    ctx.entry(out, |out| print_knode(out, n, ctx));
+                    ctx.entry(out, n.handle, |out| print_knode(out, n, ctx));
                 }
             }
         }

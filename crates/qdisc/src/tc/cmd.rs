@@ -160,7 +160,8 @@ pub fn get_tc_classid(s: &str) -> Option<u32> {
         }
         Some(((maj as u32) << 16) | min as u32)
     } else if rest.is_empty() {
-        u32::try_from(maj).ok()
+        // `*h = maj`: an unsigned long stored in a __u32 keeps its low 32 bits.
+        Some(maj as u32)
     } else {
         None
     }

@@ -6,9 +6,13 @@
 //! [`classify::Classifier`] trait; their options pass through unread, and the classids
 //! each operation binds or unbinds come back from the kind ([`classify::Binds`]).
 //!
-//! Limits: chain 0 only; no shared blocks (`block N`), no `tc filter get`, no
-//! estimators; filters on the ingress qdisc are refused as the ingress qdisc here
-//! exposes no block.
+//! Chains: a block's chains live in creation order ([`classify::Block`]); `tc
+//! chain add|del|get|show` mirror `tc_ctl_chain` / `tc_dump_chain` (chain templates
+//! are refused: only flower has them in the kernel, and flower's are not modelled).
+//!
+//! Limits: no shared blocks (`block N`), no `tc filter get`, no estimators, no
+//! chain templates; the route and cgroup classifiers are refused by name
+//! ([`classify::REFUSED`]).
 
 use std::any::Any;
 
@@ -83,7 +87,7 @@ pub(crate) fn do_filter(tc: &mut Tc, argv: &[String], o: TcOpts) -> Result<Strin
     } else if matches(cmd, "delete") {
         Req::DelFilter
     } else if matches(cmd, "get") {
-        return Err(TcError::tc("qdisc-lab: \"tc filter get\" is not supported; use \"tc filter show\"\n"));
+        return get(tc, rest, o, false);
     } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
         return list(tc, rest, o, false);
     } else if matches(cmd, "help") {
@@ -108,7 +112,7 @@ pub(crate) fn do_chain(tc: &mut Tc, argv: &[String], o: TcOpts) -> Result<String
     } else if matches(cmd, "delete") {
         modify(tc, Req::DelChain, rest).map(|_| String::new())
     } else if matches(cmd, "get") {
-        chain_get(tc, rest, o)
+        get(tc, rest, o, true)
     } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
         list(tc, rest, o, true)
     } else if matches(cmd, "help") {
@@ -210,6 +214,9 @@ fn modify(tc: &mut Tc, req: Req, argv: &[String]) -> Result<(), TcError> {
         Some(name) => Some(tc.dev_index(name)?),
         None => None,
     };
+    if let Some((k, why)) = kind.and_then(|k| classify::REFUSED.iter().find(|(r, _)| *r == k)) {
+        return Err(TcError::tc(format!("qdisc-lab: the {k} classifier is not supported: {why}\n")));
+    }
     // q->parse_fopt (no options: a kind iproute2 has no module for, or no kind).
     let ops = kind.and_then(classify::lookup);
     let parsed = match ops {
@@ -522,11 +529,13 @@ fn ctl_chain(
     Ok(())
 }
 
-/// `tc_filter_get` for RTM_GETCHAIN + the kernel's `tc_ctl_chain`: the chain as
-/// `chain show` prints it, its parent always named.
-fn chain_get(tc: &mut Tc, argv: &[String], o: TcOpts) -> Result<String, TcError> {
+/// `tc_filter_get` (RTM_GETTFILTER, or RTM_GETCHAIN for `tc chain get`) + the
+/// kernel's `tc_get_tfilter` / `tc_ctl_chain`: the one filter (or chain) as a dump
+/// prints it, with its parent, protocol, pref and chain always named.
+fn get(tc: &mut Tc, argv: &[String], o: TcOpts, chain_req: bool) -> Result<String, TcError> {
     let mut a = Args::new(argv);
-    let (mut dev, mut parent, mut prio, mut protocol, mut chain, mut fhandle) = (None, 0u32, 0u32, None, None, false);
+    let (mut dev, mut parent, mut prio, mut protocol, mut chain) = (None, 0u32, 0u32, None, None);
+    let (mut fhandle, mut kind) = (None, None);
     while let Some(w) = a.next() {
         match w {
             "dev" => {
@@ -555,10 +564,10 @@ fn chain_get(tc: &mut Tc, argv: &[String], o: TcOpts) -> Result<String, TcError>
             }
             "handle" => {
                 let v = a.value()?;
-                if fhandle {
+                if fhandle.is_some() {
                     return Err(duparg("handle", v));
                 }
-                fhandle = true;
+                fhandle = Some(v);
             }
             w if matches(w, "preference") || matches(w, "priority") => {
                 let v = a.value()?;
@@ -591,35 +600,82 @@ fn chain_get(tc: &mut Tc, argv: &[String], o: TcOpts) -> Result<String, TcError>
                 return Ok(String::new());
             }
             "" => return Err(invarg("invalid filter name", "")),
-            // The kind: RTM_GETCHAIN does not send it.
-            _ => break,
+            k => {
+                kind = Some(k);
+                break;
+            }
+        }
+    }
+    if !chain_req {
+        if protocol.is_none() {
+            return Err(TcError::usage("Must specify filter protocol\n"));
+        }
+        if prio == 0 {
+            return Err(TcError::usage("Must specify filter priority\n"));
         }
     }
     if parent == 0 {
         return Err(TcError::usage("Must specify filter parent\n"));
     }
+    if !chain_req && kind.is_none() {
+        return Err(TcError::usage("Must specify filter type\n"));
+    }
     let Some(name) = dev else {
         return Err(TcError::usage("Must specify netdevice \"dev\" or block index \"block\"\n"));
     };
     let di = tc.dev_index(name)?;
+    let mut handle = 0;
+    if !chain_req {
+        let k = kind.expect("checked");
+        if let Some((k, why)) = classify::REFUSED.iter().find(|(r, _)| *r == k) {
+            return Err(TcError::tc(format!("qdisc-lab: the {k} classifier is not supported: {why}\n")));
+        }
+        if let Some(ops) = classify::lookup(k) {
+            let parsed = (ops.parse)(fhandle, protocol.unwrap_or(0), &mut a);
+            tc.warn.push_str(&std::mem::take(&mut a.notes));
+            handle = parsed?.0;
+        } else if let Some(w) = a.peek() {
+            return Err(TcError::tc(format!("Unknown filter \"{k}\", hence option \"{w}\" is unparsable\n")));
+        }
+        if fhandle.is_none() {
+            return Err(TcError::usage("Must specify filter \"handle\"\n"));
+        }
+    }
     if let Some(w) = a.next() {
         if matches(w, "help") {
             tc.warn.push_str(USAGE);
         }
         return Err(TcError::usage(format!("Garbage instead of arguments \"{w} ...\". Try \"tc filter help\".\n")));
     }
-    let (path, minor, _) = find_block(tc, di, parent)?;
+    let (path, minor, parent) = find_block(tc, di, parent)?;
     let ci = check_chain(chain)?;
     let d = &tc.devices[di];
     let n = d.node(&path);
     let b = n.q.as_classful().and_then(|c| c.block(minor)).expect("block checked");
-    let Some(ch) = b.chain(ci).filter(|c| !c.held_by_acts_only()) else {
-        return Err(kerr("Cannot find specified filter chain"));
-    };
     let mut out = if o.json { Out::json(o.pretty) } else { Out::text() };
     out = out.with_flags(o.details, o.raw, o.iec, o.oneline).with_stats(o.stats > 0);
+    if chain_req {
+        let Some(ch) = b.chain(ci).filter(|c| !c.held_by_acts_only()) else {
+            return Err(kerr("Cannot find specified filter chain"));
+        };
+        out.start_top();
+        print_chain(&mut out, 0, n.handle, None, ch.index);
+        out.end_top();
+        return Ok(out.into_string());
+    }
+    let Some(ch) = b.chain(ci) else { return Err(kerr("Cannot find specified filter chain")) };
+    let protocol = protocol.unwrap_or(0);
+    let tp = match ch.find(prio as u16) {
+        Ok(i) if ch.protos[i].protocol == protocol || protocol == 0 => &ch.protos[i],
+        Ok(_) => return Err(tp_find_err(d.kernel, "Protocol mismatch for filter with specified priority")),
+        Err(_) => return Err(kerr("Filter with specified priority/protocol not found")),
+    };
+    if kind.is_some_and(|k| k != tp.kind.kind()) {
+        return Err(kerr("Specified filter kind does not match existing one"));
+    }
+    let fh = tp.kind.get(handle).ok_or_else(|| kerr("Specified filter handle not found"))?;
     out.start_top();
-    print_chain(&mut out, 0, n.handle, None, ch.index);
+    dump_proto(tc, di, b, tp, ch.index, (0, 0, 0, None), parent, Some(fh), o, &mut out);
     out.end_top();
     Ok(out.into_string())
 }
@@ -799,7 +855,6 @@ fn dump(
     o: TcOpts,
     out: &mut Out,
 ) {
-    let tcm_parent = b.classid;
     for ch in &b.chains {
         if chain.is_some_and(|c| c != ch.index) {
             continue;
@@ -811,36 +866,59 @@ fn dump(
             if protocol != 0 && protocol != tp.protocol {
                 continue;
             }
-            let kind = tp.kind.kind();
-            let head = |out: &mut Out| {
-                out.open_object(None);
-                out.fp(format_args!("filter "));
-                print_parent(out, parent, tcm_parent);
-                if protocol == 0 || protocol != tp.protocol {
-                    let pn = classify::proto_name(tp.protocol);
-                    out.string("protocol", format_args!("protocol {pn} "), &pn);
-                }
-                if prio == 0 || prio != tp.pref as u32 {
-                    out.uint("pref", format_args!("pref {} ", tp.pref), tp.pref as u64);
-                }
-                out.string("kind", format_args!("{kind} "), kind);
-                if chain != Some(ch.index) {
-                    out.uint("chain", format_args!("chain {} ", ch.index), ch.index as u64);
-                }
-            };
-            let ctx = DumpCtx {
-                head: &head,
-                pretty: o.pretty,
-                stats: o.stats > 0,
-                protocol: tp.protocol,
-                u32_perf: tc.devices[di].kernel.u32_perf(),
-                now: tc.now,
-                q_handle: b.q_handle,
-            };
-            ctx.bare(out);
-            tp.kind.dump(&ctx, out);
+            dump_proto(tc, di, b, tp, ch.index, (parent, prio, protocol, chain), b.classid, None, o, out);
         }
     }
+}
+
+/// One proto's lines (`tcf_fill_node` + `print_filter`): its own line and each
+/// filter's, or with `only` (`tc filter get`) that filter's alone. `req` is what
+/// the request named (parent, pref, protocol, chain), which tc leaves out.
+#[allow(clippy::too_many_arguments)]
+fn dump_proto(
+    tc: &Tc,
+    di: usize,
+    b: &Block,
+    tp: &Proto,
+    chain_index: u32,
+    req: (u32, u32, u16, Option<u32>),
+    tcm_parent: u32,
+    only: Option<u32>,
+    o: TcOpts,
+    out: &mut Out,
+) {
+    let (parent, prio, protocol, chain) = req;
+    let kind = tp.kind.kind();
+    let head = |out: &mut Out| {
+        out.open_object(None);
+        out.fp(format_args!("filter "));
+        print_parent(out, parent, tcm_parent);
+        if protocol == 0 || protocol != tp.protocol {
+            let pn = classify::proto_name(tp.protocol);
+            out.string("protocol", format_args!("protocol {pn} "), &pn);
+        }
+        if prio == 0 || prio != tp.pref as u32 {
+            out.uint("pref", format_args!("pref {} ", tp.pref), tp.pref as u64);
+        }
+        out.string("kind", format_args!("{kind} "), kind);
+        if chain != Some(chain_index) {
+            out.uint("chain", format_args!("chain {chain_index} "), chain_index as u64);
+        }
+    };
+    let ctx = DumpCtx {
+        head: &head,
+        pretty: o.pretty,
+        stats: o.stats > 0,
+        protocol: tp.protocol,
+        u32_perf: tc.devices[di].kernel.u32_perf(),
+        now: tc.now,
+        q_handle: b.q_handle,
+        only,
+    };
+    if only.is_none() {
+        ctx.bare(out);
+    }
+    tp.kind.dump(&ctx, out);
 }
 
 #[cfg(test)]
