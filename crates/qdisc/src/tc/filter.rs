@@ -1055,6 +1055,44 @@ filter parent 1: protocol ip pref 2 u32 chain 0 fh 801::800 order 2048 key ht 80
     }
 
     #[test]
+    fn indexed_u32_keeps_the_walks_counters() {
+        use crate::{Enqueued, Packet};
+        let mut tc = Tc::new(&[DevSpec::new("eth0")]);
+        run(&mut tc, "qdisc add dev eth0 root handle 1: prio");
+        for i in 1..=3 {
+            run(
+                &mut tc,
+                &format!("filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.{i} flowid 1:{i}"),
+            );
+        }
+        let now = tc.now;
+        let d = tc.device_mut("eth0").unwrap();
+        // .2 stops at the second node, .9 passes all three, a packet without a
+        // header stops at the first (its key read fails).
+        for (id, p) in [
+            (1, Packet::new(1, 100).with_flow(flow_to([10, 0, 0, 2]))),
+            (2, Packet::new(2, 100).with_flow(flow_to([10, 0, 0, 9]))),
+            (3, Packet::new(3, 100)),
+        ] {
+            assert_eq!(d.enqueue(p, now), Enqueued::Success, "{id}");
+        }
+        let out = run(&mut tc, "-s filter show dev eth0");
+        let hits: Vec<&str> = out.lines().filter_map(|l| l.split_once("(rule hit ").map(|x| x.1)).collect();
+        assert_eq!(hits, ["3 success 0)", "2 success 1)", "1 success 0)"], "{out}");
+        assert!(out.contains("  match 0a000002/ffffffff at 16 (success 1 ) \n"), "{out}");
+        // A change spreads the counts before the nodes move; the walk goes on counting.
+        run(
+            &mut tc,
+            "filter add dev eth0 parent 1: protocol ip prio 1 handle 800::900 u32 match ip dst 10.0.0.4 flowid 1:3",
+        );
+        let d = tc.device_mut("eth0").unwrap();
+        d.enqueue(Packet::new(4, 100).with_flow(flow_to([10, 0, 0, 9])), now);
+        let out = run(&mut tc, "-s filter show dev eth0");
+        let hits: Vec<&str> = out.lines().filter_map(|l| l.split_once("(rule hit ").map(|x| x.1)).collect();
+        assert_eq!(hits, ["4 success 0)", "3 success 1)", "2 success 0)", "1 success 0)"], "{out}");
+    }
+
+    #[test]
     fn htb_drops_on_shot_police_exceed_and_steals_on_trap() {
         use crate::{Enqueued, Packet};
         let mut tc = Tc::new(&[DevSpec::new("eth0")]);
