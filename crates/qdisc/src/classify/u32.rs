@@ -164,8 +164,8 @@ pub struct Ht {
 }
 
 /// An index over a bucket whose nodes are all plain terminal matches of one word at
-/// the same offset under the same mask (no mark, no link, no offset mask, not
-/// skip_sw): the node positions by key value, ascending. The walk `u32_classify`
+/// the same offset under the same mask (no mark but 0/0, no link, no offset mask,
+/// not skip_sw): the node positions by key value, ascending. The walk `u32_classify`
 /// makes over such a bucket only ever succeeds at those positions, so the lookup
 /// visits them alone; the `rcnt` the walk would have counted on every node before
 /// the one it ended at is kept as one count on that node ([`Pcnt::stops`]) and
@@ -184,7 +184,9 @@ impl Fast {
         let mut by_val: HashMap<u32, Vec<usize>> = HashMap::new();
         for (i, n) in bucket.iter().enumerate() {
             let [k] = &n.sel.keys[..] else { return None };
-            let plain = n.mark.is_none()
+            // A mark of 0/0 (what CONFIG_CLS_U32_MARK gives a node without one) passes
+            // every packet and counts each visit.
+            let plain = n.mark.as_ref().is_none_or(|m| m.mask == 0 && m.val == 0)
                 && n.link == 0
                 && n.sel.flags & TC_U32_TERMINAL != 0
                 && n.flags & SKIP_SW == 0
@@ -201,7 +203,8 @@ impl Fast {
     }
 }
 
-/// Spread the indexed lookups' `stops` into the `rcnt` of the nodes they passed.
+/// Spread the indexed lookups' `stops` into the `rcnt` (and the 0/0 mark's
+/// success) of the nodes they passed.
 fn flush_stops(ht: &Ht) {
     for b in &ht.buckets {
         let mut acc = 0;
@@ -209,6 +212,9 @@ fn flush_stops(ht: &Ht) {
             acc += n.pf.stops.swap(0, Ordering::Relaxed);
             if acc != 0 {
                 n.pf.rcnt.fetch_add(acc, Ordering::Relaxed);
+                if let Some(m) = &n.mark {
+                    m.success.fetch_add(acc, Ordering::Relaxed);
+                }
             }
         }
     }
