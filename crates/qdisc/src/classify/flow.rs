@@ -111,6 +111,10 @@ OPS      := [ or NUM | and NUM | xor NUM | rshift NUM | addend NUM ]
 ID       := X:Y
 ";
 
+/// FLOW_KEY_SRC | FLOW_KEY_DST | FLOW_KEY_NFCT_SRC | FLOW_KEY_NFCT_DST as tc ORs
+/// them: the key numbers 0, 1, 9 and 10, which make 11.
+const ADDR_KEY_NUMBERS: u32 = 11;
+
 /// tc's `get_addend`: a number (optionally negated), or for keys that tc takes for
 /// addresses an address's last 32 bits. tc tests the key *numbers* of src, dst,
 /// nfct-src and nfct-dst as bits, so that is bits 0, 1 and 3 (src, dst, proto-src).
@@ -121,7 +125,7 @@ fn addend(s: &str, keys: u32) -> Option<u32> {
     };
     let v = match units::get_u32(body) {
         Some(v) => v,
-        None if keys & (0 | 1 | 9 | 10) != 0 => {
+        None if keys & ADDR_KEY_NUMBERS != 0 => {
             if let Ok(a) = body.parse::<std::net::Ipv4Addr>() {
                 u32::from(a)
             } else {
