@@ -123,34 +123,37 @@ pub(crate) fn do_chain(tc: &mut Tc, argv: &[String], o: TcOpts) -> Result<String
     }
 }
 
-/// `tc_filter_modify` + the kernel's `tc_new_tfilter` / `tc_del_tfilter` /
-/// `tc_ctl_chain`.
-fn modify(tc: &mut Tc, req: Req, argv: &[String]) -> Result<(), TcError> {
-    let mut a = Args::new(argv);
-    a.set_links(tc.link_names());
-    let mut dev: Option<&str> = None;
-    let mut parent = 0u32;
-    let mut fhandle: Option<&str> = None;
-    let mut prio = 0u32;
-    let create = matches!(req, Req::NewFilter { create: true, .. });
-    let mut protocol: u16 = if create { ETH_P_ALL } else { 0 };
-    let mut protocol_set = false;
-    let mut chain: Option<u32> = None;
-    let mut kind: Option<&str> = None;
+/// What `tc_filter_modify` and `tc_filter_get` read before the kind.
+struct Request<'a> {
+    dev: Option<&'a str>,
+    parent: u32,
+    fhandle: Option<&'a str>,
+    prio: u32,
+    protocol: Option<u16>,
+    chain: Option<u32>,
+    /// The first word that is none of the above: the kind (its options follow).
+    kind: Option<&'a str>,
+}
+
+/// The words before the kind, as `tc_filter_modify` (`modify`: an estimator is
+/// refused as not modelled) and `tc_filter_get` (an empty word is an invalid kind)
+/// read them. None after `help` (printed).
+fn parse_request<'a>(tc: &mut Tc, a: &mut Args<'a>, modify: bool) -> Result<Option<Request<'a>>, TcError> {
+    let mut r = Request { dev: None, parent: 0, fhandle: None, prio: 0, protocol: None, chain: None, kind: None };
     while let Some(w) = a.next() {
         match w {
             "dev" => {
                 let v = a.value()?;
-                if dev.is_some() {
+                if r.dev.is_some() {
                     return Err(duparg("dev", v));
                 }
-                dev = Some(v);
+                r.dev = Some(v);
             }
             "root" | "ingress" | "egress" => {
-                if parent != 0 {
+                if r.parent != 0 {
                     return Err(TcError::usage(format!("Error: \"{w}\" is duplicate parent ID\n")));
                 }
-                parent = match w {
+                r.parent = match w {
                     "root" => TC_H_ROOT,
                     "ingress" => INGRESS_PARENT,
                     _ => EGRESS_PARENT,
@@ -158,58 +161,71 @@ fn modify(tc: &mut Tc, req: Req, argv: &[String]) -> Result<(), TcError> {
             }
             "parent" => {
                 let v = a.value()?;
-                if parent != 0 {
+                if r.parent != 0 {
                     return Err(duparg("parent", v));
                 }
-                parent = get_tc_classid(v).ok_or_else(|| invarg("Invalid parent ID", v))?;
+                r.parent = get_tc_classid(v).ok_or_else(|| invarg("Invalid parent ID", v))?;
             }
             "handle" => {
                 let v = a.value()?;
-                if fhandle.is_some() {
+                if r.fhandle.is_some() {
                     return Err(duparg("handle", v));
                 }
-                fhandle = Some(v);
+                r.fhandle = Some(v);
             }
             w if matches(w, "preference") || matches(w, "priority") => {
                 let v = a.value()?;
-                if prio != 0 {
+                if r.prio != 0 {
                     return Err(duparg("priority", v));
                 }
-                prio = crate::tc::units::get_u32(v)
+                r.prio = crate::tc::units::get_u32(v)
                     .filter(|&p| p <= 0xFFFF)
                     .ok_or_else(|| invarg("invalid priority value", v))?;
             }
             w if matches(w, "protocol") => {
                 let v = a.value()?;
-                if protocol_set {
+                if r.protocol.is_some() {
                     return Err(duparg("protocol", v));
                 }
-                protocol = classify::proto_parse(v).ok_or_else(|| invarg("invalid protocol", v))?;
-                protocol_set = true;
+                r.protocol = Some(classify::proto_parse(v).ok_or_else(|| invarg("invalid protocol", v))?);
             }
             w if matches(w, "chain") => {
                 let v = a.value()?;
-                if chain.is_some() {
+                if r.chain.is_some() {
                     return Err(duparg("chain", v));
                 }
-                chain = Some(crate::tc::units::get_u32(v).ok_or_else(|| invarg("invalid chain index value", v))?);
+                r.chain = Some(crate::tc::units::get_u32(v).ok_or_else(|| invarg("invalid chain index value", v))?);
             }
             w if matches(w, "block") => {
                 return Err(TcError::tc("qdisc-lab: shared filter blocks (\"block\") are not supported\n"));
             }
-            w if matches(w, "estimator") => {
+            w if modify && matches(w, "estimator") => {
                 return Err(TcError::tc("qdisc-lab: filter estimators are not supported\n"));
             }
             w if matches(w, "help") => {
                 tc.warn.push_str(USAGE);
-                return Ok(());
+                return Ok(None);
             }
+            "" if !modify => return Err(invarg("invalid filter name", "")),
             k => {
-                kind = Some(k);
+                r.kind = Some(k);
                 break;
             }
         }
     }
+    Ok(Some(r))
+}
+
+/// `tc_filter_modify` + the kernel's `tc_new_tfilter` / `tc_del_tfilter` /
+/// `tc_ctl_chain`.
+fn modify(tc: &mut Tc, req: Req, argv: &[String]) -> Result<(), TcError> {
+    let mut a = Args::new(argv);
+    a.set_links(tc.link_names());
+    let Some(r) = parse_request(tc, &mut a, true)? else { return Ok(()) };
+    let Request { dev, parent, fhandle, prio, chain, kind, .. } = r;
+    // tc_filter_modify: a new filter's protocol defaults to all.
+    let create = matches!(req, Req::NewFilter { create: true, .. });
+    let protocol = r.protocol.unwrap_or(if create { ETH_P_ALL } else { 0 });
     let di = match dev {
         Some(name) => Some(tc.dev_index(name)?),
         None => None,
@@ -534,78 +550,8 @@ fn ctl_chain(
 /// prints it, with its parent, protocol, pref and chain always named.
 fn get(tc: &mut Tc, argv: &[String], o: TcOpts, chain_req: bool) -> Result<String, TcError> {
     let mut a = Args::new(argv);
-    let (mut dev, mut parent, mut prio, mut protocol, mut chain) = (None, 0u32, 0u32, None, None);
-    let (mut fhandle, mut kind) = (None, None);
-    while let Some(w) = a.next() {
-        match w {
-            "dev" => {
-                let v = a.value()?;
-                if dev.is_some() {
-                    return Err(duparg("dev", v));
-                }
-                dev = Some(v);
-            }
-            "root" | "ingress" | "egress" => {
-                if parent != 0 {
-                    return Err(TcError::usage(format!("Error: \"{w}\" is duplicate parent ID\n")));
-                }
-                parent = match w {
-                    "root" => TC_H_ROOT,
-                    "ingress" => INGRESS_PARENT,
-                    _ => EGRESS_PARENT,
-                };
-            }
-            "parent" => {
-                let v = a.value()?;
-                if parent != 0 {
-                    return Err(duparg("parent", v));
-                }
-                parent = get_tc_classid(v).ok_or_else(|| invarg("Invalid parent ID", v))?;
-            }
-            "handle" => {
-                let v = a.value()?;
-                if fhandle.is_some() {
-                    return Err(duparg("handle", v));
-                }
-                fhandle = Some(v);
-            }
-            w if matches(w, "preference") || matches(w, "priority") => {
-                let v = a.value()?;
-                if prio != 0 {
-                    return Err(duparg("priority", v));
-                }
-                prio = crate::tc::units::get_u32(v)
-                    .filter(|&p| p <= 0xFFFF)
-                    .ok_or_else(|| invarg("invalid priority value", v))?;
-            }
-            w if matches(w, "protocol") => {
-                let v = a.value()?;
-                if protocol.is_some() {
-                    return Err(duparg("protocol", v));
-                }
-                protocol = Some(classify::proto_parse(v).ok_or_else(|| invarg("invalid protocol", v))?);
-            }
-            w if matches(w, "chain") => {
-                let v = a.value()?;
-                if chain.is_some() {
-                    return Err(duparg("chain", v));
-                }
-                chain = Some(crate::tc::units::get_u32(v).ok_or_else(|| invarg("invalid chain index value", v))?);
-            }
-            w if matches(w, "block") => {
-                return Err(TcError::tc("qdisc-lab: shared filter blocks (\"block\") are not supported\n"));
-            }
-            w if matches(w, "help") => {
-                tc.warn.push_str(USAGE);
-                return Ok(String::new());
-            }
-            "" => return Err(invarg("invalid filter name", "")),
-            k => {
-                kind = Some(k);
-                break;
-            }
-        }
-    }
+    let Some(r) = parse_request(tc, &mut a, false)? else { return Ok(String::new()) };
+    let Request { dev, parent, fhandle, prio, protocol, chain, kind } = r;
     if !chain_req {
         if protocol.is_none() {
             return Err(TcError::usage("Must specify filter protocol\n"));
