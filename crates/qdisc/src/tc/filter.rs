@@ -10,7 +10,7 @@
 //! chain add|del|get|show` mirror `tc_ctl_chain` / `tc_dump_chain` (chain templates
 //! are refused: only flower has them in the kernel, and flower's are not modelled).
 //!
-//! Limits: no shared blocks (`block N`), no `tc filter get`, no estimators, no
+//! Limits: no shared blocks (`block N`), no estimators, no
 //! chain templates; the route and cgroup classifiers are refused by name
 //! ([`classify::REFUSED`]).
 
