@@ -6,6 +6,8 @@
 //! * `flower 1000 rules`: one flower proto, 1,000 filters;
 //! * `fw 1000 prefs`: 1,000 fw protos of one filter each (a walk over the protos:
 //!   the per-proto dispatch);
+//! * `goto chain 1, u32 1000 rules`: a matchall in chain 0 whose action jumps to
+//!   chain 1, which holds the 1,000 u32 rules (the chain walk of `tcf_classify`);
 //!
 //! plus building 2,000 fw filters in one proto from a `tc -batch` (each filter change
 //! updates the classes its filters bind).
@@ -60,9 +62,17 @@ fn chains() -> Vec<(&'static str, String, Packet)> {
             i + 1
         ));
     }
+    let mut goto = String::from(head);
+    goto.push_str("filter add dev eth0 parent 1: protocol all prio 1 matchall action goto chain 1\n");
+    goto.push_str(&u32s[head.len()..].replace("prio 1 u32", "chain 1 prio 1 u32"));
     let mut marked = Packet::new(1, 1000).with_flow(flow);
     marked.mark = N;
-    vec![("u32 1000 rules", u32s, pkt.clone()), ("flower 1000 rules", flowers, pkt), ("fw 1000 prefs", fws, marked)]
+    vec![
+        ("u32 1000 rules", u32s, pkt.clone()),
+        ("flower 1000 rules", flowers, pkt.clone()),
+        ("fw 1000 prefs", fws, marked),
+        ("goto chain 1, u32 1000 rules", goto, pkt),
+    ]
 }
 
 fn bench_classify(c: &mut Criterion) {

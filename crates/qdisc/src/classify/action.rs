@@ -33,8 +33,7 @@
 //!   shared block exists here, so they reach no device (`tcf_blockcast`'s empty
 //!   block: an overlimit, the control verdict).
 //!
-//! Not modelled (refused with a qdisc-lab message): other action kinds, `tc actions`,
-//! `goto chain N` for N ≠ 0 (only chain 0 exists), gact `random netrand` (needs a
+//! Not modelled (refused with a qdisc-lab message): other action kinds, gact `random netrand` (needs a
 //! random source), police `avrate` (needs a rate estimator) and `pkts_rate`, action
 //! cookies, `hw_stats` and `no_percpu`.
 
@@ -1168,16 +1167,18 @@ pub struct ActCtx<'a> {
     pub now: Instant,
 }
 
-/// `tcf_action_check_ctrlact`: a valid opcode, and chains that exist.
-fn check_ctrlact(a: i32) -> Result<(), FilterError> {
+/// `tcf_action_check_ctrlact`: a valid opcode, and `goto chain` only for an action
+/// made for a filter (`tp`); the chain it names is held by the filter's block
+/// ([`super::Block::settle`]).
+fn check_ctrlact(a: i32, tp: bool) -> Result<(), FilterError> {
     // tcf_action_valid, in C's int arithmetic.
     let op = a & !TC_ACT_EXT_VAL_MASK;
     let valid = if op == 0 { a <= TC_ACT_VALUE_MAX } else { op <= TC_ACT_GOTO_CHAIN || a == TC_ACT_UNSPEC };
     if !valid {
         return Err(FilterError::ext("Invalid control action"));
     }
-    if ext_cmp(a, TC_ACT_GOTO_CHAIN) && a & TC_ACT_EXT_VAL_MASK != 0 {
-        return Err(FilterError::Tc("qdisc-lab: only filter chain 0 is supported\n".into()));
+    if ext_cmp(a, TC_ACT_GOTO_CHAIN) && !tp {
+        return Err(FilterError::ext("can't goto NULL proto/chain"));
     }
     Ok(())
 }
@@ -1221,7 +1222,7 @@ impl ActCtx<'_> {
                 }
                 let a = match self.check(s, false, replace)? {
                     Ok(_) => continue,
-                    Err(idx) => self.create(s, idx)?,
+                    Err(idx) => self.create(s, idx, false)?,
                 };
                 lock(&a).standalone = true;
                 made.push(a);
@@ -1268,7 +1269,7 @@ impl ActCtx<'_> {
     fn init_1(&mut self, s: &ActSpec) -> Result<ActRef, FilterError> {
         match self.check(s, true, false)? {
             Ok(a) => Ok(a),
-            Err(idx) => self.create(s, idx),
+            Err(idx) => self.create(s, idx, true),
         }
     }
 
@@ -1311,7 +1312,7 @@ impl ActCtx<'_> {
         if !replace {
             return Err(FilterError::Errno("File exists"));
         }
-        let new = self.kind_of(s, false)?;
+        let new = self.kind_of(s, false, false)?;
         let mut a = lock(&existing);
         a.kind = match (new, &a.kind) {
             // A mirred replaced without a target keeps its device or block.
@@ -1326,8 +1327,8 @@ impl ActCtx<'_> {
     }
 
     /// A new action with index `idx`, in the table.
-    fn create(&mut self, s: &ActSpec, idx: u32) -> Result<ActRef, FilterError> {
-        let kind = self.kind_of(s, true)?;
+    fn create(&mut self, s: &ActSpec, idx: u32, tp: bool) -> Result<ActRef, FilterError> {
+        let kind = self.kind_of(s, true, tp)?;
         let k = s.kind().expect("checked");
         let now = self.now.0;
         let a = Arc::new(Mutex::new(Action {
@@ -1346,13 +1347,13 @@ impl ActCtx<'_> {
     /// The rest of each kind's init: validation and the parameters
     /// (`tcf_gact_init`, `tcf_police_init`, `tcf_mirred_init`) of a new action
     /// (`new`) or of the replacement of an existing one.
-    fn kind_of(&mut self, s: &ActSpec, new: bool) -> Result<ActKind, FilterError> {
+    fn kind_of(&mut self, s: &ActSpec, new: bool, tp: bool) -> Result<ActKind, FilterError> {
         let now = self.now.0;
         match s {
             ActSpec::Gact { action, prob, .. } => {
-                check_ctrlact(*action)?;
+                check_ctrlact(*action, tp)?;
                 if let Some((_, paction, _)) = prob {
-                    check_ctrlact(*paction)?;
+                    check_ctrlact(*paction, tp)?;
                 }
                 let (ptype, paction, pval) = match prob {
                     Some((t, a, v)) if *t != PGACT_NONE => (*t, *a, (*v).max(1)),
@@ -1361,7 +1362,7 @@ impl ActCtx<'_> {
                 Ok(ActKind::Gact(Gact { action: *action, ptype, paction, pval, packets: 0 }))
             }
             ActSpec::Police(p) => {
-                check_ctrlact(p.action)?;
+                check_ctrlact(p.action, tp)?;
                 if p.result != 0 && ext_cmp(p.result, TC_ACT_GOTO_CHAIN) {
                     return Err(FilterError::ext("goto chain not allowed on fallback"));
                 }
@@ -1391,7 +1392,7 @@ impl ActCtx<'_> {
             }
             ActSpec::Mirred(p) => {
                 mirred_checks(p, new)?;
-                check_ctrlact(p.action)?;
+                check_ctrlact(p.action, tp)?;
                 Ok(ActKind::Mirred(Mirred {
                     action: p.action,
                     eaction: p.eaction,
@@ -1417,6 +1418,21 @@ pub struct Exts {
 impl Exts {
     pub fn is_empty(&self) -> bool {
         self.acts.is_empty()
+    }
+
+    /// Each action whose control is `goto chain N` (`a->goto_chain`): its
+    /// identity and N.
+    pub fn for_each_goto_chain(&self, f: &mut dyn FnMut(*const (), u32)) {
+        for a in &self.acts {
+            let c = match &lock(a).kind {
+                ActKind::Gact(g) => g.action,
+                ActKind::Police(p) => p.action,
+                ActKind::Mirred(m) => m.action,
+            };
+            if ext_cmp(c, TC_ACT_GOTO_CHAIN) {
+                f(Arc::as_ptr(a) as *const (), (c & TC_ACT_EXT_VAL_MASK) as u32);
+            }
+        }
     }
 
     /// `tcf_exts_exec` → `tcf_action_exec` for `pkt` at `now`; TC_ACT_OK without

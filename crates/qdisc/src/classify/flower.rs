@@ -3,11 +3,15 @@
 //! `src_ip`/`dst_ip` with prefix, `src_port`/`dst_port` (tcp/udp/sctp), `ip_tos`
 //! (with mask), plus `classid`, `skip_hw`/`skip_sw`.
 //!
-//! Handles are allocated lowest-free from 1 (`idr_alloc_u32`); filters are tried in
-//! handle order (the kernel tries per mask in mask-creation order, which coincides
-//! unless filters with different masks overlap). This machine's kernel has no
+//! Handles are allocated lowest-free from 1 (`idr_alloc_u32`). As the kernel does,
+//! filters are grouped by *mask* (which keys they set, prefix lengths, the tos
+//! mask: `struct fl_flow_mask`), masks are tried in creation order, and within a
+//! mask a hash table on the masked key (`fl_mask_lookup`) gives the one filter that
+//! can match: a lookup costs one hash per mask, however many filters there are. Two
+//! filters with the same mask and masked key are refused ("Filter already exists"). This machine's kernel has no
 //! cls_flower: the printer follows tc/f_flower.c and is not checked against a kernel.
 
+use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::action::{ActCtx, Exts, ExtsSpec};
@@ -25,16 +29,6 @@ pub struct AddrKey {
 }
 
 impl AddrKey {
-    fn matches(&self, a: &[u8; 16]) -> bool {
-        let (bytes, plen) = if self.v6 { (&a[..], self.plen) } else { (&a[12..], self.plen) };
-        let mine = if self.v6 { &self.addr[..] } else { &self.addr[12..] };
-        let full = (plen / 8) as usize;
-        if bytes[..full] != mine[..full] {
-            return false;
-        }
-        let rem = plen % 8;
-        rem == 0 || (bytes[full] ^ mine[full]) & (0xFFu8 << (8 - rem)) == 0
-    }
     fn fmt(&self) -> String {
         let s = if self.v6 {
             Ipv6Addr::from(self.addr).to_string()
@@ -72,10 +66,89 @@ pub struct FlowerFilter {
     pub exts: Exts,
 }
 
+/// Which keys a filter sets, and how wide (`struct fl_flow_mask`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Mask {
+    eth_type: bool,
+    ip_proto: bool,
+    src_ip: Option<(u32, bool)>,
+    dst_ip: Option<(u32, bool)>,
+    src_port: bool,
+    dst_port: bool,
+    tos: Option<u8>,
+}
+
+/// A key under a mask (`fl_set_masked_key`): unmasked fields are None or 0; a field
+/// the packet lacks is None, which no filter's key equals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct MaskedKey {
+    eth_type: u16,
+    ip_proto: Option<u8>,
+    src_ip: Option<[u8; 16]>,
+    dst_ip: Option<[u8; 16]>,
+    src_port: Option<u16>,
+    dst_port: Option<u16>,
+    tos: Option<u8>,
+}
+
+/// The address bits a prefix keeps (IPv4 in the last 4 bytes).
+fn masked_addr(a: &[u8; 16], plen: u32, v6: bool) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    let (from, bits) = if v6 { (0, plen) } else { (12, plen) };
+    for i in 0..(16 - from) {
+        let keep = bits.saturating_sub(8 * i as u32).min(8);
+        out[from + i] = a[from + i] & (0xFFu16 << (8 - keep)) as u8;
+    }
+    out
+}
+
+impl Mask {
+    fn of(o: &FlowerOpts) -> Mask {
+        Mask {
+            eth_type: o.eth_type != 0,
+            ip_proto: o.ip_proto.is_some(),
+            src_ip: o.src_ip.map(|k| (k.plen, k.v6)),
+            dst_ip: o.dst_ip.map(|k| (k.plen, k.v6)),
+            src_port: o.src_port.is_some(),
+            dst_port: o.dst_port.is_some(),
+            tos: o.ip_tos.map(|(_, m)| m),
+        }
+    }
+    /// A filter's key.
+    fn key(&self, o: &FlowerOpts) -> MaskedKey {
+        MaskedKey {
+            eth_type: o.eth_type,
+            ip_proto: o.ip_proto,
+            src_ip: o.src_ip.map(|k| masked_addr(&k.addr, k.plen, k.v6)),
+            dst_ip: o.dst_ip.map(|k| masked_addr(&k.addr, k.plen, k.v6)),
+            src_port: o.src_port,
+            dst_port: o.dst_port,
+            tos: o.ip_tos.map(|(v, m)| v & m),
+        }
+    }
+    /// The packet's key under this mask (`skb_flow_dissect` + `fl_set_masked_key`).
+    fn packet_key(&self, pkt: &Packet, hdr: &Headers) -> MaskedKey {
+        let flow = pkt.flow.as_deref();
+        let ports = flow.filter(|_| matches!(hdr.ip_proto, Some(6 | 17 | 132)));
+        MaskedKey {
+            eth_type: if self.eth_type { hdr.protocol } else { 0 },
+            ip_proto: if self.ip_proto { hdr.ip_proto } else { None },
+            src_ip: self.src_ip.and_then(|(p, v6)| flow.map(|f| masked_addr(&f.src, p, v6))),
+            dst_ip: self.dst_ip.and_then(|(p, v6)| flow.map(|f| masked_addr(&f.dst, p, v6))),
+            src_port: if self.src_port { ports.map(|f| f.sport) } else { None },
+            dst_port: if self.dst_port { ports.map(|f| f.dport) } else { None },
+            tos: self.tos.and_then(|m| flow.map(|_| pkt.tos & m)),
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct Flower {
     /// By ascending handle.
     pub filters: Vec<FlowerFilter>,
+    /// The masks in creation order, each with its filters by masked key (handles)
+    /// (`head->masks`, `mask->ht`).
+    masks: Vec<(Mask, HashMap<MaskedKey, u32>)>,
     /// The classids filters started or stopped naming since the trait's last
     /// operation took them (`tcf_bind_filter` / `tcf_unbind_filter` in `fl_change`,
     /// `fl_delete`).
@@ -103,15 +176,22 @@ impl Flower {
             if handle != 0 && handle != h {
                 return Err(FilterError::ext("Handle specified does not match"));
             }
-            let f = self.filters.iter_mut().find(|f| f.handle == h).expect("existing filter");
-            if let Some(c) = f.o.classid {
+            let i = self.filters.iter().position(|f| f.handle == h).expect("existing filter");
+            let (mask, key) = (Mask::of(o), Mask::of(o).key(o));
+            let taken = self.masks.iter().find(|(m, _)| *m == mask).and_then(|(_, t)| t.get(&key));
+            if taken.is_some_and(|&other| other != h) {
+                return Err(FilterError::ext("Filter already exists"));
+            }
+            let old = std::mem::replace(&mut self.filters[i].o, o.clone());
+            self.unindex(&old, h);
+            self.index(o, h);
+            if let Some(c) = old.classid {
                 self.bound.unbind(c);
             }
             if let Some(c) = o.classid {
                 self.bound.bind(c);
             }
-            f.o = o.clone();
-            f.exts = exts;
+            self.filters[i].exts = exts;
             return Ok(());
         }
         let h = if handle == 0 {
@@ -121,12 +201,14 @@ impl Flower {
         } else {
             handle
         };
-        // Same mask and same key as an existing filter: `fl_ht_insert_unique`.
-        if self.filters.iter().any(|f| same_key(&f.o, o)) {
+        // Same mask and same masked key as an existing filter: `fl_ht_insert_unique`.
+        let mask = Mask::of(o);
+        if self.masks.iter().any(|(m, t)| *m == mask && t.contains_key(&mask.key(o))) {
             return Err(FilterError::ext("Filter already exists"));
         }
         let at = self.filters.iter().position(|f| f.handle > h).unwrap_or(self.filters.len());
         self.filters.insert(at, FlowerFilter { handle: h, o: o.clone(), exts });
+        self.index(o, h);
         if let Some(c) = o.classid {
             self.bound.bind(c);
         }
@@ -135,60 +217,59 @@ impl Flower {
 
     /// `fl_delete`; returns `last`.
     pub fn delete(&mut self, h: u32) -> bool {
-        self.filters.retain(|f| {
-            if f.handle == h {
-                if let Some(c) = f.o.classid {
-                    self.bound.unbind(c);
-                }
+        if let Some(i) = self.filters.iter().position(|f| f.handle == h) {
+            let f = self.filters.remove(i);
+            self.unindex(&f.o, h);
+            if let Some(c) = f.o.classid {
+                self.bound.unbind(c);
             }
-            f.handle != h
-        });
+        }
         self.filters.is_empty()
     }
 
-    /// `fl_classify` over the keys modelled here.
-    /// The first matching filter answers with its actions' verdict (TC_ACT_OK
+    /// `fl_check_assign_mask` + the insert into the mask's table: a new mask goes
+    /// to the end of the list.
+    fn index(&mut self, o: &FlowerOpts, h: u32) {
+        let mask = Mask::of(o);
+        let i = match self.masks.iter().position(|(m, _)| *m == mask) {
+            Some(i) => i,
+            None => {
+                self.masks.push((mask, HashMap::new()));
+                self.masks.len() - 1
+            }
+        };
+        self.masks[i].1.insert(mask.key(o), h);
+    }
+
+    /// The filter leaves its mask's table; a mask without filters goes.
+    fn unindex(&mut self, o: &FlowerOpts, h: u32) {
+        let mask = Mask::of(o);
+        if let Some(i) = self.masks.iter().position(|(m, _)| *m == mask) {
+            let key = mask.key(o);
+            if self.masks[i].1.get(&key) == Some(&h) {
+                self.masks[i].1.remove(&key);
+            }
+            if self.masks[i].1.is_empty() {
+                self.masks.remove(i);
+            }
+        }
+    }
+
+    /// `fl_classify`: per mask in creation order, the filter whose key equals the
+    /// packet's masked key; a `skip_sw` filter found there is passed over (the next
+    /// mask is tried). The filter found answers with its actions' verdict (TC_ACT_OK
     /// without; "continue" ends this proto's lookup).
     pub fn classify(&self, pkt: &Packet, hdr: &Headers, now: Instant) -> Option<(i32, TcfResult)> {
-        let flow = pkt.flow.as_deref();
-        for f in &self.filters {
-            let o = &f.o;
-            if o.flags & super::u32::SKIP_SW != 0 {
+        for (mask, table) in &self.masks {
+            let Some(&h) = table.get(&mask.packet_key(pkt, hdr)) else { continue };
+            let Ok(i) = self.filters.binary_search_by_key(&h, |f| f.handle) else { continue };
+            let f = &self.filters[i];
+            if f.o.flags & super::u32::SKIP_SW != 0 {
                 continue;
             }
-            if o.eth_type != 0 && o.eth_type != hdr.protocol {
-                continue;
-            }
-            let ok = (|| {
-                if let Some(p) = o.ip_proto {
-                    if hdr.ip_proto? != p {
-                        return None;
-                    }
-                }
-                if let Some(k) = &o.src_ip {
-                    k.matches(&flow?.src).then_some(())?;
-                }
-                if let Some(k) = &o.dst_ip {
-                    k.matches(&flow?.dst).then_some(())?;
-                }
-                let ports = matches!(hdr.ip_proto, Some(6 | 17 | 132));
-                if let Some(p) = o.src_port {
-                    (ports && flow?.sport == p).then_some(())?;
-                }
-                if let Some(p) = o.dst_port {
-                    (ports && flow?.dport == p).then_some(())?;
-                }
-                if let Some((v, m)) = o.ip_tos {
-                    flow?;
-                    (pkt.tos & m == v & m).then_some(())?;
-                }
-                Some(())
-            })();
-            if ok.is_some() {
-                let mut res = TcfResult { classid: o.classid.unwrap_or(0) };
-                let r = f.exts.exec(pkt, now, &mut res);
-                return (r >= 0).then_some((r, res));
-            }
+            let mut res = TcfResult { classid: f.o.classid.unwrap_or(0) };
+            let r = f.exts.exec(pkt, now, &mut res);
+            return (r >= 0).then_some((r, res));
         }
         None
     }
@@ -197,7 +278,7 @@ impl Flower {
     pub fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         for f in &self.filters {
             let o = &f.o;
-            ctx.entry(out, |out| {
+            ctx.entry(out, f.handle, |out| {
                 out.uint("handle", format_args!("handle {:#x} ", f.handle), f.handle as u64);
                 if let Some(c) = o.classid {
                     let c = crate::tc::show_classid(c);
@@ -302,11 +383,9 @@ impl super::Classifier for Flower {
     fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
         self.filters.iter().filter_map(|x| x.o.classid).for_each(f);
     }
-}
-
-fn same_key(a: &FlowerOpts, b: &FlowerOpts) -> bool {
-    (a.eth_type, a.ip_proto, a.src_ip, a.dst_ip, a.src_port, a.dst_port, a.ip_tos)
-        == (b.eth_type, b.ip_proto, b.src_ip, b.dst_ip, b.src_port, b.dst_port, b.ip_tos)
+    fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
+        self.filters.iter().for_each(|x| f(&x.exts));
+    }
 }
 
 fn parse_addr(s: &str, eth_type: u16) -> Option<AddrKey> {
@@ -443,5 +522,28 @@ mod tests {
             f.change(0, &opts("ip_proto udp classid 1:30"), None, &mut ctx),
             Err(FilterError::ext("Filter already exists"))
         );
+    }
+
+    #[test]
+    fn masks_in_creation_order_and_masked_duplicates() {
+        let mut f = Flower::default();
+        let mut tb = crate::classify::action::ActionTable::default();
+        let mut ctx = ActCtx { table: &mut tb, available: &|_| true, kernel: Default::default(), now: Instant::ZERO };
+        f.change(0, &opts("dst_ip 10.0.0.0/8 classid 1:1"), None, &mut ctx).unwrap();
+        f.change(0, &opts("dst_ip 10.1.0.0/16 classid 1:2"), None, &mut ctx).unwrap();
+        let c = |f: &Flower, p: &Packet| f.classify(p, &Headers::of(p), Instant::ZERO).map(|r| r.1.classid);
+        // The /8 mask came first, so it answers for 10.1.2.3.
+        assert_eq!(c(&f, &pkt([10, 1, 2, 3], 80, 6)), Some(0x10001));
+        // Same mask, same masked key: refused even with other host bits.
+        assert_eq!(
+            f.change(0, &opts("dst_ip 10.9.9.9/8 classid 1:3"), None, &mut ctx),
+            Err(FilterError::ext("Filter already exists"))
+        );
+        // The /8 mask goes with its filter and comes back after the /16.
+        assert!(!f.delete(1));
+        f.change(0, &opts("dst_ip 10.0.0.0/8 classid 1:3"), None, &mut ctx).unwrap();
+        assert_eq!(f.get(1), Some(1));
+        assert_eq!(c(&f, &pkt([10, 1, 2, 3], 80, 6)), Some(0x10002));
+        assert_eq!(c(&f, &pkt([10, 2, 2, 3], 80, 6)), Some(0x10003));
     }
 }

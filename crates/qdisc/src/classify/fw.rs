@@ -157,10 +157,10 @@ impl Fw {
         let Some(mask) = self.mask else { return };
         for f in self.ht.iter().flatten() {
             if f.classid == 0 && f.exts.is_empty() {
-                ctx.bare(out);
+                ctx.bare_filter(out, f.id);
                 continue;
             }
-            ctx.entry(out, |out| {
+            ctx.entry(out, f.id, |out| {
                 out.open_object(Some("fw"));
                 let m = format!("{:#x}", f.id);
                 if mask != u32::MAX {
@@ -223,6 +223,9 @@ impl super::Classifier for Fw {
     }
     fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
         self.ht.iter().flatten().map(|x| x.classid).filter(|&c| c != 0).for_each(f);
+    }
+    fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
+        self.ht.iter().flatten().for_each(|x| f(&x.exts));
     }
 }
 

@@ -67,6 +67,9 @@ impl super::Classifier for Matchall {
     fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
         self.head.iter().map(|h| h.classid).filter(|&c| c != 0).for_each(f);
     }
+    fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
+        self.head.iter().for_each(|h| f(&h.exts));
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -114,7 +117,7 @@ impl Matchall {
     /// `mall_dump` + tc's `matchall_print_opt`.
     pub fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         let Some(h) = &self.head else { return };
-        ctx.entry(out, |out| {
+        ctx.entry(out, h.handle, |out| {
             out.uint("handle", format_args!("handle {:#x} ", h.handle), h.handle as u64);
             if h.classid != 0 {
                 let c = crate::tc::show_classid(h.classid);

@@ -1,14 +1,17 @@
 //! Classifiers: the filter blocks of classful qdiscs and the filter kinds
-//! (net/sched/cls_api.c, cls_u32.c, cls_fw.c, cls_flower.c, cls_matchall.c).
+//! (net/sched/cls_api.c, cls_u32.c, cls_fw.c, cls_flower.c, cls_matchall.c,
+//! cls_basic.c with its ematches, cls_flow.c).
 //!
 //! # Model
 //!
 //! A classful qdisc owns one [`Block`] for itself and (if the kind allows filters on
-//! classes, like htb) one per class — the kernel's `tcf_block`. Only **chain 0** is
-//! modelled (`tc filter … chain N` with N ≠ 0 is refused with a qdisc-lab message).
-//! A block holds *protos* (`struct tcf_proto`), kept sorted by `pref` (the kernel's
-//! `prio`), each with an ethertype (`protocol`) and one classifier kind holding that
-//! kind's filters (u32 knodes, fw handles, flower handles, one matchall).
+//! classes, like htb) one per class — the kernel's `tcf_block`. A block holds
+//! [`Chain`]s (`struct tcf_chain`) in creation order; each chain holds *protos*
+//! (`struct tcf_proto`), kept sorted by `pref` (the kernel's `prio`), each with an
+//! ethertype (`protocol`) and one classifier kind holding that kind's filters (u32
+//! knodes, fw handles, flower handles, one matchall, basic and flow filters). A chain
+//! lives while it has protos, was made by `tc chain add`, or an action's `goto chain`
+//! names it ([`Block::settle`]). Classification starts in chain 0.
 //!
 //! # Kinds
 //!
@@ -63,6 +66,9 @@
 //! `skb_header_pointer` does), while fw and matchall filters still match it.
 
 pub mod action;
+pub mod basic;
+pub mod ematch;
+pub mod flow;
 pub mod flower;
 pub mod fw;
 pub mod matchall;
@@ -181,6 +187,9 @@ pub trait Classifier: Send + Sync {
     /// `ops->walk` + `ops->bind_class`: the classid each filter names (as
     /// `tcf_node_bind` visits them when a class is created).
     fn for_each_classid(&self, f: &mut dyn FnMut(u32));
+    /// Each filter's actions (`tcf_exts`), for the chains their `goto chain`
+    /// actions hold.
+    fn for_each_exts(&self, f: &mut dyn FnMut(&action::Exts));
     /// `ops->destroy`: the filters unbind what they named. True when the kind's
     /// qdisc-wide [`Shared`] state went with this proto.
     fn destroy(self: Box<Self>, binds: &mut Binds) -> bool {
@@ -233,10 +242,23 @@ fn new<T: Classifier + Default + 'static>(_: Option<Shared>, _: u16) -> Result<B
 /// The kinds this engine implements, by name: adding a classifier is its module and
 /// one entry here.
 pub const CLASSIFIERS: &[ClassifierOps] = &[
+    ClassifierOps { kind: "basic", parse: |h, _, a| opts(basic::parse(h, a)), init: new::<basic::Basic> },
+    ClassifierOps { kind: "flow", parse: |h, _, a| opts(flow::parse(h, a)), init: flow::Flow::new_proto },
     ClassifierOps { kind: "flower", parse: |h, p, a| opts(flower::parse(h, p, a)), init: new::<flower::Flower> },
     ClassifierOps { kind: "fw", parse: |h, _, a| opts(fw::parse(h, a)), init: new::<fw::Fw> },
     ClassifierOps { kind: "matchall", parse: |h, _, a| opts(matchall::parse(h, a)), init: new::<matchall::Matchall> },
     ClassifierOps { kind: "u32", parse: |h, _, a| opts(u32::parse(h, a)), init: u32::Tp::new_proto },
+];
+
+/// Classifier kinds the kernel has that this engine refuses, with the reason.
+/// `route` (cls_route.c) matches the realms of the route a packet took (`to`/`from
+/// REALM`, set by `ip route … realm`) or its input interface (`fromif`); the
+/// simulator's routes carry no realms and egress packets no input interface, so
+/// every route filter would silently never match. `cgroup` (cls_cgroup.c) takes the
+/// net_cls classid of the sending socket's cgroup; sockets here belong to no cgroup.
+pub const REFUSED: &[(&str, &str)] = &[
+    ("route", "routes carry no realms and packets no input interface here (ip route … realm, fromif)"),
+    ("cgroup", "sockets belong to no net_cls cgroup here"),
 ];
 
 /// The kinds' names, in [`CLASSIFIERS`] order.
@@ -255,54 +277,172 @@ pub fn lookup(kind: &str) -> Option<&'static ClassifierOps> {
     CLASSIFIERS.iter().find(|o| o.kind == kind)
 }
 
-/// A filter block's chain 0 (`struct tcf_block` + `struct tcf_chain`).
+/// One chain of a block (`struct tcf_chain`): its protos in ascending pref order,
+/// and what keeps it alive besides them.
+pub struct Chain {
+    /// `chain->index` (0 ..= 0x0FFF_FFFF).
+    pub index: u32,
+    /// The protos in ascending pref order (`chain->filter_chain`).
+    pub(crate) protos: Vec<Proto>,
+    /// `chain->explicitly_created`: `tc chain add` made or adopted it.
+    pub(crate) explicit: bool,
+    /// `chain->action_refcnt`: distinct `goto chain` actions of this block's
+    /// filters that name it.
+    pub(crate) act_refs: u32,
+}
+
+impl Chain {
+    fn new(index: u32) -> Self {
+        Chain { index, protos: Vec::new(), explicit: false, act_refs: 0 }
+    }
+
+    /// `tcf_chain_held_by_acts_only`: only actions keep it; dumps skip it.
+    pub(crate) fn held_by_acts_only(&self) -> bool {
+        self.protos.is_empty() && !self.explicit
+    }
+
+    /// `tcf_chain_tp_find`: the index of the proto with `pref`, or where it would go.
+    pub(crate) fn find(&self, pref: u16) -> Result<usize, usize> {
+        self.protos.binary_search_by_key(&pref, |p| p.pref)
+    }
+
+    /// `tcf_auto_prio(tcf_chain_tp_prev(…))` for a request without `pref`: one below
+    /// the first proto whose pref is ≥ 0x8000, or 0xC000 (49152) if there is none.
+    /// `Err` if that first proto has pref 0x8000 exactly (ENOSPC).
+    pub(crate) fn auto_pref(&self) -> Result<u16, ()> {
+        match self.protos.iter().find(|p| p.pref >= 0x8000) {
+            None => Ok(0xC000),
+            Some(p) if p.pref == 0x8000 => Err(()),
+            Some(p) => Ok(p.pref - 1),
+        }
+    }
+}
+
+/// The highest chain index (`TC_ACT_EXT_VAL_MASK`).
+pub const CHAIN_INDEX_MAX: u32 = 0x0FFF_FFFF;
+
+/// A filter block (`struct tcf_block`): its chains in creation order, as the
+/// kernel's `block->chain_list` keeps them (dumps walk them in that order).
+///
+/// A chain lives while it has protos, was made by `tc chain add`, or a `goto chain`
+/// action of one of the block's filters names it (`tcf_chain_get_by_act`); chain 0
+/// is no different (a block without filters has no chains). [`Block::settle`]
+/// restores that after every change. The actions' references are counted per
+/// distinct action object held by this block's filters; an action bound by index
+/// from another qdisc's filter is counted in each block that holds it (the kernel
+/// keeps the reference on the block where the action was made).
 pub struct Block {
     /// `sch->handle` of the owning qdisc (fw's "old method" compares marks with it).
     pub(crate) q_handle: u32,
     /// `block->classid`: the parent named by the last filter request that reached
     /// this block; dumps print it as the filters' `parent`.
     pub(crate) classid: u32,
-    /// Chain 0's protos in ascending pref order.
-    pub(crate) protos: Vec<Proto>,
+    /// The chains in creation order.
+    pub(crate) chains: Vec<Chain>,
     /// On a qdisc's own block: the kinds' qdisc-wide state ([`Shared`]; u32's
     /// `tc_u_common`, which the kernel keys by qdisc, so the qdisc's and its classes'
     /// u32 filters share it).
     pub(crate) shared: Vec<(&'static str, Shared)>,
 }
 
+/// `max_reclassify_loop` of `__tcf_classify`.
+const MAX_RECLASSIFY_LOOP: u32 = 16;
+
 impl Block {
     /// An empty block of the qdisc with handle `q_handle`.
     pub fn new(q_handle: u32) -> Self {
-        Block { q_handle, classid: q_handle, protos: Vec::new(), shared: Vec::new() }
+        Block { q_handle, classid: q_handle, chains: Vec::new(), shared: Vec::new() }
     }
 
-    /// No filters at all (the kernel's NULL filter list).
+    /// No filters in chain 0 (the kernel's NULL `filter_list`: the qdisc's
+    /// classification starts there, so filters in other chains alone do nothing).
     pub fn is_empty(&self) -> bool {
-        self.protos.is_empty()
+        self.chain(0).is_none_or(|c| c.protos.is_empty())
     }
 
-    /// Mirrors `tcf_classify` / `__tcf_classify` for chain 0 at time `now`: the
-    /// protos in pref order (skipping those for another protocol) until one answers
-    /// a verdict ≥ 0. RECLASSIFY and `goto chain 0` start over from the first proto,
-    /// at most 16 times; the 17th answers SHOT (`max_reclassify_loop`). `None` is
-    /// TC_ACT_UNSPEC: no filter took the packet.
+    /// `tcf_chain_lookup`.
+    pub(crate) fn chain(&self, index: u32) -> Option<&Chain> {
+        self.chains.iter().find(|c| c.index == index)
+    }
+
+    pub(crate) fn chain_mut(&mut self, index: u32) -> Option<&mut Chain> {
+        self.chains.iter_mut().find(|c| c.index == index)
+    }
+
+    /// `tcf_chain_get(…, create)`: the chain, appended to the list if new.
+    pub(crate) fn chain_get(&mut self, index: u32) -> &mut Chain {
+        let i = match self.chains.iter().position(|c| c.index == index) {
+            Some(i) => i,
+            None => {
+                self.chains.push(Chain::new(index));
+                self.chains.len() - 1
+            }
+        };
+        &mut self.chains[i]
+    }
+
+    /// The chain references after a change (`tcf_chain_get_by_act` /
+    /// `tcf_chain_put_by_act` as the filters' actions came and went, and the last
+    /// `tcf_chain_put`): chains that actions name now exist (new ones appended in
+    /// the order the block's filters name them), and chains nothing holds are gone.
+    pub(crate) fn settle(&mut self) {
+        let mut seen: Vec<*const ()> = Vec::new();
+        let mut targets: Vec<u32> = Vec::new();
+        for c in &self.chains {
+            for tp in &c.protos {
+                tp.kind.for_each_exts(&mut |e| {
+                    e.for_each_goto_chain(&mut |a, n| {
+                        if !seen.contains(&a) {
+                            seen.push(a);
+                            targets.push(n);
+                        }
+                    })
+                });
+            }
+        }
+        for c in &mut self.chains {
+            c.act_refs = 0;
+        }
+        for n in targets {
+            self.chain_get(n).act_refs += 1;
+        }
+        self.chains.retain(|c| !c.protos.is_empty() || c.explicit || c.act_refs > 0);
+    }
+
+    /// Mirrors `tcf_classify` / `__tcf_classify` at time `now`: chain 0's protos in
+    /// pref order (skipping those for another protocol) until one answers a verdict
+    /// ≥ 0. RECLASSIFY starts over from chain 0's first proto, `goto chain N` from
+    /// chain N's first (an empty chain N ends the lookup); at most 16 restarts, the
+    /// 17th answers SHOT (`max_reclassify_loop`). `None` is TC_ACT_UNSPEC: no filter
+    /// took the packet.
     pub fn classify(&self, pkt: &Packet, now: Instant) -> Option<Verdict> {
-        if self.protos.is_empty() {
+        let first = &self.chain(0)?.protos[..];
+        if first.is_empty() {
             return None;
         }
         let hdr = Headers::of(pkt);
+        let mut protos = first;
         let mut limit = 0;
         'reclassify: loop {
-            for tp in &self.protos {
+            for tp in protos {
                 if tp.protocol != hdr.protocol && tp.protocol != ETH_P_ALL {
                     continue;
                 }
                 let Some((err, res)) = tp.kind.classify(pkt, &hdr, self.q_handle, now) else { continue };
-                if err == action::TC_ACT_RECLASSIFY || action::ext_cmp(err, action::TC_ACT_GOTO_CHAIN) {
-                    if limit >= 16 {
+                let next = if err == action::TC_ACT_RECLASSIFY {
+                    Some(first)
+                } else if action::ext_cmp(err, action::TC_ACT_GOTO_CHAIN) {
+                    let n = (err & action::TC_ACT_EXT_VAL_MASK) as u32;
+                    Some(self.chain(n).map_or(&[][..], |c| &c.protos[..]))
+                } else {
+                    None
+                };
+                if let Some(next) = next {
+                    if limit >= MAX_RECLASSIFY_LOOP {
                         return Some(Verdict::Shot);
                     }
                     limit += 1;
+                    protos = next;
                     continue 'reclassify;
                 }
                 return Some(match err {
@@ -315,10 +455,13 @@ impl Block {
         }
     }
 
-    /// Every classid the filters of this block name (`tcf_node_bind`'s walk).
+    /// Every classid the filters of this block name, in every chain
+    /// (`tcf_node_bind`'s walk).
     pub fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
-        for tp in &self.protos {
-            tp.kind.for_each_classid(f);
+        for c in &self.chains {
+            for tp in &c.protos {
+                tp.kind.for_each_classid(f);
+            }
         }
     }
 
@@ -339,37 +482,35 @@ impl Block {
         self.shared.retain(|(k, _)| *k != kind);
     }
 
-    /// `tcf_proto_destroy` of the proto at `idx`; the kind whose qdisc-wide state
-    /// went with it (for the qdisc's block to drop), if any.
-    pub(crate) fn destroy(&mut self, idx: usize, binds: &mut Binds) -> Option<&'static str> {
-        let tp = self.protos.remove(idx);
+    /// `tcf_proto_destroy` of the proto at `idx` of chain `chain`; the kind whose
+    /// qdisc-wide state went with it (for the qdisc's block to drop), if any.
+    pub(crate) fn destroy(&mut self, chain: u32, idx: usize, binds: &mut Binds) -> Option<&'static str> {
+        let tp = self.chain_mut(chain).expect("chain exists").protos.remove(idx);
         let kind = tp.kind.kind();
         tp.kind.destroy(binds).then_some(kind)
     }
 
-    /// `tcf_block_put` of a class's block: every proto destroyed; `q_block` (the
-    /// qdisc's own) drops the qdisc-wide state that went with them.
+    /// `tcf_chain_flush`: every proto of chain `chain` destroyed; the kinds whose
+    /// qdisc-wide state went with them.
+    pub(crate) fn flush(&mut self, chain: u32, binds: &mut Binds) -> Vec<&'static str> {
+        let protos = std::mem::take(&mut self.chain_mut(chain).expect("chain exists").protos);
+        protos
+            .into_iter()
+            .filter_map(|tp| {
+                let k = tp.kind.kind();
+                tp.kind.destroy(binds).then_some(k)
+            })
+            .collect()
+    }
+
+    /// `tcf_block_put` of a class's block: every proto of every chain destroyed;
+    /// `q_block` (the qdisc's own) drops the qdisc-wide state that went with them.
     pub(crate) fn put(mut self, q_block: &mut Block, binds: &mut Binds) {
-        while !self.protos.is_empty() {
-            if let Some(kind) = self.destroy(0, binds) {
+        let indices: Vec<u32> = self.chains.iter().map(|c| c.index).collect();
+        for i in indices {
+            for kind in self.flush(i, binds) {
                 q_block.drop_shared(kind);
             }
-        }
-    }
-
-    /// `tcf_chain_tp_find`: the index of the proto with `pref`, or where it would go.
-    pub(crate) fn find(&self, pref: u16) -> Result<usize, usize> {
-        self.protos.binary_search_by_key(&pref, |p| p.pref)
-    }
-
-    /// `tcf_auto_prio(tcf_chain_tp_prev(…))` for a request without `pref`: one below
-    /// the first proto whose pref is ≥ 0x8000, or 0xC000 (49152) if there is none.
-    /// `Err` if that first proto has pref 0x8000 exactly (ENOSPC).
-    pub(crate) fn auto_pref(&self) -> Result<u16, ()> {
-        match self.protos.iter().find(|p| p.pref >= 0x8000) {
-            None => Ok(0xC000),
-            Some(p) if p.pref == 0x8000 => Err(()),
-            Some(p) => Ok(p.pref - 1),
         }
     }
 }
@@ -472,6 +613,32 @@ impl Headers {
         Some(u32::from_be_bytes(w))
     }
 
+    /// Where layer `layer` (`TCF_LAYER_LINK`, `NETWORK`, `TRANSPORT`) starts, from
+    /// the Ethernet header (`tcf_get_base_ptr`); None without a readable header.
+    pub fn layer_offset(&self, layer: u8) -> Option<i64> {
+        if self.len == 0 {
+            return None;
+        }
+        match layer {
+            0 => Some(0),
+            1 => Some(14),
+            _ => Some(if self.protocol == ETH_P_IP { 14 + 20 } else { 14 + 40 }),
+        }
+    }
+
+    /// `out.len()` bytes at `at` from the Ethernet header; false when they leave the
+    /// packet (`tcf_valid_offset`).
+    pub fn bytes_at(&self, at: i64, out: &mut [u8]) -> bool {
+        if at < 0 || at + out.len() as i64 > self.len as i64 {
+            return false;
+        }
+        for (i, b) in out.iter_mut().enumerate() {
+            let j = at as usize + i;
+            *b = if j < self.filled { self.bytes[j] } else { 0 };
+        }
+        true
+    }
+
     /// `skb->len` counted from the network header.
     pub fn net_len(&self) -> i64 {
         (self.len as i64 - 14).max(0)
@@ -532,11 +699,19 @@ pub struct DumpCtx<'a> {
     pub u32_perf: bool,
     /// The dump's time (action ages).
     pub now: Instant,
+    /// The owning qdisc's handle (flow's default baseclass).
+    pub q_handle: u32,
+    /// `tc filter get`: only the filter with this handle (`tfilter_notify` of one
+    /// `fh`).
+    pub only: Option<u32>,
 }
 
 impl DumpCtx<'_> {
-    /// One dumped filter: the head, its options, the line end.
-    pub fn entry(&self, out: &mut crate::tc::Out, f: impl FnOnce(&mut crate::tc::Out)) {
+    /// One dumped filter with `handle`: the head, its options, the line end.
+    pub fn entry(&self, out: &mut crate::tc::Out, handle: u32, f: impl FnOnce(&mut crate::tc::Out)) {
+        if self.only.is_some_and(|h| h != handle) {
+            return;
+        }
         (self.head)(out);
         out.open_object(Some("options"));
         f(out);
@@ -544,7 +719,13 @@ impl DumpCtx<'_> {
         out.nl();
         out.close_object();
     }
-    /// A dumped filter without TCA_OPTIONS (the proto's own line, or an empty fw filter).
+    /// A dumped filter without TCA_OPTIONS (an empty fw filter).
+    pub fn bare_filter(&self, out: &mut crate::tc::Out, handle: u32) {
+        if self.only.is_none_or(|h| h == handle) {
+            self.bare(out);
+        }
+    }
+    /// A line without TCA_OPTIONS (the proto's own line).
     pub fn bare(&self, out: &mut crate::tc::Out) {
         (self.head)(out);
         out.nl();
@@ -552,43 +733,78 @@ impl DumpCtx<'_> {
     }
 }
 
+/// iproute2's `llproto_names` (lib/ll_proto.c): ethertype and name, in its order
+/// (a number prints as its first name; a name parses case-insensitively).
+const LL_PROTO: &[(u16, &str)] = &[
+    (0x0060, "loop"),
+    (0x0200, "pup"),
+    (0x0201, "pupat"),
+    (ETH_P_IP, "ip"),
+    (0x0805, "x25"),
+    (0x0806, "arp"),
+    (0x08FF, "bpq"),
+    (0x0a00, "ieeepup"),
+    (0x0a01, "ieeepupat"),
+    (0x6000, "dec"),
+    (0x6001, "dna_dl"),
+    (0x6002, "dna_rc"),
+    (0x6003, "dna_rt"),
+    (0x6004, "lat"),
+    (0x6005, "diag"),
+    (0x6006, "cust"),
+    (0x6007, "sca"),
+    (0x8035, "rarp"),
+    (0x809B, "atalk"),
+    (0x80F3, "aarp"),
+    (0x8137, "ipx"),
+    (ETH_P_IPV6, "ipv6"),
+    (0x8863, "ppp_disc"),
+    (0x8864, "ppp_ses"),
+    (0x884c, "atmmpoa"),
+    (0x8884, "atmfate"),
+    (0x0001, "802_3"),
+    (0x0002, "ax25"),
+    (ETH_P_ALL, "all"),
+    (0x0004, "802_2"),
+    (0x0005, "snap"),
+    (0x0006, "ddcmp"),
+    (0x0007, "wan_ppp"),
+    (0x0008, "ppp_mp"),
+    (0x0009, "localtalk"),
+    (0x000C, "can"),
+    (0x0010, "ppptalk"),
+    (0x0011, "tr_802_2"),
+    (0x0015, "mobitex"),
+    (0x0016, "control"),
+    (0x0017, "irda"),
+    (0x0018, "econet"),
+    (0x88CA, "tipc"),
+    (0x8892, "profinet"),
+    (0x88A2, "aoe"),
+    (0x88A4, "ethercat"),
+    (0x8100, "802.1Q"),
+    (0x88A8, "802.1ad"),
+    (0x8847, "mpls_uc"),
+    (0x8848, "mpls_mc"),
+    (0x6558, "teb"),
+    (0x8902, "cfm"),
+    (0x8100, "802.1Q"),
+    (0x88cc, "LLDP"),
+    (ETH_P_IP, "ipv4"),
+];
+
 /// iproute2's `ll_proto_n2a` for the names tc prints.
 pub fn proto_name(p: u16) -> String {
-    match p {
-        ETH_P_ALL => "all".into(),
-        ETH_P_IP => "ip".into(),
-        ETH_P_IPV6 => "ipv6".into(),
-        0x0806 => "arp".into(),
-        0x8035 => "rarp".into(),
-        0x8100 => "802.1Q".into(),
-        0x88A8 => "802.1ad".into(),
-        0x8847 => "mpls_uc".into(),
-        0x8848 => "mpls_mc".into(),
-        0x0004 => "802.2".into(),
-        0x0001 => "802.3".into(),
-        0x0060 => "loop".into(),
-        _ => format!("[{p}]"),
+    match LL_PROTO.iter().find(|(id, _)| *id == p) {
+        Some((_, n)) => n.to_string(),
+        None => format!("[{p}]"),
     }
 }
 
 /// iproute2's `ll_proto_a2n`: a name (any case) or a number (`get_be16`, base 0).
 pub fn proto_parse(s: &str) -> Option<u16> {
-    let names: &[(&str, u16)] = &[
-        ("all", ETH_P_ALL),
-        ("ip", ETH_P_IP),
-        ("ipv6", ETH_P_IPV6),
-        ("arp", 0x0806),
-        ("rarp", 0x8035),
-        ("802.1q", 0x8100),
-        ("802.1ad", 0x88A8),
-        ("mpls_uc", 0x8847),
-        ("mpls_mc", 0x8848),
-        ("802.2", 0x0004),
-        ("802.3", 0x0001),
-        ("loop", 0x0060),
-    ];
-    if let Some((_, v)) = names.iter().find(|(n, _)| n.eq_ignore_ascii_case(s)) {
-        return Some(*v);
+    if let Some((id, _)) = LL_PROTO.iter().find(|(_, n)| n.eq_ignore_ascii_case(s)) {
+        return Some(*id);
     }
     crate::tc::units::parse_c_integer(s).and_then(|v| u16::try_from(v).ok())
 }
@@ -643,7 +859,7 @@ mod tests {
 
     #[test]
     fn auto_pref_like_tcf_auto_prio() {
-        let mut b = Block::new(0x10000);
+        let mut b = Chain::new(0);
         assert_eq!(b.auto_pref(), Ok(0xC000));
         let mk = |pref| Proto { pref, protocol: ETH_P_ALL, kind: Box::new(matchall::Matchall::default()) };
         b.protos.push(mk(1));
@@ -656,12 +872,12 @@ mod tests {
 
     #[test]
     fn the_table_names_each_kind_once() {
-        assert_eq!(KINDS, ["flower", "fw", "matchall", "u32"]);
+        assert_eq!(KINDS, ["basic", "flow", "flower", "fw", "matchall", "u32"]);
         for ops in CLASSIFIERS {
             assert_eq!((ops.init)(None, 1).unwrap().kind(), ops.kind);
             assert_eq!(lookup(ops.kind).map(|o| o.kind), Some(ops.kind));
         }
-        assert!(lookup("basic").is_none());
+        assert!(lookup("route").is_none());
     }
 
     #[test]
@@ -697,5 +913,10 @@ mod tests {
         assert_eq!(proto_parse("IP"), Some(ETH_P_IP));
         assert_eq!(proto_parse("0x800"), Some(ETH_P_IP));
         assert_eq!(proto_parse("foo"), None);
+        assert_eq!(proto_parse("ipv4"), Some(ETH_P_IP));
+        assert_eq!(proto_name(ETH_P_IP), "ip");
+        assert_eq!((proto_parse("802_3"), proto_name(1)), (Some(1), "802_3".into()));
+        assert_eq!(proto_name(0x88cc), "LLDP");
+        assert_eq!(proto_name(0x1234), "[4660]");
     }
 }

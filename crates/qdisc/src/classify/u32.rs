@@ -21,8 +21,9 @@
 //! ([`crate::tree::KernelVersion::u32_mark`]). Not modelled: `indev` (refused: egress
 //! packets have no input device).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use super::action::{ActCtx, Exts, ExtsSpec};
 use super::{Headers, TcfResult, ETH_P_IP, ETH_P_IPV6};
@@ -107,6 +108,9 @@ pub struct Pcnt {
     pub rhit: AtomicU64,
     /// Per key: times that key matched.
     pub kcnts: Vec<AtomicU64>,
+    /// Walks the indexed lookup ([`Fast`]) ended at this node, having looked at
+    /// every node before it in its bucket: added to their `rcnt` by [`flush_stops`].
+    pub stops: AtomicU64,
 }
 
 impl Pcnt {
@@ -154,11 +158,79 @@ pub struct Ht {
     pub is_root: bool,
     pub refcnt: u32,
     pub buckets: Vec<Vec<Knode>>,
+    /// The index of a flat bucket 0 (see [`Fast`]), built at the first lookup after
+    /// a change; None inside when the bucket does not qualify.
+    fast: OnceLock<Option<Fast>>,
+}
+
+/// An index over a bucket whose nodes are all plain terminal matches of one word at
+/// the same offset under the same mask (no mark but 0/0, no link, no offset mask,
+/// not skip_sw): the node positions by key value, ascending. The walk `u32_classify`
+/// makes over such a bucket only ever succeeds at those positions, so the lookup
+/// visits them alone; the `rcnt` the walk would have counted on every node before
+/// the one it ended at is kept as one count on that node ([`Pcnt::stops`]) and
+/// spread when the counters are read or the table changes.
+#[derive(Clone, Debug)]
+struct Fast {
+    off: i64,
+    mask: u32,
+    by_val: HashMap<u32, Vec<usize>>,
+}
+
+impl Fast {
+    fn build(bucket: &[Knode]) -> Option<Fast> {
+        let first = bucket.first()?.sel.keys.first()?;
+        let (off, mask) = (first.off, first.mask);
+        let mut by_val: HashMap<u32, Vec<usize>> = HashMap::new();
+        for (i, n) in bucket.iter().enumerate() {
+            let [k] = &n.sel.keys[..] else { return None };
+            // A mark of 0/0 (what CONFIG_CLS_U32_MARK gives a node without one) passes
+            // every packet and counts each visit.
+            let plain = n.mark.as_ref().is_none_or(|m| m.mask == 0 && m.val == 0)
+                && n.link == 0
+                && n.sel.flags & TC_U32_TERMINAL != 0
+                && n.flags & SKIP_SW == 0
+                && k.offmask == 0
+                && k.off == off
+                && k.mask == mask
+                && k.val & !mask == 0;
+            if !plain {
+                return None;
+            }
+            by_val.entry(k.val).or_default().push(i);
+        }
+        Some(Fast { off: off as i64, mask, by_val })
+    }
+}
+
+/// Spread the indexed lookups' `stops` into the `rcnt` (and the 0/0 mark's
+/// success) of the nodes they passed.
+fn flush_stops(ht: &Ht) {
+    for b in &ht.buckets {
+        let mut acc = 0;
+        for n in b.iter().rev() {
+            acc += n.pf.stops.swap(0, Ordering::Relaxed);
+            if acc != 0 {
+                n.pf.rcnt.fetch_add(acc, Ordering::Relaxed);
+                if let Some(m) = &n.mark {
+                    m.success.fetch_add(acc, Ordering::Relaxed);
+                }
+            }
+        }
+    }
 }
 
 impl Ht {
     fn new(handle: u32, prio: u16, divisor: u32, is_root: bool) -> Ht {
-        Ht { handle, prio, divisor, is_root, refcnt: 1, buckets: vec![Vec::new(); divisor as usize + 1] }
+        Ht {
+            handle,
+            prio,
+            divisor,
+            is_root,
+            refcnt: 1,
+            buckets: vec![Vec::new(); divisor as usize + 1],
+            fast: OnceLock::new(),
+        }
     }
     fn key(&self, handle: u32) -> Option<&Knode> {
         let b = hash_of(handle);
@@ -283,6 +355,10 @@ impl super::Classifier for Tp {
             .flat_map(|h| h.buckets.iter().flatten())
             .for_each(|k| f(k.classid));
     }
+    fn for_each_exts(&self, f: &mut dyn FnMut(&super::action::Exts)) {
+        let c = read_common(&self.common);
+        c.hts.iter().filter(|h| h.prio == self.pref).flat_map(|h| h.buckets.iter().flatten()).for_each(|k| f(&k.exts));
+    }
     /// The root table's key nodes go (every table's with the last proto): the
     /// unbindings are the ones the common logs.
     fn destroy(self: Box<Self>, binds: &mut super::Binds) -> bool {
@@ -300,8 +376,15 @@ impl super::Classifier for Tp {
 fn read_common(c: &Arc<RwLock<Common>>) -> std::sync::RwLockReadGuard<'_, Common> {
     c.read().unwrap_or_else(|e| e.into_inner())
 }
+/// The common for a change: the indexed lookups' counts are spread first (node
+/// positions may move) and the indexes dropped (rebuilt at the next lookup).
 fn write_common(c: &Arc<RwLock<Common>>) -> std::sync::RwLockWriteGuard<'_, Common> {
-    c.write().unwrap_or_else(|e| e.into_inner())
+    let mut g = c.write().unwrap_or_else(|e| e.into_inner());
+    for ht in &mut g.hts {
+        flush_stops(ht);
+        ht.fast = OnceLock::new();
+    }
+    g
 }
 
 impl Tp {
@@ -541,6 +624,11 @@ impl Tp {
         let c = read_common(&self.common);
         let mut stack: Vec<(u32, usize, usize, i64)> = Vec::with_capacity(TC_U32_MAXDEPTH);
         let mut ht = c.ht(self.root)?;
+        if ht.divisor == 0 {
+            if let Some(f) = ht.fast.get_or_init(|| Fast::build(&ht.buckets[0])) {
+                return Self::classify_fast(f, &ht.buckets[0], hdr, pkt, now);
+            }
+        }
         let mut off: i64 = 0;
         let mut off2: i64 = 0;
         let mut sel: usize = 0;
@@ -635,6 +723,33 @@ impl Tp {
         }
     }
 
+    /// The walk over an indexed root bucket ([`Fast`]): only the nodes whose key
+    /// equals the packet's word can succeed, in order. A failed read ends the walk
+    /// at the first node, as the linear walk's first key read does.
+    fn classify_fast(
+        f: &Fast,
+        bucket: &[Knode],
+        hdr: &Headers,
+        pkt: &Packet,
+        now: Instant,
+    ) -> Option<(i32, TcfResult)> {
+        let stop = |n: &Knode| inc(&n.pf.stops);
+        let Some(data) = hdr.read_u32(f.off) else {
+            stop(&bucket[0]);
+            return None;
+        };
+        for &p in f.by_val.get(&(data & f.mask)).map_or(&[][..], |v| &v[..]) {
+            let n = &bucket[p];
+            inc(&n.pf.kcnts[0]);
+            if let Some(r) = Self::terminal(n, pkt, now) {
+                stop(n);
+                return Some(r);
+            }
+        }
+        stop(bucket.last().expect("an indexed bucket has nodes"));
+        None
+    }
+
     /// `check_terminal`: count the hit, run the node's actions; `None` = continue.
     fn terminal(n: &Knode, pkt: &Packet, now: Instant) -> Option<(i32, TcfResult)> {
         let mut res = TcfResult { classid: n.classid };
@@ -648,13 +763,14 @@ impl Tp {
     pub fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         let c = read_common(&self.common);
         for ht in c.hts.iter().filter(|h| h.prio == self.pref) {
-            ctx.entry(out, |out| {
+            flush_stops(ht);
+            ctx.entry(out, ht.handle, |out| {
                 print_handle(out, ht.handle);
                 out.int("ht_divisor", format_args!("ht divisor {} ", ht.divisor + 1), ht.divisor as i64 + 1);
             });
             for b in &ht.buckets {
                 for n in b {
-                    ctx.entry(out, |out| print_knode(out, n, ctx));
+                    ctx.entry(out, n.handle, |out| print_knode(out, n, ctx));
                 }
             }
         }

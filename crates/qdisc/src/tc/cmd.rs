@@ -160,7 +160,8 @@ pub fn get_tc_classid(s: &str) -> Option<u32> {
         }
         Some(((maj as u32) << 16) | min as u32)
     } else if rest.is_empty() {
-        u32::try_from(maj).ok()
+        // `*h = maj`: an unsigned long stored in a __u32 keeps its low 32 bits.
+        Some(maj as u32)
     } else {
         None
     }
@@ -571,7 +572,7 @@ impl Tc {
         } else if matches(obj, "actions") {
             super::actions::do_action(self, rest, o)
         } else if matches(obj, "chain") {
-            Err(TcError::tc(format!("qdisc-lab: \"tc {obj}\" is not supported (filters live in chain 0).\n")))
+            super::filter::do_chain(self, rest, o)
         } else if matches(obj, "help") {
             self.warn.push_str(TC_USAGE);
             Ok(String::new())

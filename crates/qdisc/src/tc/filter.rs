@@ -6,9 +6,13 @@
 //! [`classify::Classifier`] trait; their options pass through unread, and the classids
 //! each operation binds or unbinds come back from the kind ([`classify::Binds`]).
 //!
-//! Limits: chain 0 only; no shared blocks (`block N`), no `tc filter get`, no
-//! estimators; filters on the ingress qdisc are refused as the ingress qdisc here
-//! exposes no block.
+//! Chains: a block's chains live in creation order ([`classify::Block`]); `tc
+//! chain add|del|get|show` mirror `tc_ctl_chain` / `tc_dump_chain` (chain templates
+//! are refused: only flower has them in the kernel, and flower's are not modelled).
+//!
+//! Limits: no shared blocks (`block N`), no estimators, no
+//! chain templates; the route and cgroup classifiers are refused by name
+//! ([`classify::REFUSED`]).
 
 use std::any::Any;
 
@@ -56,59 +60,100 @@ fn kerrno(e: Errno) -> TcError {
     FilterError::Errno(e.strerror()).into_tc()
 }
 
+/// What a `tc_filter_modify` request asks the kernel (its netlink message type).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Req {
+    /// RTM_NEWTFILTER with (NLM_F_CREATE, NLM_F_EXCL).
+    NewFilter {
+        create: bool,
+        excl: bool,
+    },
+    DelFilter,
+    /// RTM_NEWCHAIN (always NLM_F_CREATE | NLM_F_EXCL from tc).
+    NewChain,
+    DelChain,
+}
+
 /// `tc filter …`.
 pub(crate) fn do_filter(tc: &mut Tc, argv: &[String], o: TcOpts) -> Result<String, TcError> {
-    let Some(cmd) = argv.first() else { return list(tc, &[], o) };
+    let Some(cmd) = argv.first() else { return list(tc, &[], o, false) };
     let rest = &argv[1..];
-    let (create, excl) = if matches(cmd, "add") {
-        (true, true)
+    let req = if matches(cmd, "add") {
+        Req::NewFilter { create: true, excl: true }
     } else if matches(cmd, "change") {
-        (false, false)
+        Req::NewFilter { create: false, excl: false }
     } else if matches(cmd, "replace") {
-        (true, false)
+        Req::NewFilter { create: true, excl: false }
     } else if matches(cmd, "delete") {
-        return modify(tc, None, rest).map(|_| String::new());
+        Req::DelFilter
     } else if matches(cmd, "get") {
-        return Err(TcError::tc("qdisc-lab: \"tc filter get\" is not supported; use \"tc filter show\"\n"));
+        return get(tc, rest, o, false);
     } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
-        return list(tc, rest, o);
+        return list(tc, rest, o, false);
     } else if matches(cmd, "help") {
         tc.warn.push_str(USAGE);
         return Ok(String::new());
     } else {
         return Err(TcError::usage(format!("Command \"{cmd}\" is unknown, try \"tc filter help\".\n")));
     };
-    modify(tc, Some((create, excl)), rest).map(|_| String::new())
+    modify(tc, req, rest).map(|_| String::new())
 }
 
-/// `tc_filter_modify` + the kernel's `tc_new_tfilter` / `tc_del_tfilter`.
-/// `flags` None = delete; otherwise (NLM_F_CREATE, NLM_F_EXCL).
-fn modify(tc: &mut Tc, flags: Option<(bool, bool)>, argv: &[String]) -> Result<(), TcError> {
-    let mut a = Args::new(argv);
-    a.set_links(tc.link_names());
-    let mut dev: Option<&str> = None;
-    let mut parent = 0u32;
-    let mut fhandle: Option<&str> = None;
-    let mut prio = 0u32;
-    let create = flags.is_some_and(|f| f.0);
-    let mut protocol: u16 = if create { ETH_P_ALL } else { 0 };
-    let mut protocol_set = false;
-    let mut chain: Option<u32> = None;
-    let mut kind: Option<&str> = None;
+const CHAIN_USAGE: &str = "Usage: tc chain [ add | del | get | show ] [ dev STRING ]
+       tc chain [ add | del | get | show ] [ block BLOCK_INDEX ] ]
+";
+
+/// `tc chain …` (tc_filter.c's `do_chain`).
+pub(crate) fn do_chain(tc: &mut Tc, argv: &[String], o: TcOpts) -> Result<String, TcError> {
+    let Some(cmd) = argv.first() else { return list(tc, &[], o, true) };
+    let rest = &argv[1..];
+    if matches(cmd, "add") {
+        modify(tc, Req::NewChain, rest).map(|_| String::new())
+    } else if matches(cmd, "delete") {
+        modify(tc, Req::DelChain, rest).map(|_| String::new())
+    } else if matches(cmd, "get") {
+        get(tc, rest, o, true)
+    } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
+        list(tc, rest, o, true)
+    } else if matches(cmd, "help") {
+        tc.warn.push_str(CHAIN_USAGE);
+        Ok(String::new())
+    } else {
+        Err(TcError::usage(format!("Command \"{cmd}\" is unknown, try \"tc chain help\".\n")))
+    }
+}
+
+/// What `tc_filter_modify` and `tc_filter_get` read before the kind.
+struct Request<'a> {
+    dev: Option<&'a str>,
+    parent: u32,
+    fhandle: Option<&'a str>,
+    prio: u32,
+    protocol: Option<u16>,
+    chain: Option<u32>,
+    /// The first word that is none of the above: the kind (its options follow).
+    kind: Option<&'a str>,
+}
+
+/// The words before the kind, as `tc_filter_modify` (`modify`: an estimator is
+/// refused as not modelled) and `tc_filter_get` (an empty word is an invalid kind)
+/// read them. None after `help` (printed).
+fn parse_request<'a>(tc: &mut Tc, a: &mut Args<'a>, modify: bool) -> Result<Option<Request<'a>>, TcError> {
+    let mut r = Request { dev: None, parent: 0, fhandle: None, prio: 0, protocol: None, chain: None, kind: None };
     while let Some(w) = a.next() {
         match w {
             "dev" => {
                 let v = a.value()?;
-                if dev.is_some() {
+                if r.dev.is_some() {
                     return Err(duparg("dev", v));
                 }
-                dev = Some(v);
+                r.dev = Some(v);
             }
             "root" | "ingress" | "egress" => {
-                if parent != 0 {
+                if r.parent != 0 {
                     return Err(TcError::usage(format!("Error: \"{w}\" is duplicate parent ID\n")));
                 }
-                parent = match w {
+                r.parent = match w {
                     "root" => TC_H_ROOT,
                     "ingress" => INGRESS_PARENT,
                     _ => EGRESS_PARENT,
@@ -116,62 +161,78 @@ fn modify(tc: &mut Tc, flags: Option<(bool, bool)>, argv: &[String]) -> Result<(
             }
             "parent" => {
                 let v = a.value()?;
-                if parent != 0 {
+                if r.parent != 0 {
                     return Err(duparg("parent", v));
                 }
-                parent = get_tc_classid(v).ok_or_else(|| invarg("Invalid parent ID", v))?;
+                r.parent = get_tc_classid(v).ok_or_else(|| invarg("Invalid parent ID", v))?;
             }
             "handle" => {
                 let v = a.value()?;
-                if fhandle.is_some() {
+                if r.fhandle.is_some() {
                     return Err(duparg("handle", v));
                 }
-                fhandle = Some(v);
+                r.fhandle = Some(v);
             }
             w if matches(w, "preference") || matches(w, "priority") => {
                 let v = a.value()?;
-                if prio != 0 {
+                if r.prio != 0 {
                     return Err(duparg("priority", v));
                 }
-                prio = crate::tc::units::get_u32(v)
+                r.prio = crate::tc::units::get_u32(v)
                     .filter(|&p| p <= 0xFFFF)
                     .ok_or_else(|| invarg("invalid priority value", v))?;
             }
             w if matches(w, "protocol") => {
                 let v = a.value()?;
-                if protocol_set {
+                if r.protocol.is_some() {
                     return Err(duparg("protocol", v));
                 }
-                protocol = classify::proto_parse(v).ok_or_else(|| invarg("invalid protocol", v))?;
-                protocol_set = true;
+                r.protocol = Some(classify::proto_parse(v).ok_or_else(|| invarg("invalid protocol", v))?);
             }
             w if matches(w, "chain") => {
                 let v = a.value()?;
-                if chain.is_some() {
+                if r.chain.is_some() {
                     return Err(duparg("chain", v));
                 }
-                chain = Some(crate::tc::units::get_u32(v).ok_or_else(|| invarg("invalid chain index value", v))?);
+                r.chain = Some(crate::tc::units::get_u32(v).ok_or_else(|| invarg("invalid chain index value", v))?);
             }
             w if matches(w, "block") => {
                 return Err(TcError::tc("qdisc-lab: shared filter blocks (\"block\") are not supported\n"));
             }
-            w if matches(w, "estimator") => {
+            w if modify && matches(w, "estimator") => {
                 return Err(TcError::tc("qdisc-lab: filter estimators are not supported\n"));
             }
             w if matches(w, "help") => {
                 tc.warn.push_str(USAGE);
-                return Ok(());
+                return Ok(None);
             }
+            "" if !modify => return Err(invarg("invalid filter name", "")),
             k => {
-                kind = Some(k);
+                r.kind = Some(k);
                 break;
             }
         }
     }
+    Ok(Some(r))
+}
+
+/// `tc_filter_modify` + the kernel's `tc_new_tfilter` / `tc_del_tfilter` /
+/// `tc_ctl_chain`.
+fn modify(tc: &mut Tc, req: Req, argv: &[String]) -> Result<(), TcError> {
+    let mut a = Args::new(argv);
+    a.set_links(tc.link_names());
+    let Some(r) = parse_request(tc, &mut a, true)? else { return Ok(()) };
+    let Request { dev, parent, fhandle, prio, chain, kind, .. } = r;
+    // tc_filter_modify: a new filter's protocol defaults to all.
+    let create = matches!(req, Req::NewFilter { create: true, .. });
+    let protocol = r.protocol.unwrap_or(if create { ETH_P_ALL } else { 0 });
     let di = match dev {
         Some(name) => Some(tc.dev_index(name)?),
         None => None,
     };
+    if let Some((k, why)) = kind.and_then(|k| classify::REFUSED.iter().find(|(r, _)| *r == k)) {
+        return Err(TcError::tc(format!("qdisc-lab: the {k} classifier is not supported: {why}\n")));
+    }
     // q->parse_fopt (no options: a kind iproute2 has no module for, or no kind).
     let ops = kind.and_then(classify::lookup);
     let parsed = match ops {
@@ -200,16 +261,19 @@ fn modify(tc: &mut Tc, flags: Option<(bool, bool)>, argv: &[String]) -> Result<(
     // The kinds log the classids their filters start and stop naming; the qdisc
     // binds and unbinds them after the operation, error or not.
     let mut binds = Binds::default();
-    let r = match flags {
-        Some((create, excl)) => {
+    let r = match req {
+        Req::NewFilter { create, excl } => {
             let ko = kopts.as_deref();
             new_tfilter(tc, di, parent, pref, protocol, chain, kind, handle, ko, create, excl, &mut binds)
         }
-        None => del_tfilter(tc, di, parent, pref, protocol, chain, kind, handle, &mut binds),
+        Req::DelFilter => del_tfilter(tc, di, parent, pref, protocol, chain, kind, handle, &mut binds),
+        Req::NewChain | Req::DelChain => ctl_chain(tc, di, parent, chain.unwrap_or(0), kind, req, &mut binds),
     };
-    let (unbound, bound) = binds.split();
-    if !(unbound.is_empty() && bound.is_empty()) {
-        if let Ok((path, ..)) = find_block(tc, di, parent) {
+    if let Ok((path, minor, _)) = find_block(tc, di, parent) {
+        // The chains' references after the change (actions' and filters').
+        block_mut(tc, di, &path, minor).settle();
+        let (unbound, bound) = binds.split();
+        if !(unbound.is_empty() && bound.is_empty()) {
             rebind(tc, di, &path, &unbound, &bound);
         }
     }
@@ -246,11 +310,11 @@ fn block_mut<'a>(tc: &'a mut Tc, di: usize, path: &[u32], minor: u32) -> &'a mut
     n.q.as_classful_mut().and_then(|c| c.block_mut(minor)).expect("block checked")
 }
 
-fn check_chain(chain: Option<u32>) -> Result<(), TcError> {
-    match chain {
-        Some(c) if c > 0x0FFF_FFFF => Err(kerr("Specified chain index exceeds upper limit")),
-        Some(c) if c != 0 => Err(TcError::tc("qdisc-lab: only filter chain 0 is supported\n")),
-        _ => Ok(()),
+/// The request's chain index (0 without `chain`), at most `TC_ACT_EXT_VAL_MASK`.
+fn check_chain(chain: Option<u32>) -> Result<u32, TcError> {
+    match chain.unwrap_or(0) {
+        c if c > classify::CHAIN_INDEX_MAX => Err(kerr("Specified chain index exceeds upper limit")),
+        c => Ok(c),
     }
 }
 
@@ -278,10 +342,10 @@ fn rebind(tc: &mut Tc, di: usize, path: &[u32], before: &[u32], after: &[u32]) {
     }
 }
 
-/// The qdisc's own block drops the qdisc-wide state of `kind` (u32's common) that
-/// went away with the kind's last proto.
-fn drop_shared(tc: &mut Tc, di: usize, path: &[u32], kind: Option<&str>) {
-    if let Some(kind) = kind {
+/// The qdisc's own block drops the qdisc-wide state of the kinds (u32's common)
+/// that went away with each kind's last proto.
+fn drop_shared(tc: &mut Tc, di: usize, path: &[u32], kinds: impl IntoIterator<Item = &'static str>) {
+    for kind in kinds {
         block_mut(tc, di, path, 0).drop_shared(kind);
     }
 }
@@ -310,18 +374,21 @@ fn new_tfilter(
     let shared = kind.and_then(|k| block_mut(tc, di, &path, 0).shared(k));
     let b = block_mut(tc, di, &path, minor);
     b.classid = parent;
-    check_chain(chain)?;
+    let ci = check_chain(chain)?;
+    // tcf_chain_get(…, create): the chain exists from here on (Block::settle drops
+    // it again if the request leaves it unused).
+    let ch = b.chain_get(ci);
     // tcf_chain_tp_find.
     let mut pref = pref;
     let found = if prio_allocate {
-        if b.protos.iter().any(|p| p.pref == 0x8000) {
+        if ch.protos.iter().any(|p| p.pref == 0x8000) {
             return Err(tp_find_err(kernel, "Lowest ID from auto-alloc range already in use"));
         }
         None
     } else {
-        match b.find(pref) {
+        match ch.find(pref) {
             Ok(i) => {
-                if b.protos[i].protocol != protocol && protocol != 0 {
+                if ch.protos[i].protocol != protocol && protocol != 0 {
                     return Err(tp_find_err(kernel, "Protocol mismatch for filter with specified priority"));
                 }
                 Some(i)
@@ -340,14 +407,14 @@ fn new_tfilter(
                 return Err(kerr("Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter"));
             }
             if prio_allocate {
-                pref = b.auto_pref().map_err(|_| kerr("Lowest ID from auto-alloc range already in use"))?;
+                pref = ch.auto_pref().map_err(|_| kerr("Lowest ID from auto-alloc range already in use"))?;
             }
             // tcf_proto_lookup_ops + tcf_proto_create.
             let ops = classify::lookup(k).ok_or_else(|| kerr("TC classifier not found"))?;
             let kind = (ops.init)(shared.clone(), pref).map_err(FilterError::into_tc)?;
             let new_shared = kind.shared().filter(|_| shared.is_none());
-            let i = b.find(pref).unwrap_err();
-            b.protos.insert(i, Proto { pref, protocol, kind });
+            let i = ch.find(pref).unwrap_err();
+            ch.protos.insert(i, Proto { pref, protocol, kind });
             if let Some(s) = new_shared {
                 block_mut(tc, di, &path, 0).keep_shared(ops.kind, s);
             }
@@ -361,9 +428,10 @@ fn new_tfilter(
     let mut acts = ActCtx { table: actions, available: &available, kernel, now };
     let n = devices[di].node_mut(&path);
     let b = n.q.as_classful_mut().and_then(|c| c.block_mut(minor)).expect("block checked");
+    let ch = b.chain_mut(ci).expect("chain got");
     let r = (|| {
         let acts = &mut acts;
-        let tp = &mut b.protos[idx];
+        let tp = &mut ch.protos[idx];
         if kind.is_some_and(|k| k != tp.kind.kind()) {
             return Err(kerr("Specified filter kind does not match existing one"));
         }
@@ -377,7 +445,7 @@ fn new_tfilter(
         tp.kind.change(handle, ko, fh, acts, binds).map_err(FilterError::into_tc)
     })();
     if r.is_err() && created {
-        let gone = block_mut(tc, di, &path, minor).destroy(idx, binds);
+        let gone = block_mut(tc, di, &path, minor).destroy(ci, idx, binds);
         drop_shared(tc, di, &path, gone);
     }
     r
@@ -400,22 +468,21 @@ fn del_tfilter(
     }
     let kernel = tc.devices[di].kernel;
     let (path, minor, _) = find_block(tc, di, parent)?;
-    check_chain(chain)?;
+    let ci = check_chain(chain)?;
     let b = block_mut(tc, di, &path, minor);
-    if b.protos.is_empty() {
+    // tcf_chain_get(…, no create): a chain only actions hold is found too.
+    let Some(ch) = b.chain_mut(ci) else {
         if pref == 0 {
             return Ok(());
         }
         return Err(kerr("Cannot find specified filter chain"));
-    }
+    };
     let mut gone = Vec::new();
     if pref == 0 {
-        while !b.protos.is_empty() {
-            gone.extend(b.destroy(0, binds));
-        }
+        gone = b.flush(ci, binds);
     } else {
-        let i = b.find(pref).map_err(|_| kerr("Filter with specified priority/protocol not found"))?;
-        let tp = &mut b.protos[i];
+        let i = ch.find(pref).map_err(|_| kerr("Filter with specified priority/protocol not found"))?;
+        let tp = &mut ch.protos[i];
         if tp.protocol != protocol && protocol != 0 {
             return Err(tp_find_err(kernel, "Protocol mismatch for filter with specified priority"));
         }
@@ -423,22 +490,145 @@ fn del_tfilter(
             return Err(kerr("Specified filter kind does not match existing one"));
         }
         if handle == 0 {
-            gone.extend(b.destroy(i, binds));
+            gone.extend(b.destroy(ci, i, binds));
         } else {
             tp.kind.get(handle).ok_or_else(|| kerr("Specified filter handle not found"))?;
             if tp.kind.delete(handle, binds).map_err(FilterError::into_tc)? {
-                gone.extend(b.destroy(i, binds));
+                gone.extend(b.destroy(ci, i, binds));
             }
         }
     }
-    for kind in gone {
-        drop_shared(tc, di, &path, Some(kind));
-    }
+    drop_shared(tc, di, &path, gone);
     Ok(())
 }
 
-/// `tc_filter_list` + the kernel's `tc_dump_tfilter` + `print_filter`.
-fn list(tc: &mut Tc, argv: &[String], o: TcOpts) -> Result<String, TcError> {
+/// The kernel's `tc_ctl_chain` for RTM_NEWCHAIN / RTM_DELCHAIN. A template (a kind
+/// after `chain N`) is refused: no kind here has chain templates but flower, whose
+/// templates this engine does not model.
+fn ctl_chain(
+    tc: &mut Tc,
+    di: usize,
+    parent: u32,
+    ci: u32,
+    kind: Option<&str>,
+    req: Req,
+    binds: &mut Binds,
+) -> Result<(), TcError> {
+    let (path, minor, _) = find_block(tc, di, parent)?;
+    let ci = check_chain(Some(ci))?;
+    let b = block_mut(tc, di, &path, minor);
+    let exists = b.chain(ci).map(|c| !c.held_by_acts_only());
+    if req == Req::NewChain {
+        if exists == Some(true) {
+            return Err(kerr("Filter chain already exists"));
+        }
+        let Some(k) = kind else {
+            b.chain_get(ci).explicit = true;
+            return Ok(());
+        };
+        // tc_chain_tmplt_add: the chain is held while the template is tried, and
+        // dropped again when it fails (Block::settle).
+        b.chain_get(ci);
+        let ops = classify::lookup(k).ok_or_else(|| kerr("TC classifier not found"))?;
+        if ops.kind == "flower" {
+            return Err(TcError::tc("qdisc-lab: flower chain templates are not supported\n"));
+        }
+        return Err(kerr("Chain templates are not supported with specified classifier"));
+    }
+    if exists != Some(true) {
+        return Err(kerr("Cannot find specified filter chain"));
+    }
+    // Flush, then drop the explicit reference; actions may still hold the chain.
+    let gone = b.flush(ci, binds);
+    b.chain_mut(ci).expect("chain exists").explicit = false;
+    drop_shared(tc, di, &path, gone);
+    Ok(())
+}
+
+/// `tc_filter_get` (RTM_GETTFILTER, or RTM_GETCHAIN for `tc chain get`) + the
+/// kernel's `tc_get_tfilter` / `tc_ctl_chain`: the one filter (or chain) as a dump
+/// prints it, with its parent, protocol, pref and chain always named.
+fn get(tc: &mut Tc, argv: &[String], o: TcOpts, chain_req: bool) -> Result<String, TcError> {
+    let mut a = Args::new(argv);
+    let Some(r) = parse_request(tc, &mut a, false)? else { return Ok(String::new()) };
+    let Request { dev, parent, fhandle, prio, protocol, chain, kind } = r;
+    if !chain_req {
+        if protocol.is_none() {
+            return Err(TcError::usage("Must specify filter protocol\n"));
+        }
+        if prio == 0 {
+            return Err(TcError::usage("Must specify filter priority\n"));
+        }
+    }
+    if parent == 0 {
+        return Err(TcError::usage("Must specify filter parent\n"));
+    }
+    if !chain_req && kind.is_none() {
+        return Err(TcError::usage("Must specify filter type\n"));
+    }
+    let Some(name) = dev else {
+        return Err(TcError::usage("Must specify netdevice \"dev\" or block index \"block\"\n"));
+    };
+    let di = tc.dev_index(name)?;
+    let mut handle = 0;
+    if !chain_req {
+        let k = kind.expect("checked");
+        if let Some((k, why)) = classify::REFUSED.iter().find(|(r, _)| *r == k) {
+            return Err(TcError::tc(format!("qdisc-lab: the {k} classifier is not supported: {why}\n")));
+        }
+        if let Some(ops) = classify::lookup(k) {
+            let parsed = (ops.parse)(fhandle, protocol.unwrap_or(0), &mut a);
+            tc.warn.push_str(&std::mem::take(&mut a.notes));
+            handle = parsed?.0;
+        } else if let Some(w) = a.peek() {
+            return Err(TcError::tc(format!("Unknown filter \"{k}\", hence option \"{w}\" is unparsable\n")));
+        }
+        if fhandle.is_none() {
+            return Err(TcError::usage("Must specify filter \"handle\"\n"));
+        }
+    }
+    if let Some(w) = a.next() {
+        if matches(w, "help") {
+            tc.warn.push_str(USAGE);
+        }
+        return Err(TcError::usage(format!("Garbage instead of arguments \"{w} ...\". Try \"tc filter help\".\n")));
+    }
+    let (path, minor, parent) = find_block(tc, di, parent)?;
+    let ci = check_chain(chain)?;
+    let d = &tc.devices[di];
+    let n = d.node(&path);
+    let b = n.q.as_classful().and_then(|c| c.block(minor)).expect("block checked");
+    let mut out = if o.json { Out::json(o.pretty) } else { Out::text() };
+    out = out.with_flags(o.details, o.raw, o.iec, o.oneline).with_stats(o.stats > 0);
+    if chain_req {
+        let Some(ch) = b.chain(ci).filter(|c| !c.held_by_acts_only()) else {
+            return Err(kerr("Cannot find specified filter chain"));
+        };
+        out.start_top();
+        print_chain(&mut out, 0, n.handle, None, ch.index);
+        out.end_top();
+        return Ok(out.into_string());
+    }
+    let Some(ch) = b.chain(ci) else { return Err(kerr("Cannot find specified filter chain")) };
+    let protocol = protocol.unwrap_or(0);
+    let tp = match ch.find(prio as u16) {
+        Ok(i) if ch.protos[i].protocol == protocol || protocol == 0 => &ch.protos[i],
+        Ok(_) => return Err(tp_find_err(d.kernel, "Protocol mismatch for filter with specified priority")),
+        Err(_) => return Err(kerr("Filter with specified priority/protocol not found")),
+    };
+    if kind.is_some_and(|k| k != tp.kind.kind()) {
+        return Err(kerr("Specified filter kind does not match existing one"));
+    }
+    let fh = tp.kind.get(handle).ok_or_else(|| kerr("Specified filter handle not found"))?;
+    out.start_top();
+    dump_proto(tc, di, b, tp, ch.index, (0, 0, 0, None), parent, Some(fh), o, &mut out);
+    out.end_top();
+    Ok(out.into_string())
+}
+
+/// `tc_filter_list` + the kernel's `tc_dump_tfilter` (or, for `tc chain show`,
+/// `tc_dump_chain`) + `print_filter`.
+fn list(tc: &mut Tc, argv: &[String], o: TcOpts, chains: bool) -> Result<String, TcError> {
     let mut a = Args::new(argv);
     let mut dev: Option<&str> = None;
     let mut parent = 0u32;
@@ -507,86 +697,174 @@ fn list(tc: &mut Tc, argv: &[String], o: TcOpts) -> Result<String, TcError> {
     out.start_top();
     if let Some(name) = dev {
         let di = tc.dev_index(name)?;
-        dump(tc, di, parent, prio, protocol, chain, o, &mut out);
+        if let Some((b, q_handle)) = dump_block(tc, di, parent) {
+            if chains {
+                dump_chains(b, q_handle, parent, chain, &mut out);
+            } else {
+                dump(tc, di, b, parent, prio, protocol, chain, o, &mut out);
+            }
+        }
     }
     out.end_top();
     Ok(out.into_string())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn dump(tc: &Tc, di: usize, parent: u32, prio: u32, protocol: u16, chain: Option<u32>, o: TcOpts, out: &mut Out) {
+/// The block a dump request names (`tc_dump_tfilter`'s lookup, which answers
+/// nothing rather than an error) and its qdisc's handle.
+fn dump_block(tc: &Tc, di: usize, parent: u32) -> Option<(&Block, u32)> {
     let d = &tc.devices[di];
-    let path = if parent == 0 {
-        Vec::new()
-    } else {
-        match d.lookup(tc_h_maj(parent)) {
-            Some(p) => p,
-            None => return,
-        }
-    };
+    let path = if parent == 0 { Vec::new() } else { d.lookup(tc_h_maj(parent))? };
     let n = d.node(&path);
-    let Some(c) = n.q.as_classful() else { return };
-    if c.block(0).is_none() {
-        return;
-    }
+    let c = n.q.as_classful()?;
+    c.block(0)?;
     let minor = tc_h_min(parent);
     if minor != 0 && !c.find(minor) {
-        return;
+        return None;
     }
     if !c.hook_block(minor) {
+        return None;
+    }
+    Some((c.block(minor)?, n.handle))
+}
+
+/// `print_filter`'s `parent …` / `root` / `ingress` / `egress`, unless the request
+/// named that parent.
+fn print_parent(out: &mut Out, parent: u32, tcm_parent: u32) {
+    if parent != 0 && parent == tcm_parent {
         return;
     }
-    let Some(b) = c.block(minor) else { return };
-    if chain.is_some_and(|c| c != 0) {
-        return;
+    if tcm_parent == TC_H_ROOT {
+        out.boolean("root", format_args!("root "), true);
+    } else if tcm_parent == INGRESS_PARENT {
+        out.boolean("ingress", format_args!("ingress "), true);
+    } else if tcm_parent == EGRESS_PARENT {
+        out.boolean("egress", format_args!("egress "), true);
+    } else {
+        let p = show::classid(tcm_parent);
+        out.string("parent", format_args!("parent {p} "), &p);
     }
-    let tcm_parent = b.classid;
-    for tp in &b.protos {
-        if prio != 0 && prio != tp.pref as u32 {
+}
+
+/// `print_filter` of an RTM_NEWCHAIN message: `chain`, the parent (the qdisc's
+/// handle) unless the request named it, the index unless the request did.
+fn print_chain(out: &mut Out, parent: u32, q_handle: u32, chain: Option<u32>, index: u32) {
+    out.open_object(None);
+    out.fp(format_args!("chain "));
+    print_parent(out, parent, q_handle);
+    if chain != Some(index) {
+        out.uint("chain", format_args!("chain {index} "), index as u64);
+    }
+    out.nl();
+    out.close_object();
+}
+
+/// `tc_dump_chain` over netlink's dump rounds: each round skips the first
+/// `cb->args[0]` chains and prints the rest that actions do not hold alone, until a
+/// round prints nothing. The skip counts chains held by actions alone but the
+/// printed count does not, so a chain after such a chain is printed again in the
+/// next round, as the kernel does (`chain show` lists it twice).
+fn dump_chains(b: &Block, q_handle: u32, parent: u32, chain: Option<u32>, out: &mut Out) {
+    let mut start = 0;
+    loop {
+        let (mut index, mut printed) = (0, false);
+        for ch in &b.chains {
+            if chain.is_some_and(|c| c != ch.index) {
+                continue;
+            }
+            if index < start {
+                index += 1;
+                continue;
+            }
+            if ch.held_by_acts_only() {
+                continue;
+            }
+            print_chain(out, parent, q_handle, chain, ch.index);
+            printed = true;
+            index += 1;
+        }
+        if !printed {
+            return;
+        }
+        start = index;
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn dump(
+    tc: &Tc,
+    di: usize,
+    b: &Block,
+    parent: u32,
+    prio: u32,
+    protocol: u16,
+    chain: Option<u32>,
+    o: TcOpts,
+    out: &mut Out,
+) {
+    for ch in &b.chains {
+        if chain.is_some_and(|c| c != ch.index) {
             continue;
         }
-        if protocol != 0 && protocol != tp.protocol {
-            continue;
+        for tp in &ch.protos {
+            if prio != 0 && prio != tp.pref as u32 {
+                continue;
+            }
+            if protocol != 0 && protocol != tp.protocol {
+                continue;
+            }
+            dump_proto(tc, di, b, tp, ch.index, (parent, prio, protocol, chain), b.classid, None, o, out);
         }
-        let kind = tp.kind.kind();
-        let head = |out: &mut Out| {
-            out.open_object(None);
-            out.fp(format_args!("filter "));
-            if parent == 0 || parent != tcm_parent {
-                if tcm_parent == TC_H_ROOT {
-                    out.boolean("root", format_args!("root "), true);
-                } else if tcm_parent == INGRESS_PARENT {
-                    out.boolean("ingress", format_args!("ingress "), true);
-                } else if tcm_parent == EGRESS_PARENT {
-                    out.boolean("egress", format_args!("egress "), true);
-                } else {
-                    let p = show::classid(tcm_parent);
-                    out.string("parent", format_args!("parent {p} "), &p);
-                }
-            }
-            if protocol == 0 || protocol != tp.protocol {
-                let pn = classify::proto_name(tp.protocol);
-                out.string("protocol", format_args!("protocol {pn} "), &pn);
-            }
-            if prio == 0 || prio != tp.pref as u32 {
-                out.uint("pref", format_args!("pref {} ", tp.pref), tp.pref as u64);
-            }
-            out.string("kind", format_args!("{kind} "), kind);
-            if chain.is_none() {
-                out.uint("chain", format_args!("chain 0 "), 0);
-            }
-        };
-        let ctx = DumpCtx {
-            head: &head,
-            pretty: o.pretty,
-            stats: o.stats > 0,
-            protocol: tp.protocol,
-            u32_perf: d.kernel.u32_perf(),
-            now: tc.now,
-        };
+    }
+}
+
+/// One proto's lines (`tcf_fill_node` + `print_filter`): its own line and each
+/// filter's, or with `only` (`tc filter get`) that filter's alone. `req` is what
+/// the request named (parent, pref, protocol, chain), which tc leaves out.
+#[allow(clippy::too_many_arguments)]
+fn dump_proto(
+    tc: &Tc,
+    di: usize,
+    b: &Block,
+    tp: &Proto,
+    chain_index: u32,
+    req: (u32, u32, u16, Option<u32>),
+    tcm_parent: u32,
+    only: Option<u32>,
+    o: TcOpts,
+    out: &mut Out,
+) {
+    let (parent, prio, protocol, chain) = req;
+    let kind = tp.kind.kind();
+    let head = |out: &mut Out| {
+        out.open_object(None);
+        out.fp(format_args!("filter "));
+        print_parent(out, parent, tcm_parent);
+        if protocol == 0 || protocol != tp.protocol {
+            let pn = classify::proto_name(tp.protocol);
+            out.string("protocol", format_args!("protocol {pn} "), &pn);
+        }
+        if prio == 0 || prio != tp.pref as u32 {
+            out.uint("pref", format_args!("pref {} ", tp.pref), tp.pref as u64);
+        }
+        out.string("kind", format_args!("{kind} "), kind);
+        if chain != Some(chain_index) {
+            out.uint("chain", format_args!("chain {chain_index} "), chain_index as u64);
+        }
+    };
+    let ctx = DumpCtx {
+        head: &head,
+        pretty: o.pretty,
+        stats: o.stats > 0,
+        protocol: tp.protocol,
+        u32_perf: tc.devices[di].kernel.u32_perf(),
+        now: tc.now,
+        q_handle: b.q_handle,
+        only,
+    };
+    if only.is_none() {
         ctx.bare(out);
-        tp.kind.dump(&ctx, out);
     }
+    tp.kind.dump(&ctx, out);
 }
 
 #[cfg(test)]
@@ -723,6 +1001,44 @@ filter parent 1: protocol ip pref 2 u32 chain 0 fh 801::800 order 2048 key ht 80
     }
 
     #[test]
+    fn indexed_u32_keeps_the_walks_counters() {
+        use crate::{Enqueued, Packet};
+        let mut tc = Tc::new(&[DevSpec::new("eth0")]);
+        run(&mut tc, "qdisc add dev eth0 root handle 1: prio");
+        for i in 1..=3 {
+            run(
+                &mut tc,
+                &format!("filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.{i} flowid 1:{i}"),
+            );
+        }
+        let now = tc.now;
+        let d = tc.device_mut("eth0").unwrap();
+        // .2 stops at the second node, .9 passes all three, a packet without a
+        // header stops at the first (its key read fails).
+        for (id, p) in [
+            (1, Packet::new(1, 100).with_flow(flow_to([10, 0, 0, 2]))),
+            (2, Packet::new(2, 100).with_flow(flow_to([10, 0, 0, 9]))),
+            (3, Packet::new(3, 100)),
+        ] {
+            assert_eq!(d.enqueue(p, now), Enqueued::Success, "{id}");
+        }
+        let out = run(&mut tc, "-s filter show dev eth0");
+        let hits: Vec<&str> = out.lines().filter_map(|l| l.split_once("(rule hit ").map(|x| x.1)).collect();
+        assert_eq!(hits, ["3 success 0)", "2 success 1)", "1 success 0)"], "{out}");
+        assert!(out.contains("  match 0a000002/ffffffff at 16 (success 1 ) \n"), "{out}");
+        // A change spreads the counts before the nodes move; the walk goes on counting.
+        run(
+            &mut tc,
+            "filter add dev eth0 parent 1: protocol ip prio 1 handle 800::900 u32 match ip dst 10.0.0.4 flowid 1:3",
+        );
+        let d = tc.device_mut("eth0").unwrap();
+        d.enqueue(Packet::new(4, 100).with_flow(flow_to([10, 0, 0, 9])), now);
+        let out = run(&mut tc, "-s filter show dev eth0");
+        let hits: Vec<&str> = out.lines().filter_map(|l| l.split_once("(rule hit ").map(|x| x.1)).collect();
+        assert_eq!(hits, ["4 success 0)", "3 success 1)", "2 success 0)", "1 success 0)"], "{out}");
+    }
+
+    #[test]
     fn htb_drops_on_shot_police_exceed_and_steals_on_trap() {
         use crate::{Enqueued, Packet};
         let mut tc = Tc::new(&[DevSpec::new("eth0")]);
@@ -784,9 +1100,9 @@ filter parent 1: protocol ip pref 2 u32 chain 0 fh 801::800 order 2048 key ht 80
             ),
             "{out}"
         );
-        // `goto chain N` needs chains this engine does not model.
-        let r = tc.run(&makeargs("filter add dev eth0 parent 1: protocol ip prio 2 matchall action goto chain 1"));
-        assert_eq!((r.code, r.stderr.as_str()), (1, "qdisc-lab: only filter chain 0 is supported\n"));
+        // `goto chain N` holds chain N, which only actions hold: `chain show` hides it.
+        run(&mut tc, "filter add dev eth0 parent 1: protocol ip prio 2 matchall action goto chain 1");
+        assert_eq!(run(&mut tc, "chain show dev eth0"), "chain parent 1: chain 0 \n");
     }
 
     #[test]
