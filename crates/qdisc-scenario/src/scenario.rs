@@ -53,10 +53,9 @@ pub const MAX_RETAINED_FIGURES: u64 = 10_000_000;
 pub const DEFAULT_CPUS: u32 = 4;
 
 /// The `sysctl` keys a script may set (`sysctl -w KEY=VALUE`), in the order the errors
-/// list them. All of them but `net.ipv4.tcp_congestion_control` are global to a kernel,
-/// not per network namespace (see docs/scenarios.md, "Settings", and
-/// [`per_netns_sysctl`]).
-pub const SYSCTL_KEYS: [&str; 11] = [
+/// list them. The `net.core` ones are global to a kernel, the `net.ipv4` ones per
+/// network namespace (see docs/scenarios.md, "Settings", and [`per_netns_sysctl`]).
+pub const SYSCTL_KEYS: [&str; 14] = [
     "net.core.default_qdisc",
     "net.core.dev_weight",
     "net.core.dev_weight_tx_bias",
@@ -68,6 +67,9 @@ pub const SYSCTL_KEYS: [&str; 11] = [
     "net.core.gro_normal_batch",
     "net.core.rps_sock_flow_entries",
     "net.ipv4.tcp_congestion_control",
+    "net.ipv4.tcp_syn_retries",
+    "net.ipv4.tcp_synack_retries",
+    "net.ipv4.tcp_slow_start_after_idle",
 ];
 
 /// The TCP congestion controls a scenario may name (`cc`, and `sysctl -w
@@ -81,7 +83,7 @@ pub const DEFAULT_CONGESTION_CONTROL: &str = "cubic";
 /// Whether a [`SYSCTL_KEYS`] key is per network namespace (`net.ipv4.*`, registered by
 /// `ipv4_sysctl_init_net` for every namespace) rather than a kernel global.
 pub fn per_netns_sysctl(key: &str) -> bool {
-    key == "net.ipv4.tcp_congestion_control"
+    key.starts_with("net.ipv4.")
 }
 
 /// The error for a congestion control name the simulator does not model.
@@ -1621,6 +1623,10 @@ pub fn sysctl_range(key: &str) -> Option<(i64, i64, &'static str)> {
         "net.core.gro_normal_batch" => Some((1, i32::MAX as i64, "")),
         // rps_sock_flow_sysctl: more than 2^29 entries is refused (overflow guard).
         "net.core.rps_sock_flow_entries" => Some((0, 1 << 29, "")),
+        // proc_dou8vec_minmax (net/ipv4/sysctl_net_ipv4.c): a u8, tcp_syn_retries
+        // between tcp_syn_retries_min and MAX_TCP_SYNCNT.
+        "net.ipv4.tcp_syn_retries" => Some((1, 127, "")),
+        "net.ipv4.tcp_synack_retries" | "net.ipv4.tcp_slow_start_after_idle" => Some((0, 255, "")),
         _ => None,
     }
 }

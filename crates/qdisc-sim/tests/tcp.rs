@@ -74,3 +74,135 @@ fn same_scenario_and_seed_give_byte_identical_results() {
     assert!(a == b, "two runs differ");
     assert!(a.contains("\"backend\":\"sim\""));
 }
+
+/// A 10 Mbit/s, 10 ms path whose client pfifo (5 packets) a 100 Mbit/s UDP burst keeps
+/// full from `udp_start` for `udp_len`: whatever TCP sends then is dropped locally.
+/// One TCP stream starts at `tcp_start`.
+fn syn_loss(udp_start: &str, udp_len: &str, tcp_start: &str) -> RunResult {
+    run(&format!(
+        r#"
+duration = "4s"
+[[host]]
+name = "client"
+[[host]]
+name = "server"
+[[link]]
+between = ["client:eth0", "server:eth0"]
+rate = "10mbit"
+delay = "10ms"
+[tc.client]
+script = "qdisc add dev eth0 root pfifo limit 5"
+[[traffic]]
+kind = "udp"
+from = "client"
+to = "server"
+rate = "100mbit"
+start = "{udp_start}"
+duration = "{udp_len}"
+[[traffic]]
+kind = "tcp"
+from = "client"
+to = "server"
+start = "{tcp_start}"
+flows = 1
+"#
+    ))
+}
+
+/// The stream's intervals: (start, bytes acknowledged).
+fn acked(r: &RunResult) -> Vec<(f64, u64)> {
+    r.throughput[1].streams[0].intervals.iter().map(|iv| ((iv.start * 10.0).round() / 10.0, iv.bytes)).collect()
+}
+
+#[test]
+fn a_lost_control_syn_delays_the_test_by_the_initial_rto() {
+    // iperf3's control connection sends its SYN at 0.1 s into the full queue; the
+    // retransmission leaves 1 s later (TCP_TIMEOUT_INIT, at the jiffy: 1.100 s), then
+    // the stream connects (one more RTT) and sends: nothing is acked before 1.1 s.
+    let r = syn_loss("0s", "200ms", "100ms");
+    let a = acked(&r);
+    assert!(a.iter().all(|&(t, b)| t >= 1.1 || b == 0), "{a:?}");
+    assert!(a.iter().any(|&(t, b)| t == 1.1 && b > 0), "{a:?}");
+    // The stream's own SYN went through: no retransmission counted on it.
+    assert_eq!(r.throughput[1].sender.retransmits, Some(0));
+}
+
+#[test]
+fn a_lost_stream_syn_counts_as_a_retransmission_and_keeps_the_initial_window() {
+    // The control connection's SYN (0 s) gets through; the stream's (0.020 s, after the
+    // control SYN-ACK) meets the burst. Retransmitted at 1.020 s, connected at 1.040 s:
+    // the initial window of 10 segments (one lost SYN does not shrink it) is acked by
+    // about 1.075 s, inside the interval 1.0–1.1.
+    let r = syn_loss("5ms", "500ms", "0s");
+    let a = acked(&r);
+    assert!(a.iter().all(|&(t, b)| t >= 1.0 || b == 0), "{a:?}");
+    let first = a.iter().find(|&&(t, _)| t == 1.0).unwrap().1;
+    assert!(first >= 10 * 1448, "{a:?}");
+    assert_eq!(r.throughput[1].sender.retransmits, Some(1));
+}
+
+#[test]
+fn two_lost_stream_syns_start_the_window_at_one_segment() {
+    // SYNs at 0.020 and 1.020 s are dropped, the third (3.020 s) connects at 3.040 s with
+    // cwnd 1 (tcp_init_transfer): by 3.1 s at most 1 + 2 segments are acked, where the
+    // initial window of 10 would have been.
+    let r = syn_loss("5ms", "2s", "0s");
+    let a = acked(&r);
+    assert!(a.iter().all(|&(t, b)| t >= 3.0 || b == 0), "{a:?}");
+    let first = a.iter().find(|&&(t, _)| t == 3.0).unwrap().1;
+    assert!(first > 0 && first <= 3 * 1448, "{a:?}");
+    assert_eq!(r.throughput[1].sender.retransmits, Some(2));
+}
+
+#[test]
+fn tcp_syn_retries_bounds_the_connect() {
+    // Every SYN meets the burst. With tcp_syn_retries = 2 the control connection sends
+    // SYNs at 0.01, 1.01 and 3.01 s and gives up at 7.01 s (iperf3 exits, nothing is
+    // sent); with the default 6 it retransmits once more at 7.01 s: one more drop at
+    // the client's pfifo, the UDP burst being the same in both runs.
+    let text = |retries: &str| {
+        format!(
+            r#"
+duration = "8s"
+[[host]]
+name = "client"
+[[host]]
+name = "server"
+[[link]]
+between = ["client:eth0", "server:eth0"]
+rate = "10mbit"
+[tc.client]
+script = """
+{retries}
+qdisc add dev eth0 root pfifo limit 5
+"""
+[[traffic]]
+kind = "udp"
+from = "client"
+to = "server"
+rate = "100mbit"
+[[traffic]]
+kind = "tcp"
+from = "client"
+to = "server"
+start = "10ms"
+flows = 1
+"#
+        )
+    };
+    let drops = |r: &RunResult| {
+        r.tc.end
+            .iter()
+            .filter(|d| d.host == "client")
+            .flat_map(|d| d.qdisc.as_array().cloned().unwrap_or_default())
+            .filter(|q| q["kind"] == "pfifo")
+            .map(|q| q["drops"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    let two = run(&text("sysctl -w net.ipv4.tcp_syn_retries=2"));
+    let six = run(&text("sysctl -w net.ipv4.tcp_syn_retries=6"));
+    assert_eq!(drops(&six) - drops(&two), 1);
+    for r in [&two, &six] {
+        assert_eq!(r.throughput[1].receiver.bytes, 0);
+    }
+}

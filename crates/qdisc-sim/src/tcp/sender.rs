@@ -191,10 +191,12 @@ pub struct TcpSender {
 impl TcpSender {
     /// A connection established at `now` with unlimited data to send.
     ///
-    /// The handshake is not modelled. With [`TcpConfig::syn_rtt`] the state is what a
-    /// client has after its SYN-ACK: one RTT sample (srtt, RTO = srtt + max(2·srtt,
-    /// rto_min), min_rtt) and a pacing rate of 200 % × 10 MSS / srtt. Otherwise srtt
-    /// is unknown and the RTO is `TCP_TIMEOUT_INIT` (1 s).
+    /// With [`TcpConfig::syn_rtt`] the state is what a client has after its SYN-ACK
+    /// (`tcp_finish_connect` → `tcp_init_transfer`, see [`super::handshake`]): one RTT
+    /// sample (srtt, RTO = srtt + max(2·srtt, rto_min), min_rtt), cwnd 10 (1 after
+    /// [`TcpConfig::syn_cwnd_one`]), ssthresh infinite (`tcp_init_metrics`), the SYN
+    /// retransmissions in the retransmit count, and a pacing rate of 200 % × cwnd ×
+    /// MSS / srtt. Otherwise srtt is unknown and the RTO is `TCP_TIMEOUT_INIT` (1 s).
     pub fn new(cfg: TcpConfig, now: Instant) -> Self {
         let hz = Hz(cfg.hz);
         let mss = cfg.mss;
@@ -215,7 +217,12 @@ impl TcpSender {
             snd_wnd: cfg.rcv_wnd,
             max_window: cfg.rcv_wnd,
             sb: Scoreboard::new(mss),
-            w: Window { cwnd: cfg.initial_cwnd, ssthresh: INFINITE_SSTHRESH, cwnd_cnt: 0, clamp: u32::MAX },
+            w: Window {
+                cwnd: if cfg.syn_cwnd_one { 1 } else { cfg.initial_cwnd },
+                ssthresh: INFINITE_SSTHRESH,
+                cwnd_cnt: 0,
+                clamp: u32::MAX,
+            },
             cc,
             prior_cwnd: 0,
             prior_ssthresh: 0,
@@ -256,7 +263,7 @@ impl TcpSender {
             bytes_sent: 0,
             bytes_retrans: 0,
             bytes_acked: 0,
-            total_retrans: 0,
+            total_retrans: cfg.syn_retrans as u64,
             delivered: 0,
             delivered_ce: 0,
             delivered_mstamp: 0,
