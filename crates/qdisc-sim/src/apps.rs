@@ -506,7 +506,7 @@ impl Sim {
             f.app_blocked = true;
             return Step::Done(0);
         }
-        s.app_write(bytes, f.sk.wmem_alloc());
+        s.app_write(bytes, f.sk.wmem_alloc(), self.now);
         let k = &self.cpus(h).costs;
         let (call, copy) = (k.tcp_sendmsg * bytes.div_ceil(65536), k.copy(bytes));
         self.cpus(h).charge(c, Class::Sys, Func::TcpSendmsg as u16, call);

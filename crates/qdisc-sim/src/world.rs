@@ -806,6 +806,7 @@ impl Sim {
                             && default_cc(&t.to) == Some("dctcp");
                         f.cfg.syn_retries = int(&t.from, "net.ipv4.tcp_syn_retries", f.cfg.syn_retries);
                         f.cfg.synack_retries = int(&t.to, "net.ipv4.tcp_synack_retries", f.cfg.synack_retries);
+                        f.cfg.slow_start_after_idle = int(&t.from, "net.ipv4.tcp_slow_start_after_idle", 1) != 0;
                         f.set_path(mtu, gso);
                         f.snd_cpu = place(self, src, &t.sender_cpus, stream as usize);
                         f.rcv_cpu = place(self, dst, &t.receiver_cpus, stream as usize);

@@ -60,7 +60,8 @@
 //! receiver, buffer autotuning (the receive window is fixed at
 //! [`TcpConfig::rcv_wnd`], so `tcp_grow_window`'s quickacks are absent; the send
 //! buffer at [`TcpConfig::sndbuf`], counted in payload bytes, not truesize), GRO,
-//! PAWS, slow-start-after-idle and RFC 2861 cwnd decay, `tcp_retries2` give-up, or
+//! PAWS, RFC 2861's cwnd validation of application-limited periods
+//! (`tcp_cwnd_application_limited`), `tcp_retries2` give-up, or
 //! the `skb_still_in_host_queue` check (the sender does not know which of its skbs
 //! are still in the local qdisc). Receive-window-limited sends are whole segments
 //! (no sub-MSS tail). The receiver has no RTT estimator of its own (SACK
@@ -238,6 +239,8 @@ pub struct TcpConfig {
     pub syn_retries: u32,
     /// `net.ipv4.tcp_synack_retries` = 5 (the server's host).
     pub synack_retries: u32,
+    /// `net.ipv4.tcp_slow_start_after_idle` = 1: restart the window after an idle RTO.
+    pub slow_start_after_idle: bool,
     /// Tail loss probe (`net.ipv4.tcp_early_retrans` = 3).
     pub tlp: bool,
     /// F-RTO after a timeout (`net.ipv4.tcp_frto` = 2).
@@ -284,6 +287,7 @@ impl Default for TcpConfig {
             syn_cwnd_one: false,
             syn_retries: 6,
             synack_retries: 5,
+            slow_start_after_idle: true,
             tlp: true,
             frto: true,
             pacing_ss_ratio: 200,

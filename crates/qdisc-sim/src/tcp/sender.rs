@@ -338,12 +338,44 @@ impl TcpSender {
         }
     }
 
-    /// The application wrote `bytes` more into the socket (from then on, what it has
-    /// written bounds what TCP can send). `wmem_alloc` as for `poll_transmit`: first
-    /// `tcp_sendmsg` checks whether the socket had run dry (`tcp_rate_check_app_limited`).
-    pub fn app_write(&mut self, bytes: u64, wmem_alloc: u64) {
+    /// The application wrote `bytes` more into the socket at `now` (from then on, what
+    /// it has written bounds what TCP can send). `wmem_alloc` as for `poll_transmit`:
+    /// first `tcp_sendmsg` checks whether the socket had run dry
+    /// (`tcp_rate_check_app_limited`), then the new skb's `skb_entail` whether it had
+    /// been idle ([`Self::slow_start_after_idle_check`]).
+    pub fn app_write(&mut self, bytes: u64, wmem_alloc: u64, now: Instant) {
+        self.now = now;
         self.rate_check_app_limited(wmem_alloc);
+        self.slow_start_after_idle_check();
         self.written = Some(self.written.unwrap_or(self.snd_una) + bytes);
+    }
+
+    /// `tcp_slow_start_after_idle_check`: with `net.ipv4.tcp_slow_start_after_idle`, a
+    /// socket with nothing in flight whose last data left more than an RTO ago restarts
+    /// its window (`tcp_cwnd_restart`, RFC 2861 §3.2): ssthresh = `tcp_current_ssthresh`,
+    /// cwnd halved once per RTO of idle beyond the first, never below min(initial
+    /// window, cwnd). Modules with their own `cong_control` (bbr) are exempt; the
+    /// `CA_EVENT_CWND_RESTART` it sends is ignored by cubic, reno and dctcp.
+    fn slow_start_after_idle_check(&mut self) {
+        if !self.cfg.slow_start_after_idle || self.sb.packets_out > 0 || matches!(self.cc, Cc::Bbr(_)) {
+            return;
+        }
+        let delta = self.hz.jiffies32(self.now).wrapping_sub(self.lsndtime) as i32;
+        let rto = self.rto_j as i32;
+        if delta <= rto {
+            return;
+        }
+        let restart = self.cfg.initial_cwnd.min(self.w.cwnd);
+        self.w.ssthresh = self.current_ssthresh();
+        let (mut cwnd, mut left) = (self.w.cwnd, delta);
+        loop {
+            left -= rto;
+            if left <= 0 || cwnd <= restart {
+                break;
+            }
+            cwnd >>= 1;
+        }
+        self.w.cwnd = cwnd.max(restart);
     }
 
     /// Room in the send buffer for the application's next write (`sk_stream_wspace`).
