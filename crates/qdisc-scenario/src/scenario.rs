@@ -369,8 +369,10 @@ pub struct Traffic {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum TrafficKind {
-    /// Bulk TCP, `flows` parallel connections with congestion control `cc`.
-    Tcp { flows: u32, cc: String },
+    /// TCP, `flows` parallel connections with congestion control `cc`: bulk, or each
+    /// stream held to `rate` bytes/s on average by its writer (iperf3's `-b` with TCP:
+    /// a block is written while the average since the test began is below it).
+    Tcp { flows: u32, cc: String, rate: Option<u64> },
     /// Constant-bitrate UDP: `flows` streams of `size`-byte payloads, each at `rate`
     /// bytes/s (iperf3's `-b` is per stream); `None`: `rate = "unlimited"`, as fast as
     /// the sender can (iperf3 `-b 0`).
@@ -1197,7 +1199,7 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
         let f = |name: &str| format!("traffic[{i}].{name}");
         let kind = r.kind.get_ref().as_str();
         let takes: &[&str] = match kind {
-            "tcp" => &["flows", "cc", "sender_cpus", "receiver_cpus"],
+            "tcp" => &["flows", "cc", "rate", "sender_cpus", "receiver_cpus"],
             "udp" => &["rate", "size", "flows", "sender_cpus", "receiver_cpus"],
             "pktgen" => &["rate", "size", "flows", "sender_cpus"],
             "ping" => &["interval", "sender_cpus"],
@@ -1316,7 +1318,23 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                         s.clone()
                     }
                 };
-                TrafficKind::Tcp { flows, cc }
+                // iperf3 -b: per stream; unlimited (bulk) unless given.
+                let rate = match &r.rate {
+                    None => None,
+                    Some(rv) if rv.get_ref().trim() == "unlimited" => None,
+                    Some(rv) if get_rate64(rv.get_ref().trim()).is_none() => {
+                        return Err(cx.at(
+                            rv.span(),
+                            f("rate"),
+                            format!(
+                                "invalid rate {:?} (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")",
+                                rv.get_ref()
+                            ),
+                        ));
+                    }
+                    Some(rv) => Some(parse_rate(cx, rv, &f("rate"))?),
+                };
+                TrafficKind::Tcp { flows, cc, rate }
             }
             "udp" => {
                 let Some(rv) = &r.rate else {

@@ -142,7 +142,12 @@ fn a_valid_file_loads_with_tc_units() {
     assert_eq!(t.host, "a");
     assert_eq!(t.lines.iter().map(|l| l.line).collect::<Vec<_>>(), [15, 16]);
     assert_eq!(t.lines[1].args[..4], ["class", "add", "dev", "eth0"]);
-    assert_eq!(s.traffic[0].kind, TrafficKind::Tcp { flows: 4, cc: "cubic".into() });
+    assert_eq!(s.traffic[0].kind, TrafficKind::Tcp { flows: 4, cc: "cubic".into(), rate: None });
+    // iperf3 -b with TCP: bytes/s per stream; "unlimited" is the bulk default.
+    for (rate, want) in [("\"8mbit\"", Some(1_000_000)), ("\"unlimited\"", None)] {
+        let s = load(&with("flows = 4", &format!("flows = 4\nrate = {rate}"))).unwrap();
+        assert_eq!(s.traffic[0].kind, TrafficKind::Tcp { flows: 4, cc: "cubic".into(), rate: want });
+    }
     assert_eq!((s.traffic[0].start, s.traffic[0].duration), (0, 5_000_000_000));
     assert_eq!(s.traffic[1].kind, TrafficKind::Ping { interval: 10_000_000 });
     assert_eq!(s.link_between("b", "a").unwrap().0, 0);
@@ -348,7 +353,7 @@ fn mistakes_are_named_exactly() {
         (with("class add dev eth0", "-n foo class add dev eth0"), "t.toml:16:1: tc.a.script: script line 2: option \"-n\" is not allowed: each script runs in its host's namespace"),
         // Traffic kinds and their fields.
         (with("kind = \"tcp\"", "kind = \"tpc\""), "t.toml:20:8: traffic[0].kind: unknown traffic kind \"tpc\" (expected \"tcp\", \"udp\", \"pktgen\" or \"ping\")"),
-        (with("flows = 4", "flows = 4\ninterval = \"1s\""), "t.toml:24:12: traffic[0].interval: does not apply to kind \"tcp\" (tcp takes: from, to, start, duration, flows, cc, sender_cpus, receiver_cpus)"),
+        (with("flows = 4", "flows = 4\ninterval = \"1s\""), "t.toml:24:12: traffic[0].interval: does not apply to kind \"tcp\" (tcp takes: from, to, start, duration, flows, cc, rate, sender_cpus, receiver_cpus)"),
         (with("flows = 4", "flows = 0"), "t.toml:23:9: traffic[0].flows: must be between 1 and 128"),
         (with("flows = 4", "flows = 4\ncc = \"cu bic\""), "t.toml:24:6: traffic[0].cc: unknown congestion control \"cu bic\" (the simulator models cubic, reno, bbr, dctcp)"),
         (with("flows = 4", "flows = 4\ncc = \"BBR\""), "t.toml:24:6: traffic[0].cc: unknown congestion control \"BBR\" (the simulator models cubic, reno, bbr, dctcp)"),
@@ -370,6 +375,7 @@ fn mistakes_are_named_exactly() {
         (with("flows = 4", "flows = 4\nsender_cpus = \"3-1\""), "t.toml:24:15: traffic[0].sender_cpus: invalid cpu list \"3-1\" (taskset -c syntax, e.g. \"0-3\", \"0,2\", \"0-47:2\")"),
         (with("interval = \"10ms\"", "interval = \"10ms\"\nreceiver_cpus = \"0\""), "t.toml:30:17: traffic[1].receiver_cpus: does not apply to kind \"ping\" (ping takes: from, to, start, duration, interval, sender_cpus)"),
         // udp: flows, "unlimited".
+        (with("flows = 4", "flows = 4\nrate = \"fast\""), "t.toml:24:8: traffic[0].rate: invalid rate \"fast\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")"),
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"lots\""), "t.toml:29:8: traffic[1].rate: invalid rate \"lots\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")"),
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"unlimited\"\nflows = 129"), "t.toml:30:9: traffic[1].flows: must be between 1 and 128"),
         // Settings in a script: sysctl.

@@ -139,6 +139,12 @@ pub struct TcpFlow {
     app_blocked: bool,
     /// The stream's connection ([`Conn`]).
     pub conn: u32,
+    /// iperf3 `-b` (bytes/s, per stream): the writer's average since the test began
+    /// stays below it; `None`: bulk.
+    pub rate: Option<u64>,
+    /// When the test began (every stream connected) and what the writer has written since.
+    test_start: Instant,
+    app_bytes: u64,
 }
 
 impl TcpFlow {
@@ -176,6 +182,9 @@ impl TcpFlow {
             rcv_cpu: 0,
             app_blocked: false,
             conn: 0,
+            rate: None,
+            test_start: start,
+            app_bytes: 0,
         }
     }
 
@@ -483,7 +492,8 @@ impl Sim {
             None => {
                 // iperf3's threads write into their sockets on their CPUs (Work::TcpWrite).
                 for flow in streams {
-                    let f = &self.tcp[flow as usize];
+                    let f = &mut self.tcp[flow as usize];
+                    f.test_start = now;
                     let (src, c) = (f.src, f.snd_cpu);
                     self.give(src, c, Work::TcpWrite { flow }, false);
                 }
@@ -500,6 +510,17 @@ impl Sim {
         if self.now >= f.end {
             return Step::Done(0);
         }
+        // iperf3 -b (iperf_check_throttle): the next block only once the average since
+        // the test began, written bytes × 8 / elapsed, is below the rate; the thread's
+        // polling of that test is taken as exact.
+        if let Some(rate) = f.rate {
+            let due =
+                f.test_start + qdisc::Duration((f.app_bytes as u128 * 1_000_000_000 / rate.max(1) as u128) as u64);
+            if f.app_bytes > 0 && self.now <= due {
+                self.events.at(due + qdisc::Duration(1), Ev::TcpWrite { flow });
+                return Step::Done(0);
+            }
+        }
         // A blocking write sleeps until sk_stream_wspace is back to half a block.
         let bytes = s.write_room().min(BLOCK);
         if bytes < WAKE {
@@ -507,6 +528,7 @@ impl Sim {
             return Step::Done(0);
         }
         s.app_write(bytes, f.sk.wmem_alloc(), self.now);
+        f.app_bytes += bytes;
         let k = &self.cpus(h).costs;
         let (call, copy) = (k.tcp_sendmsg * bytes.div_ceil(65536), k.copy(bytes));
         self.cpus(h).charge(c, Class::Sys, Func::TcpSendmsg as u16, call);

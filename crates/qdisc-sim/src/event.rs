@@ -17,6 +17,8 @@ pub enum Ev {
     NetTx { iface: u32, txq: u32 },
     /// The client of TCP connection `conn` (apps.rs `Conn`) calls connect().
     Connect { conn: u32 },
+    /// A rate-limited TCP writer (iperf3 -b) may write its next block.
+    TcpWrite { flow: u32 },
     /// The SYN (client) or SYN-ACK (server) retransmission timer of `conn`.
     Conn { conn: u32, server: bool },
     /// The TCP sender's timer (RTO, pacing …).

@@ -759,7 +759,7 @@ impl Sim {
             let start = Instant::from_nanos(t.start);
             let end = Instant::from_nanos(t.start + t.duration);
             match &t.kind {
-                TrafficKind::Tcp { flows, cc } => {
+                TrafficKind::Tcp { flows, cc, rate } => {
                     let Some(cc) = tcp::CongestionControl::from_name(cc) else {
                         let names: Vec<&str> = tcp::CongestionControl::ALL.iter().map(|c| c.name()).collect();
                         return Err(RunError::Unsupported(format!(
@@ -807,6 +807,7 @@ impl Sim {
                         f.cfg.syn_retries = int(&t.from, "net.ipv4.tcp_syn_retries", f.cfg.syn_retries);
                         f.cfg.synack_retries = int(&t.to, "net.ipv4.tcp_synack_retries", f.cfg.synack_retries);
                         f.cfg.slow_start_after_idle = int(&t.from, "net.ipv4.tcp_slow_start_after_idle", 1) != 0;
+                        f.rate = *rate;
                         f.set_path(mtu, gso);
                         f.snd_cpu = place(self, src, &t.sender_cpus, stream as usize);
                         f.rcv_cpu = place(self, dst, &t.receiver_cpus, stream as usize);
@@ -1151,6 +1152,11 @@ impl Sim {
                 }
             }
             Ev::Connect { conn } => self.tcp_connect(conn),
+            Ev::TcpWrite { flow } => {
+                let f = &self.tcp[flow as usize];
+                let (h, c) = (f.src, f.snd_cpu);
+                self.give(h, c, Work::TcpWrite { flow }, false);
+            }
             Ev::Conn { conn, server } => self.conn_timer(conn, server, at),
             Ev::TcpSender { flow } => self.tcp_sender_timer(flow, at),
             Ev::TcpReceiver { flow } => self.tcp_receiver_timer(flow, at),

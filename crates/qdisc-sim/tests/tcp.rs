@@ -206,3 +206,45 @@ flows = 1
         assert_eq!(r.throughput[1].receiver.bytes, 0);
     }
 }
+
+#[test]
+fn an_app_limited_stream_restarts_its_window_after_idle_unless_the_sysctl_says_not() {
+    // iperf3 -b 1M over TCP: one 128 KiB block (131072 bytes, 91 segments) every
+    // 1.048576 s on a 100 ms path. The first burst ends by 0.6 s with cwnd 100; the
+    // second is written at 0.2 s (test start) + 1.048576 s after ~0.75 s (187 jiffies)
+    // of idle, more than the RTO (~300 ms, 75 jiffies): tcp_cwnd_restart halves cwnd
+    // for each further RTO (187 − 75 = 112 > 0, 37 > 0): 100 → 25, then slow start
+    // takes three round trips (25, 50, 16 segments). With the sysctl off, the 91
+    // segments go in one window. (The model sends whole segments only: the block's
+    // 752-byte tail waits for the next block instead of leaving at once as Nagle
+    // would let it, so the counts are floor(bytes / 1448).)
+    let text = |on: u32| {
+        format!(
+            r#"
+duration = "2s"
+[[host]]
+name = "client"
+[[host]]
+name = "server"
+[[link]]
+between = ["client:eth0", "server:eth0"]
+rate = "100mbit"
+delay = "50ms"
+[tc.client]
+script = "sysctl -w net.ipv4.tcp_slow_start_after_idle={on}"
+[[traffic]]
+kind = "tcp"
+from = "client"
+to = "server"
+rate = "1mbit"
+"#
+        )
+    };
+    let second_burst = |r: &RunResult| {
+        let ivs = &r.throughput[0].streams[0].intervals;
+        let b: Vec<u64> = ivs.iter().filter(|iv| iv.start >= 1.0 - 1e-9 && iv.bytes > 0).map(|iv| iv.bytes).collect();
+        b.iter().map(|b| b / 1448).collect::<Vec<_>>()
+    };
+    assert_eq!(second_burst(&run(&text(1))), [25, 50, 16]);
+    assert_eq!(second_burst(&run(&text(0))), [91]);
+}

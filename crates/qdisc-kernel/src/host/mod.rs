@@ -616,8 +616,12 @@ impl HostBackend {
                         cmd.args(["-t", &(t.duration / 1_000_000_000).to_string()]);
                         cmd.args(["-i", &format!("{}", opts.interval.as_secs_f64()), "-J"]);
                         match kind {
-                            TrafficKind::Tcp { flows, cc } => {
+                            TrafficKind::Tcp { flows, cc, rate } => {
                                 cmd.args(["-P", &flows.to_string(), "-C", cc]);
+                                // -b is per stream (iperf3's TCP default is unlimited).
+                                if let Some(r) = rate {
+                                    cmd.args(["-b", &(r * 8).to_string()]);
+                                }
                             }
                             TrafficKind::Udp { rate, size, flows } => {
                                 // -b is per stream; 0: unlimited.
