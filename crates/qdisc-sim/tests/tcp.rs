@@ -75,13 +75,14 @@ fn same_scenario_and_seed_give_byte_identical_results() {
     assert!(a.contains("\"backend\":\"sim\""));
 }
 
-/// A 10 Mbit/s, 10 ms path whose client pfifo (5 packets) a 100 Mbit/s UDP burst keeps
-/// full from `udp_start` for `udp_len`: whatever TCP sends then is dropped locally.
-/// One TCP stream starts at `tcp_start`.
-fn syn_loss(udp_start: &str, udp_len: &str, tcp_start: &str) -> RunResult {
+/// A 10 Mbit/s path (one-way `delay`) whose client pfifo (5 packets) a 100 Mbit/s UDP
+/// burst keeps full from `udp_start` for `udp_len`: whatever TCP sends then is dropped
+/// locally. One TCP stream starts at `tcp_start`; `sysctl` is a line of the client's script.
+fn syn_loss(sysctl: &str, delay: &str, duration: &str, udp: (&str, &str), tcp_start: &str) -> RunResult {
+    let (udp_start, udp_len) = udp;
     run(&format!(
         r#"
-duration = "4s"
+duration = "{duration}"
 [[host]]
 name = "client"
 [[host]]
@@ -89,9 +90,12 @@ name = "server"
 [[link]]
 between = ["client:eth0", "server:eth0"]
 rate = "10mbit"
-delay = "10ms"
+delay = "{delay}"
 [tc.client]
-script = "qdisc add dev eth0 root pfifo limit 5"
+script = """
+{sysctl}
+qdisc add dev eth0 root pfifo limit 5
+"""
 [[traffic]]
 kind = "udp"
 from = "client"
@@ -109,9 +113,14 @@ flows = 1
     ))
 }
 
-/// The stream's intervals: (start, bytes acknowledged).
-fn acked(r: &RunResult) -> Vec<(f64, u64)> {
-    r.throughput[1].streams[0].intervals.iter().map(|iv| ((iv.start * 10.0).round() / 10.0, iv.bytes)).collect()
+/// Bytes the stream had acknowledged in the 100 ms interval starting at `t` (seconds),
+/// after none before it; and its retransmissions.
+fn first_acked(r: &RunResult, t: f64) -> (u64, Option<u64>) {
+    let a: Vec<(f64, u64)> =
+        r.throughput[1].streams[0].intervals.iter().map(|iv| ((iv.start * 10.0).round() / 10.0, iv.bytes)).collect();
+    assert!(a.iter().all(|&(s, b)| s >= t || b == 0), "{a:?}");
+    let first = a.iter().find(|&&(s, _)| s == t).unwrap_or_else(|| panic!("{a:?}")).1;
+    (first, r.throughput[1].sender.retransmits)
 }
 
 #[test]
@@ -119,12 +128,10 @@ fn a_lost_control_syn_delays_the_test_by_the_initial_rto() {
     // iperf3's control connection sends its SYN at 0.1 s into the full queue; the
     // retransmission leaves 1 s later (TCP_TIMEOUT_INIT, at the jiffy: 1.100 s), then
     // the stream connects (one more RTT) and sends: nothing is acked before 1.1 s.
-    let r = syn_loss("0s", "200ms", "100ms");
-    let a = acked(&r);
-    assert!(a.iter().all(|&(t, b)| t >= 1.1 || b == 0), "{a:?}");
-    assert!(a.iter().any(|&(t, b)| t == 1.1 && b > 0), "{a:?}");
     // The stream's own SYN went through: no retransmission counted on it.
-    assert_eq!(r.throughput[1].sender.retransmits, Some(0));
+    let (first, retrans) = first_acked(&syn_loss("", "10ms", "4s", ("0s", "200ms"), "100ms"), 1.1);
+    assert!(first > 0);
+    assert_eq!(retrans, Some(0));
 }
 
 #[test]
@@ -133,12 +140,9 @@ fn a_lost_stream_syn_counts_as_a_retransmission_and_keeps_the_initial_window() {
     // control SYN-ACK) meets the burst. Retransmitted at 1.020 s, connected at 1.040 s:
     // the initial window of 10 segments (one lost SYN does not shrink it) is acked by
     // about 1.075 s, inside the interval 1.0–1.1.
-    let r = syn_loss("5ms", "500ms", "0s");
-    let a = acked(&r);
-    assert!(a.iter().all(|&(t, b)| t >= 1.0 || b == 0), "{a:?}");
-    let first = a.iter().find(|&&(t, _)| t == 1.0).unwrap().1;
-    assert!(first >= 10 * 1448, "{a:?}");
-    assert_eq!(r.throughput[1].sender.retransmits, Some(1));
+    let (first, retrans) = first_acked(&syn_loss("", "10ms", "4s", ("5ms", "500ms"), "0s"), 1.0);
+    assert!(first >= 10 * 1448, "{first}");
+    assert_eq!(retrans, Some(1));
 }
 
 #[test]
@@ -146,12 +150,9 @@ fn two_lost_stream_syns_start_the_window_at_one_segment() {
     // SYNs at 0.020 and 1.020 s are dropped, the third (3.020 s) connects at 3.040 s with
     // cwnd 1 (tcp_init_transfer): by 3.1 s at most 1 + 2 segments are acked, where the
     // initial window of 10 would have been.
-    let r = syn_loss("5ms", "2s", "0s");
-    let a = acked(&r);
-    assert!(a.iter().all(|&(t, b)| t >= 3.0 || b == 0), "{a:?}");
-    let first = a.iter().find(|&&(t, _)| t == 3.0).unwrap().1;
-    assert!(first > 0 && first <= 3 * 1448, "{a:?}");
-    assert_eq!(r.throughput[1].sender.retransmits, Some(2));
+    let (first, retrans) = first_acked(&syn_loss("", "10ms", "4s", ("5ms", "2s"), "0s"), 3.0);
+    assert!(first > 0 && first <= 3 * 1448, "{first}");
+    assert_eq!(retrans, Some(2));
 }
 
 #[test]
@@ -160,35 +161,9 @@ fn tcp_syn_retries_bounds_the_connect() {
     // SYNs at 0.01, 1.01 and 3.01 s and gives up at 7.01 s (iperf3 exits, nothing is
     // sent); with the default 6 it retransmits once more at 7.01 s: one more drop at
     // the client's pfifo, the UDP burst being the same in both runs.
-    let text = |retries: &str| {
-        format!(
-            r#"
-duration = "8s"
-[[host]]
-name = "client"
-[[host]]
-name = "server"
-[[link]]
-between = ["client:eth0", "server:eth0"]
-rate = "10mbit"
-[tc.client]
-script = """
-{retries}
-qdisc add dev eth0 root pfifo limit 5
-"""
-[[traffic]]
-kind = "udp"
-from = "client"
-to = "server"
-rate = "100mbit"
-[[traffic]]
-kind = "tcp"
-from = "client"
-to = "server"
-start = "10ms"
-flows = 1
-"#
-        )
+    let run = |retries: u32| {
+        let sysctl = format!("sysctl -w net.ipv4.tcp_syn_retries={retries}");
+        syn_loss(&sysctl, "0ms", "8s", ("0s", "8s"), "10ms")
     };
     let drops = |r: &RunResult| {
         r.tc.end
@@ -199,8 +174,7 @@ flows = 1
             .map(|q| q["drops"].as_u64().unwrap())
             .sum::<u64>()
     };
-    let two = run(&text("sysctl -w net.ipv4.tcp_syn_retries=2"));
-    let six = run(&text("sysctl -w net.ipv4.tcp_syn_retries=6"));
+    let (two, six) = (run(2), run(6));
     assert_eq!(drops(&six) - drops(&two), 1);
     for r in [&two, &six] {
         assert_eq!(r.throughput[1].receiver.bytes, 0);
@@ -219,26 +193,9 @@ fn an_app_limited_stream_restarts_its_window_after_idle_unless_the_sysctl_says_n
     // 752-byte tail waits for the next block instead of leaving at once as Nagle
     // would let it, so the counts are floor(bytes / 1448).)
     let text = |on: u32| {
-        format!(
-            r#"
-duration = "2s"
-[[host]]
-name = "client"
-[[host]]
-name = "server"
-[[link]]
-between = ["client:eth0", "server:eth0"]
-rate = "100mbit"
-delay = "50ms"
-[tc.client]
-script = "sysctl -w net.ipv4.tcp_slow_start_after_idle={on}"
-[[traffic]]
-kind = "tcp"
-from = "client"
-to = "server"
-rate = "1mbit"
-"#
-        )
+        let sysctl = format!("sysctl -w net.ipv4.tcp_slow_start_after_idle={on}");
+        // The tcp entry is the last table: its rate follows.
+        link("100mbit", "50ms", 1, "2s", &sysctl) + "rate = \"1mbit\"\n"
     };
     let second_burst = |r: &RunResult| {
         let ivs = &r.throughput[0].streams[0].intervals;
