@@ -850,6 +850,22 @@ fn parse_rate(cx: &Cx, v: &Spanned<String>, field: &str) -> Result<u64, LoadErro
     Err(cx.at(v.span(), field, msg))
 }
 
+/// A traffic entry's `rate`: a tc rate, or "unlimited" (`None`: iperf3's `-b 0`).
+fn parse_rate_or_unlimited(cx: &Cx, v: &Spanned<String>, field: &str) -> Result<Option<u64>, LoadError> {
+    let text = v.get_ref().trim();
+    if text == "unlimited" {
+        return Ok(None);
+    }
+    if get_rate64(text).is_none() {
+        let msg = format!(
+            "invalid rate {:?} (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")",
+            v.get_ref()
+        );
+        return Err(cx.at(v.span(), field, msg));
+    }
+    parse_rate(cx, v, field).map(Some)
+}
+
 /// Why [`checked_rate`] refuses a rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RateProblem {
@@ -1321,18 +1337,7 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                 // iperf3 -b: per stream; unlimited (bulk) unless given.
                 let rate = match &r.rate {
                     None => None,
-                    Some(rv) if rv.get_ref().trim() == "unlimited" => None,
-                    Some(rv) if get_rate64(rv.get_ref().trim()).is_none() => {
-                        return Err(cx.at(
-                            rv.span(),
-                            f("rate"),
-                            format!(
-                                "invalid rate {:?} (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")",
-                                rv.get_ref()
-                            ),
-                        ));
-                    }
-                    Some(rv) => Some(parse_rate(cx, rv, &f("rate"))?),
+                    Some(rv) => parse_rate_or_unlimited(cx, rv, &f("rate"))?,
                 };
                 TrafficKind::Tcp { flows, cc, rate }
             }
@@ -1344,20 +1349,7 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                         "missing: udp traffic needs a rate per flow (e.g. rate = \"50mbit\", or \"unlimited\")",
                     ));
                 };
-                let rate = if rv.get_ref().trim() == "unlimited" {
-                    None
-                } else if get_rate64(rv.get_ref().trim()).is_none() {
-                    return Err(cx.at(
-                        rv.span(),
-                        f("rate"),
-                        format!(
-                            "invalid rate {:?} (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")",
-                            rv.get_ref()
-                        ),
-                    ));
-                } else {
-                    Some(parse_rate(cx, rv, &f("rate"))?)
-                };
+                let rate = parse_rate_or_unlimited(cx, rv, &f("rate"))?;
                 let size = match &r.size {
                     None => 1400,
                     Some(v) => {

@@ -77,25 +77,14 @@ fn same_scenario_and_seed_give_byte_identical_results() {
 
 /// A 10 Mbit/s path (one-way `delay`) whose client pfifo (5 packets) a 100 Mbit/s UDP
 /// burst keeps full from `udp_start` for `udp_len`: whatever TCP sends then is dropped
-/// locally. One TCP stream starts at `tcp_start`; `sysctl` is a line of the client's script.
+/// locally. One TCP stream (traffic[0]) starts at `tcp_start`; `sysctl` is a line of
+/// the client's script.
 fn syn_loss(sysctl: &str, delay: &str, duration: &str, udp: (&str, &str), tcp_start: &str) -> RunResult {
     let (udp_start, udp_len) = udp;
-    run(&format!(
-        r#"
-duration = "{duration}"
-[[host]]
-name = "client"
-[[host]]
-name = "server"
-[[link]]
-between = ["client:eth0", "server:eth0"]
-rate = "10mbit"
-delay = "{delay}"
-[tc.client]
-script = """
-{sysctl}
-qdisc add dev eth0 root pfifo limit 5
-"""
+    let script = format!("{sysctl}\nqdisc add dev eth0 root pfifo limit 5");
+    run(&(link("10mbit", delay, 1, duration, &script)
+        + &format!(
+            r#"start = "{tcp_start}"
 [[traffic]]
 kind = "udp"
 from = "client"
@@ -103,24 +92,18 @@ to = "server"
 rate = "100mbit"
 start = "{udp_start}"
 duration = "{udp_len}"
-[[traffic]]
-kind = "tcp"
-from = "client"
-to = "server"
-start = "{tcp_start}"
-flows = 1
 "#
-    ))
+        )))
 }
 
 /// Bytes the stream had acknowledged in the 100 ms interval starting at `t` (seconds),
 /// after none before it; and its retransmissions.
 fn first_acked(r: &RunResult, t: f64) -> (u64, Option<u64>) {
     let a: Vec<(f64, u64)> =
-        r.throughput[1].streams[0].intervals.iter().map(|iv| ((iv.start * 10.0).round() / 10.0, iv.bytes)).collect();
+        r.throughput[0].streams[0].intervals.iter().map(|iv| ((iv.start * 10.0).round() / 10.0, iv.bytes)).collect();
     assert!(a.iter().all(|&(s, b)| s >= t || b == 0), "{a:?}");
     let first = a.iter().find(|&&(s, _)| s == t).unwrap_or_else(|| panic!("{a:?}")).1;
-    (first, r.throughput[1].sender.retransmits)
+    (first, r.throughput[0].sender.retransmits)
 }
 
 #[test]
@@ -177,7 +160,7 @@ fn tcp_syn_retries_bounds_the_connect() {
     let (two, six) = (run(2), run(6));
     assert_eq!(drops(&six) - drops(&two), 1);
     for r in [&two, &six] {
-        assert_eq!(r.throughput[1].receiver.bytes, 0);
+        assert_eq!(r.throughput[0].receiver.bytes, 0);
     }
 }
 
