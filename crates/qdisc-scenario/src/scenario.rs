@@ -53,10 +53,9 @@ pub const MAX_RETAINED_FIGURES: u64 = 10_000_000;
 pub const DEFAULT_CPUS: u32 = 4;
 
 /// The `sysctl` keys a script may set (`sysctl -w KEY=VALUE`), in the order the errors
-/// list them. All of them but `net.ipv4.tcp_congestion_control` are global to a kernel,
-/// not per network namespace (see docs/scenarios.md, "Settings", and
-/// [`per_netns_sysctl`]).
-pub const SYSCTL_KEYS: [&str; 11] = [
+/// list them. The `net.core` ones are global to a kernel, the `net.ipv4` ones per
+/// network namespace (see docs/scenarios.md, "Settings", and [`per_netns_sysctl`]).
+pub const SYSCTL_KEYS: [&str; 14] = [
     "net.core.default_qdisc",
     "net.core.dev_weight",
     "net.core.dev_weight_tx_bias",
@@ -68,6 +67,9 @@ pub const SYSCTL_KEYS: [&str; 11] = [
     "net.core.gro_normal_batch",
     "net.core.rps_sock_flow_entries",
     "net.ipv4.tcp_congestion_control",
+    "net.ipv4.tcp_syn_retries",
+    "net.ipv4.tcp_synack_retries",
+    "net.ipv4.tcp_slow_start_after_idle",
 ];
 
 /// The TCP congestion controls a scenario may name (`cc`, and `sysctl -w
@@ -81,7 +83,7 @@ pub const DEFAULT_CONGESTION_CONTROL: &str = "cubic";
 /// Whether a [`SYSCTL_KEYS`] key is per network namespace (`net.ipv4.*`, registered by
 /// `ipv4_sysctl_init_net` for every namespace) rather than a kernel global.
 pub fn per_netns_sysctl(key: &str) -> bool {
-    key == "net.ipv4.tcp_congestion_control"
+    key.starts_with("net.ipv4.")
 }
 
 /// The error for a congestion control name the simulator does not model.
@@ -367,8 +369,10 @@ pub struct Traffic {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum TrafficKind {
-    /// Bulk TCP, `flows` parallel connections with congestion control `cc`.
-    Tcp { flows: u32, cc: String },
+    /// TCP, `flows` parallel connections with congestion control `cc`: bulk, or each
+    /// stream held to `rate` bytes/s on average by its writer (iperf3's `-b` with TCP:
+    /// a block is written while the average since the test began is below it).
+    Tcp { flows: u32, cc: String, rate: Option<u64> },
     /// Constant-bitrate UDP: `flows` streams of `size`-byte payloads, each at `rate`
     /// bytes/s (iperf3's `-b` is per stream); `None`: `rate = "unlimited"`, as fast as
     /// the sender can (iperf3 `-b 0`).
@@ -846,6 +850,22 @@ fn parse_rate(cx: &Cx, v: &Spanned<String>, field: &str) -> Result<u64, LoadErro
     Err(cx.at(v.span(), field, msg))
 }
 
+/// A traffic entry's `rate`: a tc rate, or "unlimited" (`None`: iperf3's `-b 0`).
+fn parse_rate_or_unlimited(cx: &Cx, v: &Spanned<String>, field: &str) -> Result<Option<u64>, LoadError> {
+    let text = v.get_ref().trim();
+    if text == "unlimited" {
+        return Ok(None);
+    }
+    if get_rate64(text).is_none() {
+        let msg = format!(
+            "invalid rate {:?} (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")",
+            v.get_ref()
+        );
+        return Err(cx.at(v.span(), field, msg));
+    }
+    parse_rate(cx, v, field).map(Some)
+}
+
 /// Why [`checked_rate`] refuses a rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RateProblem {
@@ -1195,7 +1215,7 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
         let f = |name: &str| format!("traffic[{i}].{name}");
         let kind = r.kind.get_ref().as_str();
         let takes: &[&str] = match kind {
-            "tcp" => &["flows", "cc", "sender_cpus", "receiver_cpus"],
+            "tcp" => &["flows", "cc", "rate", "sender_cpus", "receiver_cpus"],
             "udp" => &["rate", "size", "flows", "sender_cpus", "receiver_cpus"],
             "pktgen" => &["rate", "size", "flows", "sender_cpus"],
             "ping" => &["interval", "sender_cpus"],
@@ -1314,7 +1334,12 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                         s.clone()
                     }
                 };
-                TrafficKind::Tcp { flows, cc }
+                // iperf3 -b: per stream; unlimited (bulk) unless given.
+                let rate = match &r.rate {
+                    None => None,
+                    Some(rv) => parse_rate_or_unlimited(cx, rv, &f("rate"))?,
+                };
+                TrafficKind::Tcp { flows, cc, rate }
             }
             "udp" => {
                 let Some(rv) = &r.rate else {
@@ -1324,20 +1349,7 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                         "missing: udp traffic needs a rate per flow (e.g. rate = \"50mbit\", or \"unlimited\")",
                     ));
                 };
-                let rate = if rv.get_ref().trim() == "unlimited" {
-                    None
-                } else if get_rate64(rv.get_ref().trim()).is_none() {
-                    return Err(cx.at(
-                        rv.span(),
-                        f("rate"),
-                        format!(
-                            "invalid rate {:?} (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")",
-                            rv.get_ref()
-                        ),
-                    ));
-                } else {
-                    Some(parse_rate(cx, rv, &f("rate"))?)
-                };
+                let rate = parse_rate_or_unlimited(cx, rv, &f("rate"))?;
                 let size = match &r.size {
                     None => 1400,
                     Some(v) => {
@@ -1621,6 +1633,10 @@ pub fn sysctl_range(key: &str) -> Option<(i64, i64, &'static str)> {
         "net.core.gro_normal_batch" => Some((1, i32::MAX as i64, "")),
         // rps_sock_flow_sysctl: more than 2^29 entries is refused (overflow guard).
         "net.core.rps_sock_flow_entries" => Some((0, 1 << 29, "")),
+        // proc_dou8vec_minmax (net/ipv4/sysctl_net_ipv4.c): a u8, tcp_syn_retries
+        // between tcp_syn_retries_min and MAX_TCP_SYNCNT.
+        "net.ipv4.tcp_syn_retries" => Some((1, 127, "")),
+        "net.ipv4.tcp_synack_retries" | "net.ipv4.tcp_slow_start_after_idle" => Some((0, 255, "")),
         _ => None,
     }
 }

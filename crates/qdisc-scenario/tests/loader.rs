@@ -142,7 +142,12 @@ fn a_valid_file_loads_with_tc_units() {
     assert_eq!(t.host, "a");
     assert_eq!(t.lines.iter().map(|l| l.line).collect::<Vec<_>>(), [15, 16]);
     assert_eq!(t.lines[1].args[..4], ["class", "add", "dev", "eth0"]);
-    assert_eq!(s.traffic[0].kind, TrafficKind::Tcp { flows: 4, cc: "cubic".into() });
+    assert_eq!(s.traffic[0].kind, TrafficKind::Tcp { flows: 4, cc: "cubic".into(), rate: None });
+    // iperf3 -b with TCP: bytes/s per stream; "unlimited" is the bulk default.
+    for (rate, want) in [("\"8mbit\"", Some(1_000_000)), ("\"unlimited\"", None)] {
+        let s = load(&with("flows = 4", &format!("flows = 4\nrate = {rate}"))).unwrap();
+        assert_eq!(s.traffic[0].kind, TrafficKind::Tcp { flows: 4, cc: "cubic".into(), rate: want });
+    }
     assert_eq!((s.traffic[0].start, s.traffic[0].duration), (0, 5_000_000_000));
     assert_eq!(s.traffic[1].kind, TrafficKind::Ping { interval: 10_000_000 });
     assert_eq!(s.link_between("b", "a").unwrap().0, 0);
@@ -348,7 +353,7 @@ fn mistakes_are_named_exactly() {
         (with("class add dev eth0", "-n foo class add dev eth0"), "t.toml:16:1: tc.a.script: script line 2: option \"-n\" is not allowed: each script runs in its host's namespace"),
         // Traffic kinds and their fields.
         (with("kind = \"tcp\"", "kind = \"tpc\""), "t.toml:20:8: traffic[0].kind: unknown traffic kind \"tpc\" (expected \"tcp\", \"udp\", \"pktgen\" or \"ping\")"),
-        (with("flows = 4", "flows = 4\ninterval = \"1s\""), "t.toml:24:12: traffic[0].interval: does not apply to kind \"tcp\" (tcp takes: from, to, start, duration, flows, cc, sender_cpus, receiver_cpus)"),
+        (with("flows = 4", "flows = 4\ninterval = \"1s\""), "t.toml:24:12: traffic[0].interval: does not apply to kind \"tcp\" (tcp takes: from, to, start, duration, flows, cc, rate, sender_cpus, receiver_cpus)"),
         (with("flows = 4", "flows = 0"), "t.toml:23:9: traffic[0].flows: must be between 1 and 128"),
         (with("flows = 4", "flows = 4\ncc = \"cu bic\""), "t.toml:24:6: traffic[0].cc: unknown congestion control \"cu bic\" (the simulator models cubic, reno, bbr, dctcp)"),
         (with("flows = 4", "flows = 4\ncc = \"BBR\""), "t.toml:24:6: traffic[0].cc: unknown congestion control \"BBR\" (the simulator models cubic, reno, bbr, dctcp)"),
@@ -370,15 +375,20 @@ fn mistakes_are_named_exactly() {
         (with("flows = 4", "flows = 4\nsender_cpus = \"3-1\""), "t.toml:24:15: traffic[0].sender_cpus: invalid cpu list \"3-1\" (taskset -c syntax, e.g. \"0-3\", \"0,2\", \"0-47:2\")"),
         (with("interval = \"10ms\"", "interval = \"10ms\"\nreceiver_cpus = \"0\""), "t.toml:30:17: traffic[1].receiver_cpus: does not apply to kind \"ping\" (ping takes: from, to, start, duration, interval, sender_cpus)"),
         // udp: flows, "unlimited".
+        (with("flows = 4", "flows = 4\nrate = \"fast\""), "t.toml:24:8: traffic[0].rate: invalid rate \"fast\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")"),
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"lots\""), "t.toml:29:8: traffic[1].rate: invalid rate \"lots\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")"),
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"unlimited\"\nflows = 129"), "t.toml:30:9: traffic[1].flows: must be between 1 and 128"),
         // Settings in a script: sysctl.
-        (with(CLASS, "sysctl -w net.core.foo=1"), "t.toml:16:1: tc.a.script: script line 2: unknown sysctl key \"net.core.foo\" (supported: net.core.default_qdisc, net.core.dev_weight, net.core.dev_weight_tx_bias, net.core.dev_weight_rx_bias, net.core.netdev_budget, net.core.netdev_budget_usecs, net.core.netdev_max_backlog, net.core.skb_defer_max, net.core.gro_normal_batch, net.core.rps_sock_flow_entries, net.ipv4.tcp_congestion_control)"),
+        (with(CLASS, "sysctl -w net.core.foo=1"), "t.toml:16:1: tc.a.script: script line 2: unknown sysctl key \"net.core.foo\" (supported: net.core.default_qdisc, net.core.dev_weight, net.core.dev_weight_tx_bias, net.core.dev_weight_rx_bias, net.core.netdev_budget, net.core.netdev_budget_usecs, net.core.netdev_max_backlog, net.core.skb_defer_max, net.core.gro_normal_batch, net.core.rps_sock_flow_entries, net.ipv4.tcp_congestion_control, net.ipv4.tcp_syn_retries, net.ipv4.tcp_synack_retries, net.ipv4.tcp_slow_start_after_idle)"),
         (with(CLASS, "sysctl -w net.core.dev_weight=0"), "t.toml:16:1: tc.a.script: script line 2: net.core.dev_weight = 0 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl net.core.dev_weight_rx_bias=2147483648"), "t.toml:16:1: tc.a.script: script line 2: net.core.dev_weight_rx_bias = 2147483648 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl -w net.core.netdev_budget_usecs=2000"), "t.toml:16:1: tc.a.script: script line 2: net.core.netdev_budget_usecs = 2000 is out of range: the kernel takes 8000 to 2147483647 (at least 2 jiffies: 8000 µs at HZ=250)"),
         (with(CLASS, "sysctl -w net.core.netdev_max_backlog=-2147483649"), "t.toml:16:1: tc.a.script: script line 2: net.core.netdev_max_backlog = -2147483649 is out of range: the kernel takes -2147483648 to 2147483647"),
         (with(CLASS, "sysctl -w net.core.skb_defer_max=-1"), "t.toml:16:1: tc.a.script: script line 2: net.core.skb_defer_max = -1 is out of range: the kernel takes 0 to 2147483647"),
+        (with(CLASS, "sysctl -w net.ipv4.tcp_syn_retries=0"), "t.toml:16:1: tc.a.script: script line 2: net.ipv4.tcp_syn_retries = 0 is out of range: the kernel takes 1 to 127"),
+        (with(CLASS, "sysctl -w net.ipv4.tcp_syn_retries=128"), "t.toml:16:1: tc.a.script: script line 2: net.ipv4.tcp_syn_retries = 128 is out of range: the kernel takes 1 to 127"),
+        (with(CLASS, "sysctl -w net.ipv4.tcp_synack_retries=256"), "t.toml:16:1: tc.a.script: script line 2: net.ipv4.tcp_synack_retries = 256 is out of range: the kernel takes 0 to 255"),
+        (with(CLASS, "sysctl -w net.ipv4.tcp_slow_start_after_idle=x"), "t.toml:16:1: tc.a.script: script line 2: net.ipv4.tcp_slow_start_after_idle = \"x\": not an integer"),
         (with(CLASS, "echo 2147483648 > /proc/sys/net/core/skb_defer_max"), "t.toml:16:1: tc.a.script: script line 2: net.core.skb_defer_max = 2147483648 is out of range: the kernel takes 0 to 2147483647"),
         (with(CLASS, "sysctl -w net.core.gro_normal_batch=0"), "t.toml:16:1: tc.a.script: script line 2: net.core.gro_normal_batch = 0 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl -w net.core.netdev_budget=lots"), "t.toml:16:1: tc.a.script: script line 2: net.core.netdev_budget = \"lots\": not an integer"),

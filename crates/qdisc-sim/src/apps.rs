@@ -4,8 +4,11 @@
 //! * TCP: a [`tcp::TcpSender`] on the client and a [`tcp::TcpReceiver`] on the server
 //!   per connection; every skb is charged to the sender's socket until the driver
 //!   frees it (TSQ), the local qdisc's verdict goes back to TCP (local congestion),
-//!   and the socket's pacing rate is published for fq. A connection is established
-//!   at its start (no handshake) and stops sending at its end.
+//!   and the socket's pacing rate is published for fq. Connections open as iperf3
+//!   opens them ([`Conn`]): at the entry's start the control connection's handshake,
+//!   then each stream's, one after the other (`iperf_connect` → `iperf_tcp_connect`
+//!   per stream: each connect() returns before the next begins); every stream starts
+//!   writing when the last one has connected, and stops at the entry's end.
 //! * UDP: one datagram of `size` payload bytes every `size / rate` seconds; the
 //!   receiver counts datagrams, losses (gaps in the sequence, as iperf3) and jitter
 //!   (RFC 3550's running estimate, as iperf3).
@@ -19,6 +22,7 @@ use qdisc_scenario::result::RttSample;
 use crate::cpu::{Class, Func, Step, Work};
 use crate::cpu_xmit::{Then, XmitTask};
 use crate::event::Ev;
+use crate::tcp::handshake::{Accept, Connect, HsKind, HsSeg};
 use crate::tcp::{self, LocalXmit};
 use crate::world::{Meta, Payload, Sim};
 
@@ -26,6 +30,8 @@ use crate::world::{Meta, Payload, Sim};
 const RECEIVER: u64 = 1 << 40;
 const UDP: u64 = 2 << 40;
 const PING: u64 = 3 << 40;
+/// Handshake-only sockets (the control connections; a stream's SYN uses these too).
+const CONN: u64 = 4 << 40;
 /// iperf3's TCP write size (`-l` default, 128 KiB), and the room in the send buffer
 /// that wakes a writer blocked on a full one.
 const BLOCK: u64 = 128 * 1024;
@@ -34,6 +40,81 @@ const WAKE: u64 = BLOCK / 2;
 const UDP_HEADERS: u32 = 8 + 20 + 14;
 /// An ICMP echo of ping's default 56 data bytes, with IPv4 and Ethernet headers.
 const PING_LEN: u32 = 56 + 8 + 20 + 14;
+
+/// One TCP connection's handshake: iperf3's control connection of a traffic entry, or
+/// one of its streams. The client connects at the entry's start (the control
+/// connection) or when the connection before it has connected (`next`).
+pub struct Conn {
+    /// The stream this connection carries; `None`: the control connection.
+    pub flow: Option<u32>,
+    pub src: u32,
+    pub dst: u32,
+    key: FlowKey,
+    sk: Arc<Socket>,
+    rsk: Arc<Socket>,
+    snd_cpu: u32,
+    rcv_cpu: u32,
+    /// The connection to open once this one's connect() has returned; `None`: this
+    /// is the entry's last, and its connect() starts the test.
+    pub next: Option<u32>,
+    /// The streams of the entry (they start writing together).
+    pub streams: std::ops::Range<u32>,
+    /// Host sysctls: `tcp_syn_retries`, `tcp_synack_retries`; `CONFIG_HZ`.
+    syn_retries: u32,
+    synack_retries: u32,
+    hz: u32,
+    client: Option<Connect>,
+    server: Option<Accept>,
+    /// What the client echoes (TSecr) in its first segments: the SYN-ACK's TSval.
+    echo: u32,
+    client_timer: Option<Instant>,
+    server_timer: Option<Instant>,
+}
+
+impl Conn {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        flow: Option<u32>,
+        src: u32,
+        dst: u32,
+        key: FlowKey,
+        id: u32,
+        cpus: (u32, u32),
+        streams: std::ops::Range<u32>,
+        cfg: &tcp::TcpConfig,
+    ) -> Conn {
+        let hash = key.hash();
+        Conn {
+            flow,
+            src,
+            dst,
+            key,
+            sk: Sim::socket(CONN | id as u64, hash, true),
+            rsk: Sim::socket(CONN | RECEIVER | id as u64, hash, true),
+            snd_cpu: cpus.0,
+            rcv_cpu: cpus.1,
+            next: None,
+            streams,
+            syn_retries: cfg.syn_retries,
+            synack_retries: cfg.synack_retries,
+            hz: cfg.hz,
+            client: None,
+            server: None,
+            echo: 0,
+            client_timer: None,
+            server_timer: None,
+        }
+    }
+
+    /// The CPU of the thread owning the socket of `host` that takes a segment.
+    pub fn cpu_of(&self, host: u32) -> u32 {
+        if host == self.src {
+            self.snd_cpu
+        } else {
+            self.rcv_cpu
+        }
+    }
+}
 
 pub struct TcpFlow {
     pub traffic: usize,
@@ -56,6 +137,14 @@ pub struct TcpFlow {
     pub rcv_cpu: u32,
     /// The sending application waits for room in the send buffer.
     app_blocked: bool,
+    /// The stream's connection ([`Conn`]).
+    pub conn: u32,
+    /// iperf3 `-b` (bytes/s, per stream): the writer's average since the test began
+    /// stays below it; `None`: bulk.
+    pub rate: Option<u64>,
+    /// When the test began (every stream connected) and what the writer has written since.
+    test_start: Instant,
+    app_bytes: u64,
 }
 
 impl TcpFlow {
@@ -67,13 +156,11 @@ impl TcpFlow {
         dst: u32,
         key: FlowKey,
         cc: tcp::CongestionControl,
-        base_rtt: qdisc::Duration,
         start: Instant,
         end: Instant,
         id: u32,
     ) -> Self {
-        // The handshake's RTT sample, as the SYN/SYN-ACK exchange would give it.
-        let cfg = tcp::TcpConfig { cc, syn_rtt: Some(base_rtt), ..Default::default() };
+        let cfg = tcp::TcpConfig { cc, ..Default::default() };
         let hash = key.hash();
         TcpFlow {
             traffic,
@@ -94,6 +181,10 @@ impl TcpFlow {
             snd_cpu: 0,
             rcv_cpu: 0,
             app_blocked: false,
+            conn: 0,
+            rate: None,
+            test_start: start,
+            app_bytes: 0,
         }
     }
 
@@ -265,22 +356,149 @@ fn has_fq(dev: &qdisc::tree::Device) -> bool {
 }
 
 impl Sim {
-    pub fn tcp_start(&mut self, flow: u32) {
+    /// connect() on connection `conn` (`tcp_connect`): its SYN goes out.
+    pub fn tcp_connect(&mut self, conn: u32) {
         let now = self.now;
-        let f = &mut self.tcp[flow as usize];
-        let mut sender = tcp::TcpSender::new(f.cfg.clone(), now);
-        let src = f.src;
-        let dst = f.dst;
-        f.receiver = Some(tcp::TcpReceiver::new(&f.cfg, now));
-        if let Some(iface) = self.hosts[src as usize].route[dst as usize] {
-            if has_fq(self.device(iface)) {
-                sender.set_pacing_status(tcp::PacingStatus::Fq);
+        let c = &mut self.conns[conn as usize];
+        let (client, syn) = Connect::new(now, c.hz, c.syn_retries);
+        c.client = Some(client);
+        self.hs_send(conn, true, syn);
+        self.arm_conn(conn);
+    }
+
+    /// A handshake segment from the client (`true`) or the server of `conn`.
+    fn hs_send(&mut self, conn: u32, from_client: bool, seg: HsSeg) {
+        let c = &self.conns[conn as usize];
+        let reverse = FlowKey { src: c.key.dst, dst: c.key.src, sport: c.key.dport, dport: c.key.sport, proto: 6 };
+        let (src, dst, key, sk) =
+            if from_client { (c.src, c.dst, c.key, c.sk.clone()) } else { (c.dst, c.src, reverse, c.rsk.clone()) };
+        let meta = Meta { src, dst, payload: Payload::Hs { conn, seg }, alloc: u32::MAX };
+        let mut pkt = self.packet(seg.wire_len(), 1, &key, meta);
+        pkt.sk = Some(sk);
+        self.send(src, dst, pkt);
+    }
+
+    fn arm_conn(&mut self, conn: u32) {
+        let c = &mut self.conns[conn as usize];
+        let want = c.client.as_ref().and_then(|x| x.next_timer());
+        arm(&mut self.events, &mut c.client_timer, want, self.now, Ev::Conn { conn, server: false });
+        let want = c.server.as_ref().and_then(|x| x.next_timer());
+        arm(&mut self.events, &mut c.server_timer, want, self.now, Ev::Conn { conn, server: true });
+    }
+
+    /// The SYN's (client) or SYN-ACK's (server) retransmission timer of `conn`.
+    pub fn conn_timer(&mut self, conn: u32, server: bool, at: Instant) {
+        let now = self.now;
+        let c = &mut self.conns[conn as usize];
+        let slot = if server { &mut c.server_timer } else { &mut c.client_timer };
+        if *slot != Some(at) {
+            return;
+        }
+        *slot = None;
+        let seg = if server {
+            c.server.as_mut().and_then(|a| a.on_timer(now))
+        } else {
+            c.client.as_mut().and_then(|x| x.on_timer(now))
+        };
+        if let Some(seg) = seg {
+            self.hs_send(conn, !server, seg);
+        }
+        self.arm_conn(conn);
+    }
+
+    /// A handshake segment reaches its end of `conn`.
+    pub fn hs_receive(&mut self, conn: u32, seg: HsSeg) {
+        let now = self.now;
+        let c = &mut self.conns[conn as usize];
+        match seg.kind {
+            HsKind::Syn => {
+                // A request the server dropped is forgotten: a new SYN makes a new one.
+                let reply = match c.server.as_mut() {
+                    Some(a) if a.done != Some(false) => a.on_syn(&seg, now),
+                    _ => {
+                        let (a, synack) = Accept::new(&seg, now, c.hz, c.synack_retries);
+                        c.server = Some(a);
+                        Some(synack)
+                    }
+                };
+                if let Some(r) = reply {
+                    self.hs_send(conn, false, r);
+                }
+                self.arm_conn(conn);
+            }
+            HsKind::SynAck => {
+                let Some(client) = c.client.as_mut() else { return };
+                match client.on_synack(&seg, now) {
+                    Some(done) => {
+                        c.echo = done.ack.tsecr;
+                        self.hs_send(conn, true, done.ack);
+                        self.arm_conn(conn);
+                        self.connected(conn, done);
+                    }
+                    // An established client answers a retransmitted SYN-ACK with an
+                    // ACK (tcp_validate_incoming's challenge ACK): how a lost last ACK
+                    // of the handshake is repaired when no data follows.
+                    None if client.done == Some(true) => {
+                        let ack = HsSeg { kind: HsKind::Ack, tsval: tcp::ts_ms(now), tsecr: seg.tsval };
+                        self.hs_send(conn, true, ack);
+                    }
+                    None => {}
+                }
+            }
+            HsKind::Ack => {
+                self.accept(conn, seg.tsecr);
             }
         }
-        self.tcp[flow as usize].sender = Some(sender);
-        // iperf3's thread writes into the socket on its CPU (Work::TcpWrite).
-        let c = self.tcp[flow as usize].snd_cpu;
-        self.give(src, c, Work::TcpWrite { flow }, false);
+    }
+
+    /// The server's request becomes a socket (`tcp_check_req` → `tcp_create_openreq_child`),
+    /// on the handshake's ACK or the first data that carries it; a stream's receiver
+    /// starts with `tcp_synack_rtt_meas`'s sample. False if there is no request to accept.
+    fn accept(&mut self, conn: u32, tsecr: u32) -> bool {
+        let now = self.now;
+        let c = &mut self.conns[conn as usize];
+        let Some(rtt) = c.server.as_mut().and_then(|a| a.on_ack(tsecr, now)) else { return false };
+        if let Some(flow) = c.flow {
+            let f = &mut self.tcp[flow as usize];
+            let cfg = tcp::TcpConfig { syn_rtt: Some(rtt), ..f.cfg.clone() };
+            f.receiver = Some(tcp::TcpReceiver::new(&cfg, now));
+        }
+        true
+    }
+
+    /// connect() returned (`tcp_finish_connect` → `tcp_init_transfer`): a stream's sender
+    /// starts with the handshake's RTT sample and initial window; then iperf3 connects
+    /// the next stream, or, after the last, every stream starts writing.
+    fn connected(&mut self, conn: u32, done: tcp::handshake::Connected) {
+        let now = self.now;
+        let c = &self.conns[conn as usize];
+        let (next, streams) = (c.next, c.streams.clone());
+        if let Some(flow) = c.flow {
+            let f = &mut self.tcp[flow as usize];
+            f.cfg.syn_rtt = Some(done.rtt);
+            f.cfg.syn_retrans = done.syn_retrans;
+            f.cfg.syn_cwnd_one = done.cwnd_one;
+            let mut sender = tcp::TcpSender::new(f.cfg.clone(), now);
+            let (src, dst) = (f.src, f.dst);
+            if let Some(iface) = self.hosts[src as usize].route[dst as usize] {
+                if has_fq(self.device(iface)) {
+                    sender.set_pacing_status(tcp::PacingStatus::Fq);
+                }
+            }
+            self.tcp[flow as usize].sender = Some(sender);
+        }
+        match next {
+            Some(n) => self.tcp_connect(n),
+            None => {
+                // iperf3's threads write into their sockets on their CPUs (Work::TcpWrite).
+                for flow in streams {
+                    let f = &mut self.tcp[flow as usize];
+                    f.test_start = now;
+                    let (src, c) = (f.src, f.snd_cpu);
+                    self.give(src, c, Work::TcpWrite { flow }, false);
+                }
+            }
+        }
     }
 
     /// iperf3's `write()` of a 128 KiB block on CPU `c` (as much as the send buffer
@@ -292,13 +510,25 @@ impl Sim {
         if self.now >= f.end {
             return Step::Done(0);
         }
+        // iperf3 -b (iperf_check_throttle): the next block only once the average since
+        // the test began, written bytes × 8 / elapsed, is below the rate; the thread's
+        // polling of that test is taken as exact.
+        if let Some(rate) = f.rate {
+            let due =
+                f.test_start + qdisc::Duration((f.app_bytes as u128 * 1_000_000_000 / rate.max(1) as u128) as u64);
+            if f.app_bytes > 0 && self.now <= due {
+                self.events.at(due + qdisc::Duration(1), Ev::TcpWrite { flow });
+                return Step::Done(0);
+            }
+        }
         // A blocking write sleeps until sk_stream_wspace is back to half a block.
         let bytes = s.write_room().min(BLOCK);
         if bytes < WAKE {
             f.app_blocked = true;
             return Step::Done(0);
         }
-        s.app_write(bytes, f.sk.wmem_alloc());
+        s.app_write(bytes, f.sk.wmem_alloc(), self.now);
+        f.app_bytes += bytes;
         let k = &self.cpus(h).costs;
         let (call, copy) = (k.tcp_sendmsg * bytes.div_ceil(65536), k.copy(bytes));
         self.cpus(h).charge(c, Class::Sys, Func::TcpSendmsg as u16, call);
@@ -386,6 +616,14 @@ impl Sim {
 
     pub fn tcp_data(&mut self, flow: u32, seg: tcp::Segment, ce: bool, alloc: u32) {
         let now = self.now;
+        let f = &mut self.tcp[flow as usize];
+        if f.receiver.is_none() {
+            // The handshake's last ACK was lost: this segment carries it.
+            let (conn, echo) = (f.conn, self.conns[f.conn as usize].echo);
+            if !self.accept(conn, echo) {
+                return;
+            }
+        }
         let f = &mut self.tcp[flow as usize];
         let Some(r) = f.receiver.as_mut() else { return };
         let (dst, rcv_cpu, bytes) = (f.dst, f.rcv_cpu, seg.len as u64);

@@ -15,8 +15,12 @@ pub enum Ev {
     Watchdog { iface: u32, txq: u32 },
     /// `__qdisc_run` used its quota: the NET_TX softirq runs the queue again.
     NetTx { iface: u32, txq: u32 },
-    /// A TCP connection starts.
-    TcpStart { flow: u32 },
+    /// The client of TCP connection `conn` (apps.rs `Conn`) calls connect().
+    Connect { conn: u32 },
+    /// A rate-limited TCP writer (iperf3 -b) may write its next block.
+    TcpWrite { flow: u32 },
+    /// The SYN (client) or SYN-ACK (server) retransmission timer of `conn`.
+    Conn { conn: u32, server: bool },
     /// The TCP sender's timer (RTO, pacing …).
     TcpSender { flow: u32 },
     /// The TCP receiver's delayed-ACK timer.

@@ -256,6 +256,7 @@ impl Sim {
         match &m.payload {
             Payload::Tcp { flow, .. } => Some(self.tcp[*flow as usize].rcv_cpu),
             Payload::TcpAck { flow, .. } => Some(self.tcp[*flow as usize].snd_cpu),
+            Payload::Hs { conn, .. } => Some(self.conns[*conn as usize].cpu_of(host)),
             Payload::Udp { app, .. } => {
                 Some(self.udp[*app as usize].rcv_cpu).filter(|_| !self.udp[*app as usize].pktgen)
             }
@@ -543,7 +544,7 @@ impl Sim {
                 return Step::Busy(ns + self.xmit_cost(h, c));
             }
             let (f, cost) = match meta.payload {
-                Payload::Tcp { .. } | Payload::TcpAck { .. } => (Func::TcpV4Rcv, tcp_rcv),
+                Payload::Tcp { .. } | Payload::TcpAck { .. } | Payload::Hs { .. } => (Func::TcpV4Rcv, tcp_rcv),
                 Payload::Udp { .. } => (Func::UdpRcv, udp_rcv),
                 Payload::Ping { reply: false, .. } => (Func::IcmpRcv, icmp_rcv),
                 Payload::Ping { reply: true, .. } => (Func::UdpRcv, udp_rcv),

@@ -26,7 +26,7 @@ use qdisc::{FlowKey, Instant, Packet, Socket};
 use qdisc_scenario::backend::RunError;
 use qdisc_scenario::scenario::{LinkKind, Scenario, SettingKind, TrafficKind};
 
-use crate::apps::{PingApp, TcpFlow, UdpApp};
+use crate::apps::{Conn, PingApp, TcpFlow, UdpApp};
 use crate::cpu::{HostCpus, Work};
 use crate::event::{Ev, Events};
 use crate::rng::Rng;
@@ -49,10 +49,30 @@ pub const LIVELOCK_EVENTS: u64 = 10_000_000;
 /// What a packet is, for its endpoints.
 #[derive(Clone, Debug)]
 pub enum Payload {
-    Tcp { flow: u32, seg: tcp::Segment },
-    TcpAck { flow: u32, ack: tcp::Ack },
-    Udp { app: u32, seq: u64, sent_at: Instant },
-    Ping { app: u32, seq: u64, sent_at: Instant, reply: bool },
+    Tcp {
+        flow: u32,
+        seg: tcp::Segment,
+    },
+    /// A SYN, SYN-ACK or the handshake's ACK of connection `conn`.
+    Hs {
+        conn: u32,
+        seg: tcp::handshake::HsSeg,
+    },
+    TcpAck {
+        flow: u32,
+        ack: tcp::Ack,
+    },
+    Udp {
+        app: u32,
+        seq: u64,
+        sent_at: Instant,
+    },
+    Ping {
+        app: u32,
+        seq: u64,
+        sent_at: Instant,
+        reply: bool,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -200,6 +220,8 @@ pub struct Sim {
     parts: HashMap<u64, u32>,
     pub rng: Rng,
     pub tcp: Vec<TcpFlow>,
+    /// The TCP connections' handshakes (iperf3's control connections and its streams).
+    pub conns: Vec<Conn>,
     pub udp: Vec<UdpApp>,
     pub ping: Vec<PingApp>,
     /// tc's warnings while applying the scripts.
@@ -534,6 +556,7 @@ impl Sim {
             parts: HashMap::new(),
             rng: Rng::new(s.seed),
             tcp: Vec::new(),
+            conns: Vec::new(),
             udp: Vec::new(),
             ping: Vec::new(),
             warnings: Vec::new(),
@@ -666,9 +689,10 @@ impl Sim {
             }
             return Ok(());
         }
-        if key == "net.ipv4.tcp_congestion_control" {
-            // The host's default for sockets created later: the loader has already made it
-            // the `cc` of every tcp entry this host sends without one.
+        if key.starts_with("net.ipv4.") {
+            // Read by the TCP connections when they are built (`Sim::traffic`); the
+            // loader has already made tcp_congestion_control the `cc` of every tcp entry
+            // this host sends without one.
             return Ok(());
         }
         let cpu = self.hosts[m].cpu.as_mut().expect("scenario hosts have CPUs");
@@ -739,7 +763,7 @@ impl Sim {
             let start = Instant::from_nanos(t.start);
             let end = Instant::from_nanos(t.start + t.duration);
             match &t.kind {
-                TrafficKind::Tcp { flows, cc } => {
+                TrafficKind::Tcp { flows, cc, rate } => {
                     let Some(cc) = tcp::CongestionControl::from_name(cc) else {
                         let names: Vec<&str> = tcp::CongestionControl::ALL.iter().map(|c| c.name()).collect();
                         return Err(RunError::Unsupported(format!(
@@ -747,28 +771,31 @@ impl Sim {
                             names.join(", ")
                         )));
                     };
-                    // A host's net.ipv4.tcp_congestion_control: the last its script sets.
-                    let default_cc = |host: &str| {
+                    // A host's sysctl KEY: the last value its script sets.
+                    let sysctl = |host: &str, key: &str| {
                         s.tc.iter()
                             .filter(|script| script.host == host)
                             .flat_map(|script| &script.settings)
                             .filter_map(|st| match &st.kind {
-                                SettingKind::Sysctl { key, value } if key == "net.ipv4.tcp_congestion_control" => {
-                                    Some(value.as_str())
-                                }
+                                SettingKind::Sysctl { key: k, value } if k == key => Some(value.as_str()),
                                 _ => None,
                             })
                             .last()
                     };
-                    let base_rtt = path_rtt(s, &t.from, &t.to);
+                    let default_cc = |host: &str| sysctl(host, "net.ipv4.tcp_congestion_control");
+                    let int = |host: &str, key: &str, default: u32| {
+                        sysctl(host, key).and_then(|v| v.parse().ok()).unwrap_or(default)
+                    };
                     let base = ephemeral(*flows);
+                    let first = self.tcp.len() as u32;
+                    let streams = first..first + *flows;
+                    let first_conn = self.conns.len() as u32;
                     for stream in 0..*flows {
                         let id = self.tcp.len() as u32;
                         // iperf3: one server port per entry; the client's ports are the
                         // kernel's ephemeral ones (what differs from run to run).
                         let k = key(base + 2 * stream as u16, 5201 + ti as u16, 6);
-                        let rtt = qdisc::Duration(base_rtt);
-                        let mut f = TcpFlow::new(ti, stream, src, dst, k, cc, rtt, start, end, id);
+                        let mut f = TcpFlow::new(ti, stream, src, dst, k, cc, start, end, id);
                         // The socket's own randomness (BBR's first gain-cycle phase).
                         f.cfg.seed = Rng::new(s.seed ^ 0x7463_705f ^ ((id as u64) << 32)).next_u64();
                         // ECN is negotiated only between two dctcp defaults: iperf3 sets -C
@@ -781,12 +808,32 @@ impl Sim {
                         f.cfg.ecn = cc == tcp::CongestionControl::Dctcp
                             && default_cc(&t.from) == Some("dctcp")
                             && default_cc(&t.to) == Some("dctcp");
+                        f.cfg.syn_retries = int(&t.from, "net.ipv4.tcp_syn_retries", f.cfg.syn_retries);
+                        f.cfg.synack_retries = int(&t.to, "net.ipv4.tcp_synack_retries", f.cfg.synack_retries);
+                        f.cfg.slow_start_after_idle = int(&t.from, "net.ipv4.tcp_slow_start_after_idle", 1) != 0;
+                        f.rate = *rate;
                         f.set_path(mtu, gso);
                         f.snd_cpu = place(self, src, &t.sender_cpus, stream as usize);
                         f.rcv_cpu = place(self, dst, &t.receiver_cpus, stream as usize);
+                        // The stream's connection; each opens once the one before it has.
+                        let conn = self.conns.len() as u32;
+                        f.conn = conn;
+                        let mut c =
+                            Conn::new(Some(id), src, dst, k, conn, (f.snd_cpu, f.rcv_cpu), streams.clone(), &f.cfg);
+                        c.next = (stream + 1 < *flows).then_some(conn + 1);
+                        self.conns.push(c);
                         self.tcp.push(f);
-                        self.events.at(start, Ev::TcpStart { flow: id });
                     }
+                    // iperf3's control connection (same server port, the next client port,
+                    // the first stream's threads) opens first, at the entry's start.
+                    let ctrl = self.conns.len() as u32;
+                    let k = key(base + 2 * *flows as u16, 5201 + ti as u16, 6);
+                    let f = &self.tcp[first as usize];
+                    let mut c =
+                        Conn::new(None, src, dst, k, ctrl, (f.snd_cpu, f.rcv_cpu), streams.clone(), &f.cfg.clone());
+                    c.next = (*flows > 0).then_some(first_conn);
+                    self.conns.push(c);
+                    self.events.at(start, Ev::Connect { conn: ctrl });
                 }
                 TrafficKind::Udp { rate, size, flows } => {
                     let base = ephemeral(*flows);
@@ -1120,11 +1167,11 @@ impl Sim {
                 let (h, c) = if rcv { (f.dst, f.rcv_cpu) } else { (f.src, f.snd_cpu) };
                 self.give(h, c, Work::TcpTimer { flow, rcv, at }, true);
             }
-            Ev::TcpStart { flow } if self.on_cpu.is_none() => {
+            Ev::Connect { conn } if self.on_cpu.is_none() => {
                 // The connection starts at its instant; what it sends occupies the
                 // thread's CPU afterwards.
-                let f = &self.tcp[flow as usize];
-                let (h, c) = if matches!(ev, Ev::TcpReceiver { .. }) { (f.dst, f.rcv_cpu) } else { (f.src, f.snd_cpu) };
+                let c = &self.conns[conn as usize];
+                let (h, c) = (c.src, c.cpu_of(c.src));
                 let h = self.machine(h);
                 self.on_cpu = Some((h, c));
                 self.handle(ev);
@@ -1134,7 +1181,13 @@ impl Sim {
                     self.give(h, c, Work::Occupy { ns }, true);
                 }
             }
-            Ev::TcpStart { flow } => self.tcp_start(flow),
+            Ev::Connect { conn } => self.tcp_connect(conn),
+            Ev::TcpWrite { flow } => {
+                let f = &self.tcp[flow as usize];
+                let (h, c) = (f.src, f.snd_cpu);
+                self.give(h, c, Work::TcpWrite { flow }, false);
+            }
+            Ev::Conn { conn, server } => self.conn_timer(conn, server, at),
             Ev::TcpSender { flow } => self.tcp_sender_timer(flow, at),
             Ev::TcpReceiver { flow } => self.tcp_receiver_timer(flow, at),
             Ev::Udp { app } => self.udp_due(app),
@@ -1240,6 +1293,7 @@ impl Sim {
         match meta.payload {
             Payload::Tcp { flow, seg } => self.tcp_data(flow, seg, ce, alloc),
             Payload::TcpAck { flow, ack } => self.tcp_ack(flow, ack),
+            Payload::Hs { conn, seg } => self.hs_receive(conn, seg),
             Payload::Udp { app, seq, sent_at } => self.udp_receive(app, seq, sent_at, alloc),
             Payload::Ping { app, seq, sent_at, reply } => self.ping_receive(app, seq, sent_at, reply, meta.src),
         }

@@ -94,3 +94,117 @@ fn segments_cut_by_tbf_carry_only_their_own_bytes() {
     assert!(received as f64 >= 0.8 * 2.0 * 50e6 / 8.0 * 1448.0 / 1500.0, "{received} B");
     assert!(drops > 100, "{drops} segments dropped");
 }
+
+/// A 10 Mbit/s path (one-way `delay`) whose client pfifo (5 packets) a 100 Mbit/s UDP
+/// burst keeps full from `udp_start` for `udp_len`: whatever TCP sends then is dropped
+/// locally. One TCP stream (traffic[0]) starts at `tcp_start`; `sysctl` is a line of
+/// the client's script.
+fn syn_loss(sysctl: &str, delay: &str, duration: &str, udp: (&str, &str), tcp_start: &str) -> RunResult {
+    let (udp_start, udp_len) = udp;
+    let script = format!("{sysctl}\nqdisc add dev eth0 root pfifo limit 5");
+    run(&(link("10mbit", delay, 1, duration, &script)
+        + &format!(
+            r#"start = "{tcp_start}"
+[[traffic]]
+kind = "udp"
+from = "client"
+to = "server"
+rate = "100mbit"
+start = "{udp_start}"
+duration = "{udp_len}"
+"#
+        )))
+}
+
+/// Bytes the stream had acknowledged in the 100 ms interval starting at `t` (seconds),
+/// after none before it; and its retransmissions.
+fn first_acked(r: &RunResult, t: f64) -> (u64, Option<u64>) {
+    let a: Vec<(f64, u64)> =
+        r.throughput[0].streams[0].intervals.iter().map(|iv| ((iv.start * 10.0).round() / 10.0, iv.bytes)).collect();
+    assert!(a.iter().all(|&(s, b)| s >= t || b == 0), "{a:?}");
+    let first = a.iter().find(|&&(s, _)| s == t).unwrap_or_else(|| panic!("{a:?}")).1;
+    (first, r.throughput[0].sender.retransmits)
+}
+
+#[test]
+fn a_lost_control_syn_delays_the_test_by_the_initial_rto() {
+    // iperf3's control connection sends its SYN at 0.1 s into the full queue; the
+    // retransmission leaves 1 s later (TCP_TIMEOUT_INIT, at the jiffy: 1.100 s), then
+    // the stream connects (one more RTT) and sends: nothing is acked before 1.1 s.
+    // The stream's own SYN went through: no retransmission counted on it.
+    let (first, retrans) = first_acked(&syn_loss("", "10ms", "4s", ("0s", "200ms"), "100ms"), 1.1);
+    assert!(first > 0);
+    assert_eq!(retrans, Some(0));
+}
+
+#[test]
+fn a_lost_stream_syn_counts_as_a_retransmission_and_keeps_the_initial_window() {
+    // The control connection's SYN (0 s) gets through; the stream's (0.020 s, after the
+    // control SYN-ACK) meets the burst. Retransmitted at 1.020 s, connected at 1.040 s:
+    // the initial window of 10 segments (one lost SYN does not shrink it) is acked by
+    // about 1.075 s, inside the interval 1.0–1.1.
+    let (first, retrans) = first_acked(&syn_loss("", "10ms", "4s", ("5ms", "500ms"), "0s"), 1.0);
+    assert!(first >= 10 * 1448, "{first}");
+    assert_eq!(retrans, Some(1));
+}
+
+#[test]
+fn two_lost_stream_syns_start_the_window_at_one_segment() {
+    // SYNs at 0.020 and 1.020 s are dropped, the third (3.020 s) connects at 3.040 s with
+    // cwnd 1 (tcp_init_transfer): by 3.1 s at most 1 + 2 segments are acked, where the
+    // initial window of 10 would have been.
+    let (first, retrans) = first_acked(&syn_loss("", "10ms", "4s", ("5ms", "2s"), "0s"), 3.0);
+    assert!(first > 0 && first <= 3 * 1448, "{first}");
+    assert_eq!(retrans, Some(2));
+}
+
+#[test]
+fn tcp_syn_retries_bounds_the_connect() {
+    // Every SYN meets the burst. With tcp_syn_retries = 2 the control connection sends
+    // SYNs at 0.01, 1.01 and 3.01 s and gives up at 7.01 s (iperf3 exits, nothing is
+    // sent); with the default 6 it retransmits once more at 7.01 s: one more drop at
+    // the client's pfifo, the UDP burst being the same in both runs.
+    let run = |retries: u32| {
+        let sysctl = format!("sysctl -w net.ipv4.tcp_syn_retries={retries}");
+        syn_loss(&sysctl, "0ms", "8s", ("0s", "8s"), "10ms")
+    };
+    let drops = |r: &RunResult| {
+        r.tc.end
+            .iter()
+            .filter(|d| d.host == "client")
+            .flat_map(|d| d.qdisc.as_array().cloned().unwrap_or_default())
+            .filter(|q| q["kind"] == "pfifo")
+            .map(|q| q["drops"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    let (two, six) = (run(2), run(6));
+    assert_eq!(drops(&six) - drops(&two), 1);
+    for r in [&two, &six] {
+        assert_eq!(r.throughput[0].receiver.bytes, 0);
+    }
+}
+
+#[test]
+fn an_app_limited_stream_restarts_its_window_after_idle_unless_the_sysctl_says_not() {
+    // iperf3 -b 1M over TCP: one 128 KiB block (131072 bytes, 91 segments) every
+    // 1.048576 s on a 100 ms path. The first burst ends by 0.6 s with cwnd 100; the
+    // second is written at 0.2 s (test start) + 1.048576 s after ~0.75 s (187 jiffies)
+    // of idle, more than the RTO (~300 ms, 75 jiffies): tcp_cwnd_restart halves cwnd
+    // for each further RTO (187 − 75 = 112 > 0, 37 > 0): 100 → 25, then slow start
+    // takes three round trips (25, 50, 16 segments). With the sysctl off, the 91
+    // segments go in one window. (The model sends whole segments only: the block's
+    // 752-byte tail waits for the next block instead of leaving at once as Nagle
+    // would let it, so the counts are floor(bytes / 1448).)
+    let text = |on: u32| {
+        let sysctl = format!("sysctl -w net.ipv4.tcp_slow_start_after_idle={on}");
+        // The tcp entry is the last table: its rate follows.
+        link("100mbit", "50ms", 1, "2s", &sysctl) + "rate = \"1mbit\"\n"
+    };
+    let second_burst = |r: &RunResult| {
+        let ivs = &r.throughput[0].streams[0].intervals;
+        let b: Vec<u64> = ivs.iter().filter(|iv| iv.start >= 1.0 - 1e-9 && iv.bytes > 0).map(|iv| iv.bytes).collect();
+        b.iter().map(|b| b / 1448).collect::<Vec<_>>()
+    };
+    assert_eq!(second_burst(&run(&text(1))), [25, 50, 16]);
+    assert_eq!(second_burst(&run(&text(0))), [91]);
+}

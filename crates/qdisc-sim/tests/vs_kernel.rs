@@ -298,6 +298,6 @@ fn ifb_download_shaping_in_detail() {
             .unwrap()
     };
     let (ingress, htb) = (q("eth0", "ingress"), q("ifb0", "htb"));
-    assert_eq!(ingress["packets"].as_u64(), Some(18115));
-    assert_eq!((htb["packets"].as_u64(), htb["drops"].as_u64()), (Some(17447), Some(102)));
+    assert_eq!(ingress["packets"].as_u64(), Some(18158));
+    assert_eq!((htb["packets"].as_u64(), htb["drops"].as_u64()), (Some(17459), Some(99)));
 }

@@ -403,7 +403,7 @@ impl HostBackend {
                             // list takes loaded modules only (tcp_ca_find): one not loaded
                             // yet is loaded by making it the initial namespace's default for
                             // a moment (tcp_ca_find_autoload), then the default goes back.
-                            SettingKind::Sysctl { key, value } if per_netns_sysctl(key) => {
+                            SettingKind::Sysctl { key, value } if key == "net.ipv4.tcp_congestion_control" => {
                                 const ALLOWED: &str = "net.ipv4.tcp_allowed_congestion_control";
                                 let proc = |name: &str| {
                                     std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}")).unwrap_or_default()
@@ -420,6 +420,9 @@ impl HostBackend {
                                     });
                                 }
                                 r.and_then(|()| settings::set_netns_sysctl(&ns, key, value))
+                            }
+                            SettingKind::Sysctl { key, value } if per_netns_sysctl(key) => {
+                                settings::set_netns_sysctl(&ns, key, value)
                             }
                             SettingKind::Sysctl { key, value } => {
                                 let r = sysctls.set(key, value);
@@ -613,8 +616,12 @@ impl HostBackend {
                         cmd.args(["-t", &(t.duration / 1_000_000_000).to_string()]);
                         cmd.args(["-i", &format!("{}", opts.interval.as_secs_f64()), "-J"]);
                         match kind {
-                            TrafficKind::Tcp { flows, cc } => {
+                            TrafficKind::Tcp { flows, cc, rate } => {
                                 cmd.args(["-P", &flows.to_string(), "-C", cc]);
+                                // -b is per stream (iperf3's TCP default is unlimited).
+                                if let Some(r) = rate {
+                                    cmd.args(["-b", &(r * 8).to_string()]);
+                                }
                             }
                             TrafficKind::Udp { rate, size, flows } => {
                                 // -b is per stream; 0: unlimited.

@@ -12,9 +12,10 @@
 //!
 //! ## Which sysctls a network namespace has
 //!
-//! Of the keys a scenario may set ([`SYSCTL_KEYS`]) only `net.ipv4.tcp_congestion_control`
-//! is per network namespace (`ipv4_sysctl_init_net` registers it in every namespace,
-//! which starts with `init_net`'s value): the lab writes it in the host's namespace
+//! Of the keys a scenario may set ([`SYSCTL_KEYS`]) the `net.ipv4` ones
+//! (`tcp_congestion_control`, `tcp_syn_retries`, …) are per network namespace
+//! (`ipv4_sysctl_init_net` registers them in every namespace, which starts with
+//! `init_net`'s values): the lab writes them in the host's namespace
 //! ([`set_netns_sysctl`]), and every traffic entry also passes its resolved `cc` to
 //! iperf3 (`-C`). None of the `net.core` keys is per network namespace, on
 //! 6.12 as on 6.18. net/core/sysctl_net_core.c has two tables: `net_core_table`
@@ -344,7 +345,7 @@ fn write_queue_mask(ns: &str, path: &str, cpus: &[u32]) -> Result<(), String> {
     write_sys(ns, path, &cpumask_string(cpus))
 }
 
-/// A per-namespace sysctl (`net.ipv4.tcp_congestion_control`): written in the host's
+/// A per-namespace sysctl (`net.ipv4.*`): written in the host's
 /// namespace, whose `/proc/sys/net` is its own; nothing to put back (the namespace goes).
 pub fn set_netns_sysctl(ns: &str, key: &str, value: &str) -> Result<(), String> {
     write_sys(ns, &format!("/proc/sys/{}", key.replace('.', "/")), value)

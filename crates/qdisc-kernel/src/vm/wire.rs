@@ -179,7 +179,7 @@ pub struct WireTraffic {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WireKind {
-    Tcp { flows: u32, cc: String },
+    Tcp { flows: u32, cc: String, rate: Option<u64> },
     Udp { rate: Option<u64>, size: u32, flows: u32 },
     Pktgen { rate: Option<u64>, size: u32, flows: u32 },
     Ping { interval: u64 },
@@ -251,7 +251,9 @@ impl From<&Scenario> for WireScenario {
                 .iter()
                 .map(|t| WireTraffic {
                     kind: match &t.kind {
-                        TrafficKind::Tcp { flows, cc } => WireKind::Tcp { flows: *flows, cc: cc.clone() },
+                        TrafficKind::Tcp { flows, cc, rate } => {
+                            WireKind::Tcp { flows: *flows, cc: cc.clone(), rate: *rate }
+                        }
                         TrafficKind::Udp { rate, size, flows } => {
                             WireKind::Udp { rate: *rate, size: *size, flows: *flows }
                         }
@@ -335,7 +337,7 @@ impl From<WireScenario> for Scenario {
                 .into_iter()
                 .map(|t| Traffic {
                     kind: match t.kind {
-                        WireKind::Tcp { flows, cc } => TrafficKind::Tcp { flows, cc },
+                        WireKind::Tcp { flows, cc, rate } => TrafficKind::Tcp { flows, cc, rate },
                         WireKind::Udp { rate, size, flows } => TrafficKind::Udp { rate, size, flows },
                         WireKind::Pktgen { rate, size, flows } => TrafficKind::Pktgen { rate, size, flows },
                         WireKind::Ping { interval } => TrafficKind::Ping { interval },

@@ -6,9 +6,10 @@
 //! reads a clock nor arms a timer: every entry point takes `now`, and each side
 //! reports the next instant it wants to be woken with `next_timer()`. The sender
 //! hands out skbs (possibly GSO/TSO super-packets) through [`TcpSender::poll_transmit`];
-//! the receiver answers wire segments with [`Ack`]s. The connection is assumed
-//! established at construction (the three-way handshake is not modelled; its RTT
-//! sample can be supplied as [`TcpConfig::syn_rtt`]) and the sending application
+//! the receiver answers wire segments with [`Ack`]s. Both start once the three-way
+//! handshake ([`handshake`]: SYN / SYN-ACK / ACK as packets, with their retransmission
+//! timers) has given them its RTT sample ([`TcpConfig::syn_rtt`]) and the initial
+//! window; the sending application
 //! always has data queued, like `iperf3` in bulk mode (up to [`TcpConfig::sndbuf`]
 //! bytes in flight, unlimited by default).
 //!
@@ -55,11 +56,12 @@
 //!
 //! # Simplifications (each also noted where it applies)
 //!
-//! No handshake, FIN, zero-window probing, PMTU probing, SACK reneging at the
+//! No FIN, zero-window probing, PMTU probing, SACK reneging at the
 //! receiver, buffer autotuning (the receive window is fixed at
 //! [`TcpConfig::rcv_wnd`], so `tcp_grow_window`'s quickacks are absent; the send
 //! buffer at [`TcpConfig::sndbuf`], counted in payload bytes, not truesize), GRO,
-//! PAWS, slow-start-after-idle and RFC 2861 cwnd decay, `tcp_retries2` give-up, or
+//! PAWS, RFC 2861's cwnd validation of application-limited periods
+//! (`tcp_cwnd_application_limited`), `tcp_retries2` give-up, or
 //! the `skb_still_in_host_queue` check (the sender does not know which of its skbs
 //! are still in the local qdisc). Receive-window-limited sends are whole segments
 //! (no sub-MSS tail). The receiver has no RTT estimator of its own (SACK
@@ -88,6 +90,7 @@ use qdisc::{Duration, Instant};
 pub mod bbr;
 pub mod cubic;
 pub mod dctcp;
+pub mod handshake;
 mod rack;
 pub mod rate;
 pub mod receiver;
@@ -224,10 +227,20 @@ pub struct TcpConfig {
     pub max_pacing_rate: u64,
     /// `CONFIG_HZ` = 250 (kernel default and Debian's); timer lengths are in jiffies.
     pub hz: u32,
-    /// RTT of the (unmodelled) handshake, as `tcp_synack_rtt_meas`/the SYN-ACK would
-    /// have measured it: seeds srtt, RTO, min_rtt and the initial pacing rate.
-    /// `None` leaves them unknown (RTO 1 s, pacing rate unlimited).
+    /// The handshake's RTT sample ([`handshake`]: the SYN-ACK on the client,
+    /// `tcp_synack_rtt_meas` on the server): seeds srtt, RTO, min_rtt and the initial
+    /// pacing rate. `None` leaves them unknown (RTO 1 s, pacing rate unlimited).
     pub syn_rtt: Option<Duration>,
+    /// SYNs the handshake retransmitted (they count in `tcpi_total_retrans`).
+    pub syn_retrans: u32,
+    /// `tcp_init_transfer` starts at cwnd 1: more than one SYN retransmitted, not spuriously.
+    pub syn_cwnd_one: bool,
+    /// `net.ipv4.tcp_syn_retries` = 6 (the client's host).
+    pub syn_retries: u32,
+    /// `net.ipv4.tcp_synack_retries` = 5 (the server's host).
+    pub synack_retries: u32,
+    /// `net.ipv4.tcp_slow_start_after_idle` = 1: restart the window after an idle RTO.
+    pub slow_start_after_idle: bool,
     /// Tail loss probe (`net.ipv4.tcp_early_retrans` = 3).
     pub tlp: bool,
     /// F-RTO after a timeout (`net.ipv4.tcp_frto` = 2).
@@ -270,6 +283,11 @@ impl Default for TcpConfig {
             max_pacing_rate: u64::MAX,
             hz: 250,
             syn_rtt: None,
+            syn_retrans: 0,
+            syn_cwnd_one: false,
+            syn_retries: 6,
+            synack_retries: 5,
+            slow_start_after_idle: true,
             tlp: true,
             frto: true,
             pacing_ss_ratio: 200,

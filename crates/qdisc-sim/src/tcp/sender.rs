@@ -191,10 +191,12 @@ pub struct TcpSender {
 impl TcpSender {
     /// A connection established at `now` with unlimited data to send.
     ///
-    /// The handshake is not modelled. With [`TcpConfig::syn_rtt`] the state is what a
-    /// client has after its SYN-ACK: one RTT sample (srtt, RTO = srtt + max(2·srtt,
-    /// rto_min), min_rtt) and a pacing rate of 200 % × 10 MSS / srtt. Otherwise srtt
-    /// is unknown and the RTO is `TCP_TIMEOUT_INIT` (1 s).
+    /// With [`TcpConfig::syn_rtt`] the state is what a client has after its SYN-ACK
+    /// (`tcp_finish_connect` → `tcp_init_transfer`, see [`super::handshake`]): one RTT
+    /// sample (srtt, RTO = srtt + max(2·srtt, rto_min), min_rtt), cwnd 10 (1 after
+    /// [`TcpConfig::syn_cwnd_one`]), ssthresh infinite (`tcp_init_metrics`), the SYN
+    /// retransmissions in the retransmit count, and a pacing rate of 200 % × cwnd ×
+    /// MSS / srtt. Otherwise srtt is unknown and the RTO is `TCP_TIMEOUT_INIT` (1 s).
     pub fn new(cfg: TcpConfig, now: Instant) -> Self {
         let hz = Hz(cfg.hz);
         let mss = cfg.mss;
@@ -215,7 +217,12 @@ impl TcpSender {
             snd_wnd: cfg.rcv_wnd,
             max_window: cfg.rcv_wnd,
             sb: Scoreboard::new(mss),
-            w: Window { cwnd: cfg.initial_cwnd, ssthresh: INFINITE_SSTHRESH, cwnd_cnt: 0, clamp: u32::MAX },
+            w: Window {
+                cwnd: if cfg.syn_cwnd_one { 1 } else { cfg.initial_cwnd },
+                ssthresh: INFINITE_SSTHRESH,
+                cwnd_cnt: 0,
+                clamp: u32::MAX,
+            },
             cc,
             prior_cwnd: 0,
             prior_ssthresh: 0,
@@ -256,7 +263,7 @@ impl TcpSender {
             bytes_sent: 0,
             bytes_retrans: 0,
             bytes_acked: 0,
-            total_retrans: 0,
+            total_retrans: cfg.syn_retrans as u64,
             delivered: 0,
             delivered_ce: 0,
             delivered_mstamp: 0,
@@ -331,12 +338,44 @@ impl TcpSender {
         }
     }
 
-    /// The application wrote `bytes` more into the socket (from then on, what it has
-    /// written bounds what TCP can send). `wmem_alloc` as for `poll_transmit`: first
-    /// `tcp_sendmsg` checks whether the socket had run dry (`tcp_rate_check_app_limited`).
-    pub fn app_write(&mut self, bytes: u64, wmem_alloc: u64) {
+    /// The application wrote `bytes` more into the socket at `now` (from then on, what
+    /// it has written bounds what TCP can send). `wmem_alloc` as for `poll_transmit`:
+    /// first `tcp_sendmsg` checks whether the socket had run dry
+    /// (`tcp_rate_check_app_limited`), then the new skb's `skb_entail` whether it had
+    /// been idle ([`Self::slow_start_after_idle_check`]).
+    pub fn app_write(&mut self, bytes: u64, wmem_alloc: u64, now: Instant) {
+        self.now = now;
         self.rate_check_app_limited(wmem_alloc);
+        self.slow_start_after_idle_check();
         self.written = Some(self.written.unwrap_or(self.snd_una) + bytes);
+    }
+
+    /// `tcp_slow_start_after_idle_check`: with `net.ipv4.tcp_slow_start_after_idle`, a
+    /// socket with nothing in flight whose last data left more than an RTO ago restarts
+    /// its window (`tcp_cwnd_restart`, RFC 2861 §3.2): ssthresh = `tcp_current_ssthresh`,
+    /// cwnd halved once per RTO of idle beyond the first, never below min(initial
+    /// window, cwnd). Modules with their own `cong_control` (bbr) are exempt; the
+    /// `CA_EVENT_CWND_RESTART` it sends is ignored by cubic, reno and dctcp.
+    fn slow_start_after_idle_check(&mut self) {
+        if !self.cfg.slow_start_after_idle || self.sb.packets_out > 0 || matches!(self.cc, Cc::Bbr(_)) {
+            return;
+        }
+        let delta = self.hz.jiffies32(self.now).wrapping_sub(self.lsndtime) as i32;
+        let rto = self.rto_j as i32;
+        if delta <= rto {
+            return;
+        }
+        let restart = self.cfg.initial_cwnd.min(self.w.cwnd);
+        self.w.ssthresh = self.current_ssthresh();
+        let (mut cwnd, mut left) = (self.w.cwnd, delta);
+        loop {
+            left -= rto;
+            if left <= 0 || cwnd <= restart {
+                break;
+            }
+            cwnd >>= 1;
+        }
+        self.w.cwnd = cwnd.max(restart);
     }
 
     /// Room in the send buffer for the application's next write (`sk_stream_wspace`).

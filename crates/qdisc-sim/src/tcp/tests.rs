@@ -956,3 +956,61 @@ fn probe_timer_sends_one_mss_when_the_local_qdisc_refuses_big_skbs() {
     // Nothing counts as a retransmission: the refused bytes were never sent.
     assert_eq!(net.snd.stats().retransmits, 0);
 }
+
+/// `tcp_cwnd_restart` after an idle period, as `skb_entail` checks it on the next write.
+#[test]
+fn slow_start_after_idle_halves_cwnd_per_idle_rto_down_to_the_initial_window() {
+    let c = TcpConfig { syn_rtt: Some(Duration::from_millis(100)), ..cfg() };
+    let idle = |c: &TcpConfig, cwnd: u32, idle_ms: u64| {
+        let mut s = TcpSender::new(c.clone(), Instant::ZERO);
+        // RTO after the 100 ms sample: srtt 100 + max(2·100, rto_min 200) = 300 ms.
+        assert_eq!(s.rto_j, 75);
+        s.w.cwnd = cwnd;
+        s.w.ssthresh = 50;
+        s.app_write(1 << 20, 0, ms(idle_ms));
+        (s.w.cwnd, s.w.ssthresh)
+    };
+    // Exactly one RTO idle: no restart (the kernel wants more than an RTO).
+    assert_eq!(idle(&c, 80, 300), (80, 50));
+    // 500 ms = 125 jiffies: 125 − 75 > 0 halves once; ssthresh = max(50, ¾ · 80).
+    assert_eq!(idle(&c, 80, 500), (40, 60));
+    // 1 s = 250 jiffies: 175, 100, 25 > 0 halve three times: 80 → 10.
+    assert_eq!(idle(&c, 80, 1000), (10, 60));
+    // 2 s: the halving stops at the initial window.
+    assert_eq!(idle(&c, 80, 2000), (10, 60));
+    // A window below the initial one stays.
+    assert_eq!(idle(&c, 6, 2000), (6, 50));
+    // net.ipv4.tcp_slow_start_after_idle = 0, and bbr (its own cong_control): no restart.
+    let off = TcpConfig { slow_start_after_idle: false, ..c.clone() };
+    assert_eq!(idle(&off, 80, 2000), (80, 50));
+    let mut s = TcpSender::new(TcpConfig { cc: CongestionControl::Bbr, ..c.clone() }, Instant::ZERO);
+    let before = s.w.cwnd;
+    s.app_write(1 << 20, 0, ms(2000));
+    assert_eq!(s.w.cwnd, before);
+}
+
+#[test]
+fn slow_start_after_idle_counts_from_the_last_data_sent_and_not_with_data_in_flight() {
+    let c = TcpConfig { syn_rtt: Some(Duration::from_millis(100)), ..cfg() };
+    // The initial window leaves at 0.4 s (lsndtime) after a write at 0.
+    let start = || {
+        let mut s = TcpSender::new(c.clone(), Instant::ZERO);
+        s.app_write(100 * MSS as u64, 0, Instant::ZERO);
+        while s.poll_transmit(ms(400), 0).is_some() {}
+        assert!(s.sb.packets_out > 0);
+        s
+    };
+    // Data in flight: no restart, however long since the last send.
+    let mut s = start();
+    s.w.cwnd = 80;
+    s.app_write(MSS as u64, 0, ms(1000));
+    assert_eq!(s.w.cwnd, 80);
+    // Everything acked at 0.5 s (RTO still 300 ms = 75 jiffies); the next write at
+    // 0.8 s is 100 jiffies after the last send: one halving.
+    let mut s = start();
+    let ack = Ack { ack: s.snd_nxt, sack: vec![], ece: false, tsecr: ms(400), rwnd: 1 << 30 };
+    s.on_ack(&ack, ms(500));
+    assert_eq!((s.sb.packets_out, s.rto_j, s.w.cwnd), (0, 75, 20));
+    s.app_write(MSS as u64, 0, ms(800));
+    assert_eq!(s.w.cwnd, 10);
+}
