@@ -14,13 +14,17 @@
 //!   (red's early/pdrop/marked, pie's dropped/overlimit/ecn_mark). Target: within
 //!   10 % (zero where the kernel has zero).
 //!
+//! red-ecn is the same red with `ecn` and two dctcp flows instead (UDP is not
+//! ECN-capable): it compares the marks.
+//!
 //! What TCG distorts, and why these metrics survive it: the emulated guest's timers fire
-//! late and its CPUs are slow, so the shaper delivers a little less than its rate (tbf
-//! and hfsc bank the lateness: their totals stay within 2-3 %) and the kernel's flows
-//! start a few ms apart. Shares are ratios of what one dequeue loop chose, so they do
-//! not depend on how fast it ran; drops are offered load minus what was sent, and the
-//! offered load is each sender's own (the fixture's `sender` figures show every flow
-//! sent its full rate). Latency and jitter are not compared: emulation multiplies them.
+//! late and its senders are bursty, so the shaper may deliver less than its rate (pie's
+//! tbf: 7.5 of 8 Mbit/s) and the kernel's flows start milliseconds apart. Shares are
+//! ratios of what the scheduler chose among backlogged classes, so they survive it;
+//! drops are offered minus sent, so a slow shaper adds drops (pie's reason). Behind
+//! hfsc, drr and ets the kernel's senders block on their sockets (UDP_SNDBUF); red's
+//! and pie's send their full rate (asserted below). Latency and jitter are not
+//! compared: emulation multiplies them.
 //!
 //! hfsc's classes are read from the `tc -s` text: iproute2 6.15's hfsc `-j` output is
 //! not JSON (hfsc_print_opt() and hfsc_print_xstats() print plain text), so both
