@@ -296,3 +296,28 @@ fn class_text_reads_sent_and_drops() {
                 Sent 25 bytes 1 pkt (dropped 2624, overlimits 0 requeues 0) \n";
     assert_eq!(class_text(text), vec![("2:1".into(), 1530008, 7), ("1:10".into(), 25, 2624)]);
 }
+
+/// The simulator's class shares against what the qdiscs' own rules give (1442-byte
+/// frames, every class backlogged): hfsc's `rt` 2 Mbit/s to 1:10 and the other 6 split
+/// 5:2 by `ls` (rt service counts toward link-share virtual time); drr's quanta 1:2:4;
+/// ets's strict band its offered 134 frames a second, the rest 3:2:1.
+#[test]
+fn the_simulators_class_shares_are_the_schedulers_rules() {
+    let strict = 134.0 * 1442.0 * 8.0 / 8e6;
+    let expect: [(&str, Vec<f64>); 3] = [
+        ("hfsc", vec![0.25, 0.75 * 5.0 / 7.0, 0.75 * 2.0 / 7.0]),
+        ("drr", vec![1.0 / 7.0, 2.0 / 7.0, 4.0 / 7.0]),
+        ("ets", vec![strict, (1.0 - strict) / 2.0, (1.0 - strict) / 3.0, (1.0 - strict) / 6.0]),
+    ];
+    let dir = root().join("crates/qdisc-sim/tests/fixtures/sched");
+    for (name, want) in expect {
+        let (_, shares, kind, xstats) = CASES.iter().find(|c| c.0 == name).unwrap();
+        let s = Scenario::load(dir.join(format!("{name}.toml"))).unwrap();
+        let (sim, _) = simulate(&s, &RunOptions::default(), &mut NoProgress).unwrap();
+        let got: Vec<f64> = figures(&sim, shares, kind, xstats).iter().filter(|f| f.share).map(|f| f.value).collect();
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() < 0.005, "{name}: shares {got:?}, the rules give {want:?}");
+        }
+    }
+}
