@@ -95,9 +95,9 @@ const TCP_SPLIT: &str = "two dctcp flows in one red queue: how they split it is 
      for this reason";
 const GSO_SIZE: &str = "red counts one mark per skb, and the simulator's dctcp sends bigger GSO skbs: its red queue \
      held 4082 bytes per skb on average over the run's snapshots, the kernel's 2069, 2074 and 2154 in its three runs \
-     (tc.periodic: backlog over qlen), so the kernel marks more skbs for the same bytes. Likely TSO autosizing \
-     (tcp_tso_autosize() adds gso_max_size >> (min_rtt >> tcp_tso_rtt_log), and TCG stretches the minimum RTT); \
-     not verified";
+     (tc.periodic: backlog over qlen), so the kernel marks more skbs for the same bytes. Why the simulator's skbs are \
+     bigger is not established: TSO autosizing (tcp_tso_autosize()), how many segments each ACK releases, and \
+     TCG's late ACK processing all set it";
 
 /// One compared figure: its label, whether it is a share (else a count), its value.
 struct Figure {
