@@ -17,15 +17,14 @@
 //! red-ecn is the same red with `ecn` and two dctcp flows instead (UDP is not
 //! ECN-capable): it compares the marks.
 //!
-//! What TCG distorts, and why these metrics survive it: the emulated guest's timers fire
-//! late and its senders are bursty, so the shaper may deliver less than its rate (pie's
-//! tbf: 7.5 to 8.0 of 8 Mbit/s) and the kernel's flows start and stop up to a second
-//! apart. Shares are ratios of what the scheduler chose among backlogged classes, so
-//! they survive it; drops are offered minus sent, so a slow shaper adds drops (pie's
-//! three runs dropped 2879 to 3270). Behind
-//! hfsc, drr and ets the kernel's senders block on their sockets (UDP_SNDBUF); red's
-//! and pie's send their full rate (asserted below). Latency and jitter are not
-//! compared: emulation multiplies them.
+//! What TCG distorts, and why these metrics survive it: the emulated guest's timers
+//! fire late and its senders are bursty, so the shaper may deliver less than its rate
+//! (pie's tbf: 7.5 to 8.0 of 8 Mbit/s) and the kernel's flows start and stop up to a
+//! second apart. Shares are ratios of what the scheduler chose among backlogged
+//! classes, so they survive it; drops are offered minus sent, so a slow shaper adds
+//! drops (pie's three runs dropped 2879 to 3270). Behind hfsc, drr and ets the kernel's
+//! senders block on their sockets (UDP_SNDBUF); red's and pie's send their full rate
+//! (asserted below). Latency and jitter are not compared: emulation multiplies them.
 //!
 //! hfsc's classes are read from the `tc -s` text: iproute2 6.15's hfsc `-j` output is
 //! not JSON (hfsc_print_opt() and hfsc_print_xstats() print plain text), so both
