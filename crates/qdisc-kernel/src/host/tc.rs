@@ -248,13 +248,25 @@ fn snapshot_ns(tc: &Path, t: &Target, text: bool) -> Result<Vec<DeviceSnapshot>,
         }
         let json = tc_stdin(tc, &t.ns, &["-s", "-j"], &cmds)?;
         let mut values = serde_json::Deserializer::from_str(&json).into_iter::<serde_json::Value>();
+        // Some kinds' `-j` output is not JSON (iproute2 6.15's hfsc prints its options
+        // and xstats as plain text, hfsc_print_opt()/hfsc_print_xstats()): from the first
+        // device that does not parse on, each show runs alone and one that still does not
+        // parse is kept as `[]`, as the simulator keeps it (parse_tc_json); the text
+        // snapshot has its figures.
+        let mut batch_ok = true;
         for (owner, dev) in &t.devs {
-            let mut next = || match values.next() {
-                Some(Ok(v)) => Ok(v),
-                Some(Err(e)) => Err(format!("tc -s -j output of {}/{dev} does not parse: {e}", t.ns)),
-                None => Err(format!("tc -s -j printed too little for {}/{dev}", t.ns)),
+            let mut next = |what: &str| -> Result<serde_json::Value, String> {
+                if batch_ok {
+                    match values.next() {
+                        Some(Ok(v)) => return Ok(v),
+                        Some(Err(_)) => batch_ok = false,
+                        None => return Err(format!("tc -s -j printed too little for {}/{dev}", t.ns)),
+                    }
+                }
+                let one = tc_stdin(tc, &t.ns, &["-s", "-j"], &format!("{what} show dev {dev}\n"))?;
+                Ok(qdisc_scenario::periodic::parse_tc_json(&one))
             };
-            let (qdisc, class) = (next()?, next()?);
+            let (qdisc, class) = (next("qdisc")?, next("class")?);
             out.push(DeviceSnapshot {
                 host: owner.clone(),
                 dev: dev.clone(),
@@ -308,6 +320,33 @@ mod tests {
             })
             .collect();
         assert!(refused.is_empty(), "{refused:#?}");
+    }
+
+    /// A device whose `-j` output is not JSON (iproute2 6.15's hfsc) is kept as `[]`, and
+    /// the devices after it in the batch are still read (each on its own).
+    #[test]
+    fn a_device_whose_json_does_not_parse_is_kept_empty() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("qdl-tc-json-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tc = dir.join("tc");
+        // A stand-in tc: each `WHAT show dev D` line prints one JSON array, or, for dev
+        // "h", hfsc's text inside it as iproute2 6.15 prints it.
+        std::fs::write(
+            &tc,
+            "#!/bin/sh\nwhile read -r what show dev d; do\n  if [ \"$d\" = h ]; then printf              '[{\"kind\":\"hfsc\",\"options\":{default 30 }}]'; else printf '[{\"%s\":\"%s\"}]' \"$what\" \"$d\"; \
+             fi\ndone\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&tc, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let devs = ["a", "h", "b"].map(|d| ("host".to_string(), d.to_string())).to_vec();
+        let got = snapshot_ns(&tc, &Target { ns: "x".into(), devs }, false);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let got: Vec<String> = got.unwrap().iter().map(|d| format!("{} {} {}", d.dev, d.qdisc, d.class)).collect();
+        assert_eq!(
+            got,
+            ["a [{\"qdisc\":\"a\"}] [{\"class\":\"a\"}]", "h [] []", "b [{\"qdisc\":\"b\"}] [{\"class\":\"b\"}]"]
+        );
     }
 
     #[test]
