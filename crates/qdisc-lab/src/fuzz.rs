@@ -899,10 +899,12 @@ fn tc_output(argv: &[String], opts_json: bool, out: &Output) -> Result<(), Strin
     if out.code != 0 && out.stderr.trim().is_empty() {
         return Err(format!("`tc {}` exits {} without a word on stderr", argv.join(" "), out.code));
     }
-    // q_hfsc.c prints its options, curves and xstats with plain fprintf, so tc's `-j`
-    // output of an hfsc qdisc or class is not JSON (goldens/kernel-6.12/hfsc-class).
-    let hfsc = out.stdout.contains("\"hfsc\"");
-    if out.code == 0 && opts_json && !hfsc && !out.stdout.trim().is_empty() {
+    // q_hfsc.c prints its options, curves and xstats, and q_qfq.c its class options,
+    // with plain fprintf, so tc's `-j` output of an hfsc qdisc or class, or of a qfq
+    // class, is not JSON (goldens/kernel-6.12/hfsc-class, qfq-traffic).
+    let compact = out.stdout.replace("\": ", "\":");
+    let plain = ["\"hfsc\"", "\"class\":\"qfq\""].iter().any(|k| compact.contains(k));
+    if out.code == 0 && opts_json && !plain && !out.stdout.trim().is_empty() {
         // iproute2's own invalid JSON, kept byte for byte: u32's ` eat ` is a bare
         // string inside an object (`print_string(PRINT_ANY, NULL, …)`), q_multiq.c
         // prints `bands N/M ` with a plain fprintf inside the options object, and

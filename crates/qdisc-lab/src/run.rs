@@ -26,7 +26,7 @@ use qdisc_scenario::{Backend, Progress, RunError, RunOptions, RunResult, Scenari
 /// are registered, used by `run` and `compare`. An error says why it cannot be used.
 pub fn backend_by_name(name: &str) -> Result<Box<dyn Backend>, String> {
     match name {
-        "sim" => Ok(Box::new(qdisc_sim::SimBackend)),
+        "sim" => Ok(Box::new(qdisc_sim::SimBackend::default())),
         "host" => Ok(Box::new(HostBackend)),
         "vm" => vm_backend(None),
         other => {
@@ -74,7 +74,7 @@ pub struct RunArgs {
     /// Write the full result (docs/run-result.md) to this file as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// With --backend vm: the Debian kernel to boot: 6.12 (Debian 13, the default), 6.1
+    /// With --backend sim: the kernel to model, 6.12 (the default) or 6.18. With --backend vm: the Debian kernel to boot: 6.12 (Debian 13, the default), 6.1
     /// (Debian 12), a linux-image-* package name, or a .deb file.
     #[arg(long, value_name = "KERNEL")]
     pub kernel: Option<String>,
@@ -174,7 +174,12 @@ impl Progress for LineProgress {
 pub fn run(a: &RunArgs) -> u8 {
     let backend = match (a.backend, a.kernel.as_deref()) {
         (BackendName::Vm, Some(k)) => vm_backend(Some(k)),
-        (_, Some(_)) => Err("--kernel chooses the kernel of --backend vm".into()),
+        (BackendName::Sim, Some(k)) => {
+            qdisc_sim::SimBackend::for_kernel(k).map(|b| Box::new(b) as Box<dyn qdisc_scenario::Backend>)
+        }
+        (_, Some(_)) => {
+            Err("--kernel chooses the kernel of --backend vm or sim (the host backend runs this machine's)".into())
+        }
         (b, None) => backend_by_name(b.to_possible_value().expect("not skipped").get_name()),
     };
     let backend = match backend {

@@ -32,8 +32,27 @@ use qdisc_scenario::{RunResult, Scenario};
 
 pub use world::Sim;
 
-/// `--backend sim`.
-pub struct SimBackend;
+/// `--backend sim`, modelling `kernel` (6.12 unless `--kernel 6.18`).
+pub struct SimBackend {
+    pub kernel: KernelVersion,
+}
+
+impl SimBackend {
+    /// The kernel `--kernel` names: the versions the simulator models.
+    pub fn for_kernel(name: &str) -> Result<SimBackend, String> {
+        match name {
+            "6.12" => Ok(SimBackend { kernel: KernelVersion(6, 12) }),
+            "6.18" => Ok(SimBackend { kernel: KernelVersion(6, 18) }),
+            other => Err(format!("the simulator models kernels 6.12 (the default) and 6.18, not {other:?}")),
+        }
+    }
+}
+
+impl Default for SimBackend {
+    fn default() -> Self {
+        SimBackend { kernel: KernelVersion(6, 12) }
+    }
+}
 
 /// Counters of a finished simulation, for benchmarks and the closing report.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -44,14 +63,27 @@ pub struct SimStats {
     pub packets: u64,
 }
 
-/// Run a scenario in the simulator: its result and the simulator's own counters.
+/// Run a scenario in the simulator, modelling Linux 6.12 (the default kernel): its
+/// result and the simulator's own counters.
 pub fn simulate(
     s: &Scenario,
     opts: &RunOptions,
     progress: &mut dyn Progress,
 ) -> Result<(RunResult, SimStats), RunError> {
+    simulate_kernel(s, KernelVersion(6, 12), opts, progress)
+}
+
+/// [`simulate`], modelling `kernel` where the kernels this project models differ
+/// (6.12 and 6.18: the engine's `KernelVersion` switches, and TCP's
+/// `tcp_tso_should_defer`).
+pub fn simulate_kernel(
+    s: &Scenario,
+    kernel: KernelVersion,
+    opts: &RunOptions,
+    progress: &mut dyn Progress,
+) -> Result<(RunResult, SimStats), RunError> {
     progress.phase("building the network");
-    let mut sim = Sim::new(s, KernelVersion(6, 12))?;
+    let mut sim = Sim::new(s, kernel)?;
     let mut rec =
         report::Recorder::new(&sim, opts.interval.as_nanos() as u64, opts.snapshot_interval.as_nanos() as u64);
     progress.phase("simulating");
@@ -84,6 +116,6 @@ impl Backend for SimBackend {
     }
 
     fn run(&self, s: &Scenario, opts: &RunOptions, progress: &mut dyn Progress) -> Result<RunResult, RunError> {
-        simulate(s, opts, progress).map(|(r, _)| r)
+        simulate_kernel(s, self.kernel, opts, progress).map(|(r, _)| r)
     }
 }

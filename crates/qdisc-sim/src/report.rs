@@ -287,7 +287,7 @@ impl Recorder {
             },
             metadata: Metadata {
                 backend: "sim".into(),
-                kernel: "simulated (qdisc engine with Linux 6.12 semantics)".into(),
+                kernel: format!("simulated (qdisc engine with Linux {}.{} semantics)", sim.kernel.0, sim.kernel.1),
                 iproute2: format!("qdisc-lab tc {} (iproute2 6.15 syntax)", env!("CARGO_PKG_VERSION")),
                 tools: BTreeMap::from([(
                     "tcp".to_string(),

@@ -40,11 +40,11 @@ use std::fmt::Write as _;
 use qdisc_scenario::backend::{NoProgress, RunOptions};
 use qdisc_scenario::scenario::TrafficKind;
 use qdisc_scenario::{RunResult, Scenario};
-use qdisc_sim::simulate;
+use qdisc_sim::{simulate, simulate_kernel};
 
 #[path = "common/kernel.rs"]
 mod kernel;
-use kernel::{kernel_runs, median, page_is_true, root};
+use kernel::{kernel_runs, median, modelled_kernel, page_is_true, root};
 
 /// Whose shares a scenario compares.
 enum Shares {
@@ -234,7 +234,8 @@ fn the_simulator_against_the_kernels_schedulers() {
                 }
             }
         }
-        let (sim, _) = simulate(&s, &RunOptions::default(), &mut NoProgress).unwrap();
+        let kernel = modelled_kernel(&runs[0]);
+        let (sim, _) = simulate_kernel(&s, kernel, &RunOptions::default(), &mut NoProgress).unwrap();
         let m = figures(&sim, shares, kind, xstats);
         let ks: Vec<Vec<Figure>> = runs.iter().map(|r| figures(r, shares, kind, xstats)).collect();
         let kname = runs[0].metadata.kernel.split('+').next().unwrap_or("").to_string();

@@ -264,6 +264,10 @@ pub struct TcpConfig {
     /// Seed of the socket's own randomness (BBR's gain-cycle start phase, the kernel's
     /// `get_random_u32_below`); the simulator derives it from the scenario's seed.
     pub seed: u64,
+    /// `tcp_tso_should_defer` as 6.18 has it: defer only while the next ACK is expected
+    /// within min(1 ms, srtt/2) of now (from the oldest unacknowledged skb's send time
+    /// plus srtt); 6.12 defers once that skb left more than srtt/2 ago.
+    pub defer_until_expected_ack: bool,
 }
 
 impl Default for TcpConfig {
@@ -296,6 +300,7 @@ impl Default for TcpConfig {
             tso_rtt_log: 9,
             gso_max_size: GSO_MAX_SIZE,
             pacing_shift: 10,
+            defer_until_expected_ack: false,
             sndbuf: u64::MAX,
             seed: 0,
         }

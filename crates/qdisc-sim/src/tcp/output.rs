@@ -434,7 +434,8 @@ impl TcpSender {
         false
     }
 
-    /// `tcp_tso_should_defer` (6.12): wait for more cwnd instead of a small TSO skb.
+    /// `tcp_tso_should_defer` (6.12, or 6.18 with [`TcpConfig::defer_until_expected_ack`]):
+    /// wait for more cwnd instead of a small TSO skb.
     fn tso_should_defer(&mut self, skb_len: u64, max_segs: u32) -> bool {
         if self.ca_state >= super::CaState::Recovery {
             return false;
@@ -462,10 +463,20 @@ impl TcpSender {
             return false;
         }
         let Some(head) = self.sb.segs.front() else { return false };
-        // The head left less than srtt/2 ago: the next ACK is far off, send now.
-        let delta = now as i64 - head.xmit_ns as i64;
-        if delta - 1000 * ((self.rtt.srtt_us >> 4) as i64) < 0 {
-            return false;
+        if self.cfg.defer_until_expected_ack {
+            // 6.18: the next ACK (the head's send time + srtt) is more than min(1 ms,
+            // srtt/2) away: it comes too late to wait for, send now.
+            let srtt_ns = (self.rtt.srtt_us as u64 * 1000) >> 3;
+            let how_far = (head.xmit_ns + srtt_ns) as i64 - now as i64;
+            if how_far - (srtt_ns >> 1).min(1_000_000) as i64 > 0 {
+                return false;
+            }
+        } else {
+            // 6.12: the head left less than srtt/2 ago: the next ACK is far off, send now.
+            let delta = now as i64 - head.xmit_ns as i64;
+            if delta - 1000 * ((self.rtt.srtt_us >> 4) as i64) < 0 {
+                return false;
+            }
         }
         if cong_win < send_win && cong_win <= skb_len {
             self.out.cwnd_limited = true;

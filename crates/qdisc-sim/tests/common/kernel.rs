@@ -3,7 +3,18 @@
 
 use std::path::{Path, PathBuf};
 
+use qdisc::tree::KernelVersion;
 use qdisc_scenario::RunResult;
+
+/// The kernel the simulator models for a fixture: the fixture's own where the
+/// simulator models it (6.18 for this machine's), else 6.12.
+pub fn modelled_kernel(r: &RunResult) -> KernelVersion {
+    if r.metadata.kernel.starts_with("6.18") {
+        KernelVersion(6, 18)
+    } else {
+        KernelVersion(6, 12)
+    }
+}
 
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
