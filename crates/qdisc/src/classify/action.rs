@@ -933,7 +933,7 @@ impl Action {
 
     /// The action's `act` op on `pkt` at `now`; `me` is the shared handle of this
     /// action (mirred's forwarded packets carry it back for [`Mirrored::failed`]).
-    pub fn act(&mut self, me: &ActRef, pkt: &Packet, now: Instant) -> i32 {
+    pub fn act(&mut self, me: &ActRef, pkt: &mut Packet, now: Instant) -> i32 {
         let t = now.0;
         let len = pkt.len;
         match &mut self.kind {
@@ -1421,7 +1421,7 @@ impl Exts {
 
     /// `tcf_exts_exec` → `tcf_action_exec` for `pkt` at `now`; TC_ACT_OK without
     /// actions.
-    pub fn exec(&self, pkt: &Packet, now: Instant, _res: &mut TcfResult) -> i32 {
+    pub fn exec(&self, pkt: &mut Packet, now: Instant, _res: &mut TcfResult) -> i32 {
         let n = self.acts.len();
         let mut ret = TC_ACT_OK;
         let mut jmp_prgcnt = 0u32;
@@ -1673,7 +1673,7 @@ mod tests {
     }
 
     fn run(e: &Exts, len: u32, now: u64) -> i32 {
-        e.exec(&Packet::new(0, len), Instant(now), &mut TcfResult { classid: 0 })
+        e.exec(&mut Packet::new(0, len), Instant(now), &mut TcfResult { classid: 0 })
     }
 
     #[test]
@@ -1790,7 +1790,7 @@ mod tests {
     fn mirred_redirect_steals_and_hands_the_packet_on() {
         let mut t = ActionTable::default();
         let e = mirred_exts("mirred egress redirect dev ifb0", &mut t);
-        assert_eq!(e.exec(&Packet::new(7, 1000), Instant(5), &mut TcfResult { classid: 0 }), TC_ACT_STOLEN);
+        assert_eq!(e.exec(&mut Packet::new(7, 1000), Instant(5), &mut TcfResult { classid: 0 }), TC_ACT_STOLEN);
         let out = t.take_mirrored();
         assert_eq!(out.len(), 1);
         let m = &out[0];
@@ -1809,17 +1809,17 @@ mod tests {
         // Mirror (pipe) to eth0's receive path, then redirect to ifb0: two copies out,
         // in action order, and the last verdict wins.
         let e = mirred_exts("mirred ingress mirror dev eth0 action mirred egress redirect dev ifb0", &mut t);
-        assert_eq!(e.exec(&Packet::new(1, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_STOLEN);
+        assert_eq!(e.exec(&mut Packet::new(1, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_STOLEN);
         let out = t.take_mirrored();
         let got: Vec<_> = out.iter().map(|m| (m.ifindex, m.ingress, m.redirect)).collect();
         assert_eq!(got, [(2, true, false), (3, false, true)]);
         // A mirror's own control word replaces pipe.
         let e = mirred_exts("mirred egress mirror dev ifb0 drop", &mut t);
-        assert_eq!(e.exec(&Packet::new(2, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_SHOT);
+        assert_eq!(e.exec(&mut Packet::new(2, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_SHOT);
         assert_eq!(t.take_mirrored().len(), 1);
         // A block target: no shared block exists, so nothing goes out; an overlimit.
         let e = mirred_exts("mirred egress mirror blockid 3", &mut t);
-        assert_eq!(e.exec(&Packet::new(3, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_PIPE);
+        assert_eq!(e.exec(&mut Packet::new(3, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_PIPE);
         assert!(t.take_mirrored().is_empty());
         assert_eq!(lock(&e.acts[0]).stats.overlimits, 1);
     }

@@ -149,7 +149,7 @@ impl Flower {
     /// `fl_classify` over the keys modelled here.
     /// The first matching filter answers with its actions' verdict (TC_ACT_OK
     /// without; "continue" ends this proto's lookup).
-    pub fn classify(&self, pkt: &Packet, hdr: &Headers, now: Instant) -> Option<(i32, TcfResult)> {
+    pub fn classify(&self, pkt: &mut Packet, hdr: &Headers, now: Instant) -> Option<(i32, TcfResult)> {
         let flow = pkt.flow.as_deref();
         for f in &self.filters {
             let o = &f.o;
@@ -273,7 +273,7 @@ impl super::Classifier for Flower {
     fn kind(&self) -> &'static str {
         "flower"
     }
-    fn classify(&self, pkt: &Packet, hdr: &Headers, _: u32, now: Instant) -> Option<(i32, TcfResult)> {
+    fn classify(&self, pkt: &mut Packet, hdr: &Headers, _: u32, now: Instant) -> Option<(i32, TcfResult)> {
         Flower::classify(self, pkt, hdr, now)
     }
     fn get(&self, handle: u32) -> Option<u32> {
@@ -433,7 +433,7 @@ mod tests {
         f.change(0, &opts("ip_proto tcp dst_ip 10.0.0.0/8 dst_port 80 classid 1:10"), None, &mut ctx).unwrap();
         f.change(0, &opts("ip_proto udp classid 1:20"), None, &mut ctx).unwrap();
         assert_eq!(f.get(2), Some(2));
-        let c = |p: &Packet| f.classify(p, &Headers::of(p), Instant::ZERO).map(|r| r.1.classid);
+        let c = |p: &Packet| f.classify(&mut p.clone(), &Headers::of(p), Instant::ZERO).map(|r| r.1.classid);
         assert_eq!(c(&pkt([10, 9, 9, 9], 80, 6)), Some(0x10010));
         assert_eq!(c(&pkt([11, 9, 9, 9], 80, 6)), None);
         assert_eq!(c(&pkt([10, 9, 9, 9], 81, 6)), None);

@@ -131,7 +131,7 @@ impl Fw {
     /// `fw_classify`: the verdict of the matching filter's actions (TC_ACT_OK
     /// without); a filter whose actions answer "continue" lets the lookup go on.
     #[inline(never)]
-    pub fn classify(&self, pkt: &Packet, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)> {
+    pub fn classify(&self, pkt: &mut Packet, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)> {
         match self.mask {
             Some(mask) => {
                 let id = pkt.mark & mask;
@@ -190,7 +190,7 @@ impl super::Classifier for Fw {
     }
     /// A proto without the packet's mark answers from its bucket alone: a block's
     /// lookup calls every proto, so the miss stays a leaf call.
-    fn classify(&self, pkt: &Packet, _: &Headers, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)> {
+    fn classify(&self, pkt: &mut Packet, _: &Headers, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)> {
         if let Some(mask) = self.mask {
             if self.ht[fw_hash(pkt.mark & mask)].is_empty() {
                 return None;
@@ -285,7 +285,7 @@ mod tests {
         parse(Some(h), &mut Args::new(&v)).unwrap()
     }
     fn cls(fw: &Fw, p: &Packet) -> Option<TcfResult> {
-        fw.classify(p, 0x10000, Instant::ZERO).map(|(_, r)| r)
+        fw.classify(&mut p.clone(), 0x10000, Instant::ZERO).map(|(_, r)| r)
     }
     fn marked(m: u32) -> Packet {
         let mut p = Packet::new(1, 100);

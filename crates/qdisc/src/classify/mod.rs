@@ -160,7 +160,7 @@ pub trait Classifier: Send + Sync {
     fn kind(&self) -> &'static str;
     /// `ops->classify`: the verdict of the first filter that takes the packet, and
     /// its result. `q_handle` is the owning qdisc's handle (fw's old method).
-    fn classify(&self, pkt: &Packet, hdr: &Headers, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)>;
+    fn classify(&self, pkt: &mut Packet, hdr: &Headers, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)>;
     /// `ops->get`: the filter with `handle`, if any.
     fn get(&self, handle: u32) -> Option<u32>;
     /// `ops->change`: create (`fh` None) or change the filter `handle` / `fh`.
@@ -286,7 +286,7 @@ impl Block {
     /// a verdict ≥ 0. RECLASSIFY and `goto chain 0` start over from the first proto,
     /// at most 16 times; the 17th answers SHOT (`max_reclassify_loop`). `None` is
     /// TC_ACT_UNSPEC: no filter took the packet.
-    pub fn classify(&self, pkt: &Packet, now: Instant) -> Option<Verdict> {
+    pub fn classify(&self, pkt: &mut Packet, now: Instant) -> Option<Verdict> {
         if self.protos.is_empty() {
             return None;
         }

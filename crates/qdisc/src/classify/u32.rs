@@ -250,7 +250,7 @@ impl super::Classifier for Tp {
     fn kind(&self) -> &'static str {
         "u32"
     }
-    fn classify(&self, pkt: &crate::packet::Packet, hdr: &Headers, _: u32, now: Instant) -> Option<(i32, TcfResult)> {
+    fn classify(&self, pkt: &mut crate::packet::Packet, hdr: &Headers, _: u32, now: Instant) -> Option<(i32, TcfResult)> {
         Tp::classify(self, hdr, pkt, now)
     }
     fn get(&self, handle: u32) -> Option<u32> {
@@ -537,7 +537,7 @@ impl Tp {
     /// Mirrors `u32_classify` (without the indev part): the verdict of
     /// the first terminal node that matches and whose actions do not say
     /// "continue" (TC_ACT_OK without actions), with its result.
-    pub fn classify(&self, hdr: &Headers, pkt: &Packet, now: Instant) -> Option<(i32, TcfResult)> {
+    pub fn classify(&self, hdr: &Headers, pkt: &mut Packet, now: Instant) -> Option<(i32, TcfResult)> {
         let c = read_common(&self.common);
         let mut stack: Vec<(u32, usize, usize, i64)> = Vec::with_capacity(TC_U32_MAXDEPTH);
         let mut ht = c.ht(self.root)?;
@@ -636,7 +636,7 @@ impl Tp {
     }
 
     /// `check_terminal`: count the hit, run the node's actions; `None` = continue.
-    fn terminal(n: &Knode, pkt: &Packet, now: Instant) -> Option<(i32, TcfResult)> {
+    fn terminal(n: &Knode, pkt: &mut Packet, now: Instant) -> Option<(i32, TcfResult)> {
         let mut res = TcfResult { classid: n.classid };
         inc(&n.pf.rhit);
         let r = n.exts.exec(pkt, now, &mut res);
@@ -1406,7 +1406,7 @@ mod tests {
         tp
     }
     fn cls(tp: &Tp, p: &Packet) -> Option<u32> {
-        tp.classify(&Headers::of(p), p, Instant::ZERO).map(|r| r.1.classid)
+        tp.classify(&Headers::of(p), &mut p.clone(), Instant::ZERO).map(|r| r.1.classid)
     }
 
     #[test]
