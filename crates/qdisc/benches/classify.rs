@@ -42,7 +42,7 @@ fn chains() -> Vec<(&'static str, String, Packet)> {
     let head = "qdisc add dev eth0 root handle 1: prio\n";
     let last = addr(N - 1);
     let flow = FlowKey { src: mapped([1, 2, 3, 4]), dst: mapped(last), sport: 999, dport: 80, proto: 6 };
-    let mut pkt = Packet::new(1, 1000).with_flow(flow);
+    let pkt = Packet::new(1, 1000).with_flow(flow);
     let mut u32s = String::from(head);
     let mut flowers = String::from(head);
     let mut fws = String::from(head);
@@ -68,7 +68,7 @@ fn chains() -> Vec<(&'static str, String, Packet)> {
 fn bench_classify(c: &mut Criterion) {
     let mut g = c.benchmark_group("classify");
     g.throughput(Throughput::Elements(1));
-    for (name, text, pkt) in chains() {
+    for (name, text, mut pkt) in chains() {
         let tc = build(&text);
         let block = tc.devices[0].root.q.as_classful().unwrap().block(0).unwrap();
         assert!(block.classify(&mut pkt.clone(), Instant(0)).is_some(), "{name}: the last filter must match");
