@@ -429,7 +429,13 @@ mod tests {
     fn keys_match() {
         let mut f = Flower::default();
         let mut tb = crate::classify::action::ActionTable::default();
-        let mut ctx = ActCtx { table: &mut tb, available: &|_| true, kernel: Default::default(), now: Instant::ZERO };
+        let mut ctx = ActCtx {
+            table: &mut tb,
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant::ZERO,
+            at_ingress: false,
+        };
         f.change(0, &opts("ip_proto tcp dst_ip 10.0.0.0/8 dst_port 80 classid 1:10"), None, &mut ctx).unwrap();
         f.change(0, &opts("ip_proto udp classid 1:20"), None, &mut ctx).unwrap();
         assert_eq!(f.get(2), Some(2));

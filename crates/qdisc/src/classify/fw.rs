@@ -178,6 +178,11 @@ impl Fw {
                     let c = crate::tc::show_classid(f.classid);
                     out.string("classid", format_args!("classid {c} "), &c);
                 }
+                // f_fw.c starts TCA_FW_ACT on a line of its own (print_nl) before
+                // tc_print_action's own newline.
+                if !f.exts.is_empty() && !f.exts.legacy_police {
+                    out.nl();
+                }
                 f.exts.print(out, ctx.now);
             });
         }
@@ -297,7 +302,13 @@ mod tests {
     fn mark_selects_filter_with_mask() {
         let mut fw = Fw::default();
         let mut tb = crate::classify::action::ActionTable::default();
-        let mut ctx = ActCtx { table: &mut tb, available: &|_| true, kernel: Default::default(), now: Instant::ZERO };
+        let mut ctx = ActCtx {
+            table: &mut tb,
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant::ZERO,
+            at_ingress: false,
+        };
         let (h, o) = opts("5/0xff", "classid 1:5");
         fw.change(h, &o, None, &mut ctx).unwrap();
         let (h, o) = opts("6/0xff", "classid 1:6");

@@ -188,7 +188,13 @@ mod tests {
         let mut m = Matchall::default();
         let o = MatchallOpts { present: true, classid: Some(0x10010), ..Default::default() };
         let mut t = super::super::action::ActionTable::default();
-        let mut ctx = ActCtx { table: &mut t, available: &|_| true, kernel: Default::default(), now: Instant::ZERO };
+        let mut ctx = ActCtx {
+            table: &mut t,
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant::ZERO,
+            at_ingress: false,
+        };
         m.change(0, &o, &mut ctx).unwrap();
         assert_eq!(m.get(1), Some(1));
         assert_eq!(m.classify(&mut Packet::new(0, 1), Instant::ZERO), Some((0, TcfResult { classid: 0x10010 })));

@@ -62,6 +62,7 @@
 //! readable header: every u32 key read fails (which ends the u32 lookup, as a failed
 //! `skb_header_pointer` does), while fw and matchall filters still match it.
 
+pub mod act;
 pub mod action;
 pub mod flower;
 pub mod fw;
@@ -668,7 +669,13 @@ mod tests {
     fn kinds_log_only_their_own_bindings() {
         use action::{ActCtx, ActionTable};
         let mut t = ActionTable::default();
-        let mut acts = ActCtx { table: &mut t, available: &|_| true, kernel: Default::default(), now: Instant::ZERO };
+        let mut acts = ActCtx {
+            table: &mut t,
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant::ZERO,
+            at_ingress: false,
+        };
         let fw = lookup("fw").unwrap();
         let mut tp = (fw.init)(None, 1).unwrap();
         for i in 1..=100 {

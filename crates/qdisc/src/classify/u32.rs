@@ -250,7 +250,13 @@ impl super::Classifier for Tp {
     fn kind(&self) -> &'static str {
         "u32"
     }
-    fn classify(&self, pkt: &mut crate::packet::Packet, hdr: &Headers, _: u32, now: Instant) -> Option<(i32, TcfResult)> {
+    fn classify(
+        &self,
+        pkt: &mut crate::packet::Packet,
+        hdr: &Headers,
+        _: u32,
+        now: Instant,
+    ) -> Option<(i32, TcfResult)> {
         Tp::classify(self, hdr, pkt, now)
     }
     fn get(&self, handle: u32) -> Option<u32> {
@@ -1395,6 +1401,7 @@ mod tests {
             available: &|_| true,
             kernel: Default::default(),
             now: Instant::ZERO,
+            at_ingress: false,
         }
     }
     fn tp_with(rules: &[&str]) -> Tp {
