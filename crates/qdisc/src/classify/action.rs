@@ -1071,7 +1071,7 @@ impl Action {
                 self.stats.bytes += len as u64;
                 self.stats.packets += 1;
                 self.used(t);
-                r.unwrap_or_else(|()| {
+                r.unwrap_or_else(|| {
                     self.stats.drops = self.stats.drops.wrapping_add(1);
                     TC_ACT_SHOT
                 })

@@ -180,9 +180,9 @@ impl Skbedit {
         .count()
     }
 
-    /// `tcf_skbedit_act` on `pkt` (the caller counts the packet first); `Err` is the
-    /// drop of an unreadable IP header, which the caller counts.
-    pub fn act(&self, pkt: &mut Packet) -> Result<i32, ()> {
+    /// `tcf_skbedit_act` on `pkt`: the verdict, or None for the drop of an
+    /// unreadable IP header (the caller counts the packet, and the drop).
+    pub fn act(&self, pkt: &mut Packet) -> Option<i32> {
         if let Some(p) = self.priority {
             pkt.priority = p;
         }
@@ -191,11 +191,11 @@ impl Skbedit {
                 Some(ETH_P_IP) => Some(20),
                 Some(ETH_P_IPV6) => Some(40),
                 Some(_) => None,
-                None => return Err(()),
+                None => return None,
             };
             if let Some(n) = need {
                 if (pkt.len as usize) < 14 + n {
-                    return Err(());
+                    return None;
                 }
                 pkt.priority = (pkt.tos >> 2) as u32;
             }
@@ -204,7 +204,7 @@ impl Skbedit {
             let mask = self.mask.unwrap_or(!0);
             pkt.mark = (pkt.mark & !mask) | (m & mask);
         }
-        Ok(self.action)
+        Some(self.action)
     }
 
     /// `tcf_skbedit_offload_act_setup` of a standalone action: one edit alone, a
@@ -332,27 +332,27 @@ mod tests {
         let e = spec("skbedit priority 1:2 mark 0xab/0x0f").ok().unwrap().params;
         let mut p = ipv4(0, 100);
         p.mark = 0x1234_5670;
-        assert_eq!(e.act(&mut p), Ok(TC_ACT_PIPE));
+        assert_eq!(e.act(&mut p), Some(TC_ACT_PIPE));
         assert_eq!((p.priority, p.mark), (0x1_0002, 0x1234_567b));
         // Without a mask the whole mark is replaced.
         let e = spec("skbedit mark 5").ok().unwrap().params;
-        assert_eq!(e.act(&mut p), Ok(TC_ACT_PIPE));
+        assert_eq!(e.act(&mut p), Some(TC_ACT_PIPE));
         assert_eq!(p.mark, 5);
         // inheritdsfield: DSCP 46 (EF) with ECN bits 01 → priority 0xb9 >> 2 = 46;
         // it comes after `priority`, so it wins.
         let e = spec("skbedit priority 7 inheritdsfield").ok().unwrap().params;
         let mut p = ipv4(0xb9, 100);
-        assert_eq!(e.act(&mut p), Ok(TC_ACT_PIPE));
+        assert_eq!(e.act(&mut p), Some(TC_ACT_PIPE));
         assert_eq!(p.priority, 46);
         // No readable IP header: the drop.
         let mut short = ipv4(0xb9, 33);
-        assert_eq!(e.act(&mut short), Err(()));
-        assert_eq!(e.act(&mut Packet::new(2, 1000)), Err(()));
+        assert_eq!(e.act(&mut short), None);
+        assert_eq!(e.act(&mut Packet::new(2, 1000)), None);
         // queue_mapping and ptype leave the engine's packet untouched.
         let e = spec("skbedit queue_mapping 1 ptype host").ok().unwrap().params;
         let mut p = ipv4(4, 100);
         let before = p.clone();
-        assert_eq!(e.act(&mut p), Ok(TC_ACT_PIPE));
+        assert_eq!(e.act(&mut p), Some(TC_ACT_PIPE));
         assert_eq!(p, before);
     }
 
