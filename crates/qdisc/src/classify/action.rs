@@ -1,5 +1,5 @@
 //! tc actions attached to filters: gact, police and mirred here, and the kinds of
-//! [`super::act`] (skbedit), each registered once below (`ActSpec`, `ActKind`, `Kind`).
+//! [`super::act`] (skbedit, simple), each registered once below (`ActSpec`, `ActKind`, `Kind`).
 //!
 //! tc side: tc/m_action.c (`parse_action`, `tc_print_action`), tc/m_gact.c,
 //! tc/m_police.c, tc/m_mirred.c and tc_util.c's action-control helpers. Kernel side:
@@ -50,7 +50,7 @@ use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
 use crate::tc::{matches, units, Args, Out, TcError};
 use crate::time::Instant;
 
-use super::act::skbedit;
+use super::act::{simple, skbedit};
 use super::{FilterError, TcfResult};
 
 pub const TC_ACT_UNSPEC: i32 = -1;
@@ -120,7 +120,6 @@ pub(crate) const OTHER_KINDS: &[&str] = &[
     "nat",
     "pedit",
     "sample",
-    "simple",
     "skbmod",
     "tunnel_key",
     "vlan",
@@ -170,6 +169,7 @@ pub enum ActSpec {
     Police(PoliceSpec),
     Mirred(MirredSpec),
     Skbedit(skbedit::Spec),
+    Simple(simple::Spec),
     /// A word tc parsed with gact's parser (its fallback for kinds it has no module
     /// for) but sends as TCA_ACT_KIND: no kernel has such a module.
     Other(String),
@@ -786,6 +786,7 @@ fn parse_actions(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
             "police" => parse_police(a, true).map(ActSpec::Police),
             "mirred" => parse_mirred(a).map(ActSpec::Mirred),
             "skbedit" => skbedit::parse(a).map(ActSpec::Skbedit),
+            "simple" => simple::parse(a).map(ActSpec::Simple),
             k if OTHER_KINDS.contains(&k) => return Err(refuse(k)),
             // get_action_kind falls back to gact's parser, but the kind sent is the word.
             _ => parse_gact(a).map(|g| if kind == "gact" { g } else { ActSpec::Other(kind.to_string()) }),
@@ -911,6 +912,7 @@ pub enum ActKind {
     Police(Police),
     Mirred(Mirred),
     Skbedit(skbedit::Skbedit),
+    Simple(simple::Simple),
 }
 
 impl ActKind {
@@ -923,6 +925,7 @@ impl ActKind {
             }
             ActKind::Police(_) | ActKind::Mirred(_) => true,
             ActKind::Skbedit(e) => e.offloadable(),
+            ActKind::Simple(_) => false,
         }
     }
 }
@@ -964,6 +967,7 @@ impl Action {
             ActKind::Police(_) => Kind::Police,
             ActKind::Mirred(_) => Kind::Mirred,
             ActKind::Skbedit(_) => Kind::Skbedit,
+            ActKind::Simple(_) => Kind::Simple,
         }
     }
 
@@ -1076,6 +1080,14 @@ impl Action {
                     TC_ACT_SHOT
                 })
             }
+            ActKind::Simple(d) => {
+                // tcf_simp_act: counted (its kernel-log line has no counterpart).
+                let verdict = d.action;
+                self.stats.bytes += len as u64;
+                self.stats.packets += 1;
+                self.used(t);
+                verdict
+            }
         }
     }
 }
@@ -1087,11 +1099,12 @@ pub enum Kind {
     Police,
     Mirred,
     Skbedit,
+    Simple,
 }
 
 impl Kind {
     /// Every kind, in the order of their tables.
-    pub const ALL: [Kind; 4] = [Kind::Gact, Kind::Police, Kind::Mirred, Kind::Skbedit];
+    pub const ALL: [Kind; 5] = [Kind::Gact, Kind::Police, Kind::Mirred, Kind::Skbedit, Kind::Simple];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -1099,6 +1112,7 @@ impl Kind {
             Kind::Police => "police",
             Kind::Mirred => "mirred",
             Kind::Skbedit => "skbedit",
+            Kind::Simple => "simple",
         }
     }
 
@@ -1116,6 +1130,7 @@ impl ActSpec {
             ActSpec::Police(_) => Some(Kind::Police),
             ActSpec::Mirred(_) => Some(Kind::Mirred),
             ActSpec::Skbedit(_) => Some(Kind::Skbedit),
+            ActSpec::Simple(_) => Some(Kind::Simple),
             ActSpec::Other(_) => None,
         }
     }
@@ -1127,6 +1142,7 @@ impl ActSpec {
             ActSpec::Police(p) => p.index,
             ActSpec::Mirred(p) => p.index,
             ActSpec::Skbedit(p) => p.index,
+            ActSpec::Simple(p) => p.index,
             ActSpec::Other(_) => 0,
         }
     }
@@ -1395,8 +1411,10 @@ impl ActCtx<'_> {
         if bind {
             return Ok(Ok(existing));
         }
-        if let ActSpec::Skbedit(p) = s {
-            p.check_flags()?;
+        match s {
+            ActSpec::Skbedit(p) => p.check_flags()?,
+            ActSpec::Simple(p) => drop(p.params()?),
+            _ => {}
         }
         if let ActSpec::Mirred(p) = s {
             // tcf_mirred_init's checks that come before EEXIST.
@@ -1501,6 +1519,11 @@ impl ActCtx<'_> {
                 check_ctrlact(p.params.action)?;
                 Ok(ActKind::Skbedit(p.params.clone()))
             }
+            ActSpec::Simple(p) => {
+                let d = p.params()?;
+                check_ctrlact(d.action)?;
+                Ok(ActKind::Simple(d))
+            }
             ActSpec::Other(_) => Err(FilterError::action()),
         }
     }
@@ -1602,6 +1625,11 @@ pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant
         ActKind::Mirred(_) => print_mirred(out, &a, refs, binds, now),
         ActKind::Skbedit(e) => {
             e.print(out);
+            out.nl();
+            print_refs(out, "\t index", &a, refs, binds, now);
+        }
+        ActKind::Simple(d) => {
+            d.print(out);
             out.nl();
             print_refs(out, "\t index", &a, refs, binds, now);
         }
@@ -2012,8 +2040,21 @@ mod tests {
         }
         assert_eq!(
             err("nat ingress 1.1.1.1 2.2.2.2").msg,
-            "qdisc-lab: action \"nat\" is not supported (gact, police, mirred and skbedit only)\n"
+            "qdisc-lab: action \"nat\" is not supported (gact, police, mirred, skbedit and simple only)\n"
         );
+    }
+
+    #[test]
+    fn simple_counts_and_answers_its_control() {
+        let (e, _t) = exts("simple sdata hi action simple sdata there drop", 0);
+        let mut p = Packet::new(1, 300);
+        let before = p.clone();
+        assert_eq!(e.exec(&mut p, Instant(3), &mut TcfResult { classid: 0 }), TC_ACT_SHOT);
+        assert_eq!(p, before);
+        let s = |i: usize| lock(&e.acts[i]).stats;
+        assert_eq!(s(0), ActStats { bytes: 300, packets: 1, drops: 0, overlimits: 0 });
+        // A drop verdict of simple is not counted as the action's drop (no qstats).
+        assert_eq!(s(1), ActStats { bytes: 300, packets: 1, drops: 0, overlimits: 0 });
     }
 
     #[test]

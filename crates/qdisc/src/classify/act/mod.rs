@@ -2,4 +2,5 @@
 //! each; `action.rs` registers them (its `ActSpec`, `ActKind` and `Kind`) and runs
 //! the parts every action shares (index table, counters, control verdicts, dumps).
 
+pub mod simple;
 pub mod skbedit;
