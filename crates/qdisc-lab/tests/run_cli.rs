@@ -27,7 +27,13 @@ fn kernel_choices_are_checked_before_anything_runs() {
     );
     let (code, _, err) = run(&["--backend", "host", "--kernel", "6.12", &scenario]);
     assert_eq!(code, 2);
-    assert_eq!(err, "qdisc-lab run: --kernel chooses the kernel of --backend vm\n");
+    assert_eq!(
+        err,
+        "qdisc-lab run: --kernel chooses the kernel of --backend vm or sim (the host backend runs this machine's)\n"
+    );
+    let (code, _, err) = run(&["--backend", "sim", "--kernel", "6.1", &scenario]);
+    assert_eq!(code, 2);
+    assert_eq!(err, "qdisc-lab run: the simulator models kernels 6.12 (the default) and 6.18, not \"6.1\"\n");
 }
 
 #[test]

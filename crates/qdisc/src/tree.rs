@@ -934,10 +934,10 @@ impl Device {
     /// layer. The mini-qdisc counts every packet it sees (bstats) and the ones a
     /// filter shoots (qstats drop); without an ingress qdisc the packet passes
     /// untouched.
-    pub fn ingress(&mut self, pkt: Packet, now: Instant) -> Ingress {
+    pub fn ingress(&mut self, mut pkt: Packet, now: Instant) -> Ingress {
         let Some(node) = self.ingress.as_mut() else { return Ingress::Pass(pkt) };
         node.sch.stats.sent(&pkt);
-        let verdict = node.q.as_classful().and_then(|c| c.block(0xFFF2)).and_then(|b| b.classify(&pkt, now));
+        let verdict = node.q.as_classful().and_then(|c| c.block(0xFFF2)).and_then(|b| b.classify(&mut pkt, now));
         match verdict {
             Some(crate::classify::Verdict::Shot) => {
                 node.sch.stats.dropped();

@@ -1,4 +1,5 @@
-//! tc actions attached to filters: gact, police and mirred.
+//! tc actions attached to filters: gact, police and mirred here, and the kinds of
+//! [`super::act`] (skbedit, simple), each registered once below (`ActSpec`, `ActKind`, `Kind`).
 //!
 //! tc side: tc/m_action.c (`parse_action`, `tc_print_action`), tc/m_gact.c,
 //! tc/m_police.c, tc/m_mirred.c and tc_util.c's action-control helpers. Kernel side:
@@ -33,7 +34,11 @@
 //!   shared block exists here, so they reach no device (`tcf_blockcast`'s empty
 //!   block: an overlimit, the control verdict).
 //!
-//! Not modelled (refused with a qdisc-lab message): other action kinds, gact `random netrand` (needs a
+//! * Actions edit the packet they are given (`&mut Packet`): what a classifier runs
+//!   them on is what the qdisc then queues, and a reclassification sees the edits.
+//!
+//! Not modelled (refused with a qdisc-lab message): other action kinds (those that
+//! act on conntrack state — ct, connmark, ctinfo — say so), gact `random netrand` (needs a
 //! random source), police `avrate` (needs a rate estimator) and `pkts_rate`, action
 //! cookies, `hw_stats` and `no_percpu`.
 
@@ -45,6 +50,7 @@ use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
 use crate::tc::{matches, units, Args, Out, TcError};
 use crate::time::Instant;
 
+use super::act::{simple, skbedit};
 use super::{FilterError, TcfResult};
 
 pub const TC_ACT_UNSPEC: i32 = -1;
@@ -114,13 +120,24 @@ pub(crate) const OTHER_KINDS: &[&str] = &[
     "nat",
     "pedit",
     "sample",
-    "simple",
-    "skbedit",
     "skbmod",
     "tunnel_key",
     "vlan",
     "xt",
 ];
+
+/// Of [`OTHER_KINDS`], those that act on connection-tracking state.
+const CONNTRACK_KINDS: &[&str] = &["connmark", "ct", "ctinfo"];
+
+/// The refusal of a kind of [`OTHER_KINDS`] (tc's exit status 1), by name.
+pub(crate) fn refuse(k: &str) -> TcError {
+    if CONNTRACK_KINDS.contains(&k) {
+        return TcError::tc(format!("qdisc-lab: action \"{k}\" needs conntrack, which qdisc-lab does not model\n"));
+    }
+    let names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+    let (last, rest) = names.split_last().expect("kinds");
+    TcError::tc(format!("qdisc-lab: action \"{k}\" is not supported ({} and {last} only)\n", rest.join(", ")))
+}
 
 /// tc's `struct tc_police` plus the attributes m_police.c sends.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -151,6 +168,8 @@ pub enum ActSpec {
     },
     Police(PoliceSpec),
     Mirred(MirredSpec),
+    Skbedit(skbedit::Spec),
+    Simple(simple::Spec),
     /// A word tc parsed with gact's parser (its fallback for kinds it has no module
     /// for) but sends as TCA_ACT_KIND: no kernel has such a module.
     Other(String),
@@ -234,7 +253,7 @@ fn action_n2a(a: i32) -> String {
 }
 
 /// `print_action_control(prefix, action, suffix)`.
-fn print_action_control(out: &mut Out, prefix: &str, a: i32, suffix: &str) {
+pub(crate) fn print_action_control(out: &mut Out, prefix: &str, a: i32, suffix: &str) {
     out.fp(format_args!("{prefix}"));
     out.open_object(Some("control_action"));
     let n = action_n2a(a);
@@ -253,7 +272,7 @@ fn print_action_control(out: &mut Out, prefix: &str, a: i32, suffix: &str) {
 
 /// How a tc-side parse failed: a message and `return -1` (the callers add their
 /// own lines), or an `exit(-1)` that ends tc at once.
-enum Fail {
+pub(crate) enum Fail {
     Ret(String),
     Exit(TcError),
 }
@@ -293,6 +312,24 @@ fn parse_action_control(a: &mut Args, allow_num: bool) -> Result<i32, Fail> {
         };
     }
     Err(Fail::Ret(format!("Bad action type {w}\n")))
+}
+
+/// `parse_action_control_dflt(…, allow_num = false, dflt)`: a control word if one
+/// parses; otherwise `dflt`, the cursor where it was (a failed `goto`/`jump` still
+/// printed its complaint; a word that is no control word says nothing).
+pub(crate) fn parse_action_control_dflt(a: &mut Args, dflt: i32) -> Result<i32, Fail> {
+    let at = a.pos();
+    match parse_action_control(a, false) {
+        Ok(r) => Ok(r),
+        Err(Fail::Ret(m)) => {
+            if !m.starts_with("Bad action type") {
+                a.notes.push_str(&m);
+            }
+            a.set_pos(at);
+            Ok(dflt)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// `parse_action_control_slash`: `EXCEED[/CONFORM]`.
@@ -493,19 +530,7 @@ fn parse_mirred(a: &mut Args) -> Result<MirredSpec, Fail> {
         p.dev = name;
     }
     if p.eaction == TCA_EGRESS_MIRROR || p.eaction == TCA_INGRESS_MIRROR {
-        // parse_action_control_dflt(…, TC_ACT_PIPE): a control word if one parses;
-        // otherwise pipe, the cursor where it was (a failed goto/jump still printed).
-        let at = a.pos();
-        match parse_action_control(a, false) {
-            Ok(r) => p.action = r,
-            Err(Fail::Ret(m)) => {
-                if !m.starts_with("Bad action type") {
-                    a.notes.push_str(&m);
-                }
-                a.set_pos(at);
-            }
-            Err(e) => return Err(e),
-        }
+        p.action = parse_action_control_dflt(a, TC_ACT_PIPE)?;
     }
     if let Some(w) = a.peek() {
         if iok > 0 && matches(w, "index") {
@@ -721,6 +746,12 @@ fn new_cmd(w: &str) -> bool {
 /// Appends to `spec`; failures carry tc's text including the classifier's
 /// `Illegal "action"`.
 pub fn parse_action(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
+    // What a parser printed on its way (a default control's complaint) comes first.
+    parse_actions(a, spec)
+        .map_err(|e| TcError { msg: format!("{}{}", std::mem::take(&mut a.notes), e.msg), code: e.code })
+}
+
+fn parse_actions(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
     a.peek().ok_or_else(TcError::incomplete)?;
     spec.acts.clear();
     let illegal = |m: String| TcError::tc(format!("{m}Illegal \"action\"\n"));
@@ -754,11 +785,9 @@ pub fn parse_action(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
         let r = match kind {
             "police" => parse_police(a, true).map(ActSpec::Police),
             "mirred" => parse_mirred(a).map(ActSpec::Mirred),
-            k if OTHER_KINDS.contains(&k) => {
-                return Err(TcError::tc(format!(
-                    "qdisc-lab: action \"{k}\" is not supported (gact, police and mirred only)\n"
-                )))
-            }
+            "skbedit" => skbedit::parse(a).map(ActSpec::Skbedit),
+            "simple" => simple::parse(a).map(ActSpec::Simple),
+            k if OTHER_KINDS.contains(&k) => return Err(refuse(k)),
             // get_action_kind falls back to gact's parser, but the kind sent is the word.
             _ => parse_gact(a).map(|g| if kind == "gact" { g } else { ActSpec::Other(kind.to_string()) }),
         };
@@ -882,6 +911,23 @@ pub enum ActKind {
     Gact(Gact),
     Police(Police),
     Mirred(Mirred),
+    Skbedit(skbedit::Skbedit),
+    Simple(simple::Simple),
+}
+
+impl ActKind {
+    /// The kind's `offload_act_setup` for a standalone action succeeds
+    /// (`tcf_gact_offload_act_setup` … `tcf_skbedit_offload_act_setup`).
+    fn offloadable(&self) -> bool {
+        match self {
+            ActKind::Gact(g) => {
+                matches!(g.action, TC_ACT_OK | TC_ACT_SHOT | TC_ACT_TRAP) || ext_cmp(g.action, TC_ACT_GOTO_CHAIN)
+            }
+            ActKind::Police(_) | ActKind::Mirred(_) => true,
+            ActKind::Skbedit(e) => e.offloadable(),
+            ActKind::Simple(_) => false,
+        }
+    }
 }
 
 /// Counters an action keeps (`cpu_bstats`/`cpu_qstats`) and `struct tcf_t`.
@@ -902,9 +948,10 @@ pub struct Action {
     install: u64,
     lastuse: u64,
     firstuse: u64,
-    /// Made by `tc actions add` (the table holds a reference of its own, and the
-    /// kernel reports `used_hw_stats` for it, as `tcf_action_add` offloads it).
+    /// Made by `tc actions add` (the table holds a reference of its own).
     standalone: bool,
+    /// `used_hw_stats_valid`: see [`ActionTable::dump`].
+    hw_stats: bool,
 }
 
 pub type ActRef = Arc<Mutex<Action>>;
@@ -914,12 +961,14 @@ fn lock(a: &ActRef) -> std::sync::MutexGuard<'_, Action> {
 }
 
 impl Action {
-    fn kind(&self) -> Option<Kind> {
-        Some(match self.kind {
+    fn kind(&self) -> Kind {
+        match self.kind {
             ActKind::Gact(_) => Kind::Gact,
             ActKind::Police(_) => Kind::Police,
             ActKind::Mirred(_) => Kind::Mirred,
-        })
+            ActKind::Skbedit(_) => Kind::Skbedit,
+            ActKind::Simple(_) => Kind::Simple,
+        }
     }
 
     /// `tcf_lastuse_update`.
@@ -932,7 +981,7 @@ impl Action {
 
     /// The action's `act` op on `pkt` at `now`; `me` is the shared handle of this
     /// action (mirred's forwarded packets carry it back for [`Mirrored::failed`]).
-    pub fn act(&mut self, me: &ActRef, pkt: &Packet, now: Instant) -> i32 {
+    pub fn act(&mut self, me: &ActRef, pkt: &mut Packet, now: Instant) -> i32 {
         let t = now.0;
         let len = pkt.len;
         match &mut self.kind {
@@ -1019,6 +1068,26 @@ impl Action {
                 }
                 verdict
             }
+            ActKind::Skbedit(e) => {
+                // tcf_skbedit_act: counted, then the edits; an unreadable IP header
+                // for inheritdsfield is a drop.
+                let r = e.act(pkt);
+                self.stats.bytes += len as u64;
+                self.stats.packets += 1;
+                self.used(t);
+                r.unwrap_or_else(|| {
+                    self.stats.drops = self.stats.drops.wrapping_add(1);
+                    TC_ACT_SHOT
+                })
+            }
+            ActKind::Simple(d) => {
+                // tcf_simp_act: counted (its kernel-log line has no counterpart).
+                let verdict = d.action;
+                self.stats.bytes += len as u64;
+                self.stats.packets += 1;
+                self.used(t);
+                verdict
+            }
         }
     }
 }
@@ -1029,15 +1098,27 @@ pub enum Kind {
     Gact,
     Police,
     Mirred,
+    Skbedit,
+    Simple,
 }
 
 impl Kind {
+    /// Every kind, in the order of their tables.
+    pub const ALL: [Kind; 5] = [Kind::Gact, Kind::Police, Kind::Mirred, Kind::Skbedit, Kind::Simple];
+
     pub fn name(self) -> &'static str {
         match self {
             Kind::Gact => "gact",
             Kind::Police => "police",
             Kind::Mirred => "mirred",
+            Kind::Skbedit => "skbedit",
+            Kind::Simple => "simple",
         }
+    }
+
+    /// The kind tc names `k` (`get_action_kind`'s id).
+    pub fn from_name(k: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|kd| kd.name() == k)
     }
 }
 
@@ -1048,7 +1129,21 @@ impl ActSpec {
             ActSpec::Gact { .. } => Some(Kind::Gact),
             ActSpec::Police(_) => Some(Kind::Police),
             ActSpec::Mirred(_) => Some(Kind::Mirred),
+            ActSpec::Skbedit(_) => Some(Kind::Skbedit),
+            ActSpec::Simple(_) => Some(Kind::Simple),
             ActSpec::Other(_) => None,
+        }
+    }
+
+    /// The index asked for (`tc_*.index`; 0 = any free one).
+    fn index(&self) -> u32 {
+        match self {
+            ActSpec::Gact { index, .. } => *index,
+            ActSpec::Police(p) => p.index,
+            ActSpec::Mirred(p) => p.index,
+            ActSpec::Skbedit(p) => p.index,
+            ActSpec::Simple(p) => p.index,
+            ActSpec::Other(_) => 0,
         }
     }
 }
@@ -1057,9 +1152,8 @@ impl ActSpec {
 /// [`Outbox`].
 #[derive(Debug, Default)]
 pub struct ActionTable {
-    gact: BTreeMap<u32, Weak<Mutex<Action>>>,
-    police: BTreeMap<u32, Weak<Mutex<Action>>>,
-    mirred: BTreeMap<u32, Weak<Mutex<Action>>>,
+    /// One per kind, in [`Kind::ALL`] order.
+    tables: [BTreeMap<u32, Weak<Mutex<Action>>>; Kind::ALL.len()],
     /// The references `tc actions add` holds (`ref 1 bind 0` until a filter binds).
     held: Vec<ActRef>,
     outbox: Outbox,
@@ -1068,9 +1162,25 @@ pub struct ActionTable {
 impl ActionTable {
     /// The actions of `kind`, by index (`tcf_generic_walker`'s dump order);
     /// `since_ns`: only those used within that much time before `now` (`since`).
+    /// Each one listed asks for its hardware counters (`tcf_action_update_hw_stats`),
+    /// which, with no offloading device, succeeds for a kind whose offload setup
+    /// does: from then on its dumps report `used_hw_stats`.
     pub fn dump(&mut self, kind: Kind, since_ns: Option<u64>, now: Instant) -> Vec<ActRef> {
-        let all: Vec<ActRef> = self.table(kind).values().filter_map(Weak::upgrade).collect();
-        all.into_iter().filter(|a| since_ns.is_none_or(|s| lock(a).lastuse >= now.0.saturating_sub(s))).collect()
+        let listed: Vec<ActRef> = self
+            .all(kind)
+            .into_iter()
+            .filter(|a| since_ns.is_none_or(|s| lock(a).lastuse >= now.0.saturating_sub(s)))
+            .collect();
+        for a in &listed {
+            let mut a = lock(a);
+            a.hw_stats |= a.kind.offloadable();
+        }
+        listed
+    }
+
+    /// Every action of `kind`, by index.
+    fn all(&mut self, kind: Kind) -> Vec<ActRef> {
+        self.table(kind).values().filter_map(Weak::upgrade).collect()
     }
 
     /// `tcf_action_get_1`: the action of `kind` with `index`.
@@ -1097,7 +1207,7 @@ impl ActionTable {
     /// `tca_action_flush` → `tcf_del_walker`: every action of `kind` in index order
     /// until one a filter holds, which ends the walk with EPERM.
     pub fn flush(&mut self, kind: Kind) -> Result<(), FilterError> {
-        for a in self.dump(kind, None, Instant(0)) {
+        for a in self.all(kind) {
             if Arc::strong_count(&a) - 1 > lock(&a).standalone as usize {
                 return Err(FilterError::Errno("Operation not permitted"));
             }
@@ -1109,10 +1219,11 @@ impl ActionTable {
     /// Drop the table's own reference (the action goes when no filter holds it).
     fn release(&mut self, a: &ActRef) {
         self.held.retain(|h| !Arc::ptr_eq(h, a));
-        let index = lock(a).index;
-        if let Some(k) = lock(a).kind() {
-            self.table(k).remove(&index);
-        }
+        let (index, k) = {
+            let a = lock(a);
+            (a.index, a.kind())
+        };
+        self.table(k).remove(&index);
     }
 
     /// Some filter holds an action of `kind`.
@@ -1124,11 +1235,7 @@ impl ActionTable {
         std::mem::take(&mut *self.outbox.0.lock().unwrap_or_else(|e| e.into_inner()))
     }
     fn table(&mut self, kind: Kind) -> &mut BTreeMap<u32, Weak<Mutex<Action>>> {
-        let t = match kind {
-            Kind::Gact => &mut self.gact,
-            Kind::Police => &mut self.police,
-            Kind::Mirred => &mut self.mirred,
-        };
+        let t = &mut self.tables[kind as usize];
         t.retain(|_, w| w.strong_count() > 0);
         t
     }
@@ -1165,6 +1272,9 @@ pub struct ActCtx<'a> {
     /// The kernel whose build options a filter change follows (u32's mark match).
     pub kernel: crate::tree::KernelVersion,
     pub now: Instant,
+    /// The filter's parent is an ingress hook (TCA_ACT_FLAGS_AT_INGRESS: its minor is
+    /// clsact's/ingress's FFF2); false for `tc actions`.
+    pub at_ingress: bool,
 }
 
 /// `tcf_action_check_ctrlact`: a valid opcode, and `goto chain` only for an action
@@ -1211,13 +1321,13 @@ impl ActCtx<'_> {
         let mut made: Vec<ActRef> = Vec::new();
         let r = (|| {
             for s in spec.acts.iter().take(TCA_ACT_MAX_PRIO) {
-                let index = match s {
-                    ActSpec::Gact { index, .. } => *index,
-                    ActSpec::Police(p) => p.index,
-                    ActSpec::Mirred(p) => p.index,
-                    ActSpec::Other(_) => 0,
-                };
-                if index != 0 && made.iter().any(|m| lock(m).index == index && lock(m).kind() == s.kind()) {
+                let index = s.index();
+                if index != 0
+                    && made.iter().any(|m| {
+                        let m = lock(m);
+                        m.index == index && Some(m.kind()) == s.kind()
+                    })
+                {
                     return Err(FilterError::Errno("Resource temporarily unavailable"));
                 }
                 let a = match self.check(s, false, replace)? {
@@ -1292,18 +1402,21 @@ impl ActCtx<'_> {
                 ));
             }
         }
-        let (kind, index) = match s {
-            ActSpec::Gact { index, .. } => (Kind::Gact, *index),
-            ActSpec::Police(p) => (Kind::Police, p.index),
-            ActSpec::Mirred(p) => (Kind::Mirred, p.index),
-            ActSpec::Other(_) => return Err(FilterError::action()),
-        };
-        let existing = match self.table.check_alloc(kind, index)? {
+        if let ActSpec::Skbedit(p) = s {
+            p.check(self.at_ingress)?;
+        }
+        let Some(kind) = s.kind() else { return Err(FilterError::action()) };
+        let existing = match self.table.check_alloc(kind, s.index())? {
             Ok(a) => a,
             Err(idx) => return Ok(Err(idx)),
         };
         if bind {
             return Ok(Ok(existing));
+        }
+        match s {
+            ActSpec::Skbedit(p) => p.check_flags()?,
+            ActSpec::Simple(p) => drop(p.params()?),
+            _ => {}
         }
         if let ActSpec::Mirred(p) = s {
             // tcf_mirred_init's checks that come before EEXIST.
@@ -1339,6 +1452,7 @@ impl ActCtx<'_> {
             lastuse: now,
             firstuse: 0,
             standalone: false,
+            hw_stats: false,
         }));
         self.table.insert(k, &a);
         Ok(a)
@@ -1402,6 +1516,16 @@ impl ActCtx<'_> {
                     outbox: self.table.outbox.clone(),
                 }))
             }
+            ActSpec::Skbedit(p) => {
+                p.check_flags()?;
+                check_ctrlact(p.params.action, tp)?;
+                Ok(ActKind::Skbedit(p.params.clone()))
+            }
+            ActSpec::Simple(p) => {
+                let d = p.params()?;
+                check_ctrlact(d.action, tp)?;
+                Ok(ActKind::Simple(d))
+            }
             ActSpec::Other(_) => Err(FilterError::action()),
         }
     }
@@ -1428,6 +1552,8 @@ impl Exts {
                 ActKind::Gact(g) => g.action,
                 ActKind::Police(p) => p.action,
                 ActKind::Mirred(m) => m.action,
+                ActKind::Skbedit(e) => e.action,
+                ActKind::Simple(d) => d.action,
             };
             if ext_cmp(c, TC_ACT_GOTO_CHAIN) {
                 f(Arc::as_ptr(a) as *const (), (c & TC_ACT_EXT_VAL_MASK) as u32);
@@ -1437,7 +1563,7 @@ impl Exts {
 
     /// `tcf_exts_exec` → `tcf_action_exec` for `pkt` at `now`; TC_ACT_OK without
     /// actions.
-    pub fn exec(&self, pkt: &Packet, now: Instant, _res: &mut TcfResult) -> i32 {
+    pub fn exec(&self, pkt: &mut Packet, now: Instant, _res: &mut TcfResult) -> i32 {
         let n = self.acts.len();
         let mut ret = TC_ACT_OK;
         let mut jmp_prgcnt = 0u32;
@@ -1516,6 +1642,16 @@ pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant
         ActKind::Gact(_) => print_gact(out, &a, refs, binds, now),
         ActKind::Police(_) => print_police(out, &a, refs, binds, now),
         ActKind::Mirred(_) => print_mirred(out, &a, refs, binds, now),
+        ActKind::Skbedit(e) => {
+            e.print(out);
+            out.nl();
+            print_refs(out, "\t index", &a, refs, binds, now);
+        }
+        ActKind::Simple(d) => {
+            d.print(out);
+            out.nl();
+            print_refs(out, "\t index", &a, refs, binds, now);
+        }
     }
     if out.show_stats() {
         out.fp(format_args!("\tAction statistics:"));
@@ -1540,7 +1676,7 @@ pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant
         out.boolean("not_in_hw", format_args!("\tnot_in_hw"), true);
         out.nl();
     }
-    if a.standalone {
+    if a.hw_stats {
         out.fp(format_args!("\t"));
         out.open_array("used_hw_stats", "used_hw_stats");
         out.bare_string(format_args!(" disabled"), "disabled");
@@ -1585,7 +1721,12 @@ fn print_gact(out: &mut Out, a: &Action, refs: i64, binds: i64, now: Instant) {
     out.int("val", format_args!("val {pval}"), pval as i64);
     out.close_object();
     out.nl();
-    out.uint("index", format_args!("\t index {}", a.index), a.index as u64);
+    print_refs(out, "\t index", a, refs, binds, now);
+}
+
+/// The index line most kinds end with: `PREFIX N ref R bind B`, the ages with `-s`.
+fn print_refs(out: &mut Out, prefix: &str, a: &Action, refs: i64, binds: i64, now: Instant) {
+    out.uint("index", format_args!("{prefix} {}", a.index), a.index as u64);
     out.int("ref", format_args!(" ref {refs}"), refs);
     out.int("bind", format_args!(" bind {binds}"), binds);
     if out.show_stats() {
@@ -1614,13 +1755,7 @@ fn print_mirred(out: &mut Out, a: &Action, refs: i64, binds: i64, now: Instant) 
     }
     print_action_control(out, " ", m.action, "");
     out.nl();
-    out.uint("index", format_args!("\tindex {}", a.index), a.index as u64);
-    out.int("ref", format_args!(" ref {refs}"), refs);
-    out.int("bind", format_args!(" bind {binds}"), binds);
-    if out.show_stats() {
-        print_tm(out, a, now);
-    }
-    out.nl();
+    print_refs(out, "\tindex", a, refs, binds, now);
 }
 
 /// m_police.c `print_police`.
@@ -1682,14 +1817,20 @@ mod tests {
             parse_action(&mut a, &mut spec).unwrap();
         }
         let mut table = ActionTable::default();
-        let e = ActCtx { table: &mut table, available: &|_| true, kernel: Default::default(), now: Instant(now) }
-            .init(&spec)
-            .unwrap();
+        let e = ActCtx {
+            table: &mut table,
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant(now),
+            at_ingress: false,
+        }
+        .init(&spec)
+        .unwrap();
         (e, table)
     }
 
     fn run(e: &Exts, len: u32, now: u64) -> i32 {
-        e.exec(&Packet::new(0, len), Instant(now), &mut TcfResult { classid: 0 })
+        e.exec(&mut Packet::new(0, len), Instant(now), &mut TcfResult { classid: 0 })
     }
 
     #[test]
@@ -1737,7 +1878,13 @@ mod tests {
             parse_action(&mut a, &mut sp).unwrap();
             sp
         };
-        let mut ctx = ActCtx { table: &mut table, available: &|_| true, kernel: Default::default(), now: Instant(0) };
+        let mut ctx = ActCtx {
+            table: &mut table,
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant(0),
+            at_ingress: false,
+        };
         let a = ctx.init(&spec(&v)).unwrap();
         let b = ctx.init(&spec(&v)).unwrap();
         assert_eq!((lock(&a.acts[0]).index, lock(&b.acts[0]).index), (1, 2));
@@ -1748,7 +1895,13 @@ mod tests {
         // Bound to the existing drop action 2, whose parameters stay.
         assert!(Arc::ptr_eq(&d.acts[0], &b.acts[0]));
         assert_eq!(Arc::strong_count(&b.acts[0]), 2);
-        let mut ctx = ActCtx { table: &mut table, available: &|_| false, kernel: Default::default(), now: Instant(0) };
+        let mut ctx = ActCtx {
+            table: &mut table,
+            available: &|_| false,
+            kernel: Default::default(),
+            now: Instant(0),
+            at_ingress: false,
+        };
         assert_eq!(ctx.init(&spec(&v)).unwrap_err(), FilterError::action());
     }
 
@@ -1799,14 +1952,16 @@ mod tests {
         a.set_links(vec!["lo".into(), "eth0".into(), "ifb0".into()]);
         let mut spec = ExtsSpec::default();
         parse_action(&mut a, &mut spec).unwrap();
-        ActCtx { table, available: &|_| true, kernel: Default::default(), now: Instant(0) }.init(&spec).unwrap()
+        ActCtx { table, available: &|_| true, kernel: Default::default(), now: Instant(0), at_ingress: false }
+            .init(&spec)
+            .unwrap()
     }
 
     #[test]
     fn mirred_redirect_steals_and_hands_the_packet_on() {
         let mut t = ActionTable::default();
         let e = mirred_exts("mirred egress redirect dev ifb0", &mut t);
-        assert_eq!(e.exec(&Packet::new(7, 1000), Instant(5), &mut TcfResult { classid: 0 }), TC_ACT_STOLEN);
+        assert_eq!(e.exec(&mut Packet::new(7, 1000), Instant(5), &mut TcfResult { classid: 0 }), TC_ACT_STOLEN);
         let out = t.take_mirrored();
         assert_eq!(out.len(), 1);
         let m = &out[0];
@@ -1825,17 +1980,17 @@ mod tests {
         // Mirror (pipe) to eth0's receive path, then redirect to ifb0: two copies out,
         // in action order, and the last verdict wins.
         let e = mirred_exts("mirred ingress mirror dev eth0 action mirred egress redirect dev ifb0", &mut t);
-        assert_eq!(e.exec(&Packet::new(1, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_STOLEN);
+        assert_eq!(e.exec(&mut Packet::new(1, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_STOLEN);
         let out = t.take_mirrored();
         let got: Vec<_> = out.iter().map(|m| (m.ifindex, m.ingress, m.redirect)).collect();
         assert_eq!(got, [(2, true, false), (3, false, true)]);
         // A mirror's own control word replaces pipe.
         let e = mirred_exts("mirred egress mirror dev ifb0 drop", &mut t);
-        assert_eq!(e.exec(&Packet::new(2, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_SHOT);
+        assert_eq!(e.exec(&mut Packet::new(2, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_SHOT);
         assert_eq!(t.take_mirrored().len(), 1);
         // A block target: no shared block exists, so nothing goes out; an overlimit.
         let e = mirred_exts("mirred egress mirror blockid 3", &mut t);
-        assert_eq!(e.exec(&Packet::new(3, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_PIPE);
+        assert_eq!(e.exec(&mut Packet::new(3, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_PIPE);
         assert!(t.take_mirrored().is_empty());
         assert_eq!(lock(&e.acts[0]).stats.overlimits, 1);
     }
@@ -1845,7 +2000,7 @@ mod tests {
         let mut t = ActionTable::default();
         let init = |t: &mut ActionTable, spec: MirredSpec| {
             let spec = ExtsSpec { acts: vec![ActSpec::Mirred(spec)], police: None };
-            ActCtx { table: t, available: &|_| true, kernel: Default::default(), now: Instant(0) }
+            ActCtx { table: t, available: &|_| true, kernel: Default::default(), now: Instant(0), at_ingress: false }
                 .init(&spec)
                 .map(|_| ())
         };
@@ -1861,9 +2016,15 @@ mod tests {
         // Only act_mirred loads where the profile lacks gact and police (6.18).
         let spec = ExtsSpec { acts: vec![ActSpec::Gact { index: 0, action: TC_ACT_OK, prob: None }], police: None };
         let only_mirred = |k: Kind| k == Kind::Mirred;
-        let e = ActCtx { table: &mut t, available: &only_mirred, kernel: Default::default(), now: Instant(0) }
-            .init(&spec)
-            .unwrap_err();
+        let e = ActCtx {
+            table: &mut t,
+            available: &only_mirred,
+            kernel: Default::default(),
+            now: Instant(0),
+            at_ingress: false,
+        }
+        .init(&spec)
+        .unwrap_err();
         assert_eq!(e, FilterError::action());
     }
 
@@ -1890,5 +2051,66 @@ mod tests {
             err("gact drop random determ pass 10001").msg,
             "Illegal probability val  0x2711\nbad action parsing\nparse_action: bad value (6:gact)!\nIllegal \"action\"\n"
         );
+        // Kinds that need conntrack are refused by name (tc's exit status 1).
+        for k in ["ct", "connmark", "ctinfo"] {
+            let e = err(&format!("{k} zone 1"));
+            assert_eq!(e.msg, format!("qdisc-lab: action \"{k}\" needs conntrack, which qdisc-lab does not model\n"));
+            assert_eq!(e.code, 1);
+        }
+        assert_eq!(
+            err("nat ingress 1.1.1.1 2.2.2.2").msg,
+            "qdisc-lab: action \"nat\" is not supported (gact, police, mirred, skbedit and simple only)\n"
+        );
+    }
+
+    #[test]
+    fn simple_counts_and_answers_its_control() {
+        let (e, _t) = exts("simple sdata hi action simple sdata there drop", 0);
+        let mut p = Packet::new(1, 300);
+        let before = p.clone();
+        assert_eq!(e.exec(&mut p, Instant(3), &mut TcfResult { classid: 0 }), TC_ACT_SHOT);
+        assert_eq!(p, before);
+        let s = |i: usize| lock(&e.acts[i]).stats;
+        assert_eq!(s(0), ActStats { bytes: 300, packets: 1, drops: 0, overlimits: 0 });
+        // A drop verdict of simple is not counted as the action's drop (no qstats).
+        assert_eq!(s(1), ActStats { bytes: 300, packets: 1, drops: 0, overlimits: 0 });
+    }
+
+    #[test]
+    fn skbedit_edits_the_packet_counts_and_drops() {
+        // mark under a mask, then a second action sees the edited packet.
+        let (e, _t) = exts("skbedit mark 0x50/0xf0 pipe action skbedit priority 1:3 inheritdsfield pass", 0);
+        let mut p = Packet::new(1, 1000);
+        p.mark = 0x0f0f;
+        // No readable IP header for inheritdsfield: the second action drops it.
+        assert_eq!(e.exec(&mut p, Instant(7), &mut TcfResult { classid: 0 }), TC_ACT_SHOT);
+        assert_eq!(p.mark, 0x0f5f);
+        assert_eq!(p.priority, 0x1_0003);
+        let s = |i: usize| lock(&e.acts[i]).stats;
+        assert_eq!(s(0), ActStats { bytes: 1000, packets: 1, drops: 0, overlimits: 0 });
+        assert_eq!(s(1), ActStats { bytes: 1000, packets: 1, drops: 1, overlimits: 0 });
+        assert_eq!(lock(&e.acts[1]).lastuse, 7);
+        // A request that sets nothing: EINVAL, in a filter as in `tc actions`.
+        let v = argv("skbedit index 3");
+        let mut spec = ExtsSpec::default();
+        parse_action(&mut Args::new(&v), &mut spec).unwrap();
+        let mut t = ActionTable::default();
+        let mut ctx = ActCtx {
+            table: &mut t,
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant(0),
+            at_ingress: false,
+        };
+        assert_eq!(ctx.init(&spec).unwrap_err(), FilterError::Errno("Invalid argument"));
+        assert_eq!(ctx.add(&spec, false).unwrap_err(), FilterError::Errno("Invalid argument"));
+        // queue_mapping at an ingress hook, before the index is looked at.
+        let v = argv("skbedit queue_mapping 1 index 3");
+        let mut spec = ExtsSpec::default();
+        parse_action(&mut Args::new(&v), &mut spec).unwrap();
+        ctx.at_ingress = true;
+        assert!(matches!(ctx.init(&spec), Err(FilterError::Ext(m)) if m.contains("hardware only, use skip_sw")));
+        ctx.at_ingress = false;
+        assert!(ctx.init(&spec).is_ok());
     }
 }

@@ -164,7 +164,7 @@ impl Basic {
     }
 
     /// `basic_classify`.
-    fn classify_pkt(&self, pkt: &Packet, hdr: &Headers, now: Instant) -> Option<(i32, TcfResult)> {
+    fn classify_pkt(&self, pkt: &mut Packet, hdr: &Headers, now: Instant) -> Option<(i32, TcfResult)> {
         for f in &self.filters {
             f.tried.fetch_add(1, Ordering::Relaxed);
             if !f.tree.matches(pkt, hdr) {
@@ -202,7 +202,7 @@ impl super::Classifier for Basic {
     fn kind(&self) -> &'static str {
         "basic"
     }
-    fn classify(&self, pkt: &Packet, hdr: &Headers, _: u32, now: Instant) -> Option<(i32, TcfResult)> {
+    fn classify(&self, pkt: &mut Packet, hdr: &Headers, _: u32, now: Instant) -> Option<(i32, TcfResult)> {
         self.classify_pkt(pkt, hdr, now)
     }
     fn get(&self, handle: u32) -> Option<u32> {

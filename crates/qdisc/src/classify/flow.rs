@@ -530,7 +530,7 @@ impl Flow {
     }
 
     /// `flow_classify`.
-    fn classify_pkt(&self, pkt: &Packet, hdr: &Headers, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)> {
+    fn classify_pkt(&self, pkt: &mut Packet, hdr: &Headers, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)> {
         for f in &self.filters {
             if !f.tree.matches(pkt, hdr) {
                 continue;
@@ -631,7 +631,7 @@ impl super::Classifier for Flow {
     fn kind(&self) -> &'static str {
         "flow"
     }
-    fn classify(&self, pkt: &Packet, hdr: &Headers, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)> {
+    fn classify(&self, pkt: &mut Packet, hdr: &Headers, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)> {
         self.classify_pkt(pkt, hdr, q_handle, now)
     }
     fn get(&self, handle: u32) -> Option<u32> {
@@ -695,7 +695,7 @@ mod tests {
 
     fn class_of(tc: &Tc, p: &Packet, now: Instant) -> u32 {
         let b = tc.devices[0].root.q.as_classful().unwrap().block(0).unwrap();
-        match b.classify(p, now) {
+        match b.classify(&mut p.clone(), now) {
             Some(super::super::Verdict::Class(r)) => r.classid,
             v => panic!("{v:?}"),
         }

@@ -259,7 +259,7 @@ impl Flower {
     /// packet's masked key; a `skip_sw` filter found there is passed over (the next
     /// mask is tried). The filter found answers with its actions' verdict (TC_ACT_OK
     /// without; "continue" ends this proto's lookup).
-    pub fn classify(&self, pkt: &Packet, hdr: &Headers, now: Instant) -> Option<(i32, TcfResult)> {
+    pub fn classify(&self, pkt: &mut Packet, hdr: &Headers, now: Instant) -> Option<(i32, TcfResult)> {
         for (mask, table) in &self.masks {
             let Some(&h) = table.get(&mask.packet_key(pkt, hdr)) else { continue };
             let Ok(i) = self.filters.binary_search_by_key(&h, |f| f.handle) else { continue };
@@ -354,7 +354,7 @@ impl super::Classifier for Flower {
     fn kind(&self) -> &'static str {
         "flower"
     }
-    fn classify(&self, pkt: &Packet, hdr: &Headers, _: u32, now: Instant) -> Option<(i32, TcfResult)> {
+    fn classify(&self, pkt: &mut Packet, hdr: &Headers, _: u32, now: Instant) -> Option<(i32, TcfResult)> {
         Flower::classify(self, pkt, hdr, now)
     }
     fn get(&self, handle: u32) -> Option<u32> {
@@ -508,11 +508,17 @@ mod tests {
     fn keys_match() {
         let mut f = Flower::default();
         let mut tb = crate::classify::action::ActionTable::default();
-        let mut ctx = ActCtx { table: &mut tb, available: &|_| true, kernel: Default::default(), now: Instant::ZERO };
+        let mut ctx = ActCtx {
+            table: &mut tb,
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant::ZERO,
+            at_ingress: false,
+        };
         f.change(0, &opts("ip_proto tcp dst_ip 10.0.0.0/8 dst_port 80 classid 1:10"), None, &mut ctx).unwrap();
         f.change(0, &opts("ip_proto udp classid 1:20"), None, &mut ctx).unwrap();
         assert_eq!(f.get(2), Some(2));
-        let c = |p: &Packet| f.classify(p, &Headers::of(p), Instant::ZERO).map(|r| r.1.classid);
+        let c = |p: &Packet| f.classify(&mut p.clone(), &Headers::of(p), Instant::ZERO).map(|r| r.1.classid);
         assert_eq!(c(&pkt([10, 9, 9, 9], 80, 6)), Some(0x10010));
         assert_eq!(c(&pkt([11, 9, 9, 9], 80, 6)), None);
         assert_eq!(c(&pkt([10, 9, 9, 9], 81, 6)), None);
@@ -528,12 +534,21 @@ mod tests {
     fn masks_in_creation_order_and_masked_duplicates() {
         let mut f = Flower::default();
         let mut tb = crate::classify::action::ActionTable::default();
-        let mut ctx = ActCtx { table: &mut tb, available: &|_| true, kernel: Default::default(), now: Instant::ZERO };
+        let mut ctx = ActCtx {
+            table: &mut tb,
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant::ZERO,
+            at_ingress: false,
+        };
         f.change(0, &opts("dst_ip 10.0.0.0/8 classid 1:1"), None, &mut ctx).unwrap();
         f.change(0, &opts("dst_ip 10.1.0.0/16 classid 1:2"), None, &mut ctx).unwrap();
-        let c = |f: &Flower, p: &Packet| f.classify(p, &Headers::of(p), Instant::ZERO).map(|r| r.1.classid);
+        let c = |f: &Flower, mut p: Packet| {
+            let hdr = Headers::of(&p);
+            f.classify(&mut p, &hdr, Instant::ZERO).map(|r| r.1.classid)
+        };
         // The /8 mask came first, so it answers for 10.1.2.3.
-        assert_eq!(c(&f, &pkt([10, 1, 2, 3], 80, 6)), Some(0x10001));
+        assert_eq!(c(&f, pkt([10, 1, 2, 3], 80, 6)), Some(0x10001));
         // Same mask, same masked key: refused even with other host bits.
         assert_eq!(
             f.change(0, &opts("dst_ip 10.9.9.9/8 classid 1:3"), None, &mut ctx),
@@ -543,7 +558,7 @@ mod tests {
         assert!(!f.delete(1));
         f.change(0, &opts("dst_ip 10.0.0.0/8 classid 1:3"), None, &mut ctx).unwrap();
         assert_eq!(f.get(1), Some(1));
-        assert_eq!(c(&f, &pkt([10, 1, 2, 3], 80, 6)), Some(0x10002));
-        assert_eq!(c(&f, &pkt([10, 2, 2, 3], 80, 6)), Some(0x10003));
+        assert_eq!(c(&f, pkt([10, 1, 2, 3], 80, 6)), Some(0x10002));
+        assert_eq!(c(&f, pkt([10, 2, 2, 3], 80, 6)), Some(0x10003));
     }
 }

@@ -131,7 +131,7 @@ impl Fw {
     /// `fw_classify`: the verdict of the matching filter's actions (TC_ACT_OK
     /// without); a filter whose actions answer "continue" lets the lookup go on.
     #[inline(never)]
-    pub fn classify(&self, pkt: &Packet, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)> {
+    pub fn classify(&self, pkt: &mut Packet, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)> {
         match self.mask {
             Some(mask) => {
                 let id = pkt.mark & mask;
@@ -178,6 +178,11 @@ impl Fw {
                     let c = crate::tc::show_classid(f.classid);
                     out.string("classid", format_args!("classid {c} "), &c);
                 }
+                // f_fw.c starts TCA_FW_ACT on a line of its own (print_nl) before
+                // tc_print_action's own newline.
+                if !f.exts.is_empty() && !f.exts.legacy_police {
+                    out.nl();
+                }
                 f.exts.print(out, ctx.now);
             });
         }
@@ -190,7 +195,7 @@ impl super::Classifier for Fw {
     }
     /// A proto without the packet's mark answers from its bucket alone: a block's
     /// lookup calls every proto, so the miss stays a leaf call.
-    fn classify(&self, pkt: &Packet, _: &Headers, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)> {
+    fn classify(&self, pkt: &mut Packet, _: &Headers, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)> {
         if let Some(mask) = self.mask {
             if self.ht[fw_hash(pkt.mark & mask)].is_empty() {
                 return None;
@@ -288,7 +293,7 @@ mod tests {
         parse(Some(h), &mut Args::new(&v)).unwrap()
     }
     fn cls(fw: &Fw, p: &Packet) -> Option<TcfResult> {
-        fw.classify(p, 0x10000, Instant::ZERO).map(|(_, r)| r)
+        fw.classify(&mut p.clone(), 0x10000, Instant::ZERO).map(|(_, r)| r)
     }
     fn marked(m: u32) -> Packet {
         let mut p = Packet::new(1, 100);
@@ -300,7 +305,13 @@ mod tests {
     fn mark_selects_filter_with_mask() {
         let mut fw = Fw::default();
         let mut tb = crate::classify::action::ActionTable::default();
-        let mut ctx = ActCtx { table: &mut tb, available: &|_| true, kernel: Default::default(), now: Instant::ZERO };
+        let mut ctx = ActCtx {
+            table: &mut tb,
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant::ZERO,
+            at_ingress: false,
+        };
         let (h, o) = opts("5/0xff", "classid 1:5");
         fw.change(h, &o, None, &mut ctx).unwrap();
         let (h, o) = opts("6/0xff", "classid 1:6");

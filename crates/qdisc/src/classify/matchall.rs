@@ -32,7 +32,7 @@ impl super::Classifier for Matchall {
     }
     fn classify(
         &self,
-        pkt: &crate::packet::Packet,
+        pkt: &mut crate::packet::Packet,
         _: &super::Headers,
         _: u32,
         now: Instant,
@@ -104,7 +104,7 @@ impl Matchall {
         Ok(())
     }
     /// `mall_classify`: the verdict of the filter's actions (TC_ACT_OK without).
-    pub fn classify(&self, pkt: &Packet, now: Instant) -> Option<(i32, TcfResult)> {
+    pub fn classify(&self, pkt: &mut Packet, now: Instant) -> Option<(i32, TcfResult)> {
         let h = self.head.as_ref()?;
         if h.flags & super::u32::SKIP_SW != 0 {
             return None;
@@ -191,14 +191,20 @@ mod tests {
         let mut m = Matchall::default();
         let o = MatchallOpts { present: true, classid: Some(0x10010), ..Default::default() };
         let mut t = super::super::action::ActionTable::default();
-        let mut ctx = ActCtx { table: &mut t, available: &|_| true, kernel: Default::default(), now: Instant::ZERO };
+        let mut ctx = ActCtx {
+            table: &mut t,
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant::ZERO,
+            at_ingress: false,
+        };
         m.change(0, &o, &mut ctx).unwrap();
         assert_eq!(m.get(1), Some(1));
-        assert_eq!(m.classify(&Packet::new(0, 1), Instant::ZERO), Some((0, TcfResult { classid: 0x10010 })));
+        assert_eq!(m.classify(&mut Packet::new(0, 1), Instant::ZERO), Some((0, TcfResult { classid: 0x10010 })));
         assert_eq!(m.change(0, &o, &mut ctx), Err(FilterError::Errno("File exists")));
         let mut s = Matchall::default();
         let o = MatchallOpts { present: true, flags: super::super::u32::SKIP_SW, ..Default::default() };
         s.change(5, &o, &mut ctx).unwrap();
-        assert_eq!(s.classify(&Packet::new(0, 1), Instant::ZERO), None);
+        assert_eq!(s.classify(&mut Packet::new(0, 1), Instant::ZERO), None);
     }
 }

@@ -65,6 +65,7 @@
 //! readable header: every u32 key read fails (which ends the u32 lookup, as a failed
 //! `skb_header_pointer` does), while fw and matchall filters still match it.
 
+pub mod act;
 pub mod action;
 pub mod basic;
 pub mod ematch;
@@ -166,7 +167,7 @@ pub trait Classifier: Send + Sync {
     fn kind(&self) -> &'static str;
     /// `ops->classify`: the verdict of the first filter that takes the packet, and
     /// its result. `q_handle` is the owning qdisc's handle (fw's old method).
-    fn classify(&self, pkt: &Packet, hdr: &Headers, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)>;
+    fn classify(&self, pkt: &mut Packet, hdr: &Headers, q_handle: u32, now: Instant) -> Option<(i32, TcfResult)>;
     /// `ops->get`: the filter with `handle`, if any.
     fn get(&self, handle: u32) -> Option<u32>;
     /// `ops->change`: create (`fh` None) or change the filter `handle` / `fh`.
@@ -415,7 +416,7 @@ impl Block {
     /// chain N's first (an empty chain N ends the lookup); at most 16 restarts, the
     /// 17th answers SHOT (`max_reclassify_loop`). `None` is TC_ACT_UNSPEC: no filter
     /// took the packet.
-    pub fn classify(&self, pkt: &Packet, now: Instant) -> Option<Verdict> {
+    pub fn classify(&self, pkt: &mut Packet, now: Instant) -> Option<Verdict> {
         let first = &self.chain(0)?.protos[..];
         if first.is_empty() {
             return None;
@@ -884,7 +885,13 @@ mod tests {
     fn kinds_log_only_their_own_bindings() {
         use action::{ActCtx, ActionTable};
         let mut t = ActionTable::default();
-        let mut acts = ActCtx { table: &mut t, available: &|_| true, kernel: Default::default(), now: Instant::ZERO };
+        let mut acts = ActCtx {
+            table: &mut t,
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant::ZERO,
+            at_ingress: false,
+        };
         let fw = lookup("fw").unwrap();
         let mut tp = (fw.init)(None, 1).unwrap();
         for i in 1..=100 {

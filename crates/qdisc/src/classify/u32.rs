@@ -322,7 +322,13 @@ impl super::Classifier for Tp {
     fn kind(&self) -> &'static str {
         "u32"
     }
-    fn classify(&self, pkt: &crate::packet::Packet, hdr: &Headers, _: u32, now: Instant) -> Option<(i32, TcfResult)> {
+    fn classify(
+        &self,
+        pkt: &mut crate::packet::Packet,
+        hdr: &Headers,
+        _: u32,
+        now: Instant,
+    ) -> Option<(i32, TcfResult)> {
         Tp::classify(self, hdr, pkt, now)
     }
     fn get(&self, handle: u32) -> Option<u32> {
@@ -620,7 +626,7 @@ impl Tp {
     /// Mirrors `u32_classify` (without the indev part): the verdict of
     /// the first terminal node that matches and whose actions do not say
     /// "continue" (TC_ACT_OK without actions), with its result.
-    pub fn classify(&self, hdr: &Headers, pkt: &Packet, now: Instant) -> Option<(i32, TcfResult)> {
+    pub fn classify(&self, hdr: &Headers, pkt: &mut Packet, now: Instant) -> Option<(i32, TcfResult)> {
         let c = read_common(&self.common);
         let mut stack: Vec<(u32, usize, usize, i64)> = Vec::with_capacity(TC_U32_MAXDEPTH);
         let mut ht = c.ht(self.root)?;
@@ -730,7 +736,7 @@ impl Tp {
         f: &Fast,
         bucket: &[Knode],
         hdr: &Headers,
-        pkt: &Packet,
+        pkt: &mut Packet,
         now: Instant,
     ) -> Option<(i32, TcfResult)> {
         let stop = |n: &Knode| inc(&n.pf.stops);
@@ -751,7 +757,7 @@ impl Tp {
     }
 
     /// `check_terminal`: count the hit, run the node's actions; `None` = continue.
-    fn terminal(n: &Knode, pkt: &Packet, now: Instant) -> Option<(i32, TcfResult)> {
+    fn terminal(n: &Knode, pkt: &mut Packet, now: Instant) -> Option<(i32, TcfResult)> {
         let mut res = TcfResult { classid: n.classid };
         inc(&n.pf.rhit);
         let r = n.exts.exec(pkt, now, &mut res);
@@ -1511,6 +1517,7 @@ mod tests {
             available: &|_| true,
             kernel: Default::default(),
             now: Instant::ZERO,
+            at_ingress: false,
         }
     }
     fn tp_with(rules: &[&str]) -> Tp {
@@ -1522,7 +1529,7 @@ mod tests {
         tp
     }
     fn cls(tp: &Tp, p: &Packet) -> Option<u32> {
-        tp.classify(&Headers::of(p), p, Instant::ZERO).map(|r| r.1.classid)
+        tp.classify(&Headers::of(p), &mut p.clone(), Instant::ZERO).map(|r| r.1.classid)
     }
 
     #[test]

@@ -1834,7 +1834,7 @@ impl Qdisc for Cake {
         // `cake_classify`: the filters first; a classid's minor picks the queue and its
         // major the host (each only when within 1024).
         let (mut flow_ov, mut host_ov) = (0, 0);
-        match self.block.classify(&pkt, now_i) {
+        match self.block.classify(&mut pkt, now_i) {
             Some(Verdict::Shot) => {
                 sch.stats.dropped();
                 return Enqueued::Dropped;

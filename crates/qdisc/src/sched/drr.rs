@@ -145,7 +145,7 @@ impl Drr {
     /// Mirrors `drr_classify`: `skb->priority` naming one of our classes, else the
     /// filters' class. `Err` is what to answer for the packet (SHOT, STOLEN, or no
     /// class: dropped).
-    fn classify(&self, pkt: &Packet, now: Instant) -> Result<u32, Enqueued> {
+    fn classify(&self, pkt: &mut Packet, now: Instant) -> Result<u32, Enqueued> {
         if tc_h_maj(pkt.priority ^ self.handle) == 0 {
             if let Some(m) = self.find(pkt.priority) {
                 return Ok(m);
@@ -165,8 +165,8 @@ impl Qdisc for Drr {
     }
 
     /// Mirrors `drr_enqueue`.
-    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
-        let m = match self.classify(&pkt, now) {
+    fn enqueue(&mut self, sch: &mut Sch, mut pkt: Packet, now: Instant) -> Enqueued {
+        let m = match self.classify(&mut pkt, now) {
             Ok(m) => m,
             Err(e) => return sch.unclassified(e),
         };

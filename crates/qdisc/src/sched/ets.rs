@@ -346,9 +346,9 @@ impl Qdisc for Ets {
     }
 
     /// Mirrors `ets_qdisc_enqueue`.
-    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
+    fn enqueue(&mut self, sch: &mut Sch, mut pkt: Packet, now: Instant) -> Enqueued {
         let nbands = self.bands.len() as u32;
-        let i = match classify_band(&self.block, self.handle, &self.prio2band, nbands, &pkt, now) {
+        let i = match classify_band(&self.block, self.handle, &self.prio2band, nbands, &mut pkt, now) {
             Ok(i) => i,
             Err(e) => return sch.unclassified(e),
         };

@@ -97,7 +97,7 @@ impl Multiq {
 
     /// Mirrors `multiq_classify`: the filters first (SHOT drops, STOLEN consumes,
     /// any other result is ignored), then the packet's tx queue.
-    fn classify(&self, pkt: &Packet, now: Instant) -> Result<usize, Enqueued> {
+    fn classify(&self, pkt: &mut Packet, now: Instant) -> Result<usize, Enqueued> {
         match self.block.classify(pkt, now) {
             Some(Verdict::Shot) => return Err(Enqueued::Dropped),
             Some(Verdict::Stolen) => return Err(Enqueued::Stolen),
@@ -122,8 +122,8 @@ impl Qdisc for Multiq {
 
     /// Mirrors `multiq_enqueue`: qlen grows on success, drops on a drop code; the
     /// backlog is not touched.
-    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
-        let band = match self.classify(&pkt, now) {
+    fn enqueue(&mut self, sch: &mut Sch, mut pkt: Packet, now: Instant) -> Enqueued {
+        let band = match self.classify(&mut pkt, now) {
             Ok(b) => b,
             Err(e) => return sch.unclassified(e),
         };

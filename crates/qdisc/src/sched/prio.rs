@@ -194,7 +194,7 @@ impl Prio {
     }
 
     /// Mirrors `prio_classify` (see [`classify_band`]).
-    pub fn classify(&self, pkt: &Packet, now: Instant) -> Result<usize, Enqueued> {
+    pub fn classify(&self, pkt: &mut Packet, now: Instant) -> Result<usize, Enqueued> {
         classify_band(&self.block, self.handle, &self.prio2band, self.bands(), pkt, now)
     }
 }
@@ -214,7 +214,7 @@ pub fn classify_band(
     handle: u32,
     prio2band: &[u8; 16],
     bands: u32,
-    pkt: &Packet,
+    pkt: &mut Packet,
     now: Instant,
 ) -> Result<usize, Enqueued> {
     let mut band = pkt.priority;
@@ -245,8 +245,8 @@ impl Qdisc for Prio {
 
     /// Mirrors `prio_enqueue`: hand the packet to the band's child; on success our
     /// qlen/backlog grow, on a drop code (DROP or CN) our drops grow.
-    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
-        let band = match self.classify(&pkt, now) {
+    fn enqueue(&mut self, sch: &mut Sch, mut pkt: Packet, now: Instant) -> Enqueued {
+        let band = match self.classify(&mut pkt, now) {
             Ok(b) => b,
             Err(e) => return sch.unclassified(e),
         };
@@ -358,8 +358,8 @@ mod tests {
     }
 
     /// The band for a packet (no filter here can drop it).
-    fn band(q: &Prio, p: Packet) -> usize {
-        q.classify(&p, Instant::ZERO).unwrap()
+    fn band(q: &Prio, mut p: Packet) -> usize {
+        q.classify(&mut p, Instant::ZERO).unwrap()
     }
 
     #[test]

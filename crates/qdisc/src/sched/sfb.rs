@@ -354,7 +354,7 @@ impl Qdisc for Sfb {
         } else {
             // sfb_classify: the class minor salts the hash; SHOT or no match drops
             // (counted), STOLEN consumes.
-            match self.block.classify(&pkt, now) {
+            match self.block.classify(&mut pkt, now) {
                 Some(Verdict::Class(r)) => siphash24_u32(key.0, key.1, r.classid & 0xFFFF) as u32,
                 Some(Verdict::Stolen) => return sch.unclassified(Enqueued::Stolen),
                 Some(Verdict::Shot) | None => return sch.unclassified(Enqueued::Dropped),

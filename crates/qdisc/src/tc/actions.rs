@@ -34,17 +34,11 @@ Where:\t\tACTSPECOP := ACR | GD | FL
 /// How tc names a kind it has a module for (`get_action_kind(k)->id == k`): one
 /// this engine models, or one it refuses.
 fn kind(k: &str) -> Result<Option<Kind>, ()> {
-    match k {
-        "gact" => Ok(Some(Kind::Gact)),
-        "police" => Ok(Some(Kind::Police)),
-        "mirred" => Ok(Some(Kind::Mirred)),
-        k if action::OTHER_KINDS.contains(&k) => Ok(None),
-        _ => Err(()),
+    match Kind::from_name(k) {
+        Some(kd) => Ok(Some(kd)),
+        None if action::OTHER_KINDS.contains(&k) => Ok(None),
+        None => Err(()),
     }
-}
-
-fn unsupported(k: &str) -> TcError {
-    TcError::tc(format!("qdisc-lab: action \"{k}\" is not supported (gact, police and mirred only)\n"))
 }
 
 /// An error of `tc actions`: whatever tc printed, exit status 255 (`return -1`).
@@ -112,7 +106,7 @@ fn modify(tc: &mut Tc, argv: &[String], at: usize, replace: bool) -> Result<usiz
     let kernel = tc.kernel();
     let available = |k| kernel.has_action(k);
     let now = tc.now;
-    ActCtx { table: &mut tc.actions, available: &available, kernel, now }
+    ActCtx { table: &mut tc.actions, available: &available, kernel, now, at_ingress: false }
         .add(&spec, replace)
         .map_err(|e| fail(e.into_tc().msg))?;
     Ok(next)
@@ -140,7 +134,7 @@ fn gd(tc: &mut Tc, argv: &[String], at: usize, get: bool, o: TcOpts) -> Result<(
         let k: String = w.chars().take(15).collect();
         let kind = match kind(&k) {
             Ok(Some(kd)) => kd,
-            Ok(None) => return Err(Gd::Usage(unsupported(&k))),
+            Ok(None) => return Err(Gd::Usage(action::refuse(&k))),
             Err(()) => return Err(Gd::Usage(fail(format!("Error: non existent action: {k}\n")))),
         };
         j += 1;
@@ -203,7 +197,7 @@ fn list_or_flush(tc: &mut Tc, argv: &[String], flush: bool, o: TcOpts) -> Result
     let k: String = argv[0].chars().take(15).collect();
     let kind = match kind(&k) {
         Ok(Some(kd)) => kd,
-        Ok(None) => return Err(unsupported(&k)),
+        Ok(None) => return Err(action::refuse(&k)),
         Err(()) => {
             tc.warn.push_str(&format!("bad action {k}\n"));
             return Ok(String::new());

@@ -370,6 +370,8 @@ fn new_tfilter(
         return Err(kerr("Invalid filter command with priority of zero"));
     }
     let kernel = tc.devices[di].kernel;
+    // tc_new_tfilter's is_qdisc_ingress, on the parent as the request names it.
+    let at_ingress = parent & 0xFFFF == 0xFFF2;
     let (path, minor, parent) = find_block(tc, di, parent)?;
     let shared = kind.and_then(|k| block_mut(tc, di, &path, 0).shared(k));
     let b = block_mut(tc, di, &path, minor);
@@ -425,7 +427,7 @@ fn new_tfilter(
     let now = tc.now;
     let Tc { devices, actions, .. } = tc;
     let available = |k| kernel.has_action(k);
-    let mut acts = ActCtx { table: actions, available: &available, kernel, now };
+    let mut acts = ActCtx { table: actions, available: &available, kernel, now, at_ingress };
     let n = devices[di].node_mut(&path);
     let b = n.q.as_classful_mut().and_then(|c| c.block_mut(minor)).expect("block checked");
     let ch = b.chain_mut(ci).expect("chain got");

@@ -631,7 +631,7 @@ impl Hfsc {
     }
 
     /// Mirrors `hfsc_classify`. `Err` is the answer for a packet without a class.
-    fn classify(&self, pkt: &Packet, now: Instant) -> Result<u32, Enqueued> {
+    fn classify(&self, pkt: &mut Packet, now: Instant) -> Result<u32, Enqueued> {
         if tc_h_maj(pkt.priority ^ self.handle) == 0 {
             if let Some(m) = self.find_classid(pkt.priority).filter(|&m| self.cl(m).level == 0) {
                 return Ok(m);
@@ -837,8 +837,8 @@ impl Qdisc for Hfsc {
     }
 
     /// Mirrors `hfsc_enqueue`.
-    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
-        let m = match self.classify(&pkt, now) {
+    fn enqueue(&mut self, sch: &mut Sch, mut pkt: Packet, now: Instant) -> Enqueued {
+        let m = match self.classify(&mut pkt, now) {
             Ok(m) => m,
             Err(e) => return sch.unclassified(e),
         };

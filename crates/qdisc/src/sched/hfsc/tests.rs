@@ -221,11 +221,11 @@ fn the_default_class_and_filters_classify() {
     let mut q = hfsc(0x10);
     class(&mut q, 1, 0, "ls m2 1mbit").unwrap();
     class(&mut q, 0x10, 1, "ls m2 1mbit").unwrap();
-    assert_eq!(q.classify(&Packet::new(1, 100), t(0)), Ok(0x10));
+    assert_eq!(q.classify(&mut Packet::new(1, 100), t(0)), Ok(0x10));
     // priority naming an inner class falls through to the default.
-    assert_eq!(q.classify(&pkt(2, 100, 1), t(0)), Ok(0x10));
+    assert_eq!(q.classify(&mut pkt(2, 100, 1), t(0)), Ok(0x10));
     q.defcls = 1;
-    assert_eq!(q.classify(&Packet::new(3, 100), t(0)), Err(Enqueued::Dropped));
+    assert_eq!(q.classify(&mut Packet::new(3, 100), t(0)), Err(Enqueued::Dropped));
 }
 
 #[test]

@@ -397,7 +397,7 @@ impl Htb {
     /// The kernel's loop has no bound: filters that lead from inner class to inner
     /// class in a cycle make it spin forever in softirq. Here a walk longer than the
     /// number of classes (which only a cycle can produce) answers [`Target::Drop`].
-    pub fn classify(&self, pkt: &Packet, now: Instant) -> Target {
+    pub fn classify(&self, pkt: &mut Packet, now: Instant) -> Target {
         if pkt.priority == self.handle {
             return Target::Direct;
         }
@@ -1091,9 +1091,9 @@ impl Qdisc for Htb {
     }
 
     /// Mirrors `htb_enqueue`.
-    fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
+    fn enqueue(&mut self, sch: &mut Sch, mut pkt: Packet, now: Instant) -> Enqueued {
         let len = pkt.len;
-        match self.classify(&pkt, now) {
+        match self.classify(&mut pkt, now) {
             Target::Direct => {
                 if (self.direct.len() as u64) < self.direct_qlen as u64 {
                     self.direct.push_back(pkt);

@@ -263,20 +263,20 @@ fn default_class_and_direct_queue() {
     add(&mut q, 0, 1, "rate 1mbit", 0).unwrap();
     add(&mut q, 1, 0x20, "rate 1mbit", 0).unwrap();
     add(&mut q, 1, 0x30, "rate 1mbit", 0).unwrap();
-    assert_eq!(q.classify(&pkt(0, 100, 0), Instant::ZERO), Target::Class(0x20));
-    assert_eq!(q.classify(&pkt(0, 100, 7), Instant::ZERO), Target::Class(0x20));
-    assert_eq!(q.classify(&pkt(0, 100, H), Instant::ZERO), Target::Direct);
-    assert_eq!(q.classify(&pkt(0, 100, H | 0x30), Instant::ZERO), Target::Class(0x30));
+    assert_eq!(q.classify(&mut pkt(0, 100, 0), Instant::ZERO), Target::Class(0x20));
+    assert_eq!(q.classify(&mut pkt(0, 100, 7), Instant::ZERO), Target::Class(0x20));
+    assert_eq!(q.classify(&mut pkt(0, 100, H), Instant::ZERO), Target::Direct);
+    assert_eq!(q.classify(&mut pkt(0, 100, H | 0x30), Instant::ZERO), Target::Class(0x30));
     // An inner class or a foreign major falls back to the default class.
-    assert_eq!(q.classify(&pkt(0, 100, H | 1), Instant::ZERO), Target::Class(0x20));
-    assert_eq!(q.classify(&pkt(0, 100, 0x2_0030), Instant::ZERO), Target::Class(0x20));
+    assert_eq!(q.classify(&mut pkt(0, 100, H | 1), Instant::ZERO), Target::Class(0x20));
+    assert_eq!(q.classify(&mut pkt(0, 100, 0x2_0030), Instant::ZERO), Target::Class(0x20));
     // No default (or an inner one): the direct queue.
     let mut q2 = htb("default 1");
     add(&mut q2, 0, 1, "rate 1mbit", 0).unwrap();
     add(&mut q2, 1, 2, "rate 1mbit", 0).unwrap();
-    assert_eq!(q2.classify(&pkt(0, 100, 0), Instant::ZERO), Target::Direct);
+    assert_eq!(q2.classify(&mut pkt(0, 100, 0), Instant::ZERO), Target::Direct);
     let q3 = htb("");
-    assert_eq!(q3.classify(&pkt(0, 100, 0), Instant::ZERO), Target::Direct);
+    assert_eq!(q3.classify(&mut pkt(0, 100, 0), Instant::ZERO), Target::Direct);
 }
 
 #[test]
@@ -380,7 +380,7 @@ fn leaf_to_inner_purges_and_back() {
     assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().drops), (0, 0, 2));
     assert_eq!(q.take_reduce(), Reduce { pkts: 2, bytes: 2000 });
     // The default class is inner now: traffic goes direct.
-    assert_eq!(q.classify(&pkt(0, 1, 0), Instant::ZERO), Target::Direct);
+    assert_eq!(q.classify(&mut pkt(0, 1, 0), Instant::ZERO), Target::Direct);
     // Busy while it has a child; deleting the child makes it a leaf with full buckets.
     assert_eq!(q.delete_class(0x10, t(20)).unwrap_err(), TcError::kernel("HTB class in use"));
     q.delete_class(0x100, t(20)).unwrap();
@@ -388,7 +388,7 @@ fn leaf_to_inner_purges_and_back() {
     assert_eq!(q.tokens(0x10), Some((100 * SEC as i64, 100 * SEC as i64)));
     let n = q.leaf(0x10).unwrap();
     assert_eq!((n.handle, n.parent, n.kind(), n.hashed()), (0, H | 0x10, "pfifo", false));
-    assert_eq!(q.classify(&pkt(0, 1, 0), Instant::ZERO), Target::Class(0x10));
+    assert_eq!(q.classify(&mut pkt(0, 1, 0), Instant::ZERO), Target::Class(0x10));
     // Bound filters keep a class busy too.
     assert!(q.bind_filter(H | 0x10));
     assert_eq!(q.delete_class(0x10, t(30)).unwrap_err(), TcError::kernel("HTB class in use"));
