@@ -28,9 +28,9 @@ use crate::tc::{invarg, matches, units, Args, Errno, Out, TcError};
 use crate::time::Instant;
 
 /// TC_QOPT_MAX_QUEUE (TC_MAX_QUEUE).
-const MAX_QUEUE: usize = 16;
+pub(crate) const MAX_QUEUE: usize = 16;
 /// TC_QOPT_BITMASK: priorities 0…15.
-const BITMASK: u32 = 15;
+pub(crate) const BITMASK: u32 = 15;
 /// TC_H_MIN_PRIORITY: the first traffic class's minor.
 const MIN_PRIORITY: u32 = 0xFFE0;
 /// TC_MQPRIO_HW_OFFLOAD_MAX.
@@ -89,6 +89,28 @@ fn read_list<T>(args: &mut Args, idx: &mut usize, mut f: impl FnMut(&str) -> Opt
     }
 }
 
+/// The words q_mqprio.c and q_taprio.c parse alike into `struct tc_mqprio_qopt`:
+/// `num_tc`, `map` and `queues`. `Ok(None)`: `word` is none of them; else how many
+/// `count@offset` pairs it read.
+pub(crate) fn parse_qopt_word(word: &str, args: &mut Args, o: &mut MqprioOpt) -> Result<Option<usize>, TcError> {
+    let mut idx = 0usize;
+    match word {
+        "num_tc" => o.num_tc = get_u8(args.value()?).ok_or_else(|| TcError::tc("Illegal \"num_tc\"\n"))?,
+        "map" => {
+            let map = &mut o.prio_tc_map;
+            read_list(args, &mut idx, get_u8, |i, v| map[i] = v);
+            map[idx..].fill(0);
+            return Ok(Some(0));
+        }
+        "queues" => {
+            let (count, offset) = (&mut o.count, &mut o.offset);
+            read_list(args, &mut idx, count_offset, |i, (c, off)| (count[i], offset[i]) = (c, off));
+        }
+        _ => return Ok(None),
+    }
+    Ok(Some(idx))
+}
+
 /// tc side: q_mqprio.c `mqprio_parse_opt`.
 pub fn parse(args: &mut Args) -> Result<MqprioOpt, TcError> {
     let mut o = MqprioOpt {
@@ -102,19 +124,12 @@ pub fn parse(args: &mut Args) -> Result<MqprioOpt, TcError> {
     let mut pairs = 0usize;
     let mut bw_rlimit = false;
     while let Some(a) = args.next() {
+        if let Some(n) = parse_qopt_word(a, args, &mut o)? {
+            pairs += n;
+            continue;
+        }
         let mut idx = 0usize;
         match a {
-            "num_tc" => o.num_tc = get_u8(args.value()?).ok_or_else(|| TcError::tc("Illegal \"num_tc\"\n"))?,
-            "map" => {
-                let map = &mut o.prio_tc_map;
-                read_list(args, &mut idx, get_u8, |i, v| map[i] = v);
-                map[idx..].fill(0);
-            }
-            "queues" => {
-                let (count, offset) = (&mut o.count, &mut o.offset);
-                read_list(args, &mut idx, count_offset, |i, (c, off)| (count[i], offset[i]) = (c, off));
-                pairs += idx;
-            }
             "fp" => {
                 read_list(args, &mut idx, |w| matches!(w, "E" | "P").then_some(()), |_, ()| {});
                 o.attrs = true;
@@ -172,16 +187,22 @@ pub struct Mqprio {
     handle: u32,
 }
 
-/// `mqprio_validate_qopt` (sch_mqprio_lib.c) with the queue counts checked, as for
-/// `hw 0`.
-fn validate(dev: &DevInfo, o: &MqprioOpt) -> Result<(), TcError> {
+/// `mqprio_validate_qopt` (sch_mqprio_lib.c): the queue ranges are checked only with
+/// `validate_queue_counts` (mqprio's `hw 0`, always for taprio), and may overlap when
+/// `allow_overlapping_txqs` (taprio's txtime-assist).
+pub(crate) fn validate_qopt(
+    dev: &DevInfo,
+    o: &MqprioOpt,
+    validate_queue_counts: bool,
+    allow_overlapping_txqs: bool,
+) -> Result<(), TcError> {
     if o.num_tc as usize > MAX_QUEUE {
         return Err(TcError::kernel("Number of traffic classes is outside valid range"));
     }
     if o.prio_tc_map.iter().any(|&t| t >= o.num_tc) {
         return Err(TcError::kernel("Invalid traffic class in priority to traffic class mapping"));
     }
-    if o.hw != 0 {
+    if !validate_queue_counts {
         return Ok(());
     }
     let real = dev.real_tx_queues;
@@ -194,6 +215,9 @@ fn validate(dev: &DevInfo, o: &MqprioOpt) -> Result<(), TcError> {
             return Err(TcError::kernel(&format!(
                 "sch_mqprio_lib: Queues {c}:{off} for TC {i} exceed the {real} TX queues available"
             )));
+        }
+        if allow_overlapping_txqs {
+            continue;
         }
         for j in i + 1..o.num_tc as usize {
             let (cj, oj) = (o.count[j] as u32, o.offset[j] as u32);
@@ -227,7 +251,7 @@ impl Mqprio {
             return Err(TcError::errno(Errno::ENOMEM));
         }
         let hw = o.hw.min(HW_OFFLOAD_MAX);
-        validate(dev, &MqprioOpt { hw, ..o.clone() })?;
+        validate_qopt(dev, o, hw == 0, false)?;
         if hw != 0 {
             return Err(TcError::kernel("Device does not support hardware offload"));
         }
