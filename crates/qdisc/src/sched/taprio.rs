@@ -1110,3 +1110,174 @@ impl Classful for Taprio {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{argv, held, t};
+
+    fn p(s: &str) -> Result<TaprioOpt, TcError> {
+        parse(&mut Args::new(&argv(s)))
+    }
+
+    /// 4 tx queues at 1000 Mbit/s: 8000 ps (8 ns) per byte.
+    fn dev() -> DevInfo {
+        DevInfo { num_tx_queues: 4, real_tx_queues: 4, speed: Some(1000), max_mtu: 65535, ..DevInfo::eth0() }
+    }
+
+    /// TC 0 (priority 0) on queues 0–1, TC 1 (priority 1) on queues 2–3.
+    const MQPRIO: &str = "num_tc 2 map 0 1 queues 2@0 2@2";
+
+    fn taprio(s: &str, now: Instant) -> Result<Taprio, TcError> {
+        Taprio::new(Some(&p(&format!("{MQPRIO} {s}"))?), &dev(), 0x1_0000, TC_H_ROOT, now)
+    }
+
+    /// A 1000-byte packet (8 µs on the wire) of priority `prio`.
+    fn pkt(id: u64, prio: u32) -> Packet {
+        Packet::new(id, 1000).with_priority(prio)
+    }
+
+    fn sent(d: Dequeued) -> Option<u64> {
+        d.packet().map(|p| p.id)
+    }
+
+    #[test]
+    fn parser_sends_what_tc_sends() {
+        let o = p("num_tc 1 map 0 queues 1@0 sched-entry H 0x3 0x100 sched-entry R ff 2000 base-time -5 clockid CLOCK_TAI fp E E max-sdu 100 flags 0 txtime-delay 0").unwrap();
+        assert_eq!(o.priomap.as_ref().map(|m| (m.num_tc, m.count[0])), Some((1, 1)));
+        assert_eq!(
+            o.entries,
+            [EntryOpt { cmd: 1, gate_mask: 3, interval: 256 }, EntryOpt { cmd: 2, gate_mask: 0xFF, interval: 2000 }]
+        );
+        assert_eq!((o.base_time, o.clockid, o.flags, o.txtime_delay), (-5, Some(11), None, None));
+        assert_eq!(o.tc_entries, Some((vec![100], vec![FP_EXPRESS, FP_EXPRESS])));
+        // Without num_tc no PRIOMAP; a bad base-time ends the options silently.
+        let o = p("sched-entry S 1 300000 base-time x clockid FOO").unwrap();
+        assert_eq!((o.priomap, o.clockid, o.entries.len()), (None, None, 1));
+        assert_eq!(p("flags x").unwrap_err(), TcError::tc(""));
+        assert_eq!(p("sched-entry S 1").unwrap_err(), TcError::incomplete());
+    }
+
+    #[test]
+    fn before_base_time_every_gate_is_open_highest_class_first() {
+        let mut q =
+            held(taprio("base-time 1000000 sched-entry S 1 100000 sched-entry S 2 100000 clockid TAI", t(0)).unwrap());
+        assert_eq!(q.take_warning(), Some(NO_STAB));
+        assert_eq!(q.enqueue(pkt(0, 0), t(0)), Enqueued::Success);
+        assert_eq!(q.enqueue(pkt(1, 1), t(0)), Enqueued::Success);
+        assert_eq!((sent(q.dequeue(t(10))), sent(q.dequeue(t(10)))), (Some(1), Some(0)));
+        assert!(q.admin.is_some() && q.oper.is_none() && q.current.is_none());
+        assert_eq!(q.timer, Some(1_000_000));
+    }
+
+    #[test]
+    fn gates_follow_the_entries_with_the_guard_band() {
+        // Entry 0 opens TC 0 over [1.0 ms, 1.1 ms), entry 1 TC 1 over [1.1, 1.2), …
+        let mut q =
+            held(taprio("base-time 1000000 sched-entry S 1 100000 sched-entry S 2 100000 clockid TAI", t(0)).unwrap());
+        q.enqueue(pkt(0, 0), t(0));
+        q.enqueue(pkt(1, 1), t(0));
+        let at = t(1_000_000);
+        assert_eq!(sent(q.dequeue(at)), Some(0));
+        assert_eq!(q.dequeue(at), Dequeued::Throttled { until: t(1_100_000) });
+        assert_eq!(q.watchdog(), Some(t(1_100_000)));
+        assert_eq!(sent(q.dequeue(t(1_100_000))), Some(1));
+        // 5 µs before TC 1's gate closes an 8 µs packet waits for its next opening,
+        // at 1.3 ms (the cycle restarts at 1.2 ms with entry 0).
+        q.enqueue(pkt(2, 1), t(1_195_000));
+        assert_eq!(q.dequeue(t(1_195_000)), Dequeued::Throttled { until: t(1_200_000) });
+        assert_eq!(q.dequeue(t(1_200_000)), Dequeued::Throttled { until: t(1_300_000) });
+        assert_eq!(q.oper.as_ref().unwrap().cycle_end_time, 1_400_000);
+        assert_eq!(sent(q.dequeue(t(1_300_000))), Some(2));
+        assert_eq!((q.stats().packets, q.stats().qlen), (3, 0));
+    }
+
+    #[test]
+    fn an_entry_gives_each_open_class_a_byte_budget() {
+        // 100 µs at 8 ns/byte: 12,500 bytes of TC 0 in entry 0, taken all at once:
+        // twelve 1000-byte packets, then the thirteenth waits for the next entry.
+        let mut q =
+            held(taprio("base-time 1000000 sched-entry S 1 100000 sched-entry S 2 100000 clockid TAI", t(0)).unwrap());
+        for id in 0..13 {
+            q.enqueue(pkt(id, 0).with_hash(0), t(0));
+        }
+        let at = t(1_000_000);
+        let got: Vec<_> = std::iter::from_fn(|| sent(q.dequeue(at))).collect();
+        assert_eq!(got, (0..12).collect::<Vec<_>>());
+        assert_eq!(q.oper.as_ref().unwrap().entries[0].budget[0], -500);
+        assert_eq!(q.dequeue(at), Dequeued::Throttled { until: t(1_100_000) });
+        // Entry 1 keeps TC 0 closed; entry 0 of the next cycle sends it.
+        assert_eq!(q.dequeue(t(1_100_000)), Dequeued::Throttled { until: t(1_200_000) });
+        assert_eq!(sent(q.dequeue(t(1_200_000))), Some(12));
+    }
+
+    #[test]
+    fn a_replace_waits_as_admin_and_takes_over_at_its_base_time() {
+        let mut q =
+            held(taprio("base-time 1000000 sched-entry S 1 100000 sched-entry S 2 100000 clockid TAI", t(0)).unwrap());
+        q.enqueue(pkt(0, 1), t(0));
+        assert_eq!(q.dequeue(t(1_050_000)), Dequeued::Throttled { until: t(1_100_000) });
+        let o = Opts::new(p("base-time 1250000 sched-entry S 3 50000 clockid TAI").unwrap());
+        q.change(&o, &dev(), t(1_050_000)).unwrap();
+        // setup_first_end_time clears the current entry: every gate is open until
+        // the timer, still armed for 1.1 ms, next fires.
+        assert!(q.current.is_none() && q.admin.is_some());
+        assert_eq!(sent(q.dequeue(t(1_050_000))), Some(0));
+        q.enqueue(pkt(1, 0), t(1_100_000));
+        assert_eq!(q.dequeue(t(1_100_000)), Dequeued::Throttled { until: t(1_200_000) });
+        assert_eq!(q.current, Some(1));
+        // At 1.2 ms the next entry would end at 1.3 ms, after the admin base-time:
+        // the admin schedule becomes oper there, its first entry ending at 1.3 ms.
+        assert_eq!(sent(q.dequeue(t(1_200_000))), Some(1));
+        let oper = q.oper.as_ref().unwrap();
+        assert_eq!((oper.base_time, oper.entries[0].gate_mask, q.admin.is_none()), (1_250_000, 3, true));
+        assert_eq!(q.timer, Some(1_300_000));
+        // The traffic mapping and the clock stay.
+        let o = Opts::new(p("num_tc 2 map 1 0 queues 2@0 2@2 sched-entry S 3 50000 clockid TAI").unwrap());
+        let e = q.change(&o, &dev(), t(1_200_000)).unwrap_err();
+        assert_eq!(e.msg, "Error: Changing the traffic mapping of a running schedule is not supported.\n");
+        let o = Opts::new(p("sched-entry S 3 50000 clockid REALTIME").unwrap());
+        let e = q.change(&o, &dev(), t(1_200_000)).unwrap_err();
+        assert_eq!(e.msg, "Error: Changing the 'clockid' of a running schedule is not supported.\n");
+    }
+
+    #[test]
+    fn txtime_assist_stamps_each_packet_where_its_gate_is_open() {
+        // Cycle 200 µs from base 0; the schedule is oper at once.
+        let mut q = held(taprio("sched-entry S 1 100000 sched-entry S 2 100000 flags 0x1 clockid TAI", t(0)).unwrap());
+        assert_eq!(q.take_warning(), None, "the first txtime-assist schedule leaves no extack");
+        assert!(q.oper.is_some() && q.timer.is_none());
+        let now = t(1_000_001);
+        // TC 0 is open now: at once, then 8 µs later; TC 1 opens at 1.1 ms.
+        for (id, prio) in [(0, 0), (1, 0), (2, 1)] {
+            assert_eq!(q.enqueue(pkt(id, prio).with_hash(0), now), Enqueued::Success);
+        }
+        let got: Vec<_> = std::iter::from_fn(|| q.dequeue(now).packet().map(|p| (p.id, p.tstamp))).collect();
+        assert_eq!(got, [(2, t(1_100_000)), (0, t(1_000_001)), (1, t(1_008_001))]);
+        // txtime-delay pushes the earliest time: 95 µs later leaves 5 µs of entry
+        // 0, too little for 8 µs, so the next cycle's entry 0.
+        let o = Opts::new(
+            p("sched-entry S 1 100000 sched-entry S 2 100000 flags 0x1 txtime-delay 95000 clockid TAI").unwrap(),
+        );
+        q.change(&o, &dev(), now).unwrap();
+        assert_eq!(q.take_warning(), Some(NO_STAB));
+        q.enqueue(pkt(3, 0).with_hash(0), now);
+        assert_eq!(q.dequeue(now).packet().map(|p| p.tstamp), Some(t(1_200_000)));
+    }
+
+    #[test]
+    fn max_sdu_drops_oversized_packets_and_segments_gso() {
+        let mut q = held(taprio("sched-entry S 3 100000 max-sdu 500 flags 0x1 clockid TAI", t(0)).unwrap());
+        assert_eq!(q.oper.as_ref().unwrap().max_frm_len[..2], [514, u32::MAX]);
+        let now = t(1);
+        assert_eq!(q.enqueue(Packet::new(0, 600), now), Enqueued::Dropped);
+        assert_eq!(q.enqueue(Packet::new(1, 600).with_priority(1), now), Enqueued::Success);
+        let mut gso = Packet::new(2, 1000);
+        gso.gso_segs = 2;
+        assert_eq!(q.enqueue(gso.clone(), now), Enqueued::Success);
+        // Two 1500-byte segments: each dropped, and counted twice.
+        (gso.len, gso.gso_segs) = (3000, 2);
+        assert_eq!(q.enqueue(gso, now), Enqueued::Dropped);
+        assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().drops), (3, 1600, 5));
+    }
+}
