@@ -511,10 +511,10 @@ impl Taprio {
                 }
             }
             s.entries[i].gate_duration = dur;
-            for tc in 0..self.num_tc as usize {
-                // A class closed for now is not one that never opens.
-                if dur[tc] != 0 && s.max_open_gate_duration[tc] < dur[tc] {
-                    s.max_open_gate_duration[tc] = dur[tc];
+            // A class closed for now is not one that never opens.
+            for (max, &d) in s.max_open_gate_duration.iter_mut().zip(&dur).take(self.num_tc as usize) {
+                if d != 0 && *max < d {
+                    *max = d;
                 }
             }
         }
