@@ -224,7 +224,8 @@ fn what_the_sysctl_refuses() {
     tc.set_default_qdisc("pfifo").unwrap();
     assert_eq!(tc.set_default_qdisc("nosuchkind"), Err(ENOENT.into()));
     assert_eq!(tc.default_qdisc(), "pfifo");
-    for kind in ["htb", "tbf", "prio", "mq", "ingress", "clsact", "noqueue", "pfifo_fast", "fq_codel", "cake", "taprio"] {
+    for kind in ["htb", "tbf", "prio", "mq", "ingress", "clsact", "noqueue", "pfifo_fast", "fq_codel", "cake", "taprio"]
+    {
         assert_eq!(check_default_qdisc(kind), Ok(()), "{kind}");
     }
 }

@@ -47,7 +47,7 @@ pub static OPS: Ops = Ops {
 
 /// What tc sends: `struct tc_mqprio_qopt` and whether any attribute follows it
 /// (TCA_MQPRIO_MODE, _SHAPER, the rates, the TC entries of `fp`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MqprioOpt {
     pub num_tc: u8,
     pub prio_tc_map: [u8; MAX_QUEUE],
@@ -56,6 +56,24 @@ pub struct MqprioOpt {
     pub offset: [u16; MAX_QUEUE],
     /// Attributes after the struct (only hardware mode takes them).
     pub attrs: bool,
+}
+
+impl MqprioOpt {
+    /// The traffic class of priority `prio` (`netdev_get_prio_tc_map`).
+    pub(crate) fn tc_of(&self, prio: u32) -> usize {
+        self.prio_tc_map[(prio & BITMASK) as usize] as usize
+    }
+    /// The tx queues, as (offset, count), of priority `prio`'s traffic class.
+    pub(crate) fn txqs_of(&self, prio: u32) -> (u32, u32) {
+        let tc = self.tc_of(prio);
+        (self.offset[tc] as u32, self.count[tc] as u32)
+    }
+    /// `skb_tx_hash` on a device with these traffic classes: the packet's hash spread
+    /// over its class's tx queues.
+    pub(crate) fn pick_txq(&self, pkt: &Packet) -> usize {
+        let (off, cnt) = self.txqs_of(pkt.priority);
+        (off + crate::sched::codel::reciprocal_scale(pkt.hash, cnt)) as usize
+    }
 }
 
 /// q_mqprio.c `explain`.
@@ -177,13 +195,10 @@ pub fn parse(args: &mut Args) -> Result<MqprioOpt, TcError> {
 }
 
 /// `struct mqprio_sched`, plus the device's traffic classes it set (the kernel
-/// keeps those in `struct net_device`).
+/// keeps those in `struct net_device`; `mqprio_qopt_reconstruct` gives them back).
 pub struct Mqprio {
     mq: Mq,
-    num_tc: u8,
-    prio_tc_map: [u8; MAX_QUEUE],
-    count: [u16; MAX_QUEUE],
-    offset: [u16; MAX_QUEUE],
+    tcs: MqprioOpt,
     handle: u32,
 }
 
@@ -259,19 +274,19 @@ impl Mqprio {
             return Err(TcError::kernel("mqprio TCA_OPTIONS can only contain netlink attributes in hardware mode"));
         }
         let mq = Mq::new(dev, handle, parent, default_qdisc, now)?;
-        Ok(Mqprio { mq, num_tc: o.num_tc, prio_tc_map: o.prio_tc_map, count: o.count, offset: o.offset, handle })
+        Ok(Mqprio { mq, tcs: o.clone(), handle })
     }
 
     /// `netdev_txq_to_tc`: the traffic class whose queues include `txq`.
     fn txq_to_tc(&self, txq: u32) -> Option<u32> {
-        (0..self.num_tc as usize)
-            .find(|&i| (self.offset[i] as u32..self.offset[i] as u32 + self.count[i] as u32).contains(&txq))
+        (0..self.tcs.num_tc as usize)
+            .find(|&i| (self.tcs.offset[i] as u32..self.tcs.offset[i] as u32 + self.tcs.count[i] as u32).contains(&txq))
             .map(|i| i as u32)
     }
 
     /// The TC of traffic class minor `minor`, if it is one.
     fn tc_of_minor(&self, minor: u32) -> Option<usize> {
-        minor.checked_sub(MIN_PRIORITY).filter(|&t| t < self.num_tc as u32).map(|t| t as usize)
+        minor.checked_sub(MIN_PRIORITY).filter(|&t| t < self.tcs.num_tc as u32).map(|t| t as usize)
     }
 }
 
@@ -282,9 +297,8 @@ impl Qdisc for Mqprio {
 
     /// As mq's: the transmit path's pick (now by traffic class), then the queue's qdisc.
     fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
-        let (off, cnt) = self.tc_txqs(pkt.priority).expect("traffic classes are set");
-        let i = off + crate::sched::codel::reciprocal_scale(pkt.hash, cnt);
-        self.mq.enqueue_on(sch, i as usize, pkt, now)
+        let i = self.tcs.pick_txq(&pkt);
+        self.mq.enqueue_on(sch, i, pkt, now)
     }
     fn dequeue(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
         self.mq.dequeue(sch, now)
@@ -303,15 +317,15 @@ impl Qdisc for Mqprio {
     /// What `mqprio_dump` sends (`mqprio_qopt_reconstruct` from the device, every
     /// TC entry's fp), printed as q_mqprio.c `mqprio_print_opt` prints it.
     fn dump(&self, out: &mut Out, _dev: &DevInfo) {
-        out.uint("tc", format_args!("tc {} ", self.num_tc), self.num_tc as u64);
+        out.uint("tc", format_args!("tc {} ", self.tcs.num_tc), self.tcs.num_tc as u64);
         out.open_array("map", "map ");
-        for &t in &self.prio_tc_map {
+        for &t in &self.tcs.prio_tc_map {
             out.array_uint(format_args!("{t} "), t as u64);
         }
         out.close_array("");
         out.open_array("queues", "\n             queues:");
-        for i in 0..self.num_tc as usize {
-            let (off, c) = (self.offset[i] as u64, self.count[i] as u64);
+        for i in 0..self.tcs.num_tc as usize {
+            let (off, c) = (self.tcs.offset[i] as u64, self.tcs.count[i] as u64);
             out.open_anon_array();
             out.array_uint(format_args!("({off}:"), off);
             out.array_uint(format_args!("{}) ", (off + c).wrapping_sub(1)), (off + c).wrapping_sub(1));
@@ -333,8 +347,7 @@ impl Qdisc for Mqprio {
     }
 
     fn tc_txqs(&self, prio: u32) -> Option<(u32, u32)> {
-        let tc = self.prio_tc_map[(prio & BITMASK) as usize] as usize;
-        Some((self.offset[tc] as u32, self.count[tc] as u32))
+        Some(self.tcs.txqs_of(prio))
     }
 
     crate::classful!();
@@ -344,7 +357,7 @@ impl Classful for Mqprio {
     /// `mqprio_walk`: the traffic classes, then every tx queue.
     fn class_minors(&self) -> Vec<u32> {
         let queues = 1..=self.mq.txqs().len() as u32;
-        (MIN_PRIORITY..MIN_PRIORITY + self.num_tc as u32).chain(queues).collect()
+        (MIN_PRIORITY..MIN_PRIORITY + self.tcs.num_tc as u32).chain(queues).collect()
     }
     /// `mqprio_find`.
     fn find(&self, minor: u32) -> bool {
@@ -375,7 +388,7 @@ impl Classful for Mqprio {
         let Some(tc) = self.tc_of_minor(minor) else {
             return Some(self.leaf(minor).map(|n| n.stats().clone()).unwrap_or_default());
         };
-        let (off, c) = (self.offset[tc] as usize, self.count[tc] as usize);
+        let (off, c) = (self.tcs.offset[tc] as usize, self.tcs.count[tc] as usize);
         let mut s = Stats::default();
         for n in self.mq.txqs().iter().skip(off).take(c) {
             s.add(n.stats());

@@ -42,7 +42,7 @@ use crate::packet::Packet;
 use crate::qdisc::{Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch, TC_H_ROOT};
 use crate::sched::etf::{clock_name, get_clockid};
 use crate::sched::mq::Mq;
-use crate::sched::mqprio::{parse_qopt_word, validate_qopt, MqprioOpt, BITMASK, MAX_QUEUE};
+use crate::sched::mqprio::{parse_qopt_word, validate_qopt, MqprioOpt, MAX_QUEUE};
 use crate::tc::units::{get_s64_base10, get_u32, get_u32_base16};
 use crate::tc::{Args, Out, TcError};
 use crate::time::Instant;
@@ -128,14 +128,7 @@ fn read_values(args: &mut Args, f: impl Fn(&str) -> Option<u32>) -> Vec<u32> {
 /// tc side: q_taprio.c `taprio_parse_opt`.
 pub fn parse(args: &mut Args) -> Result<TaprioOpt, TcError> {
     let mut o = TaprioOpt::default();
-    let mut q = MqprioOpt {
-        num_tc: 0,
-        prio_tc_map: [0; MAX_QUEUE],
-        hw: 0,
-        count: [0; MAX_QUEUE],
-        offset: [0; MAX_QUEUE],
-        attrs: false,
-    };
+    let mut q = MqprioOpt::default();
     let (mut max_sdu, mut fp) = (Vec::new(), Vec::new());
     let mut have_tc_entries = false;
     let dup = |w: &str| TcError::tc(format!("taprio: duplicate \"{w}\" specification\n"));
@@ -263,10 +256,8 @@ enum Which {
 /// keeps those in `struct net_device`).
 pub struct Taprio {
     txqs: Mq,
-    num_tc: u8,
-    prio_tc_map: [u8; MAX_QUEUE],
-    count: [u16; MAX_QUEUE],
-    offset: [u16; MAX_QUEUE],
+    /// The device's traffic classes (none until the first change sets them).
+    tcs: MqprioOpt,
     flags: u32,
     clockid: i32,
     picos_per_byte: i64,
@@ -301,10 +292,7 @@ impl Taprio {
         let o = o.ok_or_else(TcError::invalid)?;
         let mut q = Taprio {
             txqs: Mq::new(dev, handle, parent, "pfifo", now)?,
-            num_tc: 0,
-            prio_tc_map: [0; MAX_QUEUE],
-            count: [0; MAX_QUEUE],
-            offset: [0; MAX_QUEUE],
+            tcs: MqprioOpt::default(),
             flags: FLAGS_INVALID,
             clockid: -1,
             picos_per_byte: 0,
@@ -335,11 +323,6 @@ impl Taprio {
         len * self.picos_per_byte / PSEC_PER_NSEC
     }
 
-    /// The traffic class of priority `prio` (`netdev_get_prio_tc_map`).
-    fn tc_of(&self, prio: u32) -> usize {
-        self.prio_tc_map[(prio & BITMASK) as usize] as usize
-    }
-
     /// Mirrors `taprio_change`, in its order; what the kernel keeps from a request
     /// that fails later (flags, max-sdu, fp) is kept here too.
     fn apply(&mut self, o: &TaprioOpt, dev: &DevInfo, now: Instant) -> Result<(), TcError> {
@@ -363,7 +346,7 @@ impl Taprio {
         self.picos_per_byte = 8_000_000 / speed as i64;
         // taprio_parse_mqprio_opt
         match &o.priomap {
-            None if self.num_tc == 0 => return Err(TcError::kernel("'mqprio' configuration is necessary")),
+            None if self.tcs.num_tc == 0 => return Err(TcError::kernel("'mqprio' configuration is necessary")),
             None => {}
             Some(m) => {
                 if m.num_tc as u32 > dev.num_tx_queues {
@@ -375,21 +358,17 @@ impl Taprio {
         self.parse_tc_entries(o)?;
         // taprio_mqprio_cmp: the same traffic classes are no change.
         let mqprio = o.priomap.as_ref().filter(|m| {
-            let n = m.num_tc as usize;
-            (m.num_tc, &m.count[..n], &m.offset[..n], m.prio_tc_map)
-                != (
-                    self.num_tc,
-                    &self.count[..n.min(self.num_tc as usize)],
-                    &self.offset[..n.min(self.num_tc as usize)],
-                    self.prio_tc_map,
-                )
+            let (n, t) = (m.num_tc as usize, &self.tcs);
+            m.num_tc != t.num_tc
+                || m.count[..n] != t.count[..n]
+                || m.offset[..n] != t.offset[..n]
+                || m.prio_tc_map != t.prio_tc_map
         });
         if mqprio.is_some() && (self.oper.is_some() || self.admin.is_some()) {
             return Err(TcError::kernel("Changing the traffic mapping of a running schedule is not supported"));
         }
         if let Some(m) = mqprio {
-            self.num_tc = m.num_tc;
-            (self.count, self.offset, self.prio_tc_map) = (m.count, m.offset, m.prio_tc_map);
+            self.tcs = m.clone();
             for i in 0..m.num_tc as usize {
                 self.cur_txq[i] = m.offset[i] as u32;
             }
@@ -495,7 +474,7 @@ impl Taprio {
                 if open == 0 {
                     break;
                 }
-                for (tc, d) in dur.iter_mut().enumerate().take(self.num_tc as usize) {
+                for (tc, d) in dur.iter_mut().enumerate().take(self.tcs.num_tc as usize) {
                     if open & (1 << tc) == 0 {
                         continue;
                     }
@@ -512,7 +491,7 @@ impl Taprio {
             }
             s.entries[i].gate_duration = dur;
             // A class closed for now is not one that never opens.
-            for (max, &d) in s.max_open_gate_duration.iter_mut().zip(&dur).take(self.num_tc as usize) {
+            for (max, &d) in s.max_open_gate_duration.iter_mut().zip(&dur).take(self.tcs.num_tc as usize) {
                 if d != 0 && *max < d {
                     *max = d;
                 }
@@ -546,7 +525,7 @@ impl Taprio {
     /// `taprio_update_queue_max_sdu`: the smaller of the user's max-sdu and what the
     /// longest open gate of the class can carry at the link speed.
     fn update_queue_max_sdu(&self, s: &mut GateList) {
-        for tc in 0..self.num_tc as usize {
+        for tc in 0..self.tcs.num_tc as usize {
             let from_user = if self.max_sdu[tc] != 0 { self.max_sdu[tc] } else { u32::MAX };
             let dynamic = if s.max_open_gate_duration[tc] == s.cycle_time as u64 {
                 u32::MAX
@@ -583,7 +562,7 @@ impl Taprio {
         self.set_budgets(s, 0);
         let cycle = s.cycle_time as u64;
         let first = &mut s.entries[0];
-        for tc in 0..self.num_tc as usize {
+        for tc in 0..self.tcs.num_tc as usize {
             first.gate_close_time[tc] = if first.gate_duration[tc] == cycle {
                 i64::MAX
             } else {
@@ -597,7 +576,7 @@ impl Taprio {
     fn set_budgets(&self, s: &mut GateList, i: usize) {
         let cycle = s.cycle_time as u64;
         let e = &mut s.entries[i];
-        for tc in 0..self.num_tc as usize {
+        for tc in 0..self.tcs.num_tc as usize {
             e.budget[tc] = if e.gate_duration[tc] == cycle {
                 i32::MAX
             } else {
@@ -646,7 +625,7 @@ impl Taprio {
                 let mut end = prev_end.wrapping_add(oper.entries[next].interval as i64).min(oper.cycle_end_time);
                 let cycle = oper.cycle_time as u64;
                 let e = &mut oper.entries[next];
-                for tc in 0..self.num_tc as usize {
+                for tc in 0..self.tcs.num_tc as usize {
                     e.gate_close_time[tc] = if e.gate_duration[tc] == cycle {
                         i64::MAX
                     } else {
@@ -686,7 +665,7 @@ impl Taprio {
     /// `taprio_update_budgets`: a packet sent uses every class's budget; the sender's
     /// remaining one.
     fn update_budgets(&mut self, i: usize, len: i32, tc_consumed: usize) -> i32 {
-        let num_tc = self.num_tc as usize;
+        let num_tc = self.tcs.num_tc as usize;
         let e = &mut self.oper.as_mut().expect("an entry is current").entries[i];
         let mut left = 0;
         for tc in 0..num_tc {
@@ -719,7 +698,7 @@ impl Taprio {
                 let head = self.txqs.txq(txq).peek(now)?;
                 (head.priority, head.len)
             };
-            let tc = self.tc_of(prio);
+            let tc = self.tcs.tc_of(prio);
             if gate_mask & (1 << tc) == 0 {
                 return None;
             }
@@ -760,7 +739,7 @@ impl Taprio {
         now: Instant,
         idle: &mut Dequeued,
     ) -> Option<Packet> {
-        for tc in (0..self.num_tc as usize).rev() {
+        for tc in (0..self.tcs.num_tc as usize).rev() {
             if gate_mask & (1 << tc) == 0 {
                 continue;
             }
@@ -768,7 +747,7 @@ impl Taprio {
             loop {
                 let p = self.dequeue_from_txq(sch, self.cur_txq[tc] as usize, gate_mask, now, idle);
                 // taprio_next_tc_txq
-                let (off, cnt) = (self.offset[tc] as u32, self.count[tc] as u32);
+                let (off, cnt) = (self.tcs.offset[tc] as u32, self.tcs.count[tc] as u32);
                 self.cur_txq[tc] += 1;
                 if self.cur_txq[tc] == off + cnt {
                     self.cur_txq[tc] = off;
@@ -789,7 +768,7 @@ impl Taprio {
 
     /// `taprio_skb_exceeds_queue_max_sdu`.
     fn exceeds_max_sdu(&self, pkt: &Packet) -> bool {
-        let tc = self.tc_of(pkt.priority);
+        let tc = self.tcs.tc_of(pkt.priority);
         self.oper.as_ref().is_some_and(|s| pkt.len > s.max_frm_len[tc])
     }
 
@@ -871,7 +850,7 @@ impl Taprio {
             Some(s) if min >= s.base_time => {}
             _ => return min,
         }
-        let tc = self.tc_of(pkt.priority);
+        let tc = self.tcs.tc_of(pkt.priority);
         let ptt = self.length_to_duration(pkt.len as i64);
         let mut which = Which::Oper;
         loop {
@@ -937,8 +916,7 @@ impl Qdisc for Taprio {
     /// class, as the device's `skb_tx_hash` does), then the max-sdu check.
     fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
         self.run_timer(now);
-        let (off, cnt) = self.tc_txqs(pkt.priority).expect("traffic classes are set");
-        let txq = (off + crate::sched::codel::reciprocal_scale(pkt.hash, cnt)) as usize;
+        let txq = self.tcs.pick_txq(&pkt);
         if self.txqs.txq(txq).kind() == "noop" {
             sch.stats.dropped();
             return Enqueued::Dropped;
@@ -1013,18 +991,18 @@ impl Qdisc for Taprio {
 
     /// What `taprio_dump` sends, printed as q_taprio.c `taprio_print_opt` prints it.
     fn dump(&self, out: &mut Out, _dev: &DevInfo) {
-        out.uint("tc", format_args!("tc {} ", self.num_tc), self.num_tc as u64);
+        out.uint("tc", format_args!("tc {} ", self.tcs.num_tc), self.tcs.num_tc as u64);
         out.open_array("map", "map");
-        for &t in &self.prio_tc_map {
+        for &t in &self.tcs.prio_tc_map {
             out.array_uint(format_args!(" {t}"), t as u64);
         }
         out.close_array("");
         out.nl();
         out.open_array("queues", "queues");
-        for i in 0..self.num_tc as usize {
+        for i in 0..self.tcs.num_tc as usize {
             out.open_object(None);
-            out.uint("offset", format_args!(" offset {}", self.offset[i]), self.offset[i] as u64);
-            out.uint("count", format_args!(" count {}", self.count[i]), self.count[i] as u64);
+            out.uint("offset", format_args!(" offset {}", self.tcs.offset[i]), self.tcs.offset[i] as u64);
+            out.uint("count", format_args!(" count {}", self.tcs.count[i]), self.tcs.count[i] as u64);
             out.close_object();
         }
         out.close_array("");
@@ -1078,8 +1056,7 @@ impl Qdisc for Taprio {
     }
 
     fn tc_txqs(&self, prio: u32) -> Option<(u32, u32)> {
-        let tc = self.tc_of(prio);
-        Some((self.offset[tc] as u32, self.count[tc] as u32))
+        Some(self.tcs.txqs_of(prio))
     }
 
     fn take_warning(&mut self) -> Option<&'static str> {
