@@ -64,7 +64,7 @@ fn what_sysctl_refuses_stops_before_tc_runs() {
         ("net.core.foo=1", "sysctl: cannot stat /proc/sys/net/core/foo: No such file or directory\n"),
         ("net.ipv4.tcp_ecn=1", "sysctl: cannot stat /proc/sys/net/ipv4/tcp_ecn: No such file or directory\n"),
         (
-            "net.core.default_qdisc=taprio",
+            "net.core.default_qdisc=nosuchkind",
             "sysctl: setting key \"net.core.default_qdisc\": No such file or directory\n",
         ),
         ("net.core.default_qdisc", "sysctl: command line(0): invalid syntax, continuing...\n"),

@@ -82,6 +82,9 @@ pub struct DevInfo {
     /// The link speed in Mbit/s that sysfs `speed` and ethtool report, if the device
     /// has one (veth: 10000; a dummy: none).
     pub speed: Option<u32>,
+    /// `dev->max_mtu`: 0 for the ifb that realises an `eth` device in the captures
+    /// (`ifb_setup` clears it), ETH_MAX_MTU for veth.
+    pub max_mtu: u32,
     /// The kernel whose behaviour the device follows (its `Device::kernel`), for the
     /// init/change code that differs between versions.
     pub kernel: crate::tree::KernelVersion,
@@ -99,6 +102,7 @@ impl DevInfo {
             num_tx_queues: 1,
             real_tx_queues: 1,
             speed: None,
+            max_mtu: 0,
             kernel: Default::default(),
         }
     }
@@ -256,6 +260,11 @@ pub trait Qdisc: Send {
     /// (offset, count), that `skb_tx_hash` spreads a packet of priority `prio` over.
     /// None: the device has no traffic classes.
     fn tc_txqs(&self, _prio: u32) -> Option<(u32, u32)> {
+        None
+    }
+    /// The extack message a successful init or change left (`NL_SET_ERR_MSG` on a
+    /// request that succeeds), which tc prints as a warning; taken once.
+    fn take_warning(&mut self) -> Option<&'static str> {
         None
     }
     /// Bring dump-time counters up to date (mq sums its children in `mq_dump`).

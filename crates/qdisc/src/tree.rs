@@ -31,6 +31,17 @@ pub enum DevKind {
     Ifb,
 }
 
+impl DevKind {
+    /// `dev->max_mtu`: `veth_setup` sets ETH_MAX_MTU; `ifb_setup` clears it to 0,
+    /// and the captures realise an `eth` device as an ifb, so it follows ifb.
+    pub fn max_mtu(self) -> u32 {
+        match self {
+            DevKind::Veth => 65535,
+            DevKind::Eth | DevKind::Ifb => 0,
+        }
+    }
+}
+
 /// `NAME[,kind=veth|eth|ifb][,txqueues=N][,realtxqueues=N][,mtu=N][,txqueuelen=N]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DevSpec {
@@ -188,6 +199,9 @@ pub struct Device {
     /// `default_qdisc_ops` (`net.core.default_qdisc`), which is kernel-global: the
     /// `Tc` owning the device keeps every device's copy the same.
     pub(crate) default_qdisc: &'static str,
+    /// The warning the last `modify` left (see [`crate::qdisc::Qdisc::take_warning`]),
+    /// for tc to print when the request succeeds.
+    pub(crate) warning: Option<&'static str>,
 }
 
 /// The kernel whose behaviour a device follows where versions differ: error texts,
@@ -367,6 +381,7 @@ impl Device {
             num_tx_queues: spec.txqueues,
             real_tx_queues: spec.realtxqueues.unwrap_or(spec.txqueues),
             speed: spec.speed,
+            max_mtu: spec.kind.max_mtu(),
             kernel,
         };
         let mut d = Device {
@@ -379,6 +394,7 @@ impl Device {
             real_tx_queues: spec.realtxqueues.unwrap_or(spec.txqueues),
             ingress_queue: false,
             default_qdisc,
+            warning: None,
         };
         d.root = d.default_root(now);
         d
@@ -698,6 +714,7 @@ impl Device {
         if let Some(o) = opts {
             let before = (n.stats().qlen, n.stats().backlog);
             n.change(o, &info, now)?;
+            let warning = n.q.take_warning();
             let after = (n.stats().qlen, n.stats().backlog);
             // A change that shrank the queue reports it up (e.g. prio losing bands).
             let mut r = n.take_reduce();
@@ -707,6 +724,7 @@ impl Device {
             self.reduce_ancestors(&q, r);
             // A change may create children (prio growing bands).
             self.index_subtree(&q);
+            self.warning = warning;
         }
         Ok(())
     }
@@ -741,7 +759,8 @@ impl Device {
         } else {
             handle
         };
-        let q = sched::create_with_default(kind, opts, &self.info, handle, clid, now, self.default_qdisc)?;
+        let mut q = sched::create_with_default(kind, opts, &self.info, handle, clid, now, self.default_qdisc)?;
+        self.warning = q.take_warning();
         let mut node = self.mq_queues(Node::new(handle, clid, q), now);
         if clid == TC_H_INGRESS {
             self.ingress = Some(node);

@@ -207,9 +207,8 @@ fn setting_it_later_changes_later_attachments_only() {
 
 #[test]
 fn what_the_sysctl_refuses() {
-    // Unknown, not registered (noop is builtin), not implemented here (taprio: refused as
-    // without its module), case matters.
-    for v in ["nosuchkind", "noop", "taprio", "FQ_CODEL", ""] {
+    // Unknown, not registered (noop is builtin), case matters.
+    for v in ["nosuchkind", "noop", "FQ_CODEL", ""] {
         assert_eq!(check_default_qdisc(v), Err(ENOENT.into()), "{v:?}");
         assert_eq!(Tc::with_default_qdisc(&specs("eth0"), KernelVersion::V6_18, v).err(), Some(ENOENT.into()));
     }
@@ -225,7 +224,8 @@ fn what_the_sysctl_refuses() {
     tc.set_default_qdisc("pfifo").unwrap();
     assert_eq!(tc.set_default_qdisc("nosuchkind"), Err(ENOENT.into()));
     assert_eq!(tc.default_qdisc(), "pfifo");
-    for kind in ["htb", "tbf", "prio", "mq", "ingress", "clsact", "noqueue", "pfifo_fast", "fq_codel", "cake"] {
+    for kind in ["htb", "tbf", "prio", "mq", "ingress", "clsact", "noqueue", "pfifo_fast", "fq_codel", "cake", "taprio"]
+    {
         assert_eq!(check_default_qdisc(kind), Ok(()), "{kind}");
     }
 }
@@ -242,7 +242,7 @@ fn sysctl_w_prints_what_procps_prints() {
         Ok("net.core.default_qdisc = pfifo_head_dropXYZ\n".into())
     );
     assert_eq!(tc.default_qdisc(), "pfifo_head_drop");
-    assert_eq!(tc.sysctl_w("net.core.default_qdisc=taprio"), Err(ENOENT.into()));
+    assert_eq!(tc.sysctl_w("net.core.default_qdisc=nosuchkind"), Err(ENOENT.into()));
     assert_eq!(
         tc.sysctl_w("net.core.foo=1"),
         Err("sysctl: cannot stat /proc/sys/net/core/foo: No such file or directory".into())

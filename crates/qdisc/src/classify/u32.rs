@@ -917,15 +917,6 @@ fn pack_key8(sel: &mut Sel, mut key: u32, mut mask: u32, off: i32, offmask: i32)
     pack_key(sel, key, mask, off & !3, offmask)
 }
 
-/// `get_u32(…, 16)`.
-fn hex_u32(s: &str) -> Option<u32> {
-    let b = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
-    if b.is_empty() || !b.bytes().all(|c| c.is_ascii_hexdigit()) {
-        return None;
-    }
-    u32::from_str_radix(b, 16).ok()
-}
-
 fn num(s: &str) -> Option<u32> {
     crate::tc::units::get_u32(s)
 }
@@ -951,7 +942,7 @@ fn parse_at(a: &mut Args, off: &mut i32, offmask: &mut i32) -> Option<()> {
 /// `parse_u32`/`parse_u16`/`parse_u8`: VAL MASK [at OFF].
 fn parse_un(a: &mut Args, sel: &mut Sel, bits: u32, mut off: i32, mut offmask: i32) -> Option<()> {
     let key = num(a.next()?)?;
-    let mask = hex_u32(a.next()?)?;
+    let mask = crate::tc::units::get_u32_base16(a.next()?)?;
     if bits == 8 && (key > 0xFF || mask > 0xFF) {
         return None;
     }
@@ -1044,7 +1035,7 @@ fn parse_ip6(a: &mut Args, sel: &mut Sel) -> Option<()> {
         "dst" => parse_ip_addr(a, sel, 24, true),
         "priority" => {
             let key = num(a.next()?)?;
-            let mask = hex_u32(a.next()?)?;
+            let mask = crate::tc::units::get_u32_base16(a.next()?)?;
             if key > 0xFF || mask > 0xFF {
                 return None;
             }
@@ -1180,7 +1171,9 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, U32Opts), TcErr
                 } else if matches(x, "mask") {
                     a.next();
                     let v = a.value()?;
-                    let m = hex_u32(v).filter(|m| *m <= 0xFFFF).ok_or_else(|| TcError::tc("Illegal \"offset\"\n"))?;
+                    let m = crate::tc::units::get_u32_base16(v)
+                        .filter(|m| *m <= 0xFFFF)
+                        .ok_or_else(|| TcError::tc("Illegal \"offset\"\n"))?;
                     sel.offmask = m as u16;
                     sel.flags |= TC_U32_VAROFFSET;
                 } else if matches(x, "shift") {
@@ -1203,7 +1196,8 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, U32Opts), TcErr
                 if matches(x, "mask") {
                     a.next();
                     let v = a.value()?;
-                    sel.hmask = hex_u32(v).ok_or_else(|| TcError::tc("Illegal \"hashkey\"\n"))?;
+                    sel.hmask =
+                        crate::tc::units::get_u32_base16(v).ok_or_else(|| TcError::tc("Illegal \"hashkey\"\n"))?;
                 } else if matches(x, "at") {
                     a.next();
                     let v = a.value()?;

@@ -61,13 +61,13 @@ const USAGE: &str = "Usage: ... etf delta NANOS clockid CLOCKID [offload] [deadl
 
 /// tc/tc_util.c `get_clockid`: a name of the table, any case, after a `CLOCK_`
 /// prefix — skipped wherever `strcasestr` finds it, as six bytes from the start.
-fn get_clockid(arg: &str) -> Option<i32> {
+pub(crate) fn get_clockid(arg: &str) -> Option<i32> {
     let arg = if arg.to_ascii_lowercase().contains("clock_") { arg.get(6..).unwrap_or("") } else { arg };
     CLOCKS.iter().find(|(n, _)| n.eq_ignore_ascii_case(arg)).map(|&(_, id)| id)
 }
 
 /// tc/tc_util.c `get_clock_name`.
-fn clock_name(id: i32) -> &'static str {
+pub(crate) fn clock_name(id: i32) -> &'static str {
     CLOCKS.iter().find(|&&(_, c)| c == id).map_or("invalid", |&(n, _)| n)
 }
 

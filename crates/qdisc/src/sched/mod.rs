@@ -38,6 +38,7 @@ pub mod red;
 pub mod sfb;
 pub mod sfq;
 pub mod skbprio;
+pub mod taprio;
 pub mod tbf;
 
 pub use crate::qdisc::{Create, Flags, Ops, Opts, Parse};
@@ -80,12 +81,9 @@ pub static KINDS: &[&Ops] = &[
     &sfb::OPS,
     &sfq::OPS,
     &skbprio::OPS,
+    &taprio::OPS,
     &tbf::OPS,
 ];
-
-/// Kinds iproute2 has a `q_*.c` parser for but this engine does not implement yet:
-/// tc accepts them, the kernel answers as one without the module would.
-const TC_ONLY_KINDS: &[&str] = &["taprio"];
 
 /// `qdisc_lookup_ops`: the registered kind named `kind`.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {
@@ -101,11 +99,6 @@ pub fn parse(kind: &str, args: &mut Args) -> Result<Option<Opts>, TcError> {
             if !args.is_empty() {
                 return Err(TcError::usage(format!("qdisc '{kind}' does not support option parsing\n")));
             }
-            Ok(None)
-        }
-        None if TC_ONLY_KINDS.contains(&kind) => {
-            // Options are the kernel's business here; it will refuse the kind anyway.
-            while args.next().is_some() {}
             Ok(None)
         }
         Some(Parse::Generic) | None => {

@@ -28,9 +28,9 @@ use crate::tc::{invarg, matches, units, Args, Errno, Out, TcError};
 use crate::time::Instant;
 
 /// TC_QOPT_MAX_QUEUE (TC_MAX_QUEUE).
-const MAX_QUEUE: usize = 16;
+pub(crate) const MAX_QUEUE: usize = 16;
 /// TC_QOPT_BITMASK: priorities 0…15.
-const BITMASK: u32 = 15;
+pub(crate) const BITMASK: u32 = 15;
 /// TC_H_MIN_PRIORITY: the first traffic class's minor.
 const MIN_PRIORITY: u32 = 0xFFE0;
 /// TC_MQPRIO_HW_OFFLOAD_MAX.
@@ -47,7 +47,7 @@ pub static OPS: Ops = Ops {
 
 /// What tc sends: `struct tc_mqprio_qopt` and whether any attribute follows it
 /// (TCA_MQPRIO_MODE, _SHAPER, the rates, the TC entries of `fp`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MqprioOpt {
     pub num_tc: u8,
     pub prio_tc_map: [u8; MAX_QUEUE],
@@ -56,6 +56,24 @@ pub struct MqprioOpt {
     pub offset: [u16; MAX_QUEUE],
     /// Attributes after the struct (only hardware mode takes them).
     pub attrs: bool,
+}
+
+impl MqprioOpt {
+    /// The traffic class of priority `prio` (`netdev_get_prio_tc_map`).
+    pub(crate) fn tc_of(&self, prio: u32) -> usize {
+        self.prio_tc_map[(prio & BITMASK) as usize] as usize
+    }
+    /// The tx queues, as (offset, count), of priority `prio`'s traffic class.
+    pub(crate) fn txqs_of(&self, prio: u32) -> (u32, u32) {
+        let tc = self.tc_of(prio);
+        (self.offset[tc] as u32, self.count[tc] as u32)
+    }
+    /// `skb_tx_hash` on a device with these traffic classes: the packet's hash spread
+    /// over its class's tx queues.
+    pub(crate) fn pick_txq(&self, pkt: &Packet) -> usize {
+        let (off, cnt) = self.txqs_of(pkt.priority);
+        (off + crate::sched::codel::reciprocal_scale(pkt.hash, cnt)) as usize
+    }
 }
 
 /// q_mqprio.c `explain`.
@@ -89,6 +107,28 @@ fn read_list<T>(args: &mut Args, idx: &mut usize, mut f: impl FnMut(&str) -> Opt
     }
 }
 
+/// The words q_mqprio.c and q_taprio.c parse alike into `struct tc_mqprio_qopt`:
+/// `num_tc`, `map` and `queues`. `Ok(None)`: `word` is none of them; else how many
+/// `count@offset` pairs it read.
+pub(crate) fn parse_qopt_word(word: &str, args: &mut Args, o: &mut MqprioOpt) -> Result<Option<usize>, TcError> {
+    let mut idx = 0usize;
+    match word {
+        "num_tc" => o.num_tc = get_u8(args.value()?).ok_or_else(|| TcError::tc("Illegal \"num_tc\"\n"))?,
+        "map" => {
+            let map = &mut o.prio_tc_map;
+            read_list(args, &mut idx, get_u8, |i, v| map[i] = v);
+            map[idx..].fill(0);
+            return Ok(Some(0));
+        }
+        "queues" => {
+            let (count, offset) = (&mut o.count, &mut o.offset);
+            read_list(args, &mut idx, count_offset, |i, (c, off)| (count[i], offset[i]) = (c, off));
+        }
+        _ => return Ok(None),
+    }
+    Ok(Some(idx))
+}
+
 /// tc side: q_mqprio.c `mqprio_parse_opt`.
 pub fn parse(args: &mut Args) -> Result<MqprioOpt, TcError> {
     let mut o = MqprioOpt {
@@ -102,19 +142,12 @@ pub fn parse(args: &mut Args) -> Result<MqprioOpt, TcError> {
     let mut pairs = 0usize;
     let mut bw_rlimit = false;
     while let Some(a) = args.next() {
+        if let Some(n) = parse_qopt_word(a, args, &mut o)? {
+            pairs += n;
+            continue;
+        }
         let mut idx = 0usize;
         match a {
-            "num_tc" => o.num_tc = get_u8(args.value()?).ok_or_else(|| TcError::tc("Illegal \"num_tc\"\n"))?,
-            "map" => {
-                let map = &mut o.prio_tc_map;
-                read_list(args, &mut idx, get_u8, |i, v| map[i] = v);
-                map[idx..].fill(0);
-            }
-            "queues" => {
-                let (count, offset) = (&mut o.count, &mut o.offset);
-                read_list(args, &mut idx, count_offset, |i, (c, off)| (count[i], offset[i]) = (c, off));
-                pairs += idx;
-            }
             "fp" => {
                 read_list(args, &mut idx, |w| matches!(w, "E" | "P").then_some(()), |_, ()| {});
                 o.attrs = true;
@@ -162,26 +195,29 @@ pub fn parse(args: &mut Args) -> Result<MqprioOpt, TcError> {
 }
 
 /// `struct mqprio_sched`, plus the device's traffic classes it set (the kernel
-/// keeps those in `struct net_device`).
+/// keeps those in `struct net_device`; `mqprio_qopt_reconstruct` gives them back).
 pub struct Mqprio {
     mq: Mq,
-    num_tc: u8,
-    prio_tc_map: [u8; MAX_QUEUE],
-    count: [u16; MAX_QUEUE],
-    offset: [u16; MAX_QUEUE],
+    tcs: MqprioOpt,
     handle: u32,
 }
 
-/// `mqprio_validate_qopt` (sch_mqprio_lib.c) with the queue counts checked, as for
-/// `hw 0`.
-fn validate(dev: &DevInfo, o: &MqprioOpt) -> Result<(), TcError> {
+/// `mqprio_validate_qopt` (sch_mqprio_lib.c): the queue ranges are checked only with
+/// `validate_queue_counts` (mqprio's `hw 0`, always for taprio), and may overlap when
+/// `allow_overlapping_txqs` (taprio's txtime-assist).
+pub(crate) fn validate_qopt(
+    dev: &DevInfo,
+    o: &MqprioOpt,
+    validate_queue_counts: bool,
+    allow_overlapping_txqs: bool,
+) -> Result<(), TcError> {
     if o.num_tc as usize > MAX_QUEUE {
         return Err(TcError::kernel("Number of traffic classes is outside valid range"));
     }
     if o.prio_tc_map.iter().any(|&t| t >= o.num_tc) {
         return Err(TcError::kernel("Invalid traffic class in priority to traffic class mapping"));
     }
-    if o.hw != 0 {
+    if !validate_queue_counts {
         return Ok(());
     }
     let real = dev.real_tx_queues;
@@ -194,6 +230,9 @@ fn validate(dev: &DevInfo, o: &MqprioOpt) -> Result<(), TcError> {
             return Err(TcError::kernel(&format!(
                 "sch_mqprio_lib: Queues {c}:{off} for TC {i} exceed the {real} TX queues available"
             )));
+        }
+        if allow_overlapping_txqs {
+            continue;
         }
         for j in i + 1..o.num_tc as usize {
             let (cj, oj) = (o.count[j] as u32, o.offset[j] as u32);
@@ -227,7 +266,7 @@ impl Mqprio {
             return Err(TcError::errno(Errno::ENOMEM));
         }
         let hw = o.hw.min(HW_OFFLOAD_MAX);
-        validate(dev, &MqprioOpt { hw, ..o.clone() })?;
+        validate_qopt(dev, o, hw == 0, false)?;
         if hw != 0 {
             return Err(TcError::kernel("Device does not support hardware offload"));
         }
@@ -235,19 +274,19 @@ impl Mqprio {
             return Err(TcError::kernel("mqprio TCA_OPTIONS can only contain netlink attributes in hardware mode"));
         }
         let mq = Mq::new(dev, handle, parent, default_qdisc, now)?;
-        Ok(Mqprio { mq, num_tc: o.num_tc, prio_tc_map: o.prio_tc_map, count: o.count, offset: o.offset, handle })
+        Ok(Mqprio { mq, tcs: o.clone(), handle })
     }
 
     /// `netdev_txq_to_tc`: the traffic class whose queues include `txq`.
     fn txq_to_tc(&self, txq: u32) -> Option<u32> {
-        (0..self.num_tc as usize)
-            .find(|&i| (self.offset[i] as u32..self.offset[i] as u32 + self.count[i] as u32).contains(&txq))
+        (0..self.tcs.num_tc as usize)
+            .find(|&i| (self.tcs.offset[i] as u32..self.tcs.offset[i] as u32 + self.tcs.count[i] as u32).contains(&txq))
             .map(|i| i as u32)
     }
 
     /// The TC of traffic class minor `minor`, if it is one.
     fn tc_of_minor(&self, minor: u32) -> Option<usize> {
-        minor.checked_sub(MIN_PRIORITY).filter(|&t| t < self.num_tc as u32).map(|t| t as usize)
+        minor.checked_sub(MIN_PRIORITY).filter(|&t| t < self.tcs.num_tc as u32).map(|t| t as usize)
     }
 }
 
@@ -258,9 +297,8 @@ impl Qdisc for Mqprio {
 
     /// As mq's: the transmit path's pick (now by traffic class), then the queue's qdisc.
     fn enqueue(&mut self, sch: &mut Sch, pkt: Packet, now: Instant) -> Enqueued {
-        let (off, cnt) = self.tc_txqs(pkt.priority).expect("traffic classes are set");
-        let i = off + crate::sched::codel::reciprocal_scale(pkt.hash, cnt);
-        self.mq.enqueue_on(sch, i as usize, pkt, now)
+        let i = self.tcs.pick_txq(&pkt);
+        self.mq.enqueue_on(sch, i, pkt, now)
     }
     fn dequeue(&mut self, sch: &mut Sch, now: Instant) -> Dequeued {
         self.mq.dequeue(sch, now)
@@ -279,15 +317,15 @@ impl Qdisc for Mqprio {
     /// What `mqprio_dump` sends (`mqprio_qopt_reconstruct` from the device, every
     /// TC entry's fp), printed as q_mqprio.c `mqprio_print_opt` prints it.
     fn dump(&self, out: &mut Out, _dev: &DevInfo) {
-        out.uint("tc", format_args!("tc {} ", self.num_tc), self.num_tc as u64);
+        out.uint("tc", format_args!("tc {} ", self.tcs.num_tc), self.tcs.num_tc as u64);
         out.open_array("map", "map ");
-        for &t in &self.prio_tc_map {
+        for &t in &self.tcs.prio_tc_map {
             out.array_uint(format_args!("{t} "), t as u64);
         }
         out.close_array("");
         out.open_array("queues", "\n             queues:");
-        for i in 0..self.num_tc as usize {
-            let (off, c) = (self.offset[i] as u64, self.count[i] as u64);
+        for i in 0..self.tcs.num_tc as usize {
+            let (off, c) = (self.tcs.offset[i] as u64, self.tcs.count[i] as u64);
             out.open_anon_array();
             out.array_uint(format_args!("({off}:"), off);
             out.array_uint(format_args!("{}) ", (off + c).wrapping_sub(1)), (off + c).wrapping_sub(1));
@@ -309,8 +347,7 @@ impl Qdisc for Mqprio {
     }
 
     fn tc_txqs(&self, prio: u32) -> Option<(u32, u32)> {
-        let tc = self.prio_tc_map[(prio & BITMASK) as usize] as usize;
-        Some((self.offset[tc] as u32, self.count[tc] as u32))
+        Some(self.tcs.txqs_of(prio))
     }
 
     crate::classful!();
@@ -320,7 +357,7 @@ impl Classful for Mqprio {
     /// `mqprio_walk`: the traffic classes, then every tx queue.
     fn class_minors(&self) -> Vec<u32> {
         let queues = 1..=self.mq.txqs().len() as u32;
-        (MIN_PRIORITY..MIN_PRIORITY + self.num_tc as u32).chain(queues).collect()
+        (MIN_PRIORITY..MIN_PRIORITY + self.tcs.num_tc as u32).chain(queues).collect()
     }
     /// `mqprio_find`.
     fn find(&self, minor: u32) -> bool {
@@ -351,7 +388,7 @@ impl Classful for Mqprio {
         let Some(tc) = self.tc_of_minor(minor) else {
             return Some(self.leaf(minor).map(|n| n.stats().clone()).unwrap_or_default());
         };
-        let (off, c) = (self.offset[tc] as usize, self.count[tc] as usize);
+        let (off, c) = (self.tcs.offset[tc] as usize, self.tcs.count[tc] as usize);
         let mut s = Stats::default();
         for n in self.mq.txqs().iter().skip(off).take(c) {
             s.add(n.stats());

@@ -704,6 +704,10 @@ impl Tc {
             None => self.devices[di].delete(parent, handle, kind, now),
         };
         self.autohandle = auto;
+        let warning = self.devices[di].warning.take();
+        if let (Ok(()), Some(w)) = (&r, warning) {
+            self.warn.push_str(&format!("Warning: {w}.\n"));
+        }
         r
     }
 

@@ -350,6 +350,22 @@ pub fn get_u32(s: &str) -> Option<u32> {
     parse_c_integer(s).and_then(|v| u32::try_from(v).ok())
 }
 
+/// `get_u32(…, 16)`: hex digits, a `0x` prefix allowed.
+pub fn get_u32_base16(s: &str) -> Option<u32> {
+    let b = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    if b.is_empty() || !b.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(b, 16).ok()
+}
+
+/// iproute2 `get_s64(&v, s, 10)`: strtoll over the whole word; out of range fails.
+pub fn get_s64_base10(s: &str) -> Option<i64> {
+    let (neg, mag) = strto_base10(s)?;
+    let v = if neg { -(mag as i128) } else { mag as i128 };
+    i64::try_from(v).ok()
+}
+
 /// `get_integer` (int, base 0).
 pub fn get_integer(s: &str) -> Option<i32> {
     parse_c_integer(s).and_then(|v| i32::try_from(v).ok())
