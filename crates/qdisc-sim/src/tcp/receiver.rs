@@ -819,8 +819,8 @@ impl TcpReceiver {
     fn ack_snd_check(&mut self, now: Instant) -> Option<Ack> {
         // Every second segment only if the right edge does not move back (else the
         // read's tcp_cleanup_rbuf ACKs).
-        let two = self.rcv_nxt - self.rcv_wup > self.rcv_mss as u64
-            && u64::from(self.select_window_raw()) >= self.rcv_wnd;
+        let two =
+            self.rcv_nxt - self.rcv_wup > self.rcv_mss as u64 && u64::from(self.select_window_raw()) >= self.rcv_wnd;
         if two || self.in_quickack_mode() || self.ack_now {
             return Some(self.send_ack());
         }
@@ -1015,5 +1015,66 @@ mod tests {
         assert!(a.ece);
         let a = r.on_segment(&Segment { ect: true, cwr: true, ..seg(20, 2) }, false, ms(3)).expect("CWR: ack now");
         assert!(!a.ece);
+    }
+
+    /// A veth's GSO skb of `n` segments from segment `i` on (it reaches the receiver whole).
+    fn gso(i: u64, n: u64, sent_ms: u64) -> Segment {
+        Segment { len: (n * M) as u32, segs: n as u16, ..seg(i, sent_ms) }
+    }
+
+    /// Default tcp_rmem, 1-MSS skbs: the SYN-ACK offers rounddown(131072/2, 1448) = 65160
+    /// with scale 7; init_buffer_space clamps to 65536 − 1460 = 64076. The first skb
+    /// measures scaling_ratio = 1448·256/(1448+896) = 158, so the clamp becomes
+    /// 131072·158/256 = 80896 and rcv_ssthresh the SYN-ACK's 65160; each skb then adds
+    /// 2·advmss = 2920 up to the free space while it is queued, (131072−2344)·158/256 =
+    /// 79449, and every offer is aligned up to 128.
+    #[test]
+    fn window_opens_step_by_step_on_single_segments() {
+        let c = TcpConfig::default();
+        assert_eq!(synack_window(&c), 65160);
+        assert_eq!(initial_window(&c), (65160, 65535 << 7, 7));
+        let mut r = TcpReceiver::new(&c, Instant::ZERO);
+        assert_eq!((r.window_clamp, r.rcv_ssthresh, r.rcv_mss), (64076, 64076, 536));
+        let want = [68096, 71040, 73984, 76928, 79488, 79488, 79488];
+        for (i, w) in want.into_iter().enumerate() {
+            let a = r.on_segment(&seg(i as u64, 0), false, ms(1)).expect("quick ack");
+            assert_eq!(a.rwnd, w, "skb {i}");
+        }
+        assert_eq!((r.scaling_ratio, r.window_clamp, r.rcv_ssthresh), (158, 80896, 79449));
+        // Each of the five skbs that grew the window granted a quick ACK (quick |= 1 on
+        // an even count): 16 + 5 ACKs at once, the 22nd skb waits.
+        for i in 7..21 {
+            assert!(r.on_segment(&seg(i, 0), false, ms(1)).is_some(), "skb {i}");
+        }
+        assert_eq!(r.on_segment(&seg(21, 0), false, ms(1)), None);
+    }
+
+    /// GSO skbs of 10 segments (a veth hands them over whole): scaling_ratio 14480·256/
+    /// 15376 = 241, clamp 131072·241/256 = 123392; each skb adds 2·14480 up to the free
+    /// space while it is queued, (131072−15376)·241/256 = 108916. A 30-segment skb
+    /// leaves (131072−44336)·241/256 = 81654: the window would move back, so the
+    /// softirq does not ACK it (__tcp_ack_snd_check); the read does, with the buffer
+    /// empty again (tcp_cleanup_rbuf).
+    #[test]
+    fn gso_skbs_measure_the_ratio_and_a_big_skb_waits_for_the_read() {
+        let mut r = TcpReceiver::new(&TcpConfig::default(), Instant::ZERO);
+        let a = r.on_segment(&gso(0, 10, 0), false, ms(1)).unwrap();
+        assert_eq!((r.scaling_ratio, r.window_clamp, r.rcv_ssthresh), (241, 123392, 94120));
+        assert_eq!(a.rwnd, 94208);
+        let a = r.on_segment(&gso(10, 10, 0), false, ms(1)).unwrap();
+        assert_eq!((r.rcv_ssthresh, a.rwnd), (108916, 108928));
+        assert_eq!(r.on_read(), None, "a window of 108928 is more than half the clamp");
+        // The quick ACKs run out: 16, each grant having put one back.
+        for k in 2..18 {
+            let a = r.on_segment(&gso(10 * k, 10, 0), false, ms(1)).expect("quick ack");
+            assert_eq!(a.rwnd, 108928);
+        }
+        // Not quick any more: every second segment, the window holding.
+        let a = r.on_segment(&gso(180, 10, 0), false, ms(1)).expect("more than one MSS");
+        assert_eq!((a.ack, a.rwnd), (190 * M, 108928));
+        assert_eq!(r.on_segment(&gso(190, 30, 0), false, ms(1)), None);
+        let a = r.on_read().expect("the read ACKs");
+        assert_eq!((a.ack, a.rwnd), (220 * M, 108928));
+        assert_eq!(r.next_timer(), None);
     }
 }

@@ -1035,3 +1035,26 @@ fn slow_start_after_idle_counts_from_the_last_data_sent_and_not_with_data_in_fli
     s.app_write(MSS as u64, 0, ms(800));
     assert_eq!(s.w.cwnd, 10);
 }
+
+/// The default buffer with 1-MSS skbs gives a window of 79488 bytes (receiver.rs): on a
+/// 20 ms path with no bottleneck the flow sends 54 whole segments (78192 bytes) per
+/// round trip and no more, whatever its cwnd.
+#[test]
+fn window_limited_flow_sends_rwnd_per_rtt() {
+    let c = TcpConfig { syn_rtt: Some(Duration::from_millis(20)), ..TcpConfig::default() };
+    let mut net = Net::new(c.clone(), 10);
+    net.rcv = TcpReceiver::new(&c, Instant::ZERO);
+    net.run_until(ms(1000));
+    let (d1, cwnd1) = (net.rcv.delivered(), net.snd.cwnd());
+    let mut max_out = 0;
+    for t in 1..=100 {
+        net.run_until(ms(1000 + 10 * t));
+        max_out = max_out.max(net.snd.snd_nxt() - net.snd.snd_una());
+    }
+    assert_eq!(net.snd.snd_wnd, 79488);
+    assert_eq!(max_out, 54 * MSS as u64);
+    // 50 round trips in the second second, 54 segments each.
+    assert_eq!(net.rcv.delivered() - d1, 50 * 54 * MSS as u64);
+    // Not cwnd-limited: the window does not grow (tcp_is_cwnd_limited).
+    assert_eq!(net.snd.cwnd(), cwnd1);
+}
