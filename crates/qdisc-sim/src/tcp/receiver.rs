@@ -89,6 +89,8 @@ const TSTAMP_ALIGNED: u32 = 12;
 const MAX_WSCALE: u32 = 14;
 /// `net.core.rmem_max` (`sysctl_rmem_max` = 4 MiB in 6.18): a floor of the window scale.
 const RMEM_MAX: u32 = 4 << 20;
+/// `net.ipv4.tcp_rcvbuf_low_rtt` = 1000 µs: below it DRS grows the buffer less.
+const RCVBUF_LOW_RTT_US: u64 = 1000;
 /// `SOCK_MIN_RCVBUF / 2` (`TCP_SKB_MIN_TRUESIZE` = 2048 + 256): `tcp_set_window_clamp`'s floor.
 const MIN_WINDOW_CLAMP: u32 = (2048 + 256) / 2;
 
@@ -148,6 +150,15 @@ pub struct TcpReceiver {
     tp_advmss: u32,
     /// `sk_rmem_alloc` beside the out-of-order queue: the skb being processed.
     rmem_alloc: u32,
+    /// `rcv_rtt_est`: the receiver's RTT (µs × 8, 0 = none), and the sequence and time
+    /// (µs) the running sample ends at / started at.
+    rcv_rtt_us: u64,
+    rcv_rtt_seq: u64,
+    rcv_rtt_time: Option<u64>,
+    /// `rcvq_space`: bytes read in the last measured RTT, and where / when it began.
+    rcvq_space: u64,
+    rcvq_seq: u64,
+    rcvq_time: u64,
     /// Out-of-order data, coalesced: start → end.
     ofo: BTreeMap<u64, u64>,
     /// `selective_acks`, most recently changed first.
@@ -242,6 +253,13 @@ impl TcpReceiver {
             rcv_wscale,
             tp_advmss,
             rmem_alloc: 0,
+            rcv_rtt_us: 0,
+            rcv_rtt_seq: 0,
+            rcv_rtt_time: None,
+            // tcp_init_buffer_space: min(rcv_ssthresh, rcv_wnd, TCP_INIT_CWND × advmss).
+            rcvq_space: u64::from(rcv_wnd.min(window_clamp).min(10 * tp_advmss)),
+            rcvq_seq: 0,
+            rcvq_time: super::us(now),
             ofo: BTreeMap::new(),
             sacks: Vec::with_capacity(NUM_SACKS),
             dsack: None,
@@ -334,7 +352,9 @@ impl TcpReceiver {
     /// `tcp_recvmsg`): a scheduled ACK goes out now if more than one `rcv_mss` is
     /// unacknowledged, or the data was pushed (a short segment: `ICSK_ACK_PUSHED`).
     /// It also ACKs a window that the read at least doubled.
-    pub fn on_read(&mut self) -> Option<Ack> {
+    /// Before that, DRS (`tcp_rcv_space_adjust`) sizes the buffer from what was read.
+    pub fn on_read(&mut self, now: Instant) -> Option<Ack> {
+        self.rcv_space_adjust(now);
         if self.ack_sched && (self.rcv_nxt - self.rcv_wup > self.rcv_mss as u64 || self.ack_pushed) {
             return Some(self.send_ack());
         }
@@ -346,6 +366,66 @@ impl TcpReceiver {
             }
         }
         None
+    }
+
+    /// `tcp_rcv_space_adjust` (the reader has read up to `rcv_nxt`): once per receiver
+    /// RTT, if more was read in it than in the last one, the buffer grows.
+    fn rcv_space_adjust(&mut self, now: Instant) {
+        if self.rcv_rtt_us == 0 {
+            return;
+        }
+        let t = super::us(now);
+        if t.saturating_sub(self.rcvq_time) < self.rcv_rtt_us >> 3 {
+            return;
+        }
+        let copied = self.rcv_nxt - self.rcvq_seq;
+        if copied > self.rcvq_space {
+            self.rcvbuf_grow(copied);
+        }
+        self.rcvq_seq = self.rcv_nxt;
+        self.rcvq_time = t;
+    }
+
+    /// `tcp_rcvbuf_grow` (6.18): room for twice what one RTT brought, plus its growth
+    /// (or, below `tcp_rcvbuf_low_rtt`, a share of it in proportion to the RTT), plus
+    /// the out-of-order data; `sk_rcvbuf` up to `tcp_rmem[2]`, the clamp with it.
+    fn rcvbuf_grow(&mut self, newval: u64) {
+        let old = self.rcvq_space;
+        self.rcvq_space = newval;
+        let mut rcvwin = newval << 1;
+        let rtt = self.rcv_rtt_us >> 3;
+        let grow = if rtt < RCVBUF_LOW_RTT_US {
+            rcvwin * rtt / RCVBUF_LOW_RTT_US
+        } else {
+            (rcvwin << 1) * (newval - old) / old.max(1)
+        };
+        rcvwin += grow;
+        if let Some((_, &e)) = self.ofo.iter().next_back() {
+            rcvwin += e - self.rcv_nxt;
+        }
+        let space = ((rcvwin << RMEM_TO_WIN_SCALE) / u64::from(self.scaling_ratio)).min(u64::from(u32::MAX));
+        let rcvbuf = (space as u32).min(self.rmem[2]);
+        if rcvbuf > self.rcvbuf {
+            self.rcvbuf = rcvbuf;
+            self.window_clamp = win_from_space(self.scaling_ratio, rcvbuf);
+        }
+    }
+
+    /// `tcp_rcv_rtt_measure`: the time one window takes to arrive, a minimum kept
+    /// (`tcp_rcv_rtt_update` with `win_dep`).
+    fn rcv_rtt_measure(&mut self, now: Instant) {
+        let t = super::us(now);
+        if let Some(start) = self.rcv_rtt_time {
+            if self.rcv_nxt < self.rcv_rtt_seq {
+                return;
+            }
+            let m = t.saturating_sub(start).max(1) << 3;
+            if self.rcv_rtt_us == 0 || m < self.rcv_rtt_us {
+                self.rcv_rtt_us = m;
+            }
+        }
+        self.rcv_rtt_seq = self.rcv_nxt + self.rcv_wnd;
+        self.rcv_rtt_time = Some(t);
     }
 
     /// `tcp_receive_window`: what is left of the window last offered.
@@ -542,6 +622,7 @@ impl TcpReceiver {
     fn event_data_recv(&mut self, seg: &Segment, ce: bool, now: Instant) {
         self.ack_sched = true;
         self.measure_rcv_mss(seg);
+        self.rcv_rtt_measure(now);
         let now_j = self.hz.jiffies(now);
         let ato_min = self.ato_min();
         if self.ato == 0 {
@@ -602,6 +683,8 @@ impl TcpReceiver {
             let truesize = if coalesced { seg.len } else { super::truesize_of_payload(seg.len) };
             self.grow_window(seg.len, truesize);
         }
+        // 6.18: the buffer makes room for the out-of-order data at once.
+        self.rcvbuf_grow(self.rcvq_space);
         if self.sack_ok {
             return self.sack_new_ofo_skb(seq, end);
         }
@@ -637,6 +720,7 @@ impl TcpReceiver {
                 self.scaling_ratio = (ratio as u32).max(1);
                 if old != self.scaling_ratio {
                     self.set_window_clamp(self.full_space());
+                    self.rcvq_space = self.rcvq_space.min(u64::from(self.window_clamp));
                 }
             }
             self.rcv_mss = len.min(self.advmss);
@@ -1063,7 +1147,7 @@ mod tests {
         assert_eq!(a.rwnd, 94208);
         let a = r.on_segment(&gso(10, 10, 0), false, ms(1)).unwrap();
         assert_eq!((r.rcv_ssthresh, a.rwnd), (108916, 108928));
-        assert_eq!(r.on_read(), None, "a window of 108928 is more than half the clamp");
+        assert_eq!(r.on_read(ms(1)), None, "a window of 108928 is more than half the clamp");
         // The quick ACKs run out: 16, each grant having put one back.
         for k in 2..18 {
             let a = r.on_segment(&gso(10 * k, 10, 0), false, ms(1)).expect("quick ack");
@@ -1073,8 +1157,39 @@ mod tests {
         let a = r.on_segment(&gso(180, 10, 0), false, ms(1)).expect("more than one MSS");
         assert_eq!((a.ack, a.rwnd), (190 * M, 108928));
         assert_eq!(r.on_segment(&gso(190, 30, 0), false, ms(1)), None);
-        let a = r.on_read().expect("the read ACKs");
+        let a = r.on_read(ms(1)).expect("the read ACKs");
         assert_eq!((a.ack, a.rwnd), (220 * M, 108928));
         assert_eq!(r.next_timer(), None);
+    }
+
+    /// DRS: the receiver's RTT is the time one window takes to arrive (from the first
+    /// skb, seq 1448 + 65160 = 66608, reached 20 ms later); the read that ends that RTT
+    /// finds 66608 bytes read against rcvq_space 14600 (TCP_INIT_CWND × advmss), so
+    /// tcp_rcvbuf_grow sizes the buffer for rcvwin = 2 × 66608 + 4 × 66608 × (66608 −
+    /// 14600) / 14600 = 1082297 bytes of window: 1082297 × 256 / 158 = 1753595 bytes,
+    /// and the clamp 1753595 × 158 / 256 = 1082296. Then the window grows by 2920 per skb.
+    #[test]
+    fn drs_grows_the_buffer_once_an_rtt_is_measured() {
+        let mut r = TcpReceiver::new(&TcpConfig::default(), Instant::ZERO);
+        for i in 0..45 {
+            r.on_segment(&seg(i, 0), false, ms(1));
+            r.on_read(ms(1));
+        }
+        assert_eq!((r.rcv_rtt_us, r.rcvq_space, r.rcvbuf), (0, 14600, 131072));
+        r.on_segment(&seg(45, 0), false, ms(21));
+        assert_eq!(r.rcv_rtt_us, 20_000 << 3);
+        r.on_read(ms(21));
+        assert_eq!((r.rcvq_space, r.rcvbuf, r.window_clamp), (66608, 1753595, 1082296));
+        // The next RTT is not over yet: nothing changes.
+        r.on_segment(&seg(46, 0), false, ms(30));
+        r.on_read(ms(30));
+        assert_eq!((r.rcvq_space, r.rcvbuf), (66608, 1753595));
+        let before = r.rcv_ssthresh;
+        let a = r.on_segment(&seg(47, 0), false, ms(31)).expect("growth grants a quick ACK");
+        assert_eq!(r.rcv_ssthresh, before + 2920);
+        assert_eq!(a.rwnd, u64::from(r.rcv_ssthresh).next_multiple_of(128));
+        // The buffer stops at tcp_rmem[2].
+        r.rcvbuf_grow(1 << 30);
+        assert_eq!(r.rcvbuf, 6291456);
     }
 }
