@@ -57,15 +57,14 @@
 //! # Simplifications (each also noted where it applies)
 //!
 //! No FIN, zero-window probing, PMTU probing, SACK reneging at the
-//! receiver, receive-buffer autotuning (DRS: `sk_rcvbuf` stays at `tcp_rmem[1]`;
-//! the window itself is [`receiver`]'s), send-buffer autotuning (the send
+//! receiver, the timestamp samples of the receiver's RTT (DRS runs on
+//! `tcp_rcv_rtt_measure`'s, [`receiver`]), send-buffer autotuning (the send
 //! buffer is [`TcpConfig::sndbuf`], counted in payload bytes, not truesize), GRO,
 //! PAWS, RFC 2861's cwnd validation of application-limited periods
 //! (`tcp_cwnd_application_limited`), `tcp_retries2` give-up, or
 //! the `skb_still_in_host_queue` check (the sender does not know which of its skbs
 //! are still in the local qdisc). Receive-window-limited sends are whole segments
-//! (no sub-MSS tail). The receiver has no RTT estimator of its own (SACK
-//! compression uses the handshake RTT). CUBIC's `cubic_root` uses an exact integer
+//! (no sub-MSS tail). SACK compression uses the handshake RTT. CUBIC's `cubic_root` uses an exact integer
 //! cube root instead of the kernel's table + one Newton step (≤ 0.2 % apart). Where
 //! later kernels changed things (the TSQ cap, `tcp_tso_should_defer`'s ACK-timing
 //! test, `tcp_packet_delayed`, AccECN), the 6.12 code is followed.

@@ -51,13 +51,20 @@
 //! segment only if that window does not move the right edge back; the read
 //! (`tcp_cleanup_rbuf`) ACKs if it at least doubles the window.
 //!
+//! DRS (`tcp_rcv_space_adjust` on each read): once per receiver RTT, if more was read
+//! in it than in the one before, `tcp_rcvbuf_grow` (6.18) sizes `sk_rcvbuf` for twice
+//! that plus its growth (below `tcp_rcvbuf_low_rtt`, 1 ms, a share in proportion to
+//! the RTT instead), up to `tcp_rmem[2]`, and the clamp follows; out-of-order data
+//! gets its room at once. The receiver's RTT is `tcp_rcv_rtt_measure`'s: the time one
+//! window takes to arrive, its minimum kept.
+//!
 //! The application (iperf3's reader) consumes at once: a skb counts in
 //! `sk_rmem_alloc` while its own softirq processes it (its ACK decision and window)
 //! and is read before anything later happens. Out-of-order data counts by its payload
-//! (coalesced skbs share pages). Not modelled: receive-buffer autotuning (DRS,
-//! `tcp_rcv_space_adjust`: `sk_rcvbuf` stays at `tcp_rmem[1]`), memory pressure
-//! (`tcp_mem`), zero windows and their probes, `tcp_shrink_window`, PAWS, and
-//! reneging.
+//! (coalesced skbs share pages). Not modelled: the timestamp samples of the
+//! receiver's RTT (`tcp_rcv_rtt_measure_ts`: data segments do not carry the echo of
+//! the ACKs' TSval), memory pressure (`tcp_mem`), zero windows and their probes,
+//! `tcp_shrink_window`, PAWS, and reneging.
 
 use std::collections::{BTreeMap, VecDeque};
 
