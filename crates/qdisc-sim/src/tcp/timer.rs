@@ -129,11 +129,15 @@ impl TcpSender {
         }
     }
 
+    /// `tcp_probe0_base`: the probe timer's interval before backoff, max(RTO, rto_min).
+    fn probe0_base(&self) -> u64 {
+        (self.rto_j as u64).max(self.hz.usecs_to_jiffies(self.rto_min_us() as u64))
+    }
+
     /// `tcp_check_probe_timer`: nothing in flight and nothing armed, but data waits.
     pub(super) fn check_probe_timer(&mut self) {
         if self.sb.packets_out == 0 && self.xmit_timer.is_none() {
-            let base = (self.rto_j as u64).max(self.hz.usecs_to_jiffies(self.rto_min_us() as u64));
-            self.reset_xmit_timer(TimerKind::Probe0, base, true);
+            self.reset_xmit_timer(TimerKind::Probe0, self.probe0_base(), true);
         }
     }
 
@@ -225,8 +229,7 @@ impl TcpSender {
             if self.backoff < 15 {
                 self.backoff += 1;
             }
-            let base = (self.rto_j as u64).max(self.hz.usecs_to_jiffies(self.rto_min_us() as u64));
-            (base << self.backoff.min(31)).min(RTO_MAX_SECS * self.hz.0 as u64)
+            (self.probe0_base() << self.backoff.min(31)).min(RTO_MAX_SECS * self.hz.0 as u64)
         };
         self.reset_xmit_timer(TimerKind::Probe0, when, true);
     }
