@@ -911,8 +911,8 @@ impl Sim {
         let meta = self.metas[whole as usize].clone().expect("a cut skb keeps its meta until its last piece");
         let Payload::Tcp { flow, seg } = &meta.payload else { unreachable!("GSO is TCP only") };
         let mss = self.tcp[*flow as usize].mss;
-        let n = seg.split(mss).count() as u32;
-        let piece = seg.split(mss).nth(usize::from(k) - 1).expect("no more segments than TSO cut");
+        let n = seg.pieces(mss);
+        let piece = seg.piece(mss, u32::from(k) - 1);
         p.len = piece.wire_len();
         p.id = self.new_meta(Meta { payload: Payload::Tcp { flow: *flow, seg: piece }, ..meta });
         let left = self.parts.entry(whole).or_insert(n);

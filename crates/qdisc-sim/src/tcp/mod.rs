@@ -345,21 +345,27 @@ impl Segment {
         truesize_of_payload(self.len)
     }
 
+    /// How many wire segments [`Segment::split`] cuts this skb into.
+    pub fn pieces(&self, mss: u32) -> u32 {
+        self.len.div_ceil(mss).max(1)
+    }
     /// The wire segments of this skb, as the NIC (TSO) or GSO produces them: `mss`
     /// payload each (the last may be shorter), same flags and times, `cwr` only on
     /// the first (`SKB_GSO_TCP_ECN`).
     pub fn split(&self, mss: u32) -> impl Iterator<Item = Segment> + '_ {
-        let n = self.len.div_ceil(mss).max(1);
-        (0..n).map(move |i| {
-            let off = i * mss;
-            Segment {
-                seq: self.seq + off as u64,
-                len: (self.len - off).min(mss),
-                segs: 1,
-                cwr: self.cwr && i == 0,
-                ..self.clone()
-            }
-        })
+        (0..self.pieces(mss)).map(move |i| self.piece(mss, i))
+    }
+    /// The `i`-th of [`Segment::split`]'s segments.
+    pub fn piece(&self, mss: u32, i: u32) -> Segment {
+        assert!(i < self.pieces(mss), "no more segments than TSO cuts");
+        let off = i * mss;
+        Segment {
+            seq: self.seq + off as u64,
+            len: (self.len - off).min(mss),
+            segs: 1,
+            cwr: self.cwr && i == 0,
+            ..self.clone()
+        }
     }
 }
 
