@@ -231,7 +231,7 @@ fn run_files(what: &str, dir: &std::path::Path, kinds: &[&str], at_least: usize)
 #[test]
 fn upstream_tc_testing_action_cases() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tdc/actions");
-    run_files("tdc actions", &dir, &["gact", "police", "mirred", "skbedit", "simple"], 15);
+    run_files("tdc actions", &dir, &["gact", "police", "mirred", "skbedit", "simple", "pedit"], 15);
 }
 
 #[test]

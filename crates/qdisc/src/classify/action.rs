@@ -50,7 +50,7 @@ use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
 use crate::tc::{matches, units, Args, Out, TcError};
 use crate::time::Instant;
 
-use super::act::{simple, skbedit};
+use super::act::{pedit, simple, skbedit};
 use super::{FilterError, TcfResult};
 
 pub const TC_ACT_UNSPEC: i32 = -1;
@@ -118,7 +118,6 @@ pub(crate) const OTHER_KINDS: &[&str] = &[
     "ipt",
     "mpls",
     "nat",
-    "pedit",
     "sample",
     "skbmod",
     "tunnel_key",
@@ -170,6 +169,7 @@ pub enum ActSpec {
     Mirred(MirredSpec),
     Skbedit(skbedit::Spec),
     Simple(simple::Spec),
+    Pedit(pedit::Spec),
     /// A word tc parsed with gact's parser (its fallback for kinds it has no module
     /// for) but sends as TCA_ACT_KIND: no kernel has such a module.
     Other(String),
@@ -787,6 +787,7 @@ fn parse_actions(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
             "mirred" => parse_mirred(a).map(ActSpec::Mirred),
             "skbedit" => skbedit::parse(a).map(ActSpec::Skbedit),
             "simple" => simple::parse(a).map(ActSpec::Simple),
+            "pedit" => pedit::parse(a).map(ActSpec::Pedit),
             k if OTHER_KINDS.contains(&k) => return Err(refuse(k)),
             // get_action_kind falls back to gact's parser, but the kind sent is the word.
             _ => parse_gact(a).map(|g| if kind == "gact" { g } else { ActSpec::Other(kind.to_string()) }),
@@ -913,6 +914,7 @@ pub enum ActKind {
     Mirred(Mirred),
     Skbedit(skbedit::Skbedit),
     Simple(simple::Simple),
+    Pedit(pedit::Pedit),
 }
 
 impl ActKind {
@@ -926,6 +928,16 @@ impl ActKind {
             ActKind::Police(_) | ActKind::Mirred(_) => true,
             ActKind::Skbedit(e) => e.offloadable(),
             ActKind::Simple(_) => false,
+            ActKind::Pedit(p) => p.offloadable(),
+        }
+    }
+
+    /// The extack message of the kind's `offload_act_setup` when it fails for a
+    /// standalone action: `tc actions add` prints it as a warning.
+    fn offload_warning(&self) -> Option<&'static str> {
+        match self {
+            ActKind::Pedit(p) if !p.offloadable() => Some("act_pedit: Unsupported pedit command offload"),
+            _ => None,
         }
     }
 }
@@ -968,6 +980,7 @@ impl Action {
             ActKind::Mirred(_) => Kind::Mirred,
             ActKind::Skbedit(_) => Kind::Skbedit,
             ActKind::Simple(_) => Kind::Simple,
+            ActKind::Pedit(_) => Kind::Pedit,
         }
     }
 
@@ -1088,6 +1101,18 @@ impl Action {
                 self.used(t);
                 verdict
             }
+            ActKind::Pedit(p) => {
+                // tcf_pedit_act: counted, then the keys; a key it cannot apply
+                // ends the edits with an overlimit.
+                let (done, verdict) = (p.act(pkt), p.action);
+                self.used(t);
+                self.stats.bytes += len as u64;
+                self.stats.packets += 1;
+                if !done {
+                    self.stats.overlimits = self.stats.overlimits.wrapping_add(1);
+                }
+                verdict
+            }
         }
     }
 }
@@ -1100,11 +1125,12 @@ pub enum Kind {
     Mirred,
     Skbedit,
     Simple,
+    Pedit,
 }
 
 impl Kind {
     /// Every kind, in the order of their tables.
-    pub const ALL: [Kind; 5] = [Kind::Gact, Kind::Police, Kind::Mirred, Kind::Skbedit, Kind::Simple];
+    pub const ALL: [Kind; 6] = [Kind::Gact, Kind::Police, Kind::Mirred, Kind::Skbedit, Kind::Simple, Kind::Pedit];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -1113,6 +1139,7 @@ impl Kind {
             Kind::Mirred => "mirred",
             Kind::Skbedit => "skbedit",
             Kind::Simple => "simple",
+            Kind::Pedit => "pedit",
         }
     }
 
@@ -1131,6 +1158,7 @@ impl ActSpec {
             ActSpec::Mirred(_) => Some(Kind::Mirred),
             ActSpec::Skbedit(_) => Some(Kind::Skbedit),
             ActSpec::Simple(_) => Some(Kind::Simple),
+            ActSpec::Pedit(_) => Some(Kind::Pedit),
             ActSpec::Other(_) => None,
         }
     }
@@ -1143,6 +1171,7 @@ impl ActSpec {
             ActSpec::Mirred(p) => p.index,
             ActSpec::Skbedit(p) => p.index,
             ActSpec::Simple(p) => p.index,
+            ActSpec::Pedit(p) => p.index,
             ActSpec::Other(_) => 0,
         }
     }
@@ -1314,11 +1343,13 @@ impl ActCtx<'_> {
     /// the new parameters; an existing index without `replace` is EEXIST. A failure
     /// undoes what the request created. An index given for an action the same
     /// request already made is EAGAIN, as the kernel's reservation answers.
-    pub fn add(&mut self, spec: &ExtsSpec, replace: bool) -> Result<(), FilterError> {
+    pub fn add(&mut self, spec: &ExtsSpec, replace: bool) -> Result<Option<&'static str>, FilterError> {
         if spec.acts.iter().take(TCA_ACT_MAX_PRIO).any(|s| !s.kind().is_some_and(self.available)) {
             return Err(FilterError::action());
         }
         let mut made: Vec<ActRef> = Vec::new();
+        // tcf_action_offload_add of each action: the last refusal's message stays.
+        let mut warning = None;
         let r = (|| {
             for s in spec.acts.iter().take(TCA_ACT_MAX_PRIO) {
                 let index = s.index();
@@ -1331,9 +1362,13 @@ impl ActCtx<'_> {
                     return Err(FilterError::Errno("Resource temporarily unavailable"));
                 }
                 let a = match self.check(s, false, replace)? {
-                    Ok(_) => continue,
+                    Ok(a) => {
+                        warning = lock(&a).kind.offload_warning().or(warning);
+                        continue;
+                    }
                     Err(idx) => self.create(s, idx, false)?,
                 };
+                warning = lock(&a).kind.offload_warning().or(warning);
                 lock(&a).standalone = true;
                 made.push(a);
             }
@@ -1348,7 +1383,7 @@ impl ActCtx<'_> {
                 return Err(e);
             }
         }
-        Ok(())
+        Ok(warning)
     }
 
     /// `tcf_exts_validate_ex` → `tcf_action_init` → `tcf_action_init_1` for each
@@ -1526,6 +1561,11 @@ impl ActCtx<'_> {
                 check_ctrlact(d.action, tp)?;
                 Ok(ActKind::Simple(d))
             }
+            ActSpec::Pedit(p) => {
+                p.check_keys()?;
+                check_ctrlact(p.params.action, tp)?;
+                Ok(ActKind::Pedit(p.params.clone()))
+            }
             ActSpec::Other(_) => Err(FilterError::action()),
         }
     }
@@ -1554,6 +1594,7 @@ impl Exts {
                 ActKind::Mirred(m) => m.action,
                 ActKind::Skbedit(e) => e.action,
                 ActKind::Simple(d) => d.action,
+                ActKind::Pedit(p) => p.action,
             };
             if ext_cmp(c, TC_ACT_GOTO_CHAIN) {
                 f(Arc::as_ptr(a) as *const (), (c & TC_ACT_EXT_VAL_MASK) as u32);
@@ -1651,6 +1692,16 @@ pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant
             d.print(out);
             out.nl();
             print_refs(out, "\t index", &a, refs, binds, now);
+        }
+        ActKind::Pedit(p) => {
+            p.print_head(out);
+            out.uint("index", format_args!(" \t index {}", a.index), a.index as u64);
+            out.int("ref", format_args!(" ref {refs}"), refs);
+            out.int("bind", format_args!(" bind {binds}"), binds);
+            if out.show_stats() {
+                print_tm(out, &a, now);
+            }
+            p.print_keys(out);
         }
     }
     if out.show_stats() {
@@ -2059,7 +2110,7 @@ mod tests {
         }
         assert_eq!(
             err("nat ingress 1.1.1.1 2.2.2.2").msg,
-            "qdisc-lab: action \"nat\" is not supported (gact, police, mirred, skbedit and simple only)\n"
+            "qdisc-lab: action \"nat\" is not supported (gact, police, mirred, skbedit, simple and pedit only)\n"
         );
     }
 

@@ -2,5 +2,6 @@
 //! each; `action.rs` registers them (its `ActSpec`, `ActKind` and `Kind`) and runs
 //! the parts every action shares (index table, counters, control verdicts, dumps).
 
+pub mod pedit;
 pub mod simple;
 pub mod skbedit;
