@@ -50,7 +50,7 @@ use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
 use crate::tc::{matches, units, Args, Out, TcError};
 use crate::time::Instant;
 
-use super::act::{pedit, simple, skbedit};
+use super::act::{csum, nat, pedit, sample, simple, skbedit};
 use super::{FilterError, TcfResult};
 
 pub const TC_ACT_UNSPEC: i32 = -1;
@@ -107,23 +107,8 @@ Where: CONTROL := conform-exceed <EXCEEDACT>[/NOTEXCEEDACT]
 ";
 
 /// Action kinds iproute2 6.15 knows but this engine does not model.
-pub(crate) const OTHER_KINDS: &[&str] = &[
-    "bpf",
-    "connmark",
-    "csum",
-    "ct",
-    "ctinfo",
-    "gate",
-    "ife",
-    "ipt",
-    "mpls",
-    "nat",
-    "sample",
-    "skbmod",
-    "tunnel_key",
-    "vlan",
-    "xt",
-];
+pub(crate) const OTHER_KINDS: &[&str] =
+    &["bpf", "connmark", "ct", "ctinfo", "gate", "ife", "ipt", "mpls", "skbmod", "tunnel_key", "vlan", "xt"];
 
 /// Of [`OTHER_KINDS`], those that act on connection-tracking state.
 const CONNTRACK_KINDS: &[&str] = &["connmark", "ct", "ctinfo"];
@@ -170,6 +155,9 @@ pub enum ActSpec {
     Skbedit(skbedit::Spec),
     Simple(simple::Spec),
     Pedit(pedit::Spec),
+    Nat(nat::Spec),
+    Csum(csum::Spec),
+    Sample(sample::Spec),
     /// A word tc parsed with gact's parser (its fallback for kinds it has no module
     /// for) but sends as TCA_ACT_KIND: no kernel has such a module.
     Other(String),
@@ -788,6 +776,9 @@ fn parse_actions(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
             "skbedit" => skbedit::parse(a).map(ActSpec::Skbedit),
             "simple" => simple::parse(a).map(ActSpec::Simple),
             "pedit" => pedit::parse(a).map(ActSpec::Pedit),
+            "nat" => nat::parse(a).map(ActSpec::Nat),
+            "csum" => csum::parse(a).map(ActSpec::Csum),
+            "sample" => sample::parse(a).map(ActSpec::Sample),
             k if OTHER_KINDS.contains(&k) => return Err(refuse(k)),
             // get_action_kind falls back to gact's parser, but the kind sent is the word.
             _ => parse_gact(a).map(|g| if kind == "gact" { g } else { ActSpec::Other(kind.to_string()) }),
@@ -915,6 +906,9 @@ pub enum ActKind {
     Skbedit(skbedit::Skbedit),
     Simple(simple::Simple),
     Pedit(pedit::Pedit),
+    Nat(nat::Nat),
+    Csum(csum::Csum),
+    Sample(sample::Sample),
 }
 
 impl ActKind {
@@ -929,6 +923,9 @@ impl ActKind {
             ActKind::Skbedit(e) => e.offloadable(),
             ActKind::Simple(_) => false,
             ActKind::Pedit(p) => p.offloadable(),
+            ActKind::Csum(c) => c.offloadable(),
+            ActKind::Sample(_) => true,
+            ActKind::Nat(_) => false,
         }
     }
 
@@ -981,7 +978,22 @@ impl Action {
             ActKind::Skbedit(_) => Kind::Skbedit,
             ActKind::Simple(_) => Kind::Simple,
             ActKind::Pedit(_) => Kind::Pedit,
+            ActKind::Nat(_) => Kind::Nat,
+            ActKind::Csum(_) => Kind::Csum,
+            ActKind::Sample(_) => Kind::Sample,
         }
+    }
+
+    /// The usual bookkeeping of an action: last use, the packet counted, and a
+    /// drop (`r` None) counted and answered with SHOT.
+    fn count_or_drop(&mut self, t: u64, len: u32, r: Option<i32>) -> i32 {
+        self.used(t);
+        self.stats.bytes += len as u64;
+        self.stats.packets += 1;
+        r.unwrap_or_else(|| {
+            self.stats.drops = self.stats.drops.wrapping_add(1);
+            TC_ACT_SHOT
+        })
     }
 
     /// `tcf_lastuse_update`.
@@ -1113,6 +1125,21 @@ impl Action {
                 }
                 verdict
             }
+            ActKind::Nat(n) => {
+                // tcf_nat_act: counted, then the rewrite; a drop is the action's.
+                let r = n.act(pkt);
+                self.count_or_drop(t, len, r)
+            }
+            ActKind::Csum(c) => {
+                // tcf_csum_act: counted; nothing to recompute here, but the drops.
+                let r = c.act(pkt);
+                self.count_or_drop(t, len, r)
+            }
+            ActKind::Sample(s) => {
+                // tcf_sample_act: counted; the psample copy has no listener here.
+                let verdict = s.action;
+                self.count_or_drop(t, len, Some(verdict))
+            }
         }
     }
 }
@@ -1126,11 +1153,24 @@ pub enum Kind {
     Skbedit,
     Simple,
     Pedit,
+    Nat,
+    Csum,
+    Sample,
 }
 
 impl Kind {
     /// Every kind, in the order of their tables.
-    pub const ALL: [Kind; 6] = [Kind::Gact, Kind::Police, Kind::Mirred, Kind::Skbedit, Kind::Simple, Kind::Pedit];
+    pub const ALL: [Kind; 9] = [
+        Kind::Gact,
+        Kind::Police,
+        Kind::Mirred,
+        Kind::Skbedit,
+        Kind::Simple,
+        Kind::Pedit,
+        Kind::Nat,
+        Kind::Csum,
+        Kind::Sample,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -1140,6 +1180,9 @@ impl Kind {
             Kind::Skbedit => "skbedit",
             Kind::Simple => "simple",
             Kind::Pedit => "pedit",
+            Kind::Nat => "nat",
+            Kind::Csum => "csum",
+            Kind::Sample => "sample",
         }
     }
 
@@ -1159,6 +1202,9 @@ impl ActSpec {
             ActSpec::Skbedit(_) => Some(Kind::Skbedit),
             ActSpec::Simple(_) => Some(Kind::Simple),
             ActSpec::Pedit(_) => Some(Kind::Pedit),
+            ActSpec::Nat(_) => Some(Kind::Nat),
+            ActSpec::Csum(_) => Some(Kind::Csum),
+            ActSpec::Sample(_) => Some(Kind::Sample),
             ActSpec::Other(_) => None,
         }
     }
@@ -1172,6 +1218,9 @@ impl ActSpec {
             ActSpec::Skbedit(p) => p.index,
             ActSpec::Simple(p) => p.index,
             ActSpec::Pedit(p) => p.index,
+            ActSpec::Nat(p) => p.index,
+            ActSpec::Csum(p) => p.index,
+            ActSpec::Sample(p) => p.index,
             ActSpec::Other(_) => 0,
         }
     }
@@ -1235,14 +1284,19 @@ impl ActionTable {
 
     /// `tca_action_flush` → `tcf_del_walker`: every action of `kind` in index order
     /// until one a filter holds, which ends the walk with EPERM.
-    pub fn flush(&mut self, kind: Kind) -> Result<(), FilterError> {
-        for a in self.all(kind) {
+    /// When some were released before that one, the flush succeeds with the warning
+    /// it returns.
+    pub fn flush(&mut self, kind: Kind) -> Result<Option<&'static str>, FilterError> {
+        for (n, a) in self.all(kind).into_iter().enumerate() {
             if Arc::strong_count(&a) - 1 > lock(&a).standalone as usize {
+                if n > 0 {
+                    return Ok(Some("Unable to flush all TC actions"));
+                }
                 return Err(FilterError::Errno("Operation not permitted"));
             }
             self.release(&a);
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Drop the table's own reference (the action goes when no filter holds it).
@@ -1468,6 +1522,11 @@ impl ActCtx<'_> {
                 (m.ifindex, m.dev, m.blockid) = (old.ifindex, old.dev.clone(), old.blockid);
                 ActKind::Mirred(m)
             }
+            // tcf_sample_init changes the truncation only when it is given.
+            (ActKind::Sample(mut d), ActKind::Sample(old)) if d.trunc.is_none() => {
+                d.trunc = old.trunc;
+                ActKind::Sample(d)
+            }
             (k, _) => k,
         };
         drop(a);
@@ -1566,6 +1625,19 @@ impl ActCtx<'_> {
                 check_ctrlact(p.params.action, tp)?;
                 Ok(ActKind::Pedit(p.params.clone()))
             }
+            ActSpec::Nat(p) => {
+                check_ctrlact(p.params.action, tp)?;
+                Ok(ActKind::Nat(p.params.clone()))
+            }
+            ActSpec::Csum(p) => {
+                check_ctrlact(p.params.action, tp)?;
+                Ok(ActKind::Csum(p.params.clone()))
+            }
+            ActSpec::Sample(p) => {
+                let d = p.params()?;
+                check_ctrlact(d.action, tp)?;
+                Ok(ActKind::Sample(d))
+            }
             ActSpec::Other(_) => Err(FilterError::action()),
         }
     }
@@ -1595,6 +1667,9 @@ impl Exts {
                 ActKind::Skbedit(e) => e.action,
                 ActKind::Simple(d) => d.action,
                 ActKind::Pedit(p) => p.action,
+                ActKind::Nat(n) => n.action,
+                ActKind::Csum(c) => c.action,
+                ActKind::Sample(d) => d.action,
             };
             if ext_cmp(c, TC_ACT_GOTO_CHAIN) {
                 f(Arc::as_ptr(a) as *const (), (c & TC_ACT_EXT_VAL_MASK) as u32);
@@ -1642,6 +1717,15 @@ impl Exts {
                 }
             }
             return ret;
+        }
+    }
+
+    /// `tcf_exts_hw_stats_update` of a classifier's dump that asks its (absent)
+    /// hardware for counters (matchall's and flower's, unless `skip_hw`): each
+    /// action takes the filter's `used_hw_stats_valid`, which is false here.
+    pub fn hw_stats_update(&self) {
+        for a in &self.acts {
+            lock(a).hw_stats = false;
         }
     }
 
@@ -1702,6 +1786,20 @@ pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant
                 print_tm(out, &a, now);
             }
             p.print_keys(out);
+        }
+        ActKind::Nat(n) => {
+            n.print(out);
+            out.nl();
+            print_refs(out, "\t index", &a, refs, binds, now);
+        }
+        ActKind::Csum(c) => {
+            c.print(out);
+            print_refs(out, "\tindex", &a, refs, binds, now);
+        }
+        ActKind::Sample(d) => {
+            d.print(out);
+            out.nl();
+            print_refs(out, "\t index", &a, refs, binds, now);
         }
     }
     if out.show_stats() {
@@ -2109,8 +2207,8 @@ mod tests {
             assert_eq!(e.code, 1);
         }
         assert_eq!(
-            err("nat ingress 1.1.1.1 2.2.2.2").msg,
-            "qdisc-lab: action \"nat\" is not supported (gact, police, mirred, skbedit, simple and pedit only)\n"
+            err("vlan pop").msg,
+            "qdisc-lab: action \"vlan\" is not supported (gact, police, mirred, skbedit, simple, pedit, nat, csum and sample only)\n"
         );
     }
 

@@ -218,10 +218,19 @@ fn list_or_flush(tc: &mut Tc, argv: &[String], flush: bool, o: TcOpts) -> Result
         if !kernel.has_action(kind) {
             return Err(flushing("Error: Cannot flush unknown TC action.\n".into()));
         }
-        return tc.actions.flush(kind).map(|()| String::new()).map_err(|e| {
-            let m = e.into_tc().msg;
-            flushing(m.trim_end_matches("We have an error talking to the kernel\n").to_string())
-        });
+        return tc
+            .actions
+            .flush(kind)
+            .map(|w| {
+                if let Some(w) = w {
+                    tc.warn.push_str(&format!("Warning: {w}.\n"));
+                }
+                String::new()
+            })
+            .map_err(|e| {
+                let m = e.into_tc().msg;
+                flushing(m.trim_end_matches("We have an error talking to the kernel\n").to_string())
+            });
     }
     let acts = if kernel.has_action(kind) { tc.actions.dump(kind, since, tc.now) } else { Vec::new() };
     let mut out = out(o);
