@@ -179,6 +179,7 @@ const ACTION_AGE_CASES: &[&str] = &[
     "nat-actions",
     "csum-actions",
     "sample-actions",
+    "action-cookies",
 ];
 
 /// Remove ` installed N sec`, ` used N sec` and ` firstused N sec`.

@@ -39,8 +39,9 @@
 //!
 //! Not modelled (refused with a qdisc-lab message): other action kinds (those that
 //! act on conntrack state — ct, connmark, ctinfo — say so), gact `random netrand` (needs a
-//! random source), police `avrate` (needs a rate estimator) and `pkts_rate`, action
-//! cookies, `hw_stats` and `no_percpu`.
+//! random source), police `avrate` (needs a rate estimator) and `pkts_rate`,
+//! `hw_stats` and `no_percpu`. Action cookies are kept and printed (tc's quirk kept:
+//! a cookie also goes to the actions after it in the same list).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -190,6 +191,8 @@ pub const TCA_INGRESS_MIRROR: i32 = 4;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExtsSpec {
     pub acts: Vec<ActSpec>,
+    /// Each action's TCA_ACT_COOKIE, in step with `acts` (None: not sent).
+    pub cookies: Vec<Option<Vec<u8>>>,
     pub police: Option<PoliceSpec>,
 }
 
@@ -742,6 +745,9 @@ pub fn parse_action(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
 fn parse_actions(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
     a.peek().ok_or_else(TcError::incomplete)?;
     spec.acts.clear();
+    spec.cookies.clear();
+    // tc keeps the last cookie for the actions after it (`act_ck_len` is not reset).
+    let mut cookie = None;
     let illegal = |m: String| TcError::tc(format!("{m}Illegal \"action\"\n"));
     // tc reports where its own cursor stood: the start of the failed action.
     let bad_val = |at: &[String], m: String| {
@@ -788,8 +794,13 @@ fn parse_actions(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
             Err(Fail::Exit(e)) => return Err(e),
             Err(Fail::Ret(m)) => return Err(bad_val(start, format!("{m}bad action parsing\n"))),
         }
+        if a.peek() == Some("cookie") {
+            a.next();
+            cookie = Some(parse_cookie(a.value()?)?);
+        }
+        spec.cookies.push(cookie.clone());
         if let Some(w) = a.peek() {
-            if w == "cookie" || matches(w, "hw_stats") || w == "no_percpu" {
+            if matches(w, "hw_stats") || w == "no_percpu" {
                 return Err(TcError::tc(format!("qdisc-lab: action \"{w}\" is not supported\n")));
             }
         }
@@ -799,6 +810,23 @@ fn parse_actions(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
         return Err(bad_val(a.rest(), "bad action empty 1\n".into()));
     }
     Ok(())
+}
+
+/// TC_COOKIE_MAX_SIZE: bytes of a cookie.
+const TC_COOKIE_MAX_SIZE: usize = 16;
+
+/// m_action.c's `cookie HEX` (`hex2mem`): an even number of hex digits, at most
+/// 16 bytes.
+fn parse_cookie(v: &str) -> Result<Vec<u8>, TcError> {
+    if v.len() > TC_COOKIE_MAX_SIZE * 2 {
+        return Err(crate::tc::invarg(&format!("{} Max allowed size {}", v.len(), TC_COOKIE_MAX_SIZE * 2), v));
+    }
+    let bytes = v.as_bytes();
+    let hex = |c: u8| (c as char).to_digit(16);
+    if bytes.len() % 2 != 0 || !bytes.iter().all(|&c| hex(c).is_some()) {
+        return Err(crate::tc::invarg("cookie must be a hex string\n", v));
+    }
+    Ok(bytes.chunks(2).map(|p| (hex(p[0]).unwrap_or(0) * 16 + hex(p[1]).unwrap_or(0)) as u8).collect())
 }
 
 // ---- kernel side ---------------------------------------------------------------------
@@ -961,6 +989,8 @@ pub struct Action {
     standalone: bool,
     /// `used_hw_stats_valid`: see [`ActionTable::dump`].
     hw_stats: bool,
+    /// `user_cookie` (TCA_ACT_COOKIE): kept for the user, printed in dumps.
+    cookie: Option<Vec<u8>>,
 }
 
 pub type ActRef = Arc<Mutex<Action>>;
@@ -1360,6 +1390,14 @@ pub struct ActCtx<'a> {
     pub at_ingress: bool,
 }
 
+/// `tcf_action_init_1`'s `tcf_set_action_cookie`: a cookie sent replaces the
+/// action's (on a bind and a replace too); none sent keeps it.
+fn set_cookie(a: &ActRef, cookie: Option<Vec<u8>>) {
+    if cookie.is_some() {
+        lock(a).cookie = cookie;
+    }
+}
+
 /// `tcf_action_check_ctrlact`: a valid opcode, and `goto chain` only for an action
 /// made for a filter (`tp`); the chain it names is held by the filter's block
 /// ([`super::Block::settle`]).
@@ -1405,7 +1443,8 @@ impl ActCtx<'_> {
         // tcf_action_offload_add of each action: the last refusal's message stays.
         let mut warning = None;
         let r = (|| {
-            for s in spec.acts.iter().take(TCA_ACT_MAX_PRIO) {
+            for (i, s) in spec.acts.iter().enumerate().take(TCA_ACT_MAX_PRIO) {
+                let cookie = spec.cookies.get(i).cloned().flatten();
                 let index = s.index();
                 if index != 0
                     && made.iter().any(|m| {
@@ -1417,11 +1456,13 @@ impl ActCtx<'_> {
                 }
                 let a = match self.check(s, false, replace)? {
                     Ok(a) => {
+                        set_cookie(&a, cookie);
                         warning = lock(&a).kind.offload_warning().or(warning);
                         continue;
                     }
                     Err(idx) => self.create(s, idx, false)?,
                 };
+                set_cookie(&a, cookie);
                 warning = lock(&a).kind.offload_warning().or(warning);
                 lock(&a).standalone = true;
                 made.push(a);
@@ -1457,8 +1498,12 @@ impl ActCtx<'_> {
         if list.iter().take(TCA_ACT_MAX_PRIO).any(|s| !s.kind().is_some_and(self.available)) {
             return Err(FilterError::action());
         }
-        for s in list.iter().take(TCA_ACT_MAX_PRIO) {
-            e.acts.push(self.init_1(s)?);
+        for (i, s) in list.iter().enumerate().take(TCA_ACT_MAX_PRIO) {
+            let a = self.init_1(s)?;
+            if !legacy_police {
+                set_cookie(&a, spec.cookies.get(i).cloned().flatten());
+            }
+            e.acts.push(a);
         }
         Ok(e)
     }
@@ -1547,6 +1592,7 @@ impl ActCtx<'_> {
             firstuse: 0,
             standalone: false,
             hw_stats: false,
+            cookie: None,
         }));
         self.table.insert(k, &a);
         Ok(a)
@@ -1819,6 +1865,11 @@ pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant
         out.uint("qlen", format_args!(" 0p"), 0);
         out.fp(format_args!(" requeues 0"));
         out.close_object();
+        out.nl();
+    }
+    if let Some(c) = &a.cookie {
+        let hex: String = c.iter().map(|b| format!("{b:02x}")).collect();
+        out.string("cookie", format_args!("\tcookie {hex}"), &hex);
         out.nl();
     }
     if !bind {
@@ -2148,7 +2199,7 @@ mod tests {
     fn mirred_refusals_in_the_kernels_words() {
         let mut t = ActionTable::default();
         let init = |t: &mut ActionTable, spec: MirredSpec| {
-            let spec = ExtsSpec { acts: vec![ActSpec::Mirred(spec)], police: None };
+            let spec = ExtsSpec { acts: vec![ActSpec::Mirred(spec)], ..Default::default() };
             ActCtx { table: t, available: &|_| true, kernel: Default::default(), now: Instant(0), at_ingress: false }
                 .init(&spec)
                 .map(|_| ())
@@ -2163,7 +2214,8 @@ mod tests {
         let e = init(&mut t, both).unwrap_err();
         assert_eq!(e, FilterError::ext("act_mirred: Cannot specify Block ID and dev simultaneously"));
         // Only act_mirred loads where the profile lacks gact and police (6.18).
-        let spec = ExtsSpec { acts: vec![ActSpec::Gact { index: 0, action: TC_ACT_OK, prob: None }], police: None };
+        let spec =
+            ExtsSpec { acts: vec![ActSpec::Gact { index: 0, action: TC_ACT_OK, prob: None }], ..Default::default() };
         let only_mirred = |k: Kind| k == Kind::Mirred;
         let e = ActCtx {
             table: &mut t,
