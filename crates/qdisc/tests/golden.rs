@@ -180,6 +180,7 @@ const ACTION_AGE_CASES: &[&str] = &[
     "csum-actions",
     "sample-actions",
     "action-cookies",
+    "vlan-actions",
 ];
 
 /// Remove ` installed N sec`, ` used N sec` and ` firstused N sec`.

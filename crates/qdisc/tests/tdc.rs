@@ -239,7 +239,7 @@ fn upstream_tc_testing_action_cases() {
     run_files(
         "tdc actions",
         &dir,
-        &["gact", "police", "mirred", "skbedit", "simple", "pedit", "nat", "csum", "sample"],
+        &["gact", "police", "mirred", "skbedit", "simple", "pedit", "nat", "csum", "sample", "vlan"],
         15,
     );
 }

@@ -51,7 +51,7 @@ use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
 use crate::tc::{matches, units, Args, Out, TcError};
 use crate::time::Instant;
 
-use super::act::{csum, nat, pedit, sample, simple, skbedit};
+use super::act::{csum, nat, pedit, sample, simple, skbedit, vlan};
 use super::{FilterError, TcfResult};
 
 pub const TC_ACT_UNSPEC: i32 = -1;
@@ -109,7 +109,7 @@ Where: CONTROL := conform-exceed <EXCEEDACT>[/NOTEXCEEDACT]
 
 /// Action kinds iproute2 6.15 knows but this engine does not model.
 pub(crate) const OTHER_KINDS: &[&str] =
-    &["bpf", "connmark", "ct", "ctinfo", "gate", "ife", "ipt", "mpls", "skbmod", "tunnel_key", "vlan", "xt"];
+    &["bpf", "connmark", "ct", "ctinfo", "gate", "ife", "ipt", "mpls", "skbmod", "tunnel_key", "xt"];
 
 /// Of [`OTHER_KINDS`], those that act on connection-tracking state.
 const CONNTRACK_KINDS: &[&str] = &["connmark", "ct", "ctinfo"];
@@ -159,6 +159,7 @@ pub enum ActSpec {
     Nat(nat::Spec),
     Csum(csum::Spec),
     Sample(sample::Spec),
+    Vlan(vlan::Spec),
     /// A word tc parsed with gact's parser (its fallback for kinds it has no module
     /// for) but sends as TCA_ACT_KIND: no kernel has such a module.
     Other(String),
@@ -785,6 +786,7 @@ fn parse_actions(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
             "nat" => nat::parse(a).map(ActSpec::Nat),
             "csum" => csum::parse(a).map(ActSpec::Csum),
             "sample" => sample::parse(a).map(ActSpec::Sample),
+            "vlan" => vlan::parse(a).map(ActSpec::Vlan),
             k if OTHER_KINDS.contains(&k) => return Err(refuse(k)),
             // get_action_kind falls back to gact's parser, but the kind sent is the word.
             _ => parse_gact(a).map(|g| if kind == "gact" { g } else { ActSpec::Other(kind.to_string()) }),
@@ -937,6 +939,7 @@ pub enum ActKind {
     Nat(nat::Nat),
     Csum(csum::Csum),
     Sample(sample::Sample),
+    Vlan(vlan::Vlan),
 }
 
 impl ActKind {
@@ -952,7 +955,7 @@ impl ActKind {
             ActKind::Simple(_) => false,
             ActKind::Pedit(p) => p.offloadable(),
             ActKind::Csum(c) => c.offloadable(),
-            ActKind::Sample(_) => true,
+            ActKind::Sample(_) | ActKind::Vlan(_) => true,
             ActKind::Nat(_) => false,
         }
     }
@@ -1011,6 +1014,7 @@ impl Action {
             ActKind::Nat(_) => Kind::Nat,
             ActKind::Csum(_) => Kind::Csum,
             ActKind::Sample(_) => Kind::Sample,
+            ActKind::Vlan(_) => Kind::Vlan,
         }
     }
 
@@ -1170,6 +1174,11 @@ impl Action {
                 let verdict = s.action;
                 self.count_or_drop(t, len, Some(verdict))
             }
+            ActKind::Vlan(v) => {
+                // tcf_vlan_act on an untagged frame: see act/vlan.rs.
+                let r = v.act();
+                self.count_or_drop(t, len, r)
+            }
         }
     }
 }
@@ -1186,11 +1195,12 @@ pub enum Kind {
     Nat,
     Csum,
     Sample,
+    Vlan,
 }
 
 impl Kind {
     /// Every kind, in the order of their tables.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Gact,
         Kind::Police,
         Kind::Mirred,
@@ -1200,6 +1210,7 @@ impl Kind {
         Kind::Nat,
         Kind::Csum,
         Kind::Sample,
+        Kind::Vlan,
     ];
 
     pub fn name(self) -> &'static str {
@@ -1213,6 +1224,7 @@ impl Kind {
             Kind::Nat => "nat",
             Kind::Csum => "csum",
             Kind::Sample => "sample",
+            Kind::Vlan => "vlan",
         }
     }
 
@@ -1235,6 +1247,7 @@ impl ActSpec {
             ActSpec::Nat(_) => Some(Kind::Nat),
             ActSpec::Csum(_) => Some(Kind::Csum),
             ActSpec::Sample(_) => Some(Kind::Sample),
+            ActSpec::Vlan(_) => Some(Kind::Vlan),
             ActSpec::Other(_) => None,
         }
     }
@@ -1251,6 +1264,7 @@ impl ActSpec {
             ActSpec::Nat(p) => p.index,
             ActSpec::Csum(p) => p.index,
             ActSpec::Sample(p) => p.index,
+            ActSpec::Vlan(p) => p.index,
             ActSpec::Other(_) => 0,
         }
     }
@@ -1550,6 +1564,8 @@ impl ActCtx<'_> {
         match s {
             ActSpec::Skbedit(p) => p.check_flags()?,
             ActSpec::Simple(p) => drop(p.params()?),
+            // tcf_vlan_init checks the request before it answers EEXIST.
+            ActSpec::Vlan(p) => drop(p.params()?),
             _ => {}
         }
         if let ActSpec::Mirred(p) = s {
@@ -1684,6 +1700,11 @@ impl ActCtx<'_> {
                 check_ctrlact(d.action, tp)?;
                 Ok(ActKind::Sample(d))
             }
+            ActSpec::Vlan(p) => {
+                let v = p.params()?;
+                check_ctrlact(v.action, tp)?;
+                Ok(ActKind::Vlan(v))
+            }
             ActSpec::Other(_) => Err(FilterError::action()),
         }
     }
@@ -1716,6 +1737,7 @@ impl Exts {
                 ActKind::Nat(n) => n.action,
                 ActKind::Csum(c) => c.action,
                 ActKind::Sample(d) => d.action,
+                ActKind::Vlan(v) => v.action,
             };
             if ext_cmp(c, TC_ACT_GOTO_CHAIN) {
                 f(Arc::as_ptr(a) as *const (), (c & TC_ACT_EXT_VAL_MASK) as u32);
@@ -1844,6 +1866,11 @@ pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant
         }
         ActKind::Sample(d) => {
             d.print(out);
+            out.nl();
+            print_refs(out, "\t index", &a, refs, binds, now);
+        }
+        ActKind::Vlan(v) => {
+            v.print(out);
             out.nl();
             print_refs(out, "\t index", &a, refs, binds, now);
         }
@@ -2259,8 +2286,8 @@ mod tests {
             assert_eq!(e.code, 1);
         }
         assert_eq!(
-            err("vlan pop").msg,
-            "qdisc-lab: action \"vlan\" is not supported (gact, police, mirred, skbedit, simple, pedit, nat, csum and sample only)\n"
+            err("mpls pop").msg,
+            "qdisc-lab: action \"mpls\" is not supported (gact, police, mirred, skbedit, simple, pedit, nat, csum, sample and vlan only)\n"
         );
     }
 

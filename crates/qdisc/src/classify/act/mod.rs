@@ -8,3 +8,4 @@ pub mod pedit;
 pub mod sample;
 pub mod simple;
 pub mod skbedit;
+pub mod vlan;
