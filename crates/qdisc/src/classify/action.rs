@@ -825,7 +825,7 @@ fn parse_cookie(v: &str) -> Result<Vec<u8>, TcError> {
     }
     let bytes = v.as_bytes();
     let hex = |c: u8| (c as char).to_digit(16);
-    if bytes.len() % 2 != 0 || !bytes.iter().all(|&c| hex(c).is_some()) {
+    if !bytes.len().is_multiple_of(2) || !bytes.iter().all(|&c| hex(c).is_some()) {
         return Err(crate::tc::invarg("cookie must be a hex string\n", v));
     }
     Ok(bytes.chunks(2).map(|p| (hex(p[0]).unwrap_or(0) * 16 + hex(p[1]).unwrap_or(0)) as u8).collect())
@@ -1565,7 +1565,7 @@ impl ActCtx<'_> {
             ActSpec::Skbedit(p) => p.check_flags()?,
             ActSpec::Simple(p) => drop(p.params()?),
             // tcf_vlan_init checks the request before it answers EEXIST.
-            ActSpec::Vlan(p) => drop(p.params()?),
+            ActSpec::Vlan(p) => p.params().map(|_| ())?,
             _ => {}
         }
         if let ActSpec::Mirred(p) = s {

@@ -507,7 +507,7 @@ fn pack_key(sel: &mut Pedit, k: &Key) -> R<()> {
     if sel.keys.len() >= MAX_OFFS {
         return ret("");
     }
-    if k.off % 4 != 0 {
+    if !k.off.is_multiple_of(4) {
         return ret("offsets MUST be in 32 bit boundaries\n");
     }
     let mut key = *k;
