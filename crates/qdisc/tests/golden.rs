@@ -171,7 +171,17 @@ const TRUESIZE_CASES: &[&str] = &["fq_pie-traffic"];
 /// between the commands of the capture); the replay runs at one instant, where all
 /// ages are 0 and tc prints none. The ages are left out of the kernel's text;
 /// every other byte (the counters included) is compared.
-const ACTION_AGE_CASES: &[&str] = &["filter-chains", "filter-basic"];
+const ACTION_AGE_CASES: &[&str] = &[
+    "filter-chains",
+    "filter-basic",
+    "pedit-actions",
+    "pedit-filters",
+    "nat-actions",
+    "csum-actions",
+    "sample-actions",
+    "action-cookies",
+    "vlan-actions",
+];
 
 /// Remove ` installed N sec`, ` used N sec` and ` firstused N sec`.
 fn strip_action_ages(s: &str) -> String {

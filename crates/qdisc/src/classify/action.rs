@@ -39,8 +39,9 @@
 //!
 //! Not modelled (refused with a qdisc-lab message): other action kinds (those that
 //! act on conntrack state — ct, connmark, ctinfo — say so), gact `random netrand` (needs a
-//! random source), police `avrate` (needs a rate estimator) and `pkts_rate`, action
-//! cookies, `hw_stats` and `no_percpu`.
+//! random source), police `avrate` (needs a rate estimator) and `pkts_rate`,
+//! `hw_stats` and `no_percpu`. Action cookies are kept and printed (tc's quirk kept:
+//! a cookie also goes to the actions after it in the same list).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -50,7 +51,7 @@ use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
 use crate::tc::{matches, units, Args, Out, TcError};
 use crate::time::Instant;
 
-use super::act::{simple, skbedit};
+use super::act::{csum, nat, pedit, sample, simple, skbedit, vlan};
 use super::{FilterError, TcfResult};
 
 pub const TC_ACT_UNSPEC: i32 = -1;
@@ -107,24 +108,8 @@ Where: CONTROL := conform-exceed <EXCEEDACT>[/NOTEXCEEDACT]
 ";
 
 /// Action kinds iproute2 6.15 knows but this engine does not model.
-pub(crate) const OTHER_KINDS: &[&str] = &[
-    "bpf",
-    "connmark",
-    "csum",
-    "ct",
-    "ctinfo",
-    "gate",
-    "ife",
-    "ipt",
-    "mpls",
-    "nat",
-    "pedit",
-    "sample",
-    "skbmod",
-    "tunnel_key",
-    "vlan",
-    "xt",
-];
+pub(crate) const OTHER_KINDS: &[&str] =
+    &["bpf", "connmark", "ct", "ctinfo", "gate", "ife", "ipt", "mpls", "skbmod", "tunnel_key", "xt"];
 
 /// Of [`OTHER_KINDS`], those that act on connection-tracking state.
 const CONNTRACK_KINDS: &[&str] = &["connmark", "ct", "ctinfo"];
@@ -170,6 +155,11 @@ pub enum ActSpec {
     Mirred(MirredSpec),
     Skbedit(skbedit::Spec),
     Simple(simple::Spec),
+    Pedit(pedit::Spec),
+    Nat(nat::Spec),
+    Csum(csum::Spec),
+    Sample(sample::Spec),
+    Vlan(vlan::Spec),
     /// A word tc parsed with gact's parser (its fallback for kinds it has no module
     /// for) but sends as TCA_ACT_KIND: no kernel has such a module.
     Other(String),
@@ -202,6 +192,8 @@ pub const TCA_INGRESS_MIRROR: i32 = 4;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExtsSpec {
     pub acts: Vec<ActSpec>,
+    /// Each action's TCA_ACT_COOKIE, in step with `acts` (None: not sent).
+    pub cookies: Vec<Option<Vec<u8>>>,
     pub police: Option<PoliceSpec>,
 }
 
@@ -754,6 +746,9 @@ pub fn parse_action(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
 fn parse_actions(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
     a.peek().ok_or_else(TcError::incomplete)?;
     spec.acts.clear();
+    spec.cookies.clear();
+    // tc keeps the last cookie for the actions after it (`act_ck_len` is not reset).
+    let mut cookie = None;
     let illegal = |m: String| TcError::tc(format!("{m}Illegal \"action\"\n"));
     // tc reports where its own cursor stood: the start of the failed action.
     let bad_val = |at: &[String], m: String| {
@@ -787,6 +782,11 @@ fn parse_actions(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
             "mirred" => parse_mirred(a).map(ActSpec::Mirred),
             "skbedit" => skbedit::parse(a).map(ActSpec::Skbedit),
             "simple" => simple::parse(a).map(ActSpec::Simple),
+            "pedit" => pedit::parse(a).map(ActSpec::Pedit),
+            "nat" => nat::parse(a).map(ActSpec::Nat),
+            "csum" => csum::parse(a).map(ActSpec::Csum),
+            "sample" => sample::parse(a).map(ActSpec::Sample),
+            "vlan" => vlan::parse(a).map(ActSpec::Vlan),
             k if OTHER_KINDS.contains(&k) => return Err(refuse(k)),
             // get_action_kind falls back to gact's parser, but the kind sent is the word.
             _ => parse_gact(a).map(|g| if kind == "gact" { g } else { ActSpec::Other(kind.to_string()) }),
@@ -796,8 +796,13 @@ fn parse_actions(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
             Err(Fail::Exit(e)) => return Err(e),
             Err(Fail::Ret(m)) => return Err(bad_val(start, format!("{m}bad action parsing\n"))),
         }
+        if a.peek() == Some("cookie") {
+            a.next();
+            cookie = Some(parse_cookie(a.value()?)?);
+        }
+        spec.cookies.push(cookie.clone());
         if let Some(w) = a.peek() {
-            if w == "cookie" || matches(w, "hw_stats") || w == "no_percpu" {
+            if matches(w, "hw_stats") || w == "no_percpu" {
                 return Err(TcError::tc(format!("qdisc-lab: action \"{w}\" is not supported\n")));
             }
         }
@@ -807,6 +812,23 @@ fn parse_actions(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
         return Err(bad_val(a.rest(), "bad action empty 1\n".into()));
     }
     Ok(())
+}
+
+/// TC_COOKIE_MAX_SIZE: bytes of a cookie.
+const TC_COOKIE_MAX_SIZE: usize = 16;
+
+/// m_action.c's `cookie HEX` (`hex2mem`): an even number of hex digits, at most
+/// 16 bytes.
+fn parse_cookie(v: &str) -> Result<Vec<u8>, TcError> {
+    if v.len() > TC_COOKIE_MAX_SIZE * 2 {
+        return Err(crate::tc::invarg(&format!("{} Max allowed size {}", v.len(), TC_COOKIE_MAX_SIZE * 2), v));
+    }
+    let bytes = v.as_bytes();
+    let hex = |c: u8| (c as char).to_digit(16);
+    if !bytes.len().is_multiple_of(2) || !bytes.iter().all(|&c| hex(c).is_some()) {
+        return Err(crate::tc::invarg("cookie must be a hex string\n", v));
+    }
+    Ok(bytes.chunks(2).map(|p| (hex(p[0]).unwrap_or(0) * 16 + hex(p[1]).unwrap_or(0)) as u8).collect())
 }
 
 // ---- kernel side ---------------------------------------------------------------------
@@ -913,6 +935,11 @@ pub enum ActKind {
     Mirred(Mirred),
     Skbedit(skbedit::Skbedit),
     Simple(simple::Simple),
+    Pedit(pedit::Pedit),
+    Nat(nat::Nat),
+    Csum(csum::Csum),
+    Sample(sample::Sample),
+    Vlan(vlan::Vlan),
 }
 
 impl ActKind {
@@ -926,6 +953,19 @@ impl ActKind {
             ActKind::Police(_) | ActKind::Mirred(_) => true,
             ActKind::Skbedit(e) => e.offloadable(),
             ActKind::Simple(_) => false,
+            ActKind::Pedit(p) => p.offloadable(),
+            ActKind::Csum(c) => c.offloadable(),
+            ActKind::Sample(_) | ActKind::Vlan(_) => true,
+            ActKind::Nat(_) => false,
+        }
+    }
+
+    /// The extack message of the kind's `offload_act_setup` when it fails for a
+    /// standalone action: `tc actions add` prints it as a warning.
+    fn offload_warning(&self) -> Option<&'static str> {
+        match self {
+            ActKind::Pedit(p) if !p.offloadable() => Some("act_pedit: Unsupported pedit command offload"),
+            _ => None,
         }
     }
 }
@@ -952,6 +992,8 @@ pub struct Action {
     standalone: bool,
     /// `used_hw_stats_valid`: see [`ActionTable::dump`].
     hw_stats: bool,
+    /// `user_cookie` (TCA_ACT_COOKIE): kept for the user, printed in dumps.
+    cookie: Option<Vec<u8>>,
 }
 
 pub type ActRef = Arc<Mutex<Action>>;
@@ -968,7 +1010,24 @@ impl Action {
             ActKind::Mirred(_) => Kind::Mirred,
             ActKind::Skbedit(_) => Kind::Skbedit,
             ActKind::Simple(_) => Kind::Simple,
+            ActKind::Pedit(_) => Kind::Pedit,
+            ActKind::Nat(_) => Kind::Nat,
+            ActKind::Csum(_) => Kind::Csum,
+            ActKind::Sample(_) => Kind::Sample,
+            ActKind::Vlan(_) => Kind::Vlan,
         }
+    }
+
+    /// The usual bookkeeping of an action: last use, the packet counted, and a
+    /// drop (`r` None) counted and answered with SHOT.
+    fn count_or_drop(&mut self, t: u64, len: u32, r: Option<i32>) -> i32 {
+        self.used(t);
+        self.stats.bytes += len as u64;
+        self.stats.packets += 1;
+        r.unwrap_or_else(|| {
+            self.stats.drops = self.stats.drops.wrapping_add(1);
+            TC_ACT_SHOT
+        })
     }
 
     /// `tcf_lastuse_update`.
@@ -1088,6 +1147,38 @@ impl Action {
                 self.used(t);
                 verdict
             }
+            ActKind::Pedit(p) => {
+                // tcf_pedit_act: counted, then the keys; a key it cannot apply
+                // ends the edits with an overlimit.
+                let (done, verdict) = (p.act(pkt), p.action);
+                self.used(t);
+                self.stats.bytes += len as u64;
+                self.stats.packets += 1;
+                if !done {
+                    self.stats.overlimits = self.stats.overlimits.wrapping_add(1);
+                }
+                verdict
+            }
+            ActKind::Nat(n) => {
+                // tcf_nat_act: counted, then the rewrite; a drop is the action's.
+                let r = n.act(pkt);
+                self.count_or_drop(t, len, r)
+            }
+            ActKind::Csum(c) => {
+                // tcf_csum_act: counted; nothing to recompute here, but the drops.
+                let r = c.act(pkt);
+                self.count_or_drop(t, len, r)
+            }
+            ActKind::Sample(s) => {
+                // tcf_sample_act: counted; the psample copy has no listener here.
+                let verdict = s.action;
+                self.count_or_drop(t, len, Some(verdict))
+            }
+            ActKind::Vlan(v) => {
+                // tcf_vlan_act on an untagged frame: see act/vlan.rs.
+                let r = v.act();
+                self.count_or_drop(t, len, r)
+            }
         }
     }
 }
@@ -1100,11 +1191,27 @@ pub enum Kind {
     Mirred,
     Skbedit,
     Simple,
+    Pedit,
+    Nat,
+    Csum,
+    Sample,
+    Vlan,
 }
 
 impl Kind {
     /// Every kind, in the order of their tables.
-    pub const ALL: [Kind; 5] = [Kind::Gact, Kind::Police, Kind::Mirred, Kind::Skbedit, Kind::Simple];
+    pub const ALL: [Kind; 10] = [
+        Kind::Gact,
+        Kind::Police,
+        Kind::Mirred,
+        Kind::Skbedit,
+        Kind::Simple,
+        Kind::Pedit,
+        Kind::Nat,
+        Kind::Csum,
+        Kind::Sample,
+        Kind::Vlan,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -1113,6 +1220,11 @@ impl Kind {
             Kind::Mirred => "mirred",
             Kind::Skbedit => "skbedit",
             Kind::Simple => "simple",
+            Kind::Pedit => "pedit",
+            Kind::Nat => "nat",
+            Kind::Csum => "csum",
+            Kind::Sample => "sample",
+            Kind::Vlan => "vlan",
         }
     }
 
@@ -1131,6 +1243,11 @@ impl ActSpec {
             ActSpec::Mirred(_) => Some(Kind::Mirred),
             ActSpec::Skbedit(_) => Some(Kind::Skbedit),
             ActSpec::Simple(_) => Some(Kind::Simple),
+            ActSpec::Pedit(_) => Some(Kind::Pedit),
+            ActSpec::Nat(_) => Some(Kind::Nat),
+            ActSpec::Csum(_) => Some(Kind::Csum),
+            ActSpec::Sample(_) => Some(Kind::Sample),
+            ActSpec::Vlan(_) => Some(Kind::Vlan),
             ActSpec::Other(_) => None,
         }
     }
@@ -1143,6 +1260,11 @@ impl ActSpec {
             ActSpec::Mirred(p) => p.index,
             ActSpec::Skbedit(p) => p.index,
             ActSpec::Simple(p) => p.index,
+            ActSpec::Pedit(p) => p.index,
+            ActSpec::Nat(p) => p.index,
+            ActSpec::Csum(p) => p.index,
+            ActSpec::Sample(p) => p.index,
+            ActSpec::Vlan(p) => p.index,
             ActSpec::Other(_) => 0,
         }
     }
@@ -1206,14 +1328,19 @@ impl ActionTable {
 
     /// `tca_action_flush` → `tcf_del_walker`: every action of `kind` in index order
     /// until one a filter holds, which ends the walk with EPERM.
-    pub fn flush(&mut self, kind: Kind) -> Result<(), FilterError> {
-        for a in self.all(kind) {
+    /// When some were released before that one, the flush succeeds with the warning
+    /// it returns.
+    pub fn flush(&mut self, kind: Kind) -> Result<Option<&'static str>, FilterError> {
+        for (n, a) in self.all(kind).into_iter().enumerate() {
             if Arc::strong_count(&a) - 1 > lock(&a).standalone as usize {
+                if n > 0 {
+                    return Ok(Some("Unable to flush all TC actions"));
+                }
                 return Err(FilterError::Errno("Operation not permitted"));
             }
             self.release(&a);
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Drop the table's own reference (the action goes when no filter holds it).
@@ -1277,6 +1404,14 @@ pub struct ActCtx<'a> {
     pub at_ingress: bool,
 }
 
+/// `tcf_action_init_1`'s `tcf_set_action_cookie`: a cookie sent replaces the
+/// action's (on a bind and a replace too); none sent keeps it.
+fn set_cookie(a: &ActRef, cookie: Option<Vec<u8>>) {
+    if cookie.is_some() {
+        lock(a).cookie = cookie;
+    }
+}
+
 /// `tcf_action_check_ctrlact`: a valid opcode, and `goto chain` only for an action
 /// made for a filter (`tp`); the chain it names is held by the filter's block
 /// ([`super::Block::settle`]).
@@ -1314,13 +1449,16 @@ impl ActCtx<'_> {
     /// the new parameters; an existing index without `replace` is EEXIST. A failure
     /// undoes what the request created. An index given for an action the same
     /// request already made is EAGAIN, as the kernel's reservation answers.
-    pub fn add(&mut self, spec: &ExtsSpec, replace: bool) -> Result<(), FilterError> {
+    pub fn add(&mut self, spec: &ExtsSpec, replace: bool) -> Result<Option<&'static str>, FilterError> {
         if spec.acts.iter().take(TCA_ACT_MAX_PRIO).any(|s| !s.kind().is_some_and(self.available)) {
             return Err(FilterError::action());
         }
         let mut made: Vec<ActRef> = Vec::new();
+        // tcf_action_offload_add of each action: the last refusal's message stays.
+        let mut warning = None;
         let r = (|| {
-            for s in spec.acts.iter().take(TCA_ACT_MAX_PRIO) {
+            for (i, s) in spec.acts.iter().enumerate().take(TCA_ACT_MAX_PRIO) {
+                let cookie = spec.cookies.get(i).cloned().flatten();
                 let index = s.index();
                 if index != 0
                     && made.iter().any(|m| {
@@ -1331,9 +1469,15 @@ impl ActCtx<'_> {
                     return Err(FilterError::Errno("Resource temporarily unavailable"));
                 }
                 let a = match self.check(s, false, replace)? {
-                    Ok(_) => continue,
+                    Ok(a) => {
+                        set_cookie(&a, cookie);
+                        warning = lock(&a).kind.offload_warning().or(warning);
+                        continue;
+                    }
                     Err(idx) => self.create(s, idx, false)?,
                 };
+                set_cookie(&a, cookie);
+                warning = lock(&a).kind.offload_warning().or(warning);
                 lock(&a).standalone = true;
                 made.push(a);
             }
@@ -1348,7 +1492,7 @@ impl ActCtx<'_> {
                 return Err(e);
             }
         }
-        Ok(())
+        Ok(warning)
     }
 
     /// `tcf_exts_validate_ex` → `tcf_action_init` → `tcf_action_init_1` for each
@@ -1368,8 +1512,12 @@ impl ActCtx<'_> {
         if list.iter().take(TCA_ACT_MAX_PRIO).any(|s| !s.kind().is_some_and(self.available)) {
             return Err(FilterError::action());
         }
-        for s in list.iter().take(TCA_ACT_MAX_PRIO) {
-            e.acts.push(self.init_1(s)?);
+        for (i, s) in list.iter().enumerate().take(TCA_ACT_MAX_PRIO) {
+            let a = self.init_1(s)?;
+            if !legacy_police {
+                set_cookie(&a, spec.cookies.get(i).cloned().flatten());
+            }
+            e.acts.push(a);
         }
         Ok(e)
     }
@@ -1416,6 +1564,8 @@ impl ActCtx<'_> {
         match s {
             ActSpec::Skbedit(p) => p.check_flags()?,
             ActSpec::Simple(p) => drop(p.params()?),
+            // tcf_vlan_init checks the request before it answers EEXIST.
+            ActSpec::Vlan(p) => p.params().map(|_| ())?,
             _ => {}
         }
         if let ActSpec::Mirred(p) = s {
@@ -1432,6 +1582,11 @@ impl ActCtx<'_> {
             (ActKind::Mirred(mut m), ActKind::Mirred(old)) if m.ifindex == 0 && m.blockid == 0 => {
                 (m.ifindex, m.dev, m.blockid) = (old.ifindex, old.dev.clone(), old.blockid);
                 ActKind::Mirred(m)
+            }
+            // tcf_sample_init changes the truncation only when it is given.
+            (ActKind::Sample(mut d), ActKind::Sample(old)) if d.trunc.is_none() => {
+                d.trunc = old.trunc;
+                ActKind::Sample(d)
             }
             (k, _) => k,
         };
@@ -1453,6 +1608,7 @@ impl ActCtx<'_> {
             firstuse: 0,
             standalone: false,
             hw_stats: false,
+            cookie: None,
         }));
         self.table.insert(k, &a);
         Ok(a)
@@ -1526,6 +1682,29 @@ impl ActCtx<'_> {
                 check_ctrlact(d.action, tp)?;
                 Ok(ActKind::Simple(d))
             }
+            ActSpec::Pedit(p) => {
+                p.check_keys()?;
+                check_ctrlact(p.params.action, tp)?;
+                Ok(ActKind::Pedit(p.params.clone()))
+            }
+            ActSpec::Nat(p) => {
+                check_ctrlact(p.params.action, tp)?;
+                Ok(ActKind::Nat(p.params.clone()))
+            }
+            ActSpec::Csum(p) => {
+                check_ctrlact(p.params.action, tp)?;
+                Ok(ActKind::Csum(p.params.clone()))
+            }
+            ActSpec::Sample(p) => {
+                let d = p.params()?;
+                check_ctrlact(d.action, tp)?;
+                Ok(ActKind::Sample(d))
+            }
+            ActSpec::Vlan(p) => {
+                let v = p.params()?;
+                check_ctrlact(v.action, tp)?;
+                Ok(ActKind::Vlan(v))
+            }
             ActSpec::Other(_) => Err(FilterError::action()),
         }
     }
@@ -1554,6 +1733,11 @@ impl Exts {
                 ActKind::Mirred(m) => m.action,
                 ActKind::Skbedit(e) => e.action,
                 ActKind::Simple(d) => d.action,
+                ActKind::Pedit(p) => p.action,
+                ActKind::Nat(n) => n.action,
+                ActKind::Csum(c) => c.action,
+                ActKind::Sample(d) => d.action,
+                ActKind::Vlan(v) => v.action,
             };
             if ext_cmp(c, TC_ACT_GOTO_CHAIN) {
                 f(Arc::as_ptr(a) as *const (), (c & TC_ACT_EXT_VAL_MASK) as u32);
@@ -1601,6 +1785,15 @@ impl Exts {
                 }
             }
             return ret;
+        }
+    }
+
+    /// `tcf_exts_hw_stats_update` of a classifier's dump that asks its (absent)
+    /// hardware for counters (matchall's and flower's, unless `skip_hw`): each
+    /// action takes the filter's `used_hw_stats_valid`, which is false here.
+    pub fn hw_stats_update(&self) {
+        for a in &self.acts {
+            lock(a).hw_stats = false;
         }
     }
 
@@ -1652,6 +1845,35 @@ pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant
             out.nl();
             print_refs(out, "\t index", &a, refs, binds, now);
         }
+        ActKind::Pedit(p) => {
+            p.print_head(out);
+            out.uint("index", format_args!(" \t index {}", a.index), a.index as u64);
+            out.int("ref", format_args!(" ref {refs}"), refs);
+            out.int("bind", format_args!(" bind {binds}"), binds);
+            if out.show_stats() {
+                print_tm(out, &a, now);
+            }
+            p.print_keys(out);
+        }
+        ActKind::Nat(n) => {
+            n.print(out);
+            out.nl();
+            print_refs(out, "\t index", &a, refs, binds, now);
+        }
+        ActKind::Csum(c) => {
+            c.print(out);
+            print_refs(out, "\tindex", &a, refs, binds, now);
+        }
+        ActKind::Sample(d) => {
+            d.print(out);
+            out.nl();
+            print_refs(out, "\t index", &a, refs, binds, now);
+        }
+        ActKind::Vlan(v) => {
+            v.print(out);
+            out.nl();
+            print_refs(out, "\t index", &a, refs, binds, now);
+        }
     }
     if out.show_stats() {
         out.fp(format_args!("\tAction statistics:"));
@@ -1670,6 +1892,11 @@ pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant
         out.uint("qlen", format_args!(" 0p"), 0);
         out.fp(format_args!(" requeues 0"));
         out.close_object();
+        out.nl();
+    }
+    if let Some(c) = &a.cookie {
+        let hex: String = c.iter().map(|b| format!("{b:02x}")).collect();
+        out.string("cookie", format_args!("\tcookie {hex}"), &hex);
         out.nl();
     }
     if !bind {
@@ -1999,7 +2226,7 @@ mod tests {
     fn mirred_refusals_in_the_kernels_words() {
         let mut t = ActionTable::default();
         let init = |t: &mut ActionTable, spec: MirredSpec| {
-            let spec = ExtsSpec { acts: vec![ActSpec::Mirred(spec)], police: None };
+            let spec = ExtsSpec { acts: vec![ActSpec::Mirred(spec)], ..Default::default() };
             ActCtx { table: t, available: &|_| true, kernel: Default::default(), now: Instant(0), at_ingress: false }
                 .init(&spec)
                 .map(|_| ())
@@ -2014,7 +2241,8 @@ mod tests {
         let e = init(&mut t, both).unwrap_err();
         assert_eq!(e, FilterError::ext("act_mirred: Cannot specify Block ID and dev simultaneously"));
         // Only act_mirred loads where the profile lacks gact and police (6.18).
-        let spec = ExtsSpec { acts: vec![ActSpec::Gact { index: 0, action: TC_ACT_OK, prob: None }], police: None };
+        let spec =
+            ExtsSpec { acts: vec![ActSpec::Gact { index: 0, action: TC_ACT_OK, prob: None }], ..Default::default() };
         let only_mirred = |k: Kind| k == Kind::Mirred;
         let e = ActCtx {
             table: &mut t,
@@ -2058,8 +2286,8 @@ mod tests {
             assert_eq!(e.code, 1);
         }
         assert_eq!(
-            err("nat ingress 1.1.1.1 2.2.2.2").msg,
-            "qdisc-lab: action \"nat\" is not supported (gact, police, mirred, skbedit and simple only)\n"
+            err("mpls pop").msg,
+            "qdisc-lab: action \"mpls\" is not supported (gact, police, mirred, skbedit, simple, pedit, nat, csum, sample and vlan only)\n"
         );
     }
 

@@ -344,6 +344,10 @@ impl Flower {
                 }
                 out.nl();
                 out.boolean("not_in_hw", format_args!("  not_in_hw"), true);
+                // fl_dump → fl_hw_update_stats, unless skip_hw.
+                if o.flags & super::u32::SKIP_HW == 0 {
+                    f.exts.hw_stats_update();
+                }
                 f.exts.print(out, ctx.now);
             });
         }

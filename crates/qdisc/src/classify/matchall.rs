@@ -134,6 +134,10 @@ impl Matchall {
                 let n = h.hits.load(Ordering::Relaxed);
                 out.uint("rule_hit", format_args!(" (rule hit {n})"), n);
             }
+            // mall_dump → mall_stats_hw_filter, unless skip_hw.
+            if h.flags & super::u32::SKIP_HW == 0 {
+                h.exts.hw_stats_update();
+            }
             h.exts.print(out, ctx.now);
         });
     }

@@ -534,7 +534,7 @@ pub struct Headers {
     /// Ethertype (host order).
     pub protocol: u16,
     /// Ethernet header + network header + transport header.
-    bytes: [u8; 14 + 40 + 20],
+    bytes: [u8; Self::LEN],
     /// Bytes of `bytes` that were synthesized (from the Ethernet header on).
     filled: usize,
     /// `skb->len` from the Ethernet header on (0 = no readable network header).
@@ -595,6 +595,40 @@ impl Headers {
             _ => {}
         }
         h
+    }
+
+    /// How many header bytes are synthesized at most.
+    pub const LEN: usize = 14 + 40 + 20;
+
+    /// The synthesized header bytes from the Ethernet header on (zeros past them).
+    pub fn bytes(&self) -> [u8; Self::LEN] {
+        self.bytes
+    }
+
+    /// What of `bytes` (headers as [`Headers::of`] laid them out, then edited) the
+    /// packet carries, written back to `pkt`: the DS field, the IP protocol, the
+    /// addresses, and the ports of a TCP/UDP/SCTP flow. Everything else in them
+    /// (MACs, ethertype, TTL, lengths, flags, checksums) has no field to go to.
+    pub fn write_back(&self, bytes: &[u8; Self::LEN], pkt: &mut Packet) {
+        let Some(f) = pkt.flow.as_deref_mut() else { return };
+        let l3 = 14;
+        let l4 = if self.protocol == ETH_P_IP {
+            pkt.tos = bytes[l3 + 1];
+            f.proto = bytes[l3 + 9];
+            f.src[12..].copy_from_slice(&bytes[l3 + 12..l3 + 16]);
+            f.dst[12..].copy_from_slice(&bytes[l3 + 16..l3 + 20]);
+            l3 + 20
+        } else {
+            pkt.tos = (bytes[l3] << 4) | (bytes[l3 + 1] >> 4);
+            f.proto = bytes[l3 + 6];
+            f.src.copy_from_slice(&bytes[l3 + 8..l3 + 24]);
+            f.dst.copy_from_slice(&bytes[l3 + 24..l3 + 40]);
+            l3 + 40
+        };
+        if matches!(self.ip_proto, Some(6 | 17 | 132)) {
+            f.sport = u16::from_be_bytes([bytes[l4], bytes[l4 + 1]]);
+            f.dport = u16::from_be_bytes([bytes[l4 + 2], bytes[l4 + 3]]);
+        }
     }
 
     /// `skb_header_pointer(skb, skb_network_offset + off, 4)` as a host-order u32

@@ -955,7 +955,7 @@ fn parse_un(a: &mut Args, sel: &mut Sel, bits: u32, mut off: i32, mut offmask: i
 }
 
 /// `get_prefix_1` for one family: ADDR[/PLEN] (or `default`/`any`/`all`).
-fn get_prefix(s: &str, v6: bool) -> Option<(Vec<u8>, u32)> {
+pub(crate) fn get_prefix(s: &str, v6: bool) -> Option<(Vec<u8>, u32)> {
     let max = if v6 { 128 } else { 32 };
     if matches!(s, "default" | "any" | "all") {
         return Some((vec![0; if v6 { 16 } else { 4 }], 0));

@@ -106,9 +106,12 @@ fn modify(tc: &mut Tc, argv: &[String], at: usize, replace: bool) -> Result<usiz
     let kernel = tc.kernel();
     let available = |k| kernel.has_action(k);
     let now = tc.now;
-    ActCtx { table: &mut tc.actions, available: &available, kernel, now, at_ingress: false }
+    let warning = ActCtx { table: &mut tc.actions, available: &available, kernel, now, at_ingress: false }
         .add(&spec, replace)
         .map_err(|e| fail(e.into_tc().msg))?;
+    if let Some(w) = warning {
+        tc.warn.push_str(&format!("Warning: {w}.\n"));
+    }
     Ok(next)
 }
 
@@ -215,10 +218,19 @@ fn list_or_flush(tc: &mut Tc, argv: &[String], flush: bool, o: TcOpts) -> Result
         if !kernel.has_action(kind) {
             return Err(flushing("Error: Cannot flush unknown TC action.\n".into()));
         }
-        return tc.actions.flush(kind).map(|()| String::new()).map_err(|e| {
-            let m = e.into_tc().msg;
-            flushing(m.trim_end_matches("We have an error talking to the kernel\n").to_string())
-        });
+        return tc
+            .actions
+            .flush(kind)
+            .map(|w| {
+                if let Some(w) = w {
+                    tc.warn.push_str(&format!("Warning: {w}.\n"));
+                }
+                String::new()
+            })
+            .map_err(|e| {
+                let m = e.into_tc().msg;
+                flushing(m.trim_end_matches("We have an error talking to the kernel\n").to_string())
+            });
     }
     let acts = if kernel.has_action(kind) { tc.actions.dump(kind, since, tc.now) } else { Vec::new() };
     let mut out = out(o);

@@ -2,5 +2,25 @@
 //! each; `action.rs` registers them (its `ActSpec`, `ActKind` and `Kind`) and runs
 //! the parts every action shares (index table, counters, control verdicts, dumps).
 
+pub mod csum;
+pub mod nat;
+pub mod pedit;
+pub mod sample;
 pub mod simple;
 pub mod skbedit;
+pub mod vlan;
+
+/// For the kinds' tests: a parser run on `s` (split at spaces), its failure as the
+/// text tc prints, or `exit CODE: TEXT` for one that ends tc.
+#[cfg(test)]
+pub(crate) fn parse_str<T>(
+    parse: fn(&mut crate::tc::Args) -> Result<T, super::action::Fail>,
+    s: &str,
+) -> Result<T, String> {
+    use super::action::Fail;
+    let v: Vec<String> = s.split_whitespace().map(String::from).collect();
+    parse(&mut crate::tc::Args::new(&v)).map_err(|e| match e {
+        Fail::Ret(m) => m,
+        Fail::Exit(e) => format!("exit {}: {}", e.code, e.msg),
+    })
+}

@@ -101,11 +101,7 @@ mod tests {
     use crate::classify::action::TC_ACT_SHOT;
 
     fn spec(s: &str) -> Result<Spec, String> {
-        let v: Vec<String> = s.split_whitespace().map(String::from).collect();
-        parse(&mut Args::new(&v)).map_err(|e| match e {
-            Fail::Ret(m) => m,
-            Fail::Exit(e) => format!("exit {}: {}", e.code, e.msg),
-        })
+        crate::classify::act::parse_str(parse, s)
     }
 
     #[test]
