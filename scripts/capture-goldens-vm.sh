@@ -3,9 +3,11 @@
 # kernel 6.12 (booted under qemu) with the same iproute2 6.15 `tc`, into
 # goldens/kernel-6.12/<case>.json (same format as scripts/capture-goldens.sh,
 # which captures on the host's own kernel into goldens/kernel/).
-# With QDL_VM_PROFILE=6.18: Debian's 6.18 kernel from trixie-backports (it ships
-# sch_dualpi2, which this host's 6.18 lacks) and iproute2 6.18's tc (the first
-# with q_dualpi2.c, built by scripts/build-iproute2.sh), into goldens/kernel-6.18-vm/.
+# With QDL_VM_PROFILE=6.18, for dualpi2's goldens: a Debian 6.18 kernel from
+# trixie-backports and iproute2 6.18's tc (the first with q_dualpi2.c, built by
+# scripts/build-iproute2.sh), into goldens/kernel-6.18-vm/. The kernel must have
+# sch_dualpi2: Debian's 6.18.15 is built with `# CONFIG_NET_SCH_DUALPI2 is not set`,
+# so the script stops at its module check until QDL_VM_KPKG names one that has it.
 #
 # Usage: scripts/capture-goldens-vm.sh [CASE_NAME...]
 #   (no args: every goldens/cases/*.tc). Boots the VM once for all cases.
@@ -226,9 +228,11 @@ if [[ ! -f $BASE || $(cat "$BASE.stamp" 2>/dev/null) != "$stamp" ]]; then
     done
     # (sch_mq is not checked: it is always built in, obj-y in net/sched/Makefile.)
     need="sch_prio sch_tbf sch_ingress ifb veth dummy"
+    # The 6.18 profile is for dualpi2: a kernel without it (Debian's 6.18.15 has
+    # `# CONFIG_NET_SCH_DUALPI2 is not set`) cannot give its goldens.
     [[ $PROFILE == 6.18 ]] && need="$need sch_dualpi2"
     for m in $need; do
-        find "$IR/lib/modules/$KV" -name "$m.ko*" | grep -q . || grep -q "/$m.ko" "$MODDIR/modules.builtin" ||
+        [[ -n $(find "$IR/lib/modules/$KV" -name "$m.ko*" -print -quit) ]] || grep -q "/$m.ko" "$MODDIR/modules.builtin" ||
             die "module $m neither in the initramfs nor built in"
     done
     cp "$MODDIR"/modules.{builtin,builtin.modinfo,order} "$IR/lib/modules/$KV/"

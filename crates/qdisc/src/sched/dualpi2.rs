@@ -95,12 +95,12 @@ fn default_seed(handle: u32) -> u64 {
 
 /// `dualpi2_scale_alpha_beta`: Hz·256 to p-units per 64 ns.
 pub fn scale_alpha_beta(param: u32) -> u32 {
-    (((param as u64) * MAX_PROB as u64 >> ALPHA_BETA_SCALING) / 1_000_000_000) as u32
+    ((((param as u64) * MAX_PROB as u64) >> ALPHA_BETA_SCALING) / 1_000_000_000) as u32
 }
 
 /// `dualpi2_unscale_alpha_beta`: back to Hz·256, as dumps send it.
 pub fn unscale_alpha_beta(param: u32) -> u32 {
-    (((param as u64) * 1_000_000_000 << ALPHA_BETA_SCALING) / MAX_PROB as u64) as u32
+    ((((param as u64) * 1_000_000_000) << ALPHA_BETA_SCALING) / MAX_PROB as u64) as u32
 }
 
 /// `convert_us_to_nsec`: saturating at U32_MAX.
