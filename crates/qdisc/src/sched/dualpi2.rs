@@ -169,14 +169,17 @@ const USAGE: &str = "Usage: ... dualpi2\n\
 \x20              [alpha ALPHA] [beta BETA]\n\
 \x20              [split_gso|no_split_gso]\n";
 
-/// q_dualpi2.c `get_packets`: a base-10 count with a packet suffix.
+/// q_dualpi2.c `get_packets`: `strtoul` base 10 (blanks, a sign), then exactly a
+/// packet suffix; at most 2^32 − 1.
 fn get_packets(s: &str) -> Option<u32> {
-    let digits = s.len() - s.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-    let (n, suffix) = s.split_at(digits);
-    if n.is_empty() || !["p", "pkt", "pkts", "packet", "packets"].contains(&suffix) {
+    let lead = s.len() - s.trim_start_matches([' ', '\t', '\n', '\u{b}', '\u{c}', '\r']).len();
+    let signed = s[lead..].strip_prefix(['+', '-']).map_or(0, |_| 1);
+    let digits = s[lead + signed..].len() - s[lead + signed..].trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let (n, suffix) = s.split_at(lead + signed + digits);
+    if digits == 0 || !["p", "pkt", "pkts", "packet", "packets"].contains(&suffix) {
         return None;
     }
-    n.parse::<u64>().ok().and_then(|v| u32::try_from(v).ok())
+    units::get_u64_base10(n).and_then(|v| u32::try_from(v).ok())
 }
 
 /// q_dualpi2.c `parse_alpha_beta`: a float in [0, 2^24 − 1] Hz, sent ×256 (with a
@@ -208,8 +211,9 @@ pub fn parse(args: &mut Args) -> Result<DualPi2Opt, TcError> {
     let mut notes = String::new();
     while let Some(a) = args.next() {
         match a {
-            "limit" => o.limit = nz(units::get_u32(args.value()?).ok_or_else(|| ill("limit"))?),
-            "memlimit" => o.memory_limit = nz(units::get_u32(args.value()?).ok_or_else(|| ill("memlimit"))?),
+            // get_u32(…, 10) for the counts.
+            "limit" => o.limit = nz(units::get_unsigned10(args.value()?).ok_or_else(|| ill("limit"))?),
+            "memlimit" => o.memory_limit = nz(units::get_unsigned10(args.value()?).ok_or_else(|| ill("memlimit"))?),
             "target" => target = units::get_time(args.value()?).ok_or_else(|| ill("target"))?,
             "tupdate" => tupdate = units::get_time(args.value()?).ok_or_else(|| ill("tupdate"))?,
             "alpha" => alpha = Some(parse_alpha_beta("alpha", args.value()?, &mut notes)?),
@@ -229,7 +233,7 @@ pub fn parse(args: &mut Args) -> Result<DualPi2Opt, TcError> {
                 });
             }
             "min_qlen_step" => {
-                o.min_qlen_step = Some(units::get_u32(args.value()?).ok_or_else(|| ill("min_qlen_step"))?)
+                o.min_qlen_step = Some(units::get_unsigned10(args.value()?).ok_or_else(|| ill("min_qlen_step"))?)
             }
             "overflow" => o.drop_overload = Some(false),
             "drop_on_overload" => o.drop_overload = Some(true),
@@ -1056,6 +1060,7 @@ mod tests {
         // A bare number is a time (µs); packets need a suffix.
         assert_eq!(p("step_thresh 5").unwrap().step, Some(Step::Us(5)));
         assert_eq!(p("step_thresh 7packets").unwrap().step, Some(Step::Packets(7)));
+        assert_eq!(p("step_thresh +08pkt").unwrap().step, Some(Step::Packets(8)));
         // Zeros are not sent (min_qlen_step is, once given); rint(55.5) is 56.
         assert_eq!(p("limit 0 memlimit 0 target 0 tupdate 0 step_thresh 0p").unwrap(), DualPi2Opt::default());
         assert_eq!(p("min_qlen_step 0").unwrap().min_qlen_step, Some(0));
@@ -1068,6 +1073,10 @@ mod tests {
         let ill = |w: &str| TcError::tc(format!("Illegal \"{w}\"\n"));
         for (args, what) in [
             ("limit x", "limit"),
+            ("limit 0x10", "limit"),
+            ("memlimit -1", "memlimit"),
+            ("min_qlen_step 1p", "min_qlen_step"),
+            ("step_thresh -1p", "step_thresh"),
             ("alpha 16777216", "alpha"),
             ("alpha -1", "alpha"),
             ("beta 1x", "beta"),
@@ -1143,8 +1152,8 @@ mod tests {
         q.peek(ms(40));
         // 33 ms: (31 − 15) ms · 44 + (31 − 15) ms · 879 = 14 768 000 000; ÷ 64.
         assert_eq!(q.prob(), 206_015_625 + 230_750_000);
-        // The next update is at 49 ms: the head (now 1 ms old at 16 ms: the parked
-        // packet left the queue) gives 33 ms; (33 − 15)·44 + (33 − 31)·879 per ns.
+        // The next update is at 49 ms: packet 0 left (parked), so the head is packet
+        // 1, enqueued at 16 ms: 33 ms; (33 − 15) ms · 44 + (33 − 31) ms · 879.
         let before = q.prob();
         q.enqueue(pkt(3, 1000, 0), ms(49));
         assert_eq!(q.prob(), before + ((18_000_000u64 * 44 + 2_000_000 * 879) / 64) as u32);
