@@ -3,15 +3,22 @@
 # kernel 6.12 (booted under qemu) with the same iproute2 6.15 `tc`, into
 # goldens/kernel-6.12/<case>.json (same format as scripts/capture-goldens.sh,
 # which captures on the host's own kernel into goldens/kernel/).
+# With QDL_VM_PROFILE=6.18, for dualpi2's goldens: a Debian 6.18 kernel from
+# trixie-backports and iproute2 6.18's tc (the first with q_dualpi2.c, built by
+# scripts/build-iproute2.sh), into goldens/kernel-6.18-vm/. The kernel must have
+# sch_dualpi2: Debian's 6.18.15 is built with `# CONFIG_NET_SCH_DUALPI2 is not set`,
+# so the script stops at its module check until QDL_VM_KPKG names one that has it.
 #
 # Usage: scripts/capture-goldens-vm.sh [CASE_NAME...]
 #   (no args: every goldens/cases/*.tc). Boots the VM once for all cases.
 #
 # Environment:
 #   QDL_CACHE     cache dir (default: $HOME/.cache/qdisc-lab); VM bits in $QDL_CACHE/vm
+#   QDL_VM_PROFILE 6.12 (default) or 6.18: which kernel, suite, tc and output dir
 #   QDL_VM_KPKG   kernel package (default: what trixie's linux-image-amd64 depends on,
-#                 i.e. linux-image-6.12.<N>+deb13-amd64)
-#   QDL_VM_OUT    output dir (default: goldens/kernel-6.12)
+#                 i.e. linux-image-6.12.<N>+deb13-amd64; with profile 6.18 the newest
+#                 linux-image-6.18.<N>+deb13-amd64 of trixie-backports)
+#   QDL_VM_OUT    output dir (default: goldens/kernel-6.12, or goldens/kernel-6.18-vm)
 #   QDL_VM_ACCEL  tcg (default) or kvm; QDL_VM_TIMEOUT seconds (default 1800)
 #
 # How it works (everything cached and rebuilt only when an input changes):
@@ -39,9 +46,15 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LIB="$REPO_ROOT/scripts/lib"
 CASES_DIR="$REPO_ROOT/goldens/cases"
-OUT_DIR="${QDL_VM_OUT:-$REPO_ROOT/goldens/kernel-6.12}"
+PROFILE="${QDL_VM_PROFILE:-6.12}"
 CACHE="${QDL_CACHE:-$HOME/.cache/qdisc-lab}"
 VM="$CACHE/vm"
+case $PROFILE in
+    6.12) SUITE=trixie; KAPT="$VM/apt"; DEF_OUT=kernel-6.12 ;;
+    6.18) SUITE=trixie-backports; KAPT="$VM/apt-trixie-backports"; DEF_OUT=kernel-6.18-vm ;;
+    *) echo "capture-goldens-vm: QDL_VM_PROFILE must be 6.12 or 6.18" >&2; exit 1 ;;
+esac
+OUT_DIR="${QDL_VM_OUT:-$REPO_ROOT/goldens/$DEF_OUT}"
 ACCEL="${QDL_VM_ACCEL:-tcg}"
 TIMEOUT="${QDL_VM_TIMEOUT:-1800}"
 
@@ -55,13 +68,17 @@ BUSYBOX=/bin/busybox
 [[ -x $BUSYBOX ]] && ! ldd "$BUSYBOX" >/dev/null 2>&1 || die "need a static $BUSYBOX (apt-get install busybox-static)"
 
 # ------------------------------------------------------------ 1. iproute2 6.15
-# iproute2 6.15, private copy (see scripts/install-iproute2.sh for why).
-IPROUTE_DIR="$("$REPO_ROOT/scripts/install-iproute2.sh")"
+# iproute2 6.15, private copy (see scripts/install-iproute2.sh for why); for the
+# 6.18 profile, iproute2 6.18's tc (scripts/build-iproute2.sh) beside 6.15's ip.
+if [[ $PROFILE == 6.18 ]]; then
+    IPROUTE_DIR="$("$REPO_ROOT/scripts/build-iproute2.sh")"
+else
+    IPROUTE_DIR="$("$REPO_ROOT/scripts/install-iproute2.sh")"
+fi
 TC="$IPROUTE_DIR/sbin/tc"
 IP="$IPROUTE_DIR/bin/ip"
 
 # ------------------------------------------------------------ 2. kernel
-KAPT="$VM/apt"
 kapt_opts=(
     -o "Dir::Etc::SourceList=$KAPT/sources.list"
     -o "Dir::Etc::SourceParts=/dev/null"
@@ -71,29 +88,35 @@ kapt_opts=(
 )
 kapt_update() {
     mkdir -p "$KAPT/lists/partial" "$KAPT/archives/partial" "$VM/dl"
-    cat >"$KAPT/sources.list" <<'APT'
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
-APT
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $SUITE main" \
+        >"$KAPT/sources.list"
     apt-get "${kapt_opts[@]}" -q update >&2
 }
 KPKG="${QDL_VM_KPKG:-}"
 if [[ -z $KPKG ]]; then
-    # Reuse the newest cached 6.12 kernel; consult trixie only when none is.
-    cached=$(ls -1 "$VM"/dl/linux-image-6.12.*+deb13-amd64_*.deb 2>/dev/null | sort -V | tail -n1 || true)
+    # Reuse the newest cached kernel of the profile; consult the suite only when none is.
+    cached=$(ls -1 "$VM"/dl/linux-image-"$PROFILE".*+deb13-amd64_*.deb 2>/dev/null | sort -V | tail -n1 || true)
     if [[ -n $cached ]]; then
         KPKG=$(basename "$cached"); KPKG=${KPKG%%_*}
-    else
+    elif [[ $PROFILE == 6.12 ]]; then
         kapt_update
         KPKG=$(apt-cache "${kapt_opts[@]}" depends linux-image-amd64 |
                awk '/Depends: linux-image-6\.12\..*\+deb13-amd64/{print $2; exit}')
         [[ -n $KPKG ]] || die "no linux-image-6.12.*+deb13-amd64 in trixie"
+    else
+        # trixie-backports' linux-image-amd64 has moved past 6.18: take the
+        # newest 6.18 image it still carries.
+        kapt_update
+        KPKG=$(apt-cache "${kapt_opts[@]}" search --names-only '^linux-image-6\.18\.[0-9]+\+deb13-amd64$' |
+               awk '{print $1}' | sort -V | tail -n1)
+        [[ -n $KPKG ]] || die "no linux-image-6.18.*+deb13-amd64 in $SUITE"
     fi
 fi
-[[ $KPKG == linux-image-6.12.*+deb13-amd64 ]] || log "WARNING: $KPKG is not a 6.12 Debian 13 kernel"
+[[ $KPKG == linux-image-"$PROFILE".*+deb13-amd64 ]] || log "WARNING: $KPKG is not a $PROFILE Debian 13 kernel"
 KV=${KPKG#linux-image-}
 if ! ls "$VM"/dl/"$KPKG"_*.deb >/dev/null 2>&1; then
     [[ -f $KAPT/sources.list ]] || kapt_update
-    log "apt-get download $KPKG (trixie)"
+    log "apt-get download $KPKG ($SUITE)"
     (cd "$VM/dl" && { apt-get "${kapt_opts[@]}" -q download "$KPKG" >&2 ||
                       { kapt_update && apt-get "${kapt_opts[@]}" -q download "$KPKG" >&2; }; })
 fi
@@ -204,8 +227,12 @@ if [[ ! -f $BASE || $(cat "$BASE.stamp" 2>/dev/null) != "$stamp" ]]; then
         cp "$f" "$IR/lib/modules/$KV/$rel"
     done
     # (sch_mq is not checked: it is always built in, obj-y in net/sched/Makefile.)
-    for m in sch_prio sch_tbf sch_ingress ifb veth dummy; do
-        find "$IR/lib/modules/$KV" -name "$m.ko*" | grep -q . || grep -q "/$m.ko" "$MODDIR/modules.builtin" ||
+    need="sch_prio sch_tbf sch_ingress ifb veth dummy"
+    # The 6.18 profile is for dualpi2: a kernel without it (Debian's 6.18.15 has
+    # `# CONFIG_NET_SCH_DUALPI2 is not set`) cannot give its goldens.
+    [[ $PROFILE == 6.18 ]] && need="$need sch_dualpi2"
+    for m in $need; do
+        [[ -n $(find "$IR/lib/modules/$KV" -name "$m.ko*" -print -quit) ]] || grep -q "/$m.ko" "$MODDIR/modules.builtin" ||
             die "module $m neither in the initramfs nor built in"
     done
     cp "$MODDIR"/modules.{builtin,builtin.modinfo,order} "$IR/lib/modules/$KV/"
@@ -257,13 +284,20 @@ python3 "$LIB/vm_capture.py" assemble "$RUN/manifest.json" "$RUN/results" "$OUT_
 {
     cat "$RUN/results/versions.txt"
     echo "host date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "kernel package: $(basename "$KDEB") (Debian trixie)"
+    echo "kernel package: $(basename "$KDEB") (Debian $SUITE)"
     echo "qemu: $(qemu-system-x86_64 --version | head -n1), accel=$ACCEL, PVH boot of vmlinux, 2 vCPUs, 2 GiB"
     echo "captured by: scripts/capture-goldens-vm.sh"
     echo
     echo "notes:"
-    echo "- Same iproute2 6.15 tc binary (bookworm-backports build) and same absolute"
-    echo "  tc path / TC_LIB_DIR / environment as goldens/kernel/ (scripts/capture-goldens.sh)."
+    if [[ $PROFILE == 6.18 ]]; then
+        echo "- tc is iproute2 6.18.0 (the first release with q_dualpi2.c), built from the"
+        echo "  upstream tag by scripts/build-iproute2.sh against bookworm's libraries, no"
+        echo "  libbpf/libmnl/libcap/selinux; ip (device setup only) and the tc distribution"
+        echo "  tables are the bookworm-backports iproute2 6.15's."
+    else
+        echo "- Same iproute2 6.15 tc binary (bookworm-backports build) and same absolute"
+        echo "  tc path / TC_LIB_DIR / environment as goldens/kernel/ (scripts/capture-goldens.sh)."
+    fi
     echo "- kind=eth devices are ifb (no IFF_NO_QUEUE -> pfifo_fast, or mq when txqueues>1)."
     echo "- kind=ifb devices are ifb too, with ifb_setup's txqueuelen 32 unless the case names one."
     echo "- kind=veth devices are veth with peer NAME-peer left DOWN in the same netns,"

@@ -125,6 +125,10 @@ pub struct Ops {
     /// `parse_copt`, for kinds whose classes take options (htb).
     pub parse_class: Option<ClassParse>,
     pub flags: Flags,
+    /// The first kernel version that has the kind (`register_qdisc` in a module that
+    /// version ships), None for every version this engine follows. Older kernels —
+    /// and the iproute2 their goldens pair with — do not know the kind at all.
+    pub since: Option<crate::tree::KernelVersion>,
 }
 
 /// iproute2's `parse_copt`: a class command's options.

@@ -334,21 +334,24 @@ pub const DEFAULT_QDISC_SYSCTL: &str = "net.core.default_qdisc";
 ///
 /// The sysctl is kernel-global: it lives in the init network namespace's
 /// `net_core_table` only (a child netns has no /proc/sys/net/core/default_qdisc).
+/// Kinds only newer kernels have are taken here (the scenario names no kernel);
+/// [`crate::tc::Tc::set_default_qdisc`] refuses them on an older one.
 pub fn check_default_qdisc(kind: &str) -> Result<(), String> {
-    default_qdisc_ops(kind).map(|_| ())
+    default_qdisc_ops(kind, KernelVersion(u32::MAX, u32::MAX)).map(|_| ())
 }
 
 /// `qdisc_set_default`'s lookup of a value written to `net.core.default_qdisc`: the
 /// registered kind it names (see [`check_default_qdisc`]).
-pub(crate) fn default_qdisc_ops(value: &str) -> Result<&'static str, String> {
+pub(crate) fn default_qdisc_ops(value: &str, k: KernelVersion) -> Result<&'static str, String> {
     // proc_dostring into char id[IFNAMSIZ].
     let v = value.as_bytes();
     let v = &v[..v.iter().position(|&c| c == b'\n' || c == 0).unwrap_or(v.len())];
     let v = &v[..v.len().min(15)];
     sched::KINDS
         .iter()
-        .map(|k| k.id)
-        .find(|k| k.as_bytes() == v)
+        .filter(|o| o.since.is_none_or(|s| k >= s))
+        .map(|o| o.id)
+        .find(|id| id.as_bytes() == v)
         .ok_or_else(|| format!("sysctl: setting key \"{DEFAULT_QDISC_SYSCTL}\": No such file or directory"))
 }
 
@@ -746,7 +749,7 @@ impl Device {
         }
         // qdisc_create
         let kind = kind.unwrap_or("");
-        let Some(ops) = sched::lookup(kind) else {
+        let Some(ops) = sched::lookup_in(kind, self.kernel) else {
             return Err(TcError::with_errno("Specified qdisc kind is unknown", Errno::ENOENT));
         };
         if clid == TC_H_INGRESS && !ops.flags.ingress {

@@ -16,7 +16,7 @@ mod common;
 use std::path::PathBuf;
 
 use qdisc::tc::{makeargs, Tc};
-use qdisc::tree::DevSpec;
+use qdisc::tree::{DevSpec, KernelVersion};
 use regex::RegexBuilder;
 use serde_json::Value;
 
@@ -168,13 +168,19 @@ const NETEM_IN_TREE: &str = "tests check_netem_in_tree (\"net/sched: Restrict co
      netems to qdisc tree\"), which 6.12.117 does not have (goldens/kernel-6.12/netem-tree.json: both changes \
      succeed) and 6.18 replaced by marking duplicates (skb tc_depth)";
 
-fn run_case(case: &Value) -> Outcome {
+/// The kernel a file's cases run under: the first that has the kind (dualpi2:
+/// 6.18), else the default (6.12).
+fn kernel_for(kind: &str) -> KernelVersion {
+    qdisc::sched::lookup(kind).and_then(|o| o.since).unwrap_or_default()
+}
+
+fn run_case(case: &Value, kernel: KernelVersion) -> Outcome {
     if let Some((_, why)) =
         OTHER_KERNEL.iter().chain(ACTION_SKIPS).chain(FILTER_SKIPS).find(|(id, _)| case["id"].as_str() == Some(id))
     {
         return Outcome::Skip(why.to_string());
     }
-    let mut bed = Bed { tc: Tc::new(&devices(case)) };
+    let mut bed = Bed { tc: Tc::with_kernel(&devices(case), kernel) };
     bed.tc.lib = common::tc_lib();
     for s in case["setup"].as_array().into_iter().flatten() {
         // tdc setup entries may be [cmd, allowed exit codes…]; only the command matters here.
@@ -229,7 +235,7 @@ fn run_files(what: &str, dir: &std::path::Path, kinds: &[&str], at_least: usize)
         let before = (pass, fail, skip);
         for case in cases.as_array().unwrap() {
             let id = case["id"].as_str().unwrap_or("?");
-            match run_case(case) {
+            match run_case(case, kernel_for(kind)) {
                 Outcome::Pass => pass += 1,
                 Outcome::Fail(why) => {
                     fail += 1;

@@ -967,6 +967,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Cake::new(c.opts()?, c.dev, c.handle, c.now)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 impl Cake {

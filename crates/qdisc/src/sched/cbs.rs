@@ -67,6 +67,7 @@ pub static OPS: Ops = Ops {
     },
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 /// `div64_s64`: truncation toward zero, as C divides.

@@ -28,6 +28,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Choke::new(c.required()?, c.handle, c.now)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 /// CHOKE_MAX_QUEUE: the largest limit (packets).

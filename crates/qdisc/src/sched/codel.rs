@@ -420,6 +420,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Codel::new(c.opts()?.unwrap_or(&CodelOpt::default()), c.dev, c.now)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 /// The codel qdisc: `struct codel_sched_data` plus the qdisc's queue and counters.

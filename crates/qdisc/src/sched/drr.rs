@@ -31,6 +31,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Drr::new(c.handle))),
     parse_class: Some(|a| Ok(Opts::new(parse_class(a)?))),
     flags: Flags { no_options: true, ..Flags::NONE },
+    since: None,
 };
 
 /// q_drr.c `explain` and `explain2`.

@@ -45,6 +45,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Etf::new(c.opts::<EtfOpt>()?)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 /// `struct tc_etf_qopt`.

@@ -36,6 +36,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Ets::new(c.required()?, c.dev, c.handle)?)),
     parse_class: Some(|a| Ok(Opts::new(parse_class(a)?))),
     flags: Flags::NONE,
+    since: None,
 };
 
 /// q_ets.c `explain` and `cexplain`.

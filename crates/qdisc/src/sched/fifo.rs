@@ -45,6 +45,7 @@ macro_rules! ops {
             create: |c| create($kind, c),
             parse_class: None,
             flags: Flags::NONE,
+            since: None,
         }
     };
 }

@@ -518,6 +518,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Fq::new(c.opts()?.unwrap_or(&FqOpt::default()), c.dev, c.handle, c.now)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 impl Fq {

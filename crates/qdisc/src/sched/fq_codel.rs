@@ -550,6 +550,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(FqCodel::new(c.opts()?.unwrap_or(&FqCodelOpt::default()), c.dev, c.handle, c.now)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 impl FqCodel {

@@ -142,6 +142,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(FqPie::new(c.opts()?, c.dev, c.handle, c.now)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 impl FqPie {

@@ -53,6 +53,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Gred::new(c.required()?, c.dev, c.handle)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 /// What tc sends: the table (TCA_GRED_DPS, TCA_GRED_LIMIT if given) or one VQ

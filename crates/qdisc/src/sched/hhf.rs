@@ -116,6 +116,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Hhf::new(c.opts::<HhfOpt>()?, c.dev, c.handle, c.now)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 impl Hhf {

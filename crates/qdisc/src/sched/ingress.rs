@@ -31,6 +31,7 @@ pub static INGRESS: Ops = Ops {
     create: |c| create(false, c),
     parse_class: None,
     flags: Flags { ingress: true, ..Flags::NONE },
+    since: None,
 };
 
 pub static CLSACT: Ops = Ops {
@@ -39,6 +40,7 @@ pub static CLSACT: Ops = Ops {
     create: |c| create(true, c),
     parse_class: None,
     flags: Flags { ingress: true, ..Flags::NONE },
+    since: None,
 };
 
 /// `ingress_init` / `clsact_init`: only at the ingress hook.

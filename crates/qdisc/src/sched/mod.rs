@@ -13,6 +13,7 @@ pub mod cbs;
 pub mod choke;
 pub mod codel;
 pub mod drr;
+pub mod dualpi2;
 pub mod etf;
 pub mod ets;
 pub mod fifo;
@@ -45,6 +46,7 @@ pub use crate::qdisc::{Create, Flags, Ops, Opts, Parse};
 use crate::qdisc::{DevInfo, Qdisc};
 use crate::tc::{Args, TcError};
 use crate::time::Instant;
+use crate::tree::KernelVersion;
 
 /// Every kind this engine implements (`register_qdisc`), in the kernel's names.
 pub static KINDS: &[&Ops] = &[
@@ -55,6 +57,7 @@ pub static KINDS: &[&Ops] = &[
     &ingress::CLSACT,
     &codel::OPS,
     &drr::OPS,
+    &dualpi2::OPS,
     &etf::OPS,
     &ets::OPS,
     &fq::OPS,
@@ -85,15 +88,31 @@ pub static KINDS: &[&Ops] = &[
     &tbf::OPS,
 ];
 
-/// `qdisc_lookup_ops`: the registered kind named `kind`.
+/// `qdisc_lookup_ops`: the kind named `kind`, whichever kernel has it.
 pub fn lookup(kind: &str) -> Option<&'static Ops> {
     KINDS.iter().copied().find(|o| o.id == kind)
 }
 
+/// `qdisc_lookup_ops` on kernel `k`: the kind named `kind` if `k` has it
+/// ([`Ops::since`]).
+pub fn lookup_in(kind: &str, k: KernelVersion) -> Option<&'static Ops> {
+    lookup(kind).filter(|o| o.since.is_none_or(|s| k >= s))
+}
+
 /// iproute2 side: parse a kind's options (`q->parse_qopt`). `Ok(None)` means the
-/// command carries no TCA_OPTIONS at all.
+/// command carries no TCA_OPTIONS at all. Every kind is known (the newest tc).
 pub fn parse(kind: &str, args: &mut Args) -> Result<Option<Opts>, TcError> {
-    match lookup(kind).map(|o| &o.parse) {
+    parse_ops(kind, lookup(kind), args)
+}
+
+/// [`parse`] by the tc paired with kernel `k`: a kind `k` lacks is unknown to it
+/// too (iproute2 6.15 has no q_dualpi2.c), so it gets tc's generic refusal.
+pub fn parse_in(kind: &str, k: KernelVersion, args: &mut Args) -> Result<Option<Opts>, TcError> {
+    parse_ops(kind, lookup_in(kind, k), args)
+}
+
+fn parse_ops(kind: &str, ops: Option<&'static Ops>, args: &mut Args) -> Result<Option<Opts>, TcError> {
+    match ops.map(|o| &o.parse) {
         Some(Parse::Qopt(p)) => p(args),
         Some(Parse::PrintOnly) => {
             if !args.is_empty() {
@@ -150,7 +169,7 @@ pub fn create_with_default(
     now: Instant,
     default_qdisc: &str,
 ) -> Result<Box<dyn Qdisc>, TcError> {
-    let ops = lookup(kind).ok_or_else(|| TcError::kernel("Specified qdisc kind is unknown"))?;
+    let ops = lookup_in(kind, dev.kernel).ok_or_else(|| TcError::kernel("Specified qdisc kind is unknown"))?;
     (ops.create)(&Create { opts, dev, handle, parent, now, default_qdisc })
 }
 

@@ -25,6 +25,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Mq::new(c.dev, c.handle, c.parent, c.default_qdisc, c.now)?)),
     parse_class: None,
     flags: Flags { per_txq: true, no_options: true, ..Flags::NONE },
+    since: None,
 };
 
 pub struct Mq {

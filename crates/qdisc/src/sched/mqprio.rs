@@ -43,6 +43,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Mqprio::new(c.required()?, c.dev, c.handle, c.parent, c.default_qdisc, c.now)?)),
     parse_class: None,
     flags: Flags { per_txq: true, ..Flags::NONE },
+    since: None,
 };
 
 /// What tc sends: `struct tc_mqprio_qopt` and whether any attribute follows it

@@ -28,6 +28,7 @@ pub static OPS: Ops = Ops {
     },
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 /// q_multiq.c `explain`.

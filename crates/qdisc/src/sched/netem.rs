@@ -693,6 +693,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Netem::new(c.required()?, c.handle, c.now)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 impl Netem {

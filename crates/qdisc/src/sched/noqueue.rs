@@ -24,6 +24,7 @@ pub static NOQUEUE: Ops = Ops {
     create: |_| Ok(Box::new(Noqueue::default())),
     parse_class: None,
     flags: Flags { no_enqueue: true, no_options: true, ..Flags::NONE },
+    since: None,
 };
 
 /// `noop_qdisc_ops`: not registered (tc cannot name it), only placed by the kernel.
@@ -33,6 +34,7 @@ pub static NOOP: Ops = Ops {
     create: |_| Ok(Box::new(Noop)),
     parse_class: None,
     flags: Flags { builtin: true, no_options: true, ..Flags::NONE },
+    since: None,
 };
 
 #[derive(Default)]

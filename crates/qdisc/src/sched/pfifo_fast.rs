@@ -25,6 +25,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(PfifoFast::new(c.dev)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 pub struct PfifoFast {

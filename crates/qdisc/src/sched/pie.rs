@@ -506,6 +506,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Pie::new(c.opts()?, c.dev, c.handle, c.now))),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 impl Pie {

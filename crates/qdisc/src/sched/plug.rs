@@ -23,6 +23,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Plug::new(c.opts::<PlugOpt>()?, c.dev))),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 /// q_plug.c `explain`.

@@ -124,6 +124,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Prio::new(c.required()?, c.dev, c.handle)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 /// One prio qdisc (`struct prio_sched_data` plus the qdisc's own counters).

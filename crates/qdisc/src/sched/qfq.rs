@@ -48,6 +48,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Qfq::new(c.handle, c.dev))),
     parse_class: Some(|a| Ok(Opts::new(parse_class(a)?))),
     flags: Flags { no_options: true, ..Flags::NONE },
+    since: None,
 };
 
 /// q_qfq.c `explain` and `explain_class`.

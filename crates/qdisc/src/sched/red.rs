@@ -634,6 +634,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Red::new(c.required()?, c.dev, c.handle, c.now)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 impl Red {

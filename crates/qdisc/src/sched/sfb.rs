@@ -156,6 +156,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Sfb::new(c.opts::<SfbOpt>()?, c.dev, c.handle, c.now))),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 impl Sfb {

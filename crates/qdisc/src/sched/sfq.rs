@@ -401,6 +401,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Sfq::new(c.opts()?, c.dev, c.handle, c.now)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 impl Sfq {

@@ -28,6 +28,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Skbprio::new(c.opts::<SkbprioOpt>()?))),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 /// q_skbprio.c `explain`.

@@ -80,6 +80,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Taprio::new(c.opts::<TaprioOpt>()?, c.dev, c.handle, c.parent, c.now)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 /// One `sched-entry CMD GATEMASK INTERVAL`.

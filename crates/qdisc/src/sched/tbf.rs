@@ -285,6 +285,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Tbf::new(c.required()?, c.dev, c.handle, c.now)?)),
     parse_class: None,
     flags: Flags::NONE,
+    since: None,
 };
 
 impl Tbf {

@@ -328,7 +328,7 @@ impl Tc {
     /// noqueue too when KIND cannot be made there (see [`tree::check_default_qdisc`]).
     /// The error is sysctl's for a kind the kernel refuses.
     pub fn with_default_qdisc(specs: &[DevSpec], k: KernelVersion, kind: &str) -> Result<Tc, String> {
-        Ok(Self::boot(specs, k, tree::default_qdisc_ops(kind)?))
+        Ok(Self::boot(specs, k, tree::default_qdisc_ops(kind, k)?))
     }
 
     fn boot(specs: &[DevSpec], k: KernelVersion, default_qdisc: &'static str) -> Self {
@@ -373,7 +373,7 @@ impl Tc {
     /// what sysctl prints for a kind the kernel refuses (unknown or not implemented
     /// here); classful and mq-like kinds are accepted, see [`tree::check_default_qdisc`].
     pub fn set_default_qdisc(&mut self, kind: &str) -> Result<(), String> {
-        let kind = tree::default_qdisc_ops(kind)?;
+        let kind = tree::default_qdisc_ops(kind, self.kernel)?;
         self.default_qdisc = kind;
         for d in &mut self.devices {
             d.default_qdisc = kind;
@@ -689,7 +689,7 @@ impl Tc {
         }
         a.set_lib(self.lib.clone());
         let opts = match kind {
-            Some(k) => sched::parse(k, &mut a),
+            Some(k) => sched::parse_in(k, self.kernel, &mut a),
             None => Ok(None),
         };
         // What tc printed while parsing comes first, error or not.

@@ -247,6 +247,18 @@ pub fn parse_percent(s: &str) -> Option<f64> {
     Some(v)
 }
 
+/// lib/utils.c `get_float_min_max`: `strtof` over the whole word, within [min, max].
+pub fn get_float_min_max(s: &str, min: f32, max: f32) -> Option<f32> {
+    let (v, rest) = strtod(s)?;
+    if !rest.is_empty() {
+        return None;
+    }
+    // strtof rounds the decimal once; the digits strtod took, read as f32, do too.
+    let text = s.trim_start_matches([' ', '\t']);
+    let v = text.parse::<f32>().unwrap_or(v as f32);
+    (v >= min && v <= max).then_some(v)
+}
+
 /// iproute2 `get_u64(&v, s, 10)`: `strtoull` over the whole word (a minus sign
 /// negates modulo 2^64; white space may lead).
 pub fn get_u64_base10(s: &str) -> Option<u64> {

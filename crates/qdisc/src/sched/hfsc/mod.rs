@@ -70,6 +70,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Hfsc::new(c.handle, c.required::<HfscOpt>()?.defcls, c.dev))),
     parse_class: Some(|a| Ok(Opts::new(parse_class(a)?))),
     flags: Flags::NONE,
+    since: None,
 };
 
 /// A parent's two trees of active children: by virtual time and by fit time.

@@ -260,6 +260,7 @@ pub static OPS: Ops = Ops {
     create: |c| Ok(Box::new(Htb::new(c.required()?, c.dev, c.handle, c.parent, c.now)?)),
     parse_class: Some(|a| Ok(Opts::new(parse_class(a)?))),
     flags: Flags::NONE,
+    since: None,
 };
 
 impl Htb {
