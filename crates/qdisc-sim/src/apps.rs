@@ -797,8 +797,9 @@ impl Sim {
     /// The receiver of TCP connection `flow` read what had arrived (`tcp_cleanup_rbuf`):
     /// an ACK it held back may go now.
     pub fn tcp_read(&mut self, flow: u32) {
+        let now = self.now;
         let Some(f) = self.tcp.get_mut(flow as usize) else { return };
-        if let Some(ack) = f.receiver.as_mut().and_then(|r| r.on_read()) {
+        if let Some(ack) = f.receiver.as_mut().and_then(|r| r.on_read(now)) {
             self.tcp_send_ack(flow, ack);
             self.arm_receiver(flow);
         }

@@ -812,6 +812,12 @@ impl Sim {
                         f.cfg.syn_retries = int(&t.from, "net.ipv4.tcp_syn_retries", f.cfg.syn_retries);
                         f.cfg.synack_retries = int(&t.to, "net.ipv4.tcp_synack_retries", f.cfg.synack_retries);
                         f.cfg.slow_start_after_idle = int(&t.from, "net.ipv4.tcp_slow_start_after_idle", 1) != 0;
+                        // The receiving host's buffer (a shorter list keeps the rest).
+                        if let Some(v) = sysctl(&t.to, "net.ipv4.tcp_rmem") {
+                            for (slot, w) in f.cfg.rmem.iter_mut().zip(v.split_whitespace()) {
+                                *slot = w.parse().unwrap_or(*slot);
+                            }
+                        }
                         f.rate = *rate;
                         f.set_path(mtu, gso);
                         f.snd_cpu = place(self, src, &t.sender_cpus, stream as usize);

@@ -38,14 +38,16 @@ const BUNDLED: &[(&str, &str)] = &[
 /// p50, p99, drops, retransmits.
 const WHY: &[(&str, &str, &str)] = &[
     ("host-htb50-pfifo1000-cubic2", "p50", SKB_SIZES),
+    ("host-bufferbloat-pfifo", "p50", SKB_SIZES),
+    ("host-htb100-pfifo100-cubic4", "p50", SKB_SIZES),
+    ("host-tbf20-limit30000-cubic2", "p50", BYTE_LIMIT),
+    ("host-tbf50-32k-lat50-bbr4", "retransmits", BBR_TBF),
     ("host-htb50-default-cubic1", "p50", SKB_SIZES),
     ("host-htb50-default-cubic1", "p99", SKB_SIZES),
     ("host-htb50-pfifo20-cubic8", "p50", SKB_SIZES),
     ("host-htb50-pfifo20-cubic8", "p99", SKB_SIZES),
     ("host-htb50-pfifo20-cubic8", "drops", SKB_SIZES),
     ("host-htb100-bfifo60000-cubic1", "p50", SKB_SIZES),
-    ("host-htb100-bfifo60000-cubic1", "p99", SKB_SIZES),
-    ("host-htb50-bfifo100000-cubic2", "p99", SKB_SIZES),
     ("host-tbf100-pfifo200-cubic2", "p50", TBF_CUT),
     ("host-tbf100-pfifo200-cubic2", "p99", TBF_CUT),
     ("host-tbf100-pfifo200-cubic2", "drops", TBF_CUT),
@@ -53,7 +55,6 @@ const WHY: &[(&str, &str, &str)] = &[
     ("host-tbf50-32k-lat50-cubic4", "drops", TBF_CUT),
     ("host-tbf5-10k-lat100-cubic1", "p50", TBF_CUT),
     ("host-tbf5-10k-lat100-cubic1", "drops", TBF_CUT),
-    ("host-tbf20-limit30000-cubic2", "p99", BYTE_LIMIT),
     ("host-tbf20-limit30000-cubic2", "drops", BYTE_LIMIT),
     ("host-tbf100-64k-lat20-cubic8", "drops", BYTE_LIMIT),
     ("host-htb100-bfifo60000-cubic1", "drops", BYTE_LIMIT),
@@ -64,6 +65,11 @@ const WHY: &[(&str, &str, &str)] = &[
     ("host-htb100-pfifo100-bbr4", "p50", BBR_QUEUE),
     ("host-htb100-pfifo100-bbr4", "p99", BBR_STARTUP),
     ("host-htb20-pfifo1000-bbr8", "p99", BBR_STARTUP),
+    ("host-bufferbloat-pfifo", "retransmits", RWND_TLP),
+    ("host-htb100-pfifo100-cubic4", "retransmits", RWND_TLP),
+    ("host-htb20-pfifo50-cubic4", "retransmits", RWND_TLP),
+    ("host-htb5-pfifo100-cubic1", "retransmits", RWND_TLP),
+    ("host-htb50-pfifo20-cubic8", "retransmits", RWND_TLP),
     ("host-htb5-pfifo100-bbr1", "p50", BBR_DRAIN),
     ("host-tbf50-32k-lat50-bbr4", "p50", BBR_QUEUE),
     ("host-tbf50-32k-lat50-bbr4", "drops", BBR_TBF),
@@ -72,6 +78,7 @@ const WHY: &[(&str, &str, &str)] = &[
     ("host-idle-veth-ping", "p50", IDLE_PING),
     ("host-idle-veth-ping", "p99", IDLE_PING),
     ("vm-htb10-fq_codel-rtt0-cubic8", "p99", TCG_NOT_ALIKE),
+    ("vm-htb10-fq_codel-rtt0-cubic8", "drops", TCG_NOT_ALIKE),
     ("vm-bufferbloat-fq_codel", "throughput", TCG_CPU),
     ("vm-bufferbloat-fq_codel", "p50", TCG_PING_P50),
     ("vm-bufferbloat-fq_codel", "drops", TCG_FEWER),
@@ -121,6 +128,13 @@ const BBR_QUEUE: &str = "bbr in PROBE_BW keeps cwnd at 2 BDP plus its ACK-aggreg
      (extra_acked) and quantization budget; the standing queue that leaves differs from the kernel's by \
      2-8 ms (both directions across rows): the allowance follows the ACK pattern (GRO, delayed and \
      stretched ACKs on the veth path) that the model reproduces only approximately";
+const RWND_TLP: &str = "no drop anywhere: early on the model's flows are limited by the receive window \
+     while it still grows (rcv_ssthresh, then DRS once the receiver has an RTT), and a tail loss probe \
+     that fires then finds no whole segment that fits the window, so tcp_send_loss_probe retransmits the \
+     last one, which counts in Retr (traced in htb5-pfifo100-cubic1: snd_una 94120, snd_nxt 183896, \
+     window 91136); the kernel's runs count none. Not traced further: whether the kernel's window is \
+     larger by then (its receiver also takes RTT samples from timestamps, which the model does not) or its \
+     probe does not fire";
 const BBR_STARTUP: &str = "the 1 % largest samples come from STARTUP's queue peak at the start, which \
      the model builds lower than the kernel: its p99 is 18-36 % below the kernel's in these bbr rows";
 const BBR_DRAIN: &str = "the cwnd trajectory matches the kernel's (STARTUP to 263 KB, the long drain \
@@ -368,6 +382,6 @@ fn ifb_download_shaping_in_detail() {
             .unwrap()
     };
     let (ingress, htb) = (q("eth0", "ingress"), q("ifb0", "htb"));
-    assert_eq!(ingress["packets"].as_u64(), Some(18210));
-    assert_eq!((htb["packets"].as_u64(), htb["drops"].as_u64()), (Some(17468), Some(106)));
+    assert_eq!(ingress["packets"].as_u64(), Some(18177));
+    assert_eq!((htb["packets"].as_u64(), htb["drops"].as_u64()), (Some(17462), Some(108)));
 }

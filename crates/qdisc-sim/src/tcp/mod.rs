@@ -57,15 +57,14 @@
 //! # Simplifications (each also noted where it applies)
 //!
 //! No FIN, zero-window probing, PMTU probing, SACK reneging at the
-//! receiver, buffer autotuning (the receive window is fixed at
-//! [`TcpConfig::rcv_wnd`], so `tcp_grow_window`'s quickacks are absent; the send
-//! buffer at [`TcpConfig::sndbuf`], counted in payload bytes, not truesize), GRO,
+//! receiver, the timestamp samples of the receiver's RTT (DRS runs on
+//! `tcp_rcv_rtt_measure`'s, [`receiver`]), send-buffer autotuning (the send
+//! buffer is [`TcpConfig::sndbuf`], counted in payload bytes, not truesize), GRO,
 //! PAWS, RFC 2861's cwnd validation of application-limited periods
 //! (`tcp_cwnd_application_limited`), `tcp_retries2` give-up, or
 //! the `skb_still_in_host_queue` check (the sender does not know which of its skbs
 //! are still in the local qdisc). Receive-window-limited sends are whole segments
-//! (no sub-MSS tail). The receiver has no RTT estimator of its own (SACK
-//! compression uses the handshake RTT). CUBIC's `cubic_root` uses an exact integer
+//! (no sub-MSS tail). SACK compression uses the handshake RTT. CUBIC's `cubic_root` uses an exact integer
 //! cube root instead of the kernel's table + one Newton step (≤ 0.2 % apart). Where
 //! later kernels changed things (the TSQ cap, `tcp_tso_should_defer`'s ACK-timing
 //! test, `tcp_packet_delayed`, AccECN), the 6.12 code is followed.
@@ -219,8 +218,10 @@ pub struct TcpConfig {
     /// `net.ipv4.tcp_limit_output_bytes` = 1048576 in 6.12 (raised to 4 MiB in 6.16); caps the
     /// TSQ budget of sockets with pacing status `None` only.
     pub tsq_limit: u64,
-    /// Receive window the receiver advertises (fixed: autotuning is not modelled).
-    pub rcv_wnd: u64,
+    /// `net.ipv4.tcp_rmem` of the receiving host (min, default, max; bytes of truesize):
+    /// `sk_rcvbuf` starts at the default, the window scale follows the max
+    /// ([`receiver`]: the receive window).
+    pub rmem: [u32; 3],
     /// `sk_pacing_status` at start; the simulator sets `Fq` when the egress qdisc is fq.
     pub pacing_status: PacingStatus,
     /// `SO_MAX_PACING_RATE` (`sk_max_pacing_rate`), bytes/s; `u64::MAX` = unset.
@@ -258,7 +259,7 @@ pub struct TcpConfig {
     /// `sk_pacing_shift` = 10 (about 1 ms of pacing rate per TSO skb / TSQ budget).
     pub pacing_shift: u32,
     /// Payload bytes the socket may hold sent-but-unacknowledged (the application keeps
-    /// the rest of `sk_sndbuf` filled). Unlimited by default, like `rcv_wnd`; Linux caps
+    /// the rest of `sk_sndbuf` filled). Unlimited by default; Linux caps
     /// `sk_sndbuf` at `tcp_wmem[2]` = 4 MiB (truesize), which limits high-BDP paths.
     pub sndbuf: u64,
     /// Seed of the socket's own randomness (BBR's gain-cycle start phase, the kernel's
@@ -282,7 +283,7 @@ impl Default for TcpConfig {
             ecn: false,
             tso: true,
             tsq_limit: 1 << 20,
-            rcv_wnd: 1 << 30,
+            rmem: [4096, 131072, 6291456],
             pacing_status: PacingStatus::None,
             max_pacing_rate: u64::MAX,
             hz: 250,

@@ -214,8 +214,8 @@ impl TcpSender {
             snd_una: 0,
             snd_nxt: 0,
             written: None,
-            snd_wnd: cfg.rcv_wnd,
-            max_window: cfg.rcv_wnd,
+            snd_wnd: super::receiver::synack_window(&cfg),
+            max_window: super::receiver::synack_window(&cfg),
             sb: Scoreboard::new(mss),
             w: Window {
                 cwnd: if cfg.syn_cwnd_one { 1 } else { cfg.initial_cwnd },
