@@ -65,11 +65,6 @@ const WHY: &[(&str, &str, &str)] = &[
     ("host-htb100-pfifo100-bbr4", "p50", BBR_QUEUE),
     ("host-htb100-pfifo100-bbr4", "p99", BBR_STARTUP),
     ("host-htb20-pfifo1000-bbr8", "p99", BBR_STARTUP),
-    ("host-bufferbloat-pfifo", "retransmits", RWND_TLP),
-    ("host-htb100-pfifo100-cubic4", "retransmits", RWND_TLP),
-    ("host-htb20-pfifo50-cubic4", "retransmits", RWND_TLP),
-    ("host-htb5-pfifo100-cubic1", "retransmits", RWND_TLP),
-    ("host-htb50-pfifo20-cubic8", "retransmits", RWND_TLP),
     ("host-htb5-pfifo100-bbr1", "p50", BBR_DRAIN),
     ("host-tbf50-32k-lat50-bbr4", "p50", BBR_QUEUE),
     ("host-tbf50-32k-lat50-bbr4", "drops", BBR_TBF),
@@ -128,13 +123,6 @@ const BBR_QUEUE: &str = "bbr in PROBE_BW keeps cwnd at 2 BDP plus its ACK-aggreg
      (extra_acked) and quantization budget; the standing queue that leaves differs from the kernel's by \
      2-8 ms (both directions across rows): the allowance follows the ACK pattern (GRO, delayed and \
      stretched ACKs on the veth path) that the model reproduces only approximately";
-const RWND_TLP: &str = "no drop anywhere: early on the model's flows are limited by the receive window \
-     while it still grows (rcv_ssthresh, then DRS once the receiver has an RTT), and a tail loss probe \
-     that fires then finds no whole segment that fits the window, so tcp_send_loss_probe retransmits the \
-     last one, which counts in Retr (traced in htb5-pfifo100-cubic1: snd_una 94120, snd_nxt 183896, \
-     window 91136); the kernel's runs count none. Not traced further: whether the kernel's window is \
-     larger by then (its receiver also takes RTT samples from timestamps, which the model does not) or its \
-     probe does not fire";
 const BBR_STARTUP: &str = "the 1 % largest samples come from STARTUP's queue peak at the start, which \
      the model builds lower than the kernel: its p99 is 18-36 % below the kernel's in these bbr rows";
 const BBR_DRAIN: &str = "the cwnd trajectory matches the kernel's (STARTUP to 263 KB, the long drain \

@@ -61,9 +61,11 @@
 //! `tcp_rcv_rtt_measure`'s, [`receiver`]), send-buffer autotuning (the send
 //! buffer is [`TcpConfig::sndbuf`], counted in payload bytes, not truesize), GRO,
 //! PAWS, RFC 2861's cwnd validation of application-limited periods
-//! (`tcp_cwnd_application_limited`), `tcp_retries2` give-up, or
-//! the `skb_still_in_host_queue` check (the sender does not know which of its skbs
-//! are still in the local qdisc). Receive-window-limited sends are whole segments
+//! (`tcp_cwnd_application_limited`), or `tcp_retries2` give-up.
+//! `skb_still_in_host_queue` (no retransmission of an skb still in the local qdisc or
+//! driver) knows what left the host from `sk_wmem_alloc` alone, taking the socket's
+//! skbs to leave in the order sent (a qdisc that drops or reorders them makes it
+//! approximate). Receive-window-limited sends are whole segments
 //! (no sub-MSS tail). SACK compression uses the handshake RTT. CUBIC's `cubic_root` uses an exact integer
 //! cube root instead of the kernel's table + one Newton step (≤ 0.2 % apart). Where
 //! later kernels changed things (the TSQ cap, `tcp_tso_should_defer`'s ACK-timing

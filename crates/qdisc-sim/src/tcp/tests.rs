@@ -1060,3 +1060,69 @@ fn window_limited_flow_sends_rwnd_per_rtt() {
     // Not cwnd-limited: the window does not grow (tcp_is_cwnd_limited).
     assert_eq!(net.snd.cwnd(), cwnd1);
 }
+
+/// `skb_still_in_host_queue`: a retransmission of an skb whose last transmission has
+/// not left the host (a slow shaper's queue on the sending host) is skipped. The
+/// sender knows what left from `sk_wmem_alloc`, its skbs leaving in the order sent.
+/// A flow limited by a 4-segment window sends it at 0 ms (two 2-segment skbs); the loss probe fires at
+/// 2 · 20 ms + 2 ms, 11 jiffies; no new data fits, so it would retransmit the last
+/// segment — not while that is still queued. The RTO (220 ms) would retransmit the
+/// head — not while it is queued either; its release (TSQ) retransmits it.
+#[test]
+fn retransmissions_skip_skbs_still_in_the_host() {
+    let sender = || {
+        let mut s = open_sender(cfg(), Instant::ZERO);
+        (s.snd_wnd, s.max_window) = (4 * MSS as u64, 4 * MSS as u64);
+        let mut charged = Vec::new();
+        while let Some(seg) = s.poll_transmit(Instant::ZERO, charged.iter().sum()) {
+            charged.push(u64::from(seg.truesize()));
+        }
+        assert_eq!((s.snd_nxt(), charged.len()), (4 * MSS as u64, 2));
+        assert_eq!(s.next_timer(), Some(ms(44)), "the loss probe");
+        s.on_timer(ms(44));
+        (s, charged)
+    };
+    // Everything still queued: no probe, the RTO stays where the head's send put it.
+    let (mut s, charged) = sender();
+    let all: u64 = charged.iter().sum();
+    assert_eq!(s.poll_transmit(ms(44), all), None);
+    assert!(s.tsq_throttled());
+    assert_eq!((s.stats().tlp_count, s.stats().retransmits), (0, 0));
+    assert_eq!(s.next_timer(), Some(ms(220)));
+    // Only the first skb left: the head is no longer busy, the last one still is.
+    let head = charged[0];
+    s.on_timer(ms(220));
+    assert_eq!(s.stats().rto_count, 1);
+    let rtx = s.poll_transmit(ms(220), all - head).expect("the head goes again");
+    assert_eq!((rtx.seq, rtx.len, rtx.retransmit), (0, MSS, true));
+    assert_eq!(s.stats().retransmits, 1);
+
+    // Everything left: the probe retransmits the last segment.
+    let (mut s, _) = sender();
+    let p = s.poll_transmit(ms(44), 0).expect("the probe");
+    assert_eq!((p.seq, p.len, p.retransmit), (3 * MSS as u64, MSS, true));
+    assert_eq!(s.poll_transmit(ms(44), u64::from(p.truesize())), None);
+    assert_eq!((s.stats().tlp_count, s.stats().retransmits), (1, 1));
+}
+
+/// The RTO head while it is still queued: -EBUSY, `tcp_retransmit_timer` backs off as
+/// if it had gone; the skb's release runs the TSQ handler, which retransmits it.
+#[test]
+fn rto_head_still_queued_goes_on_its_release() {
+    let mut s = open_sender(cfg(), Instant::ZERO);
+    (s.snd_wnd, s.max_window) = (4 * MSS as u64, 4 * MSS as u64);
+    let mut all = 0;
+    while let Some(seg) = s.poll_transmit(Instant::ZERO, all) {
+        all += u64::from(seg.truesize());
+    }
+    s.on_timer(ms(44));
+    assert_eq!(s.poll_transmit(ms(44), all), None);
+    s.on_timer(ms(220));
+    assert_eq!(s.poll_transmit(ms(220), all), None, "the head is still queued");
+    assert!(s.tsq_throttled());
+    assert_eq!((s.stats().rto_count, s.stats().retransmits, s.stats().rto), (1, 0, Duration::from_millis(440)));
+    // The queue drains at 300 ms: the release retries the queue, the head goes.
+    let rtx = s.poll_transmit(ms(300), 0).expect("the TSQ handler retransmits");
+    assert_eq!((rtx.seq, rtx.len, rtx.retransmit), (0, MSS, true));
+    assert_eq!(s.stats().retransmits, 1);
+}
