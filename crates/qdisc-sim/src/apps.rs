@@ -478,6 +478,7 @@ impl Sim {
             f.cfg.syn_rtt = Some(done.rtt);
             f.cfg.syn_retrans = done.syn_retrans;
             f.cfg.syn_cwnd_one = done.cwnd_one;
+            f.cfg.synack_tsval = done.ack.tsecr;
             let mut sender = tcp::TcpSender::new(f.cfg.clone(), now);
             let (src, dst) = (f.src, f.dst);
             if let Some(iface) = self.hosts[src as usize].route[dst as usize] {

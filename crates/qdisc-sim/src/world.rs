@@ -799,6 +799,7 @@ impl Sim {
                         // The socket's own randomness (BBR's first gain-cycle phase).
                         f.cfg.seed = Rng::new(s.seed ^ 0x7463_705f ^ ((id as u64) << 32)).next_u64();
                         f.cfg.defer_until_expected_ack = self.kernel >= KernelVersion(6, 18);
+                        f.cfg.comp_sack_rtt_percent = (self.kernel >= KernelVersion(6, 18)).then_some(33);
                         // ECN is negotiated only between two dctcp defaults: iperf3 sets -C
                         // on the connected socket, so the SYN went out with the client's
                         // default module, and only dctcp (TCP_CONG_NEEDS_ECN) asks with

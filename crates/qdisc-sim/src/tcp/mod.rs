@@ -57,8 +57,7 @@
 //! # Simplifications (each also noted where it applies)
 //!
 //! No FIN, zero-window probing, PMTU probing, SACK reneging at the
-//! receiver, the timestamp samples of the receiver's RTT (DRS runs on
-//! `tcp_rcv_rtt_measure`'s, [`receiver`]), send-buffer autotuning (the send
+//! receiver, send-buffer autotuning (the send
 //! buffer is [`TcpConfig::sndbuf`], counted in payload bytes, not truesize), GRO,
 //! PAWS, RFC 2861's cwnd validation of application-limited periods
 //! (`tcp_cwnd_application_limited`), or `tcp_retries2` give-up.
@@ -66,7 +65,7 @@
 //! driver) knows what left the host from `sk_wmem_alloc` alone, taking the socket's
 //! skbs to leave in the order sent (a qdisc that drops or reorders them makes it
 //! approximate). Receive-window-limited sends are whole segments
-//! (no sub-MSS tail). SACK compression uses the handshake RTT. CUBIC's `cubic_root` uses an exact integer
+//! (no sub-MSS tail). CUBIC's `cubic_root` uses an exact integer
 //! cube root instead of the kernel's table + one Newton step (≤ 0.2 % apart). Where
 //! later kernels changed things (the TSQ cap, `tcp_tso_should_defer`'s ACK-timing
 //! test, `tcp_packet_delayed`, AccECN), the 6.12 code is followed.
@@ -238,6 +237,9 @@ pub struct TcpConfig {
     pub syn_retrans: u32,
     /// `tcp_init_transfer` starts at cwnd 1: more than one SYN retransmitted, not spuriously.
     pub syn_cwnd_one: bool,
+    /// The SYN-ACK's TSval ([`ts_ms`] of the peer's clock), the sender's first
+    /// `ts_recent`: what its first data echoes (0 = none).
+    pub synack_tsval: u32,
     /// `net.ipv4.tcp_syn_retries` = 6 (the client's host).
     pub syn_retries: u32,
     /// `net.ipv4.tcp_synack_retries` = 5 (the server's host).
@@ -271,6 +273,10 @@ pub struct TcpConfig {
     /// within min(1 ms, srtt/2) of now (from the oldest unacknowledged skb's send time
     /// plus srtt); 6.12 defers once that skb left more than srtt/2 ago.
     pub defer_until_expected_ack: bool,
+    /// SACK compression's delay as a share of the receiver's RTT, at most
+    /// `tcp_comp_sack_delay_ns`: `net.ipv4.tcp_comp_sack_rtt_percent` (33 in 6.18), or
+    /// `None` for 6.12's fixed 5 %.
+    pub comp_sack_rtt_percent: Option<u32>,
 }
 
 impl Default for TcpConfig {
@@ -292,6 +298,7 @@ impl Default for TcpConfig {
             syn_rtt: None,
             syn_retrans: 0,
             syn_cwnd_one: false,
+            synack_tsval: 0,
             syn_retries: 6,
             synack_retries: 5,
             slow_start_after_idle: true,
@@ -304,6 +311,7 @@ impl Default for TcpConfig {
             gso_max_size: GSO_MAX_SIZE,
             pacing_shift: 10,
             defer_until_expected_ack: false,
+            comp_sack_rtt_percent: None,
             sndbuf: u64::MAX,
             seed: 0,
         }
@@ -329,6 +337,9 @@ pub struct Segment {
     pub tstamp: Instant,
     /// The sender's clock for the timestamps option (TSval) and RTT: `skb_mstamp_ns`.
     pub sent_at: Instant,
+    /// TSecr: the sender's `ts_recent`, the TSval of the last ACK it took ([`ts_ms`]
+    /// clock, 0 = none). The receiver's RTT samples come from it.
+    pub tsecr: u32,
 }
 
 impl Segment {
@@ -383,6 +394,8 @@ pub struct Ack {
     pub ece: bool,
     /// Timestamp echo (TSecr): the `sent_at` of the segment the receiver echoes.
     pub tsecr: Instant,
+    /// TSval: the receiver's clock when it sent this ACK ([`ts_ms`]).
+    pub tsval: u32,
     /// Advertised receive window, bytes.
     pub rwnd: u64,
 }

@@ -734,6 +734,7 @@ impl TcpSender {
             retransmit: false,
             tstamp: self.edt(tstamp),
             sent_at: Instant::from_nanos(tstamp),
+            tsecr: self.ts_recent,
         }
     }
 
@@ -832,6 +833,7 @@ impl TcpSender {
             retransmit: true,
             tstamp: self.edt(tstamp),
             sent_at: Instant::from_nanos(tstamp),
+            tsecr: self.ts_recent,
         }
     }
 

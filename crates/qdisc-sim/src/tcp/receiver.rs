@@ -11,8 +11,9 @@
 //!   mark); when a gap in the sequence space is filled (`ICSK_ACK_NOW`); when CWR
 //!   arrives; for the first 3 out-of-order segments with the same `rcv_nxt`.
 //! * **Compressed** (SACK compression, `tcp_comp_sack_*`): further out-of-order
-//!   segments only restart a timer of min(1 ms, 5 % of the RTT), at most 44 ACKs
-//!   coalesced.
+//!   segments only restart a timer of min(1 ms, a share of the RTT: 5 % in 6.12,
+//!   `tcp_comp_sack_rtt_percent` = 33 % in 6.18; the receiver's RTT, or the
+//!   handshake's if smaller), at most 44 ACKs coalesced.
 //! * **Delayed** otherwise, by `ato`: it starts at `TCP_ATO_MIN` (40 ms), halves
 //!   towards 20 ms + its half on back-to-back arrivals (converging to 40 ms), tracks
 //!   the inter-arrival time when that is larger, doubles when the timer fires, and is
@@ -55,15 +56,19 @@
 //! in it than in the one before, `tcp_rcvbuf_grow` (6.18) sizes `sk_rcvbuf` for twice
 //! that plus its growth (below `tcp_rcvbuf_low_rtt`, 1 ms, a share in proportion to
 //! the RTT instead), up to `tcp_rmem[2]`, and the clamp follows; out-of-order data
-//! gets its room at once. The receiver's RTT is `tcp_rcv_rtt_measure`'s: the time one
-//! window takes to arrive, its minimum kept.
+//! gets its room at once. The receiver's RTT (`rcv_rtt_est`) has two sources:
+//! `tcp_rcv_rtt_measure`, the time one window takes to arrive (only a new minimum
+//! counts), and `tcp_rcv_rtt_measure_ts`: ACKs carry the receiver's TSval, the sender
+//! echoes the last one it took (`ts_recent`) on its data, and each data segment of at
+//! least `rcv_mss` echoing a TSval not sampled yet gives now − that TSval in whole ms
+//! (`TCP_TS_HZ` = 1000; 0 ms is no sample), a new minimum at once, else averaged in
+//! by 1/8 (`tcp_rcv_rtt_update`).
 //!
 //! The application (iperf3's reader) consumes at once: a skb counts in
 //! `sk_rmem_alloc` while its own softirq processes it (its ACK decision and window)
 //! and is read before anything later happens. Out-of-order data counts by its payload
-//! (coalesced skbs share pages). Not modelled: the timestamp samples of the
-//! receiver's RTT (`tcp_rcv_rtt_measure_ts`: data segments do not carry the echo of
-//! the ACKs' TSval), memory pressure (`tcp_mem`), zero windows and their probes,
+//! (coalesced skbs share pages). Not modelled: memory pressure (`tcp_mem`), zero
+//! windows and their probes,
 //! `tcp_shrink_window`, PAWS, and reneging.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -162,6 +167,10 @@ pub struct TcpReceiver {
     rcv_rtt_us: u64,
     rcv_rtt_seq: u64,
     rcv_rtt_time: Option<u64>,
+    /// `rcv_rtt_last_tsecr`: the TSecr of the last timestamp sample.
+    rcv_rtt_last_tsecr: u32,
+    /// The TSval of ACKs sent now ([`super::ts_ms`] of the entry point's `now`).
+    tsval: u32,
     /// `rcvq_space`: bytes read in the last measured RTT, and where / when it began.
     rcvq_space: u64,
     rcvq_seq: u64,
@@ -191,6 +200,8 @@ pub struct TcpReceiver {
     lrcvtime: u64,
     /// `icsk_ack.rcv_mss`.
     rcv_mss: u32,
+    /// [`TcpConfig::comp_sack_rtt_percent`].
+    comp_sack_rtt_percent: Option<u32>,
     /// `icsk_rto` of this side (from the handshake), jiffies.
     rto_j: u64,
     /// `srtt_us` of this side (×8, from the handshake), 0 = unknown.
@@ -263,6 +274,8 @@ impl TcpReceiver {
             rcv_rtt_us: 0,
             rcv_rtt_seq: 0,
             rcv_rtt_time: None,
+            rcv_rtt_last_tsecr: 0,
+            tsval: super::ts_ms(now),
             // tcp_init_buffer_space: min(rcv_ssthresh, rcv_wnd, TCP_INIT_CWND × advmss).
             rcvq_space: u64::from(rcv_wnd.min(window_clamp).min(10 * tp_advmss)),
             rcvq_seq: 0,
@@ -281,6 +294,7 @@ impl TcpReceiver {
             rcv_mss,
             rto_j,
             srtt_us,
+            comp_sack_rtt_percent: cfg.comp_sack_rtt_percent,
             compressed_ack: 0,
             compressed_ack_rcv_nxt: 0,
             dup_ack_counter: 0,
@@ -331,6 +345,7 @@ impl TcpReceiver {
 
     /// Timers due at `now`; returns at most one ACK (call again while due).
     pub fn on_timer(&mut self, now: Instant) -> Option<Ack> {
+        self.tsval = super::ts_ms(now);
         if let Some((_, a)) = self.stash.pop_front() {
             return Some(a);
         }
@@ -361,6 +376,7 @@ impl TcpReceiver {
     /// It also ACKs a window that the read at least doubled.
     /// Before that, DRS (`tcp_rcv_space_adjust`) sizes the buffer from what was read.
     pub fn on_read(&mut self, now: Instant) -> Option<Ack> {
+        self.tsval = super::ts_ms(now);
         self.rcv_space_adjust(now);
         if self.ack_sched && (self.rcv_nxt - self.rcv_wup > self.rcv_mss as u64 || self.ack_pushed) {
             return Some(self.send_ack());
@@ -418,21 +434,45 @@ impl TcpReceiver {
         }
     }
 
-    /// `tcp_rcv_rtt_measure`: the time one window takes to arrive, a minimum kept
-    /// (`tcp_rcv_rtt_update` with `win_dep`).
+    /// `tcp_rcv_rtt_update`: a new minimum is taken at once; a larger sample only
+    /// from timestamps (not `win_dep`), averaged in by 1/8 (the reader keeps the
+    /// receive queue empty, so that is always allowed).
+    fn rcv_rtt_update(&mut self, sample_us: u64, win_dep: bool) {
+        let m = sample_us << 3;
+        if self.rcv_rtt_us == 0 || m < self.rcv_rtt_us {
+            self.rcv_rtt_us = m;
+        } else if !win_dep {
+            self.rcv_rtt_us = self.rcv_rtt_us - (self.rcv_rtt_us >> 3) + sample_us;
+        }
+    }
+
+    /// `tcp_rcv_rtt_measure`: the time one window takes to arrive.
     fn rcv_rtt_measure(&mut self, now: Instant) {
         let t = super::us(now);
         if let Some(start) = self.rcv_rtt_time {
             if self.rcv_nxt < self.rcv_rtt_seq {
                 return;
             }
-            let m = t.saturating_sub(start).max(1) << 3;
-            if self.rcv_rtt_us == 0 || m < self.rcv_rtt_us {
-                self.rcv_rtt_us = m;
-            }
+            self.rcv_rtt_update(t.saturating_sub(start).max(1), true);
         }
         self.rcv_rtt_seq = self.rcv_nxt + self.rcv_wnd;
         self.rcv_rtt_time = Some(t);
+    }
+
+    /// `tcp_rcv_rtt_measure_ts`: a segment of at least `rcv_mss` echoing a TSval not
+    /// sampled yet gives the time since that ACK left, in whole ms (`TCP_TS_HZ` =
+    /// 1000: 0 ms is no sample).
+    fn rcv_rtt_measure_ts(&mut self, seg: &Segment) {
+        if seg.tsecr == self.rcv_rtt_last_tsecr {
+            return;
+        }
+        self.rcv_rtt_last_tsecr = seg.tsecr;
+        if seg.len >= self.rcv_mss {
+            let delta_ms = self.tsval.wrapping_sub(seg.tsecr);
+            if delta_ms > 0 && delta_ms < i32::MAX as u32 / 1000 {
+                self.rcv_rtt_update(u64::from(delta_ms) * 1000, false);
+            }
+        }
     }
 
     /// `tcp_receive_window`: what is left of the window last offered.
@@ -555,6 +595,7 @@ impl TcpReceiver {
         if seg.len == 0 {
             return None;
         }
+        self.tsval = super::ts_ms(now);
         let seq = seg.seq;
         let end = seg.end();
         if end < self.rcv_wup {
@@ -569,6 +610,7 @@ impl TcpReceiver {
         if seq <= self.rcv_wup {
             self.ts_recent = seg.sent_at;
         }
+        self.rcv_rtt_measure_ts(seg);
         // 6.12 tcp_data_queue: tcp_ecn_accept_cwr first.
         if self.ecn_ok && seg.cwr {
             self.demand_cwr = false;
@@ -819,7 +861,7 @@ impl TcpReceiver {
         let right = self.rcv_wup + self.rcv_wnd;
         let rwnd = (right.saturating_sub(ack).min(u64::from(u16::MAX) << self.rcv_wscale) >> self.rcv_wscale)
             << self.rcv_wscale;
-        Ack { ack, sack, ece: self.ecn_ok && self.demand_cwr, tsecr: self.ts_recent, rwnd }
+        Ack { ack, sack, ece: self.ecn_ok && self.demand_cwr, tsecr: self.ts_recent, tsval: self.tsval, rwnd }
     }
 
     fn dsack_set(&mut self, s: u64, e: u64) {
@@ -933,9 +975,17 @@ impl TcpReceiver {
         if self.comp_at.is_some() {
             return None;
         }
-        // 6.12: min(tcp_comp_sack_delay_ns, 5 % of the RTT); the RTT is the handshake's
-        // (the receive-side RTT estimator is not modelled).
-        let delay = COMP_SACK_DELAY_NS.min(self.srtt_us * 125 / 20);
+        // A share of the RTT (the receiver's, or the handshake's if smaller; µs × 8),
+        // at most tcp_comp_sack_delay_ns: 6.12's 5 %, or 6.18's percent (× 1.25 ns).
+        let mut rtt = self.rcv_rtt_us;
+        if self.srtt_us != 0 && self.srtt_us < rtt {
+            rtt = self.srtt_us;
+        }
+        let share = match self.comp_sack_rtt_percent {
+            None => rtt * 125 / 20,
+            Some(p) => (rtt + (rtt >> 2)) * u64::from(p),
+        };
+        let delay = COMP_SACK_DELAY_NS.min(share);
         self.comp_at = Some(now + qdisc::Duration::from_nanos(delay));
         None
     }
@@ -1022,6 +1072,7 @@ mod tests {
             retransmit: false,
             tstamp: Instant::ZERO,
             sent_at: Instant::from_millis(sent_ms),
+            tsecr: 0,
         }
     }
 
@@ -1055,10 +1106,13 @@ mod tests {
     }
 
     /// Out-of-order data: three immediate duplicate ACKs with SACK, then SACK compression
-    /// (min(1 ms, 5 % of 20 ms)); filling the hole ACKs at once; a duplicate is D-SACKed.
+    /// (min(1 ms, 5 % of min(receiver RTT, srtt) = 20 ms)); filling the hole ACKs at
+    /// once; a duplicate is D-SACKed.
     #[test]
     fn sack_dsack_and_compression() {
         let mut r = TcpReceiver::new(&cfg(), Instant::ZERO).grown();
+        // The receiver's RTT, measured (without one the kernel's delay is 0).
+        r.rcv_rtt_us = 20_000 << 3;
         for i in 0..16 {
             r.on_segment(&seg(i, 0), false, ms(1));
         }
@@ -1198,5 +1252,33 @@ mod tests {
         // The buffer stops at tcp_rmem[2].
         r.rcvbuf_grow(1 << 30);
         assert_eq!(r.rcvbuf, 6291456);
+    }
+
+    /// `tcp_rcv_rtt_measure_ts`: each data segment echoing a TSval not sampled yet
+    /// gives an RTT in whole ms, taken at once if a new minimum and else averaged in
+    /// by 1/8; a segment echoing within the same ms, or shorter than `rcv_mss`, gives
+    /// none. ACKs carry the receiver's clock (`ts_ms`: ms + 1).
+    #[test]
+    fn receiver_rtt_from_timestamps() {
+        let mut r = TcpReceiver::new(&TcpConfig::default(), Instant::ZERO);
+        let echo = |i: u64, tsecr: u32| Segment { tsecr, ..seg(i, 0) };
+        // The first data echoes the SYN-ACK's TSval (sent at 0 ms: 1), 1 ms ago.
+        let a = r.on_segment(&echo(0, 1), false, ms(1)).expect("quick ACK");
+        assert_eq!((r.rcv_rtt_us, a.tsval), (1000 << 3, 2));
+        // The same echo again: no sample, even 10 ms later.
+        r.on_segment(&echo(1, 1), false, ms(11));
+        assert_eq!(r.rcv_rtt_us, 1000 << 3);
+        // The ACK of 1 ms comes back on data at 12 ms: 11 ms, above the estimate.
+        r.on_segment(&echo(2, 2), false, ms(12));
+        assert_eq!(r.rcv_rtt_us, 8000 - 1000 + 11_000);
+        // An echo of this very ms: 0 ms is no sample (but it is the last seen).
+        r.on_segment(&echo(3, 13), false, ms(12));
+        assert_eq!((r.rcv_rtt_us, r.rcv_rtt_last_tsecr), (18_000, 13));
+        // A short segment is no sample either.
+        r.on_segment(&Segment { len: 100, ..echo(4, 10) }, false, ms(13));
+        assert_eq!((r.rcv_rtt_us, r.rcv_rtt_last_tsecr), (18_000, 10));
+        // A smaller sample is the new estimate at once: 2 ms.
+        r.on_segment(&Segment { seq: 4 * M + 100, ..echo(5, 12) }, false, ms(13));
+        assert_eq!(r.rcv_rtt_us, 2000 << 3);
     }
 }

@@ -636,7 +636,7 @@ fn pacing_rate_follows_cwnd_and_srtt() {
         segs.push(seg);
     }
     assert_eq!(segs.len(), 10);
-    let ack = |n: u64| Ack { ack: n * MSS as u64, sack: vec![], ece: false, tsecr: t0, rwnd: 1 << 30 };
+    let ack = |n: u64| Ack { ack: n * MSS as u64, sack: vec![], ece: false, tsecr: t0, tsval: 1, rwnd: 1 << 30 };
     s.on_ack(&ack(2), ms(20));
     let st = s.stats();
     assert_eq!((st.cwnd, st.packets_out), (12, 8));
@@ -732,6 +732,7 @@ fn truesize_is_head_plus_payload() {
         retransmit: false,
         tstamp: Instant::ZERO,
         sent_at: Instant::ZERO,
+        tsecr: 0,
     };
     assert_eq!(seg(MSS, 1).truesize(), 2344);
     assert_eq!(seg(45 * MSS, 45).truesize(), 66056);
@@ -1029,7 +1030,7 @@ fn slow_start_after_idle_counts_from_the_last_data_sent_and_not_with_data_in_fli
     // Everything acked at 0.5 s (RTO still 300 ms = 75 jiffies); the next write at
     // 0.8 s is 100 jiffies after the last send: one halving.
     let mut s = start();
-    let ack = Ack { ack: s.snd_nxt, sack: vec![], ece: false, tsecr: ms(400), rwnd: 1 << 30 };
+    let ack = Ack { ack: s.snd_nxt, sack: vec![], ece: false, tsecr: ms(400), tsval: 1, rwnd: 1 << 30 };
     s.on_ack(&ack, ms(500));
     assert_eq!((s.sb.packets_out, s.rto_j, s.w.cwnd), (0, 75, 20));
     s.app_write(MSS as u64, 0, ms(800));

@@ -362,6 +362,7 @@ fn data(i: u64) -> Segment {
         retransmit: false,
         tstamp: Instant::ZERO,
         sent_at: Instant::from_millis(i),
+        tsecr: 0,
     }
 }
 
