@@ -55,7 +55,7 @@ pub const DEFAULT_CPUS: u32 = 4;
 /// The `sysctl` keys a script may set (`sysctl -w KEY=VALUE`), in the order the errors
 /// list them. The `net.core` ones are global to a kernel, the `net.ipv4` ones per
 /// network namespace (see docs/scenarios.md, "Settings", and [`per_netns_sysctl`]).
-pub const SYSCTL_KEYS: [&str; 14] = [
+pub const SYSCTL_KEYS: [&str; 15] = [
     "net.core.default_qdisc",
     "net.core.dev_weight",
     "net.core.dev_weight_tx_bias",
@@ -70,6 +70,7 @@ pub const SYSCTL_KEYS: [&str; 14] = [
     "net.ipv4.tcp_syn_retries",
     "net.ipv4.tcp_synack_retries",
     "net.ipv4.tcp_slow_start_after_idle",
+    "net.ipv4.tcp_rmem",
 ];
 
 /// The TCP congestion controls a scenario may name (`cc`, and `sysctl -w
@@ -1581,6 +1582,9 @@ fn sysctl_setting(key: &str, value: &str) -> Result<SettingKind, String> {
         qdisc::tree::check_default_qdisc(value).map_err(|e| format!("{key} = {value:?} is refused: {e}"))?;
         return Ok(SettingKind::Sysctl { key, value: value.to_string() });
     }
+    if let Some(n) = sysctl_vector_len(&key) {
+        return sysctl_vector(&key, value, n);
+    }
     let (min, max, why) = sysctl_range(&key).expect("an integer key");
     let Some(n) = parse_c_int(value) else {
         return Err(format!("{key} = {value:?}: not an integer"));
@@ -1590,6 +1594,44 @@ fn sysctl_setting(key: &str, value: &str) -> Result<SettingKind, String> {
         return Err(format!("{key} = {value} is out of range: the kernel takes {min} to {max}{why}"));
     };
     Ok(SettingKind::Sysctl { key, value: n.to_string() })
+}
+
+/// How many integers a vector key holds (`net.ipv4.tcp_rmem`: min, default, max).
+pub fn sysctl_vector_len(key: &str) -> Option<usize> {
+    match key {
+        "net.ipv4.tcp_rmem" => Some(3),
+        _ => None,
+    }
+}
+
+/// A vector key's value as `proc_dointvec_minmax` with `extra1 = SYSCTL_ONE` takes it
+/// (net/ipv4/sysctl_net_ipv4.c, `tcp_rmem`): up to `n` integers, each at least 1; a
+/// shorter list sets the first ones and keeps the rest.
+fn sysctl_vector(key: &str, value: &str, n: usize) -> Result<SettingKind, String> {
+    if value.contains(['"', '\'']) {
+        // The script's words split as tc's makeargs does: a quote opens a word only at its start.
+        return Err(format!(
+            "{key}: quote the whole setting, as in sysctl -w \"{key}=4096 131072 6291456\" (a quote inside a word is kept)"
+        ));
+    }
+    let words: Vec<&str> = value.split_whitespace().collect();
+    if words.is_empty() {
+        return Err(format!("{key} = {value:?}: not an integer"));
+    }
+    if words.len() > n {
+        return Err(format!("{key} = {value:?}: the kernel takes at most {n} integers (min default max)"));
+    }
+    let mut out = Vec::with_capacity(words.len());
+    for w in words {
+        let Some(v) = parse_c_int(w) else {
+            return Err(format!("{key} = {value:?}: {w:?} is not an integer"));
+        };
+        if !(1..=i32::MAX as i64).contains(&v) {
+            return Err(format!("{key} = {value:?}: {v} is out of range: the kernel takes 1 to {}", i32::MAX));
+        }
+        out.push(v.to_string());
+    }
+    Ok(SettingKind::Sysctl { key: key.to_string(), value: out.join(" ") })
 }
 
 /// An integer as `proc_dointvec` reads it (`proc_get_long`: an optional `-`, then

@@ -478,6 +478,7 @@ impl Sim {
             f.cfg.syn_rtt = Some(done.rtt);
             f.cfg.syn_retrans = done.syn_retrans;
             f.cfg.syn_cwnd_one = done.cwnd_one;
+            f.cfg.synack_tsval = done.ack.tsecr;
             let mut sender = tcp::TcpSender::new(f.cfg.clone(), now);
             let (src, dst) = (f.src, f.dst);
             if let Some(iface) = self.hosts[src as usize].route[dst as usize] {
@@ -797,8 +798,9 @@ impl Sim {
     /// The receiver of TCP connection `flow` read what had arrived (`tcp_cleanup_rbuf`):
     /// an ACK it held back may go now.
     pub fn tcp_read(&mut self, flow: u32) {
+        let now = self.now;
         let Some(f) = self.tcp.get_mut(flow as usize) else { return };
-        if let Some(ack) = f.receiver.as_mut().and_then(|r| r.on_read()) {
+        if let Some(ack) = f.receiver.as_mut().and_then(|r| r.on_read(now)) {
             self.tcp_send_ack(flow, ack);
             self.arm_receiver(flow);
         }

@@ -799,6 +799,7 @@ impl Sim {
                         // The socket's own randomness (BBR's first gain-cycle phase).
                         f.cfg.seed = Rng::new(s.seed ^ 0x7463_705f ^ ((id as u64) << 32)).next_u64();
                         f.cfg.defer_until_expected_ack = self.kernel >= KernelVersion(6, 18);
+                        f.cfg.comp_sack_rtt_percent = (self.kernel >= KernelVersion(6, 18)).then_some(33);
                         // ECN is negotiated only between two dctcp defaults: iperf3 sets -C
                         // on the connected socket, so the SYN went out with the client's
                         // default module, and only dctcp (TCP_CONG_NEEDS_ECN) asks with
@@ -812,6 +813,12 @@ impl Sim {
                         f.cfg.syn_retries = int(&t.from, "net.ipv4.tcp_syn_retries", f.cfg.syn_retries);
                         f.cfg.synack_retries = int(&t.to, "net.ipv4.tcp_synack_retries", f.cfg.synack_retries);
                         f.cfg.slow_start_after_idle = int(&t.from, "net.ipv4.tcp_slow_start_after_idle", 1) != 0;
+                        // The receiving host's buffer (a shorter list keeps the rest).
+                        if let Some(v) = sysctl(&t.to, "net.ipv4.tcp_rmem") {
+                            for (slot, w) in f.cfg.rmem.iter_mut().zip(v.split_whitespace()) {
+                                *slot = w.parse().unwrap_or(*slot);
+                            }
+                        }
                         f.rate = *rate;
                         f.set_path(mtu, gso);
                         f.snd_cpu = place(self, src, &t.sender_cpus, stream as usize);

@@ -351,8 +351,10 @@ fn skb_frees_go_back_to_the_allocating_cpu_unless_skb_defer_max_is_0() {
     let local = loopback("sysctl -w net.core.skb_defer_max=0");
     let rps = loopback("echo 4 > /sys/class/net/lo/queues/rx-0/rps_cpus");
     let bps = |r: &RunResult| r.throughput[0].receiver.bits_per_second;
+    // One tail loss probe finds the receive window still growing and retransmits the
+    // last segment (vs_kernel.rs, RWND_TLP); nothing is lost.
     for r in [&defer, &local, &rps] {
-        assert_eq!(r.throughput[0].sender.retransmits, Some(0));
+        assert_eq!(r.throughput[0].sender.retransmits, Some(1));
     }
     // The sender's CPU is the bottleneck: the frees deferred to it cost throughput.
     let (s, l) = (&host(&defer, "h").total, &host(&local, "h").total);

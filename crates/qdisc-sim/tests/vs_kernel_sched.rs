@@ -86,7 +86,7 @@ const UDP_SNDBUF: &str = "not modelled: a UDP socket's send buffer. The kernel's
      figures: each flow sent only its class's share); the simulator's UDP sender never blocks, keeps offering \
      6 Mbit/s and the pfifo drops the rest. The shares do not depend on it: every class is backlogged in both";
 const GSO_SIZE: &str = "red counts one mark per skb, and the simulator's dctcp sends bigger GSO skbs: its red queue \
-     held 4082 bytes per skb on average over the run's snapshots, the kernel's 2069, 2074 and 2154 in its three runs \
+     held 3804 bytes per skb on average over the run's snapshots, the kernel's 2069, 2074 and 2154 in its three runs \
      (tc.periodic: backlog over qlen), so the kernel marks more skbs for the same bytes. Why the simulator's skbs are \
      bigger is not established: TSO autosizing (tcp_tso_autosize()), how many segments each ACK releases, and \
      TCG's late ACK processing all set it";

@@ -57,15 +57,15 @@
 //! # Simplifications (each also noted where it applies)
 //!
 //! No FIN, zero-window probing, PMTU probing, SACK reneging at the
-//! receiver, buffer autotuning (the receive window is fixed at
-//! [`TcpConfig::rcv_wnd`], so `tcp_grow_window`'s quickacks are absent; the send
-//! buffer at [`TcpConfig::sndbuf`], counted in payload bytes, not truesize), GRO,
+//! receiver, send-buffer autotuning (the send
+//! buffer is [`TcpConfig::sndbuf`], counted in payload bytes, not truesize), GRO,
 //! PAWS, RFC 2861's cwnd validation of application-limited periods
-//! (`tcp_cwnd_application_limited`), `tcp_retries2` give-up, or
-//! the `skb_still_in_host_queue` check (the sender does not know which of its skbs
-//! are still in the local qdisc). Receive-window-limited sends are whole segments
-//! (no sub-MSS tail). The receiver has no RTT estimator of its own (SACK
-//! compression uses the handshake RTT). CUBIC's `cubic_root` uses an exact integer
+//! (`tcp_cwnd_application_limited`), or `tcp_retries2` give-up.
+//! `skb_still_in_host_queue` (no retransmission of an skb still in the local qdisc or
+//! driver) knows what left the host from `sk_wmem_alloc` alone, taking the socket's
+//! skbs to leave in the order sent (a qdisc that drops or reorders them makes it
+//! approximate). Receive-window-limited sends are whole segments
+//! (no sub-MSS tail). CUBIC's `cubic_root` uses an exact integer
 //! cube root instead of the kernel's table + one Newton step (≤ 0.2 % apart). Where
 //! later kernels changed things (the TSQ cap, `tcp_tso_should_defer`'s ACK-timing
 //! test, `tcp_packet_delayed`, AccECN), the 6.12 code is followed.
@@ -219,8 +219,10 @@ pub struct TcpConfig {
     /// `net.ipv4.tcp_limit_output_bytes` = 1048576 in 6.12 (raised to 4 MiB in 6.16); caps the
     /// TSQ budget of sockets with pacing status `None` only.
     pub tsq_limit: u64,
-    /// Receive window the receiver advertises (fixed: autotuning is not modelled).
-    pub rcv_wnd: u64,
+    /// `net.ipv4.tcp_rmem` of the receiving host (min, default, max; bytes of truesize):
+    /// `sk_rcvbuf` starts at the default, the window scale follows the max
+    /// ([`receiver`]: the receive window).
+    pub rmem: [u32; 3],
     /// `sk_pacing_status` at start; the simulator sets `Fq` when the egress qdisc is fq.
     pub pacing_status: PacingStatus,
     /// `SO_MAX_PACING_RATE` (`sk_max_pacing_rate`), bytes/s; `u64::MAX` = unset.
@@ -235,6 +237,9 @@ pub struct TcpConfig {
     pub syn_retrans: u32,
     /// `tcp_init_transfer` starts at cwnd 1: more than one SYN retransmitted, not spuriously.
     pub syn_cwnd_one: bool,
+    /// The SYN-ACK's TSval ([`ts_ms`] of the peer's clock), the sender's first
+    /// `ts_recent`: what its first data echoes (0 = none).
+    pub synack_tsval: u32,
     /// `net.ipv4.tcp_syn_retries` = 6 (the client's host).
     pub syn_retries: u32,
     /// `net.ipv4.tcp_synack_retries` = 5 (the server's host).
@@ -258,7 +263,7 @@ pub struct TcpConfig {
     /// `sk_pacing_shift` = 10 (about 1 ms of pacing rate per TSO skb / TSQ budget).
     pub pacing_shift: u32,
     /// Payload bytes the socket may hold sent-but-unacknowledged (the application keeps
-    /// the rest of `sk_sndbuf` filled). Unlimited by default, like `rcv_wnd`; Linux caps
+    /// the rest of `sk_sndbuf` filled). Unlimited by default; Linux caps
     /// `sk_sndbuf` at `tcp_wmem[2]` = 4 MiB (truesize), which limits high-BDP paths.
     pub sndbuf: u64,
     /// Seed of the socket's own randomness (BBR's gain-cycle start phase, the kernel's
@@ -268,6 +273,10 @@ pub struct TcpConfig {
     /// within min(1 ms, srtt/2) of now (from the oldest unacknowledged skb's send time
     /// plus srtt); 6.12 defers once that skb left more than srtt/2 ago.
     pub defer_until_expected_ack: bool,
+    /// SACK compression's delay as a share of the receiver's RTT, at most
+    /// `tcp_comp_sack_delay_ns`: `net.ipv4.tcp_comp_sack_rtt_percent` (33 in 6.18), or
+    /// `None` for 6.12's fixed 5 %.
+    pub comp_sack_rtt_percent: Option<u32>,
 }
 
 impl Default for TcpConfig {
@@ -282,13 +291,14 @@ impl Default for TcpConfig {
             ecn: false,
             tso: true,
             tsq_limit: 1 << 20,
-            rcv_wnd: 1 << 30,
+            rmem: [4096, 131072, 6291456],
             pacing_status: PacingStatus::None,
             max_pacing_rate: u64::MAX,
             hz: 250,
             syn_rtt: None,
             syn_retrans: 0,
             syn_cwnd_one: false,
+            synack_tsval: 0,
             syn_retries: 6,
             synack_retries: 5,
             slow_start_after_idle: true,
@@ -301,6 +311,7 @@ impl Default for TcpConfig {
             gso_max_size: GSO_MAX_SIZE,
             pacing_shift: 10,
             defer_until_expected_ack: false,
+            comp_sack_rtt_percent: None,
             sndbuf: u64::MAX,
             seed: 0,
         }
@@ -326,6 +337,9 @@ pub struct Segment {
     pub tstamp: Instant,
     /// The sender's clock for the timestamps option (TSval) and RTT: `skb_mstamp_ns`.
     pub sent_at: Instant,
+    /// TSecr: the sender's `ts_recent`, the TSval of the last ACK it took ([`ts_ms`]
+    /// clock, 0 = none). The receiver's RTT samples come from it.
+    pub tsecr: u32,
 }
 
 impl Segment {
@@ -386,6 +400,8 @@ pub struct Ack {
     pub ece: bool,
     /// Timestamp echo (TSecr): the `sent_at` of the segment the receiver echoes.
     pub tsecr: Instant,
+    /// TSval: the receiver's clock when it sent this ACK ([`ts_ms`]).
+    pub tsval: u32,
     /// Advertised receive window, bytes.
     pub rwnd: u64,
 }

@@ -96,6 +96,8 @@ pub(super) struct PendingTx {
     prior_rearm: bool,
     prior_rto_j: u32,
     prior_backoff: u32,
+    /// [`Output::charged`] before the skb was handed out.
+    prior_charged: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +136,11 @@ pub(super) struct Output {
     /// `sk_wmem_alloc` is still held until the handler returns (`tcp_tsq_workfn`'s
     /// `sk_free`).
     pub wfree_ref: bool,
+    /// Truesize of every skb handed out (less the ones the qdisc refused at once).
+    pub charged: u64,
+    /// The skbs still in the host: (skb id, [`Output::charged`] once it was handed
+    /// out), oldest first. See [`TcpSender::still_in_host_queue`].
+    pub in_host: VecDeque<(u64, u64)>,
 }
 
 impl Output {
@@ -154,6 +161,7 @@ impl TcpSender {
             self.now = now;
         }
         self.commit_pending();
+        self.prune_host_queue(wmem_alloc);
         if self.out.plan.is_empty() {
             // tcp_wfree → tcp_tsq_handler: TSQ_THROTTLED is cleared, the queue retried.
             self.out.wfree_ref = self.tsq_throttled;
@@ -247,6 +255,10 @@ impl TcpSender {
                     return None;
                 }
                 self.out.started = true;
+                // -EBUSY: tcp_retransmit_timer backs off as if it had been sent.
+                if self.still_in_host_queue(0) {
+                    return None;
+                }
                 Some(self.transmit_rtx(0, 1, TxKind::RtoHead))
             }
             Phase::TlpRetransLast => {
@@ -255,6 +267,9 @@ impl TcpSender {
                 }
                 self.out.started = true;
                 let last = self.sb.len() - 1;
+                if self.still_in_host_queue(last) {
+                    return None;
+                }
                 Some(self.transmit_rtx(last, 1, TxKind::TlpLast))
             }
             Phase::WriteWakeup => {
@@ -597,7 +612,7 @@ impl TcpSender {
             n += 1;
         }
         let truesize = super::truesize_of_payload(n as u32 * self.mss);
-        if self.small_queue_check(wmem, truesize, 1) {
+        if self.small_queue_check(wmem, truesize, 1) || self.still_in_host_queue(idx) {
             return None;
         }
         Some(self.transmit_rtx(idx, n as u32, TxKind::Rtx))
@@ -669,6 +684,7 @@ impl TcpSender {
             prior_rearm: self.out.rearm_timer,
             prior_rto_j: self.rto_j,
             prior_backoff: self.backoff,
+            prior_charged: self.out.charged,
         };
 
         // Success path.
@@ -681,6 +697,7 @@ impl TcpSender {
         }
         let skb = self.next_skb_id;
         self.next_skb_id += 1;
+        self.charge(skb, len);
         for _ in 0..n {
             self.sb.segs.push_back(Seg {
                 flags: 0,
@@ -717,6 +734,7 @@ impl TcpSender {
             retransmit: false,
             tstamp: self.edt(tstamp),
             sent_at: Instant::from_nanos(tstamp),
+            tsecr: self.ts_recent,
         }
     }
 
@@ -747,6 +765,7 @@ impl TcpSender {
             prior_rearm: self.out.rearm_timer,
             prior_rto_j: self.rto_j,
             prior_backoff: self.backoff,
+            prior_charged: self.out.charged,
         };
 
         // Done whatever the qdisc answers.
@@ -778,6 +797,7 @@ impl TcpSender {
         // Success path.
         let skb = self.next_skb_id;
         self.next_skb_id += 1;
+        self.charge(skb, len);
         for i in idx..idx + n as usize {
             self.sb.segs[i].skb = skb;
             if kind != TxKind::TlpLast {
@@ -813,12 +833,43 @@ impl TcpSender {
             retransmit: true,
             tstamp: self.edt(tstamp),
             sent_at: Instant::from_nanos(tstamp),
+            tsecr: self.ts_recent,
         }
+    }
+
+    /// The skb `skb` of `len` payload bytes was handed out: `sk_wmem_alloc` holds its
+    /// truesize until it leaves the host.
+    fn charge(&mut self, skb: u64, len: u32) {
+        self.out.charged += u64::from(super::truesize_of_payload(len));
+        self.out.in_host.push_back((skb, self.out.charged));
+    }
+
+    /// Forget the skbs that left the host. The socket sees only `sk_wmem_alloc`, the
+    /// truesize still charged: taking its skbs to leave in the order they were sent,
+    /// everything charged up to `charged − wmem_alloc` is gone.
+    fn prune_host_queue(&mut self, wmem_alloc: u64) {
+        let released = self.out.charged.saturating_sub(wmem_alloc);
+        while self.out.in_host.front().is_some_and(|&(_, end)| end <= released) {
+            self.out.in_host.pop_front();
+        }
+    }
+
+    /// `skb_still_in_host_queue` for the entry at `idx`: its last transmission has not
+    /// left the host yet (the kernel's fclone of it is still in a qdisc or driver), so
+    /// retransmitting it is pointless; TSQ_THROTTLED makes its release retry the queue.
+    fn still_in_host_queue(&mut self, idx: usize) -> bool {
+        let skb = self.sb.segs[idx].skb;
+        let busy = self.out.in_host.binary_search_by_key(&skb, |&(s, _)| s).is_ok();
+        self.tsq_throttled |= busy;
+        busy
     }
 
     /// The qdisc dropped the skb: revert what the successful transmit changed.
     fn undo_tx(&mut self, p: PendingTx) {
         self.wstamp_ns = p.wstamp_after_max;
+        // Freed at once: never in the host.
+        self.out.in_host.pop_back();
+        self.out.charged = p.prior_charged;
         self.out.sent_pkts = self.out.sent_pkts.saturating_sub(p.n);
         match p.kind {
             TxKind::New => {

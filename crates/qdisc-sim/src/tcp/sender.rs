@@ -137,6 +137,8 @@ pub struct TcpSender {
     pub(super) retransmits: u32,
     /// TSecr of the ACK being processed (ms clock, 0 = none).
     pub(super) rcv_tsecr: u32,
+    /// `rx_opt.ts_recent`: the TSval to echo on data (ms clock, 0 = none).
+    pub(super) ts_recent: u32,
 
     pub(super) rack: Rack,
     pub(super) tlp_high_seq: Option<u64>,
@@ -214,8 +216,8 @@ impl TcpSender {
             snd_una: 0,
             snd_nxt: 0,
             written: None,
-            snd_wnd: cfg.rcv_wnd,
-            max_window: cfg.rcv_wnd,
+            snd_wnd: super::receiver::synack_window(&cfg),
+            max_window: super::receiver::synack_window(&cfg),
             sb: Scoreboard::new(mss),
             w: Window {
                 cwnd: if cfg.syn_cwnd_one { 1 } else { cfg.initial_cwnd },
@@ -246,6 +248,7 @@ impl TcpSender {
             backoff: 0,
             retransmits: 0,
             rcv_tsecr: 0,
+            ts_recent: cfg.synack_tsval,
             rack: Rack::default(),
             tlp_high_seq: None,
             tlp_retrans: false,
@@ -1305,6 +1308,11 @@ impl TcpSender {
             // Acks data never sent: discarded (tcp_ack < 0), nothing is transmitted.
             self.out.plan = VecDeque::from([Phase::Nothing]);
             return;
+        }
+        // tcp_replace_ts_recent, once the ACK is known to be in the window (PAWS: never
+        // back; the sender's rcv_nxt never moves, so every ACK is at rcv_wup).
+        if ack.tsval.wrapping_sub(self.ts_recent) as i32 >= 0 || self.ts_recent == 0 {
+            self.ts_recent = ack.tsval;
         }
         if ack.ack > prior_snd_una {
             flag |= FLAG_SND_UNA_ADVANCED;

@@ -91,7 +91,7 @@ impl Net {
         let now = Instant::ZERO;
         Net {
             now,
-            rcv: TcpReceiver::new(&cfg, now),
+            rcv: TcpReceiver::new(&cfg, now).grown(),
             snd: TcpSender::new(cfg, now),
             delay: Duration::from_millis(delay_ms),
             nic_rate: None,
@@ -233,6 +233,10 @@ impl Net {
                 if let Some(a) = self.rcv.on_segment(&w, ce, self.now) {
                     self.ack_to_sender(a);
                 }
+                // The reader takes the data at once (tcp_cleanup_rbuf).
+                if let Some(a) = self.rcv.on_read(self.now) {
+                    self.ack_to_sender(a);
+                }
             }
             Ev::AtSender(a) => {
                 let (cwnd_before, state_before) = (self.snd.cwnd(), self.snd.ca_state());
@@ -290,8 +294,24 @@ impl Net {
     }
 }
 
+/// The defaults with a receive buffer so large that the window never limits these
+/// sender tests (it still grows: each skb earns a quick ACK).
+pub(super) fn base() -> TcpConfig {
+    TcpConfig { rmem: [4096, 1 << 30, 1 << 30], ..TcpConfig::default() }
+}
+
+/// A sender whose peer has already offered a window beyond any test's reach (the
+/// SYN-ACK's is at most 65535 bytes, unscaled, and `tcp_bound_to_half_wnd` holds skbs
+/// to half the largest window seen): for tests of the first flight.
+pub(super) fn open_sender(c: TcpConfig, now: Instant) -> TcpSender {
+    let mut s = TcpSender::new(c, now);
+    s.snd_wnd = 1 << 30;
+    s.max_window = 1 << 30;
+    s
+}
+
 fn cfg() -> TcpConfig {
-    TcpConfig { syn_rtt: Some(Duration::from_millis(20)), ..TcpConfig::default() }
+    TcpConfig { syn_rtt: Some(Duration::from_millis(20)), ..base() }
 }
 
 // ----- 1. slow start ------------------------------------------------------------------
@@ -435,7 +455,7 @@ fn rto_backoff_after_tail_loss_probe() {
 /// 1 s (srtt unknown), the RTO restarts from it and fires at 2 s, then 2 s later.
 #[test]
 fn initial_rto_is_one_second() {
-    let mut net = Net::new(TcpConfig::default(), 10);
+    let mut net = Net::new(base(), 10);
     net.drop = Box::new(|_, _| true);
     net.run_until(ms(6500));
     let t: Vec<(Instant, bool)> = net.sent.iter().skip(2).map(|s| (s.at, s.seg.retransmit)).collect();
@@ -616,7 +636,7 @@ fn pacing_rate_follows_cwnd_and_srtt() {
         segs.push(seg);
     }
     assert_eq!(segs.len(), 10);
-    let ack = |n: u64| Ack { ack: n * MSS as u64, sack: vec![], ece: false, tsecr: t0, rwnd: 1 << 30 };
+    let ack = |n: u64| Ack { ack: n * MSS as u64, sack: vec![], ece: false, tsecr: t0, tsval: 1, rwnd: 1 << 30 };
     s.on_ack(&ack(2), ms(20));
     let st = s.stats();
     assert_eq!((st.cwnd, st.packets_out), (12, 8));
@@ -656,9 +676,9 @@ fn tso_autosizing_at_several_rates() {
             initial_cwnd: 100,
             max_pacing_rate: rate,
             syn_rtt: Some(Duration::from_micros(rtt_us)),
-            ..TcpConfig::default()
+            ..base()
         };
-        let mut s = TcpSender::new(c, Instant::ZERO);
+        let mut s = open_sender(c, Instant::ZERO);
         assert_eq!(s.pacing_rate(), rate);
         let seg = s.poll_transmit(Instant::ZERO, 0).unwrap();
         assert_eq!(seg.segs as u32, expect, "rate {rate} min_rtt {rtt_us}");
@@ -691,7 +711,7 @@ fn tsq_blocks_at_the_limit() {
 
     // Without an RTT the pacing rate is unlimited: the sysctl caps the budget at 1 MiB.
     // (One-segment skbs, so TSO deferral does not stop the loop before TSQ does.)
-    let mut s = TcpSender::new(TcpConfig { initial_cwnd: 100, tso: false, ..TcpConfig::default() }, t0);
+    let mut s = TcpSender::new(TcpConfig { initial_cwnd: 100, tso: false, ..base() }, t0);
     assert!(s.poll_transmit(t0, 0).is_some());
     assert!(s.poll_transmit(t0, 1 << 20).is_some());
     assert!(s.poll_transmit(t0, (1 << 20) - 1).is_some());
@@ -712,6 +732,7 @@ fn truesize_is_head_plus_payload() {
         retransmit: false,
         tstamp: Instant::ZERO,
         sent_at: Instant::ZERO,
+        tsecr: 0,
     };
     assert_eq!(seg(MSS, 1).truesize(), 2344);
     assert_eq!(seg(45 * MSS, 45).truesize(), 66056);
@@ -730,10 +751,10 @@ fn tsq_keeps_two_full_tso_skbs() {
         initial_cwnd: 200,
         max_pacing_rate: 12_500_000,
         syn_rtt: Some(Duration::from_micros(100)),
-        ..TcpConfig::default()
+        ..base()
     };
     let two = 2 * 66056;
-    let mut s = TcpSender::new(c.clone(), t0);
+    let mut s = open_sender(c.clone(), t0);
     let a = s.poll_transmit(t0, 0).unwrap();
     assert_eq!((a.segs, a.len, a.truesize()), (45, 45 * MSS, 66056));
     assert!(s.poll_transmit(t0, 66056).is_some());
@@ -748,7 +769,7 @@ fn tsq_keeps_two_full_tso_skbs() {
     assert!(s.poll_transmit(t0, two - 2 + 66056).is_none());
 
     // Outside the TSQ handler one byte less is held: two − 1 bytes queued may still send.
-    let mut s = TcpSender::new(c, t0);
+    let mut s = open_sender(c, t0);
     assert!(s.poll_transmit(t0, 0).is_some());
     assert!(s.poll_transmit(t0, 66056).is_some());
     assert!(s.poll_transmit(t0, two - 1).is_some());
@@ -760,7 +781,7 @@ fn tsq_keeps_two_full_tso_skbs() {
 #[test]
 fn tsq_sysctl_cap_applies_to_unpaced_sockets_only() {
     let t0 = Instant::ZERO;
-    let c = TcpConfig { initial_cwnd: 100, tso: false, pacing_status: PacingStatus::Fq, ..TcpConfig::default() };
+    let c = TcpConfig { initial_cwnd: 100, tso: false, pacing_status: PacingStatus::Fq, ..base() };
     let mut s = TcpSender::new(c, t0);
     assert_eq!(s.pacing_rate(), u64::MAX);
     assert!(s.poll_transmit(t0, 0).is_some());
@@ -776,7 +797,7 @@ fn tsq_sysctl_cap_applies_to_unpaced_sockets_only() {
             pacing_status: PacingStatus::Fq,
             max_pacing_rate: rate,
             syn_rtt: Some(Duration::from_micros(100)),
-            ..TcpConfig::default()
+            ..base()
         };
         let mut s = TcpSender::new(c, t0);
         assert_eq!(s.pacing_rate(), rate);
@@ -896,8 +917,9 @@ fn random_losses_keep_invariants_and_recover() {
         ("fq", TcpConfig { pacing_status: PacingStatus::Fq, ..cfg() }),
         ("paced", TcpConfig { pacing_status: PacingStatus::Needed, ..cfg() }),
         ("notso-delack-off", TcpConfig { tso: false, delayed_ack: false, ..cfg() }),
-        ("no-rtt", TcpConfig::default()),
-        ("rwnd-64k", TcpConfig { rcv_wnd: 65535, ..cfg() }),
+        ("no-rtt", base()),
+        // 106000 bytes of buffer at 158/256 (1-MSS skbs): a 64 KiB window.
+        ("rwnd-64k", TcpConfig { rmem: [4096, 106000, 106000], ..cfg() }),
         ("hz1000", TcpConfig { hz: 1000, ..cfg() }),
     ];
     for (name, c) in variants {
@@ -1008,9 +1030,100 @@ fn slow_start_after_idle_counts_from_the_last_data_sent_and_not_with_data_in_fli
     // Everything acked at 0.5 s (RTO still 300 ms = 75 jiffies); the next write at
     // 0.8 s is 100 jiffies after the last send: one halving.
     let mut s = start();
-    let ack = Ack { ack: s.snd_nxt, sack: vec![], ece: false, tsecr: ms(400), rwnd: 1 << 30 };
+    let ack = Ack { ack: s.snd_nxt, sack: vec![], ece: false, tsecr: ms(400), tsval: 1, rwnd: 1 << 30 };
     s.on_ack(&ack, ms(500));
     assert_eq!((s.sb.packets_out, s.rto_j, s.w.cwnd), (0, 75, 20));
     s.app_write(MSS as u64, 0, ms(800));
     assert_eq!(s.w.cwnd, 10);
+}
+
+/// The default buffer with 1-MSS skbs gives a window of 79488 bytes (receiver.rs); with
+/// tcp_rmem[2] = tcp_rmem[1] DRS cannot grow it, so on a 20 ms path with no bottleneck
+/// the flow sends 54 whole segments (78192 bytes) per round trip and no more, whatever
+/// its cwnd.
+#[test]
+fn window_limited_flow_sends_rwnd_per_rtt() {
+    let c =
+        TcpConfig { syn_rtt: Some(Duration::from_millis(20)), rmem: [4096, 131072, 131072], ..TcpConfig::default() };
+    let mut net = Net::new(c.clone(), 10);
+    net.rcv = TcpReceiver::new(&c, Instant::ZERO);
+    net.run_until(ms(1000));
+    let (d1, cwnd1) = (net.rcv.delivered(), net.snd.cwnd());
+    let mut max_out = 0;
+    for t in 1..=100 {
+        net.run_until(ms(1000 + 10 * t));
+        max_out = max_out.max(net.snd.snd_nxt() - net.snd.snd_una());
+    }
+    assert_eq!(net.snd.snd_wnd, 79488);
+    assert_eq!(max_out, 54 * MSS as u64);
+    // 50 round trips in the second second, 54 segments each.
+    assert_eq!(net.rcv.delivered() - d1, 50 * 54 * MSS as u64);
+    // Not cwnd-limited: the window does not grow (tcp_is_cwnd_limited).
+    assert_eq!(net.snd.cwnd(), cwnd1);
+}
+
+/// `skb_still_in_host_queue`: a retransmission of an skb whose last transmission has
+/// not left the host (a slow shaper's queue on the sending host) is skipped. The
+/// sender knows what left from `sk_wmem_alloc`, its skbs leaving in the order sent.
+/// A flow limited by a 4-segment window sends it at 0 ms (two 2-segment skbs); the loss probe fires at
+/// 2 · 20 ms + 2 ms, 11 jiffies; no new data fits, so it would retransmit the last
+/// segment — not while that is still queued. The RTO (220 ms) would retransmit the
+/// head — not while it is queued either; its release (TSQ) retransmits it.
+#[test]
+fn retransmissions_skip_skbs_still_in_the_host() {
+    let sender = || {
+        let mut s = open_sender(cfg(), Instant::ZERO);
+        (s.snd_wnd, s.max_window) = (4 * MSS as u64, 4 * MSS as u64);
+        let mut charged = Vec::new();
+        while let Some(seg) = s.poll_transmit(Instant::ZERO, charged.iter().sum()) {
+            charged.push(u64::from(seg.truesize()));
+        }
+        assert_eq!((s.snd_nxt(), charged.len()), (4 * MSS as u64, 2));
+        assert_eq!(s.next_timer(), Some(ms(44)), "the loss probe");
+        s.on_timer(ms(44));
+        (s, charged)
+    };
+    // Everything still queued: no probe, the RTO stays where the head's send put it.
+    let (mut s, charged) = sender();
+    let all: u64 = charged.iter().sum();
+    assert_eq!(s.poll_transmit(ms(44), all), None);
+    assert!(s.tsq_throttled());
+    assert_eq!((s.stats().tlp_count, s.stats().retransmits), (0, 0));
+    assert_eq!(s.next_timer(), Some(ms(220)));
+    // Only the first skb left: the head is no longer busy, the last one still is.
+    let head = charged[0];
+    s.on_timer(ms(220));
+    assert_eq!(s.stats().rto_count, 1);
+    let rtx = s.poll_transmit(ms(220), all - head).expect("the head goes again");
+    assert_eq!((rtx.seq, rtx.len, rtx.retransmit), (0, MSS, true));
+    assert_eq!(s.stats().retransmits, 1);
+
+    // Everything left: the probe retransmits the last segment.
+    let (mut s, _) = sender();
+    let p = s.poll_transmit(ms(44), 0).expect("the probe");
+    assert_eq!((p.seq, p.len, p.retransmit), (3 * MSS as u64, MSS, true));
+    assert_eq!(s.poll_transmit(ms(44), u64::from(p.truesize())), None);
+    assert_eq!((s.stats().tlp_count, s.stats().retransmits), (1, 1));
+}
+
+/// The RTO head while it is still queued: -EBUSY, `tcp_retransmit_timer` backs off as
+/// if it had gone; the skb's release runs the TSQ handler, which retransmits it.
+#[test]
+fn rto_head_still_queued_goes_on_its_release() {
+    let mut s = open_sender(cfg(), Instant::ZERO);
+    (s.snd_wnd, s.max_window) = (4 * MSS as u64, 4 * MSS as u64);
+    let mut all = 0;
+    while let Some(seg) = s.poll_transmit(Instant::ZERO, all) {
+        all += u64::from(seg.truesize());
+    }
+    s.on_timer(ms(44));
+    assert_eq!(s.poll_transmit(ms(44), all), None);
+    s.on_timer(ms(220));
+    assert_eq!(s.poll_transmit(ms(220), all), None, "the head is still queued");
+    assert!(s.tsq_throttled());
+    assert_eq!((s.stats().rto_count, s.stats().retransmits, s.stats().rto), (1, 0, Duration::from_millis(440)));
+    // The queue drains at 300 ms: the release retries the queue, the head goes.
+    let rtx = s.poll_transmit(ms(300), 0).expect("the TSQ handler retransmits");
+    assert_eq!((rtx.seq, rtx.len, rtx.retransmit), (0, MSS, true));
+    assert_eq!(s.stats().retransmits, 1);
 }

@@ -362,6 +362,7 @@ fn data(i: u64) -> Segment {
         retransmit: false,
         tstamp: Instant::ZERO,
         sent_at: Instant::from_millis(i),
+        tsecr: 0,
     }
 }
 
@@ -374,9 +375,9 @@ fn dctcp_receiver_acks_at_once_on_a_ce_state_change() {
         cc: CongestionControl::Dctcp,
         ecn: true,
         syn_rtt: Some(Duration::from_millis(20)),
-        ..TcpConfig::default()
+        ..super::tests::base()
     };
-    let mut r = TcpReceiver::new(&cfg, Instant::ZERO);
+    let mut r = TcpReceiver::new(&cfg, Instant::ZERO).grown();
     let mut i = 0u64;
     let mut feed = |r: &mut TcpReceiver, ce: bool| {
         let t = Instant::from_millis(100 + i);
@@ -406,7 +407,7 @@ fn dctcp_receiver_acks_at_once_on_a_ce_state_change() {
     // The RFC 3168 receiver (cubic with ECN): ECE from the CE segment until CWR.
     let cfg = TcpConfig { ecn: true, ..cfg };
     let cfg = TcpConfig { cc: CongestionControl::Cubic, ..cfg };
-    let mut r = TcpReceiver::new(&cfg, Instant::ZERO);
+    let mut r = TcpReceiver::new(&cfg, Instant::ZERO).grown();
     let mut j = 0u64;
     let mut acks = Vec::new();
     for k in 0..60u64 {
@@ -425,7 +426,7 @@ fn dctcp_needs_ecn_or_falls_back_to_dctcp_reno() {
         cc: CongestionControl::Dctcp,
         ecn: true,
         syn_rtt: Some(Duration::from_millis(20)),
-        ..TcpConfig::default()
+        ..super::tests::base()
     };
     let mut s = TcpSender::new(cfg.clone(), Instant::ZERO);
     assert!(matches!(s.cc, sender::Cc::Dctcp(_)));
@@ -447,9 +448,9 @@ fn bbr_paces_internally_without_fq() {
         cc: CongestionControl::Bbr,
         initial_cwnd: 400,
         syn_rtt: Some(Duration::from_millis(10)),
-        ..TcpConfig::default()
+        ..super::tests::base()
     };
-    let mut s = TcpSender::new(cfg, Instant::ZERO);
+    let mut s = super::tests::open_sender(cfg, Instant::ZERO);
     assert_eq!(s.pacing_status, PacingStatus::Needed);
     // bbr_init_pacing_rate_from_rtt: 739/256 × 400 packets / 10 ms, −1 %.
     let rate = Bbr::rate_bytes_per_sec(MSS, 400 * bbr::BW_UNIT / 10_000, HIGH_GAIN);
@@ -483,9 +484,9 @@ fn bbr_paces_internally_without_fq() {
 fn delivery_rate_samples_measure_the_bottleneck() {
     use std::collections::VecDeque;
     // 10 ms each way, 10 Mbit/s bottleneck (1514-byte frames): a hand-run network.
-    let cfg = TcpConfig { tso: false, syn_rtt: Some(Duration::from_millis(20)), ..TcpConfig::default() };
+    let cfg = TcpConfig { tso: false, syn_rtt: Some(Duration::from_millis(20)), ..super::tests::base() };
     let mut s = TcpSender::new(cfg.clone(), Instant::ZERO);
-    let mut r = TcpReceiver::new(&cfg, Instant::ZERO);
+    let mut r = TcpReceiver::new(&cfg, Instant::ZERO).grown();
     let ser = Duration::from_nanos(1514 * 8 * 100);
     let mut free_at = Instant::ZERO;
     let mut to_rcv: VecDeque<(Instant, Segment)> = VecDeque::new();

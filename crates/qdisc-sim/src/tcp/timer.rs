@@ -12,7 +12,9 @@
 //! * **Tail loss probe** (RFC 8985 §7): in Open/CWR with data outstanding, PTO =
 //!   2·SRTT + 2 ms (+ rto_min when a single segment is out, for a delayed ACK), or
 //!   1 s without an RTT sample, never later than the RTO. On expiry send one new
-//!   segment ignoring cwnd, or retransmit the last one; the RTO then restarts.
+//!   segment ignoring cwnd, or retransmit the last one — unless that one has not left
+//!   the host yet (`skb_still_in_host_queue`: a window-limited flow behind a slow local
+//!   shaper); the RTO then restarts.
 //! * **RACK reordering timer**: see [`super::rack`].
 //! * **Zero-window/local-congestion probe** (`ICSK_TIME_PROBE0`): armed when nothing
 //!   is in flight and a local drop left data unsent, at max(RTO, 200 ms); on expiry
