@@ -32,10 +32,8 @@ const UDP: u64 = 2 << 40;
 const PING: u64 = 3 << 40;
 /// Handshake-only sockets (the control connections; a stream's SYN uses these too).
 const CONN: u64 = 4 << 40;
-/// iperf3's TCP write size (`-l` default, 128 KiB), and the room in the send buffer
-/// that wakes a writer blocked on a full one.
+/// iperf3's TCP write size (`-l` default, 128 KiB).
 const BLOCK: u64 = 128 * 1024;
-const WAKE: u64 = BLOCK / 2;
 /// Bytes of UDP + IPv4 + Ethernet headers.
 const UDP_HEADERS: u32 = 8 + 20 + 14;
 /// An ICMP echo of ping's default 56 data bytes, with IPv4 and Ethernet headers.
@@ -135,8 +133,10 @@ pub struct TcpFlow {
     /// The CPUs of the sender's and the receiver's threads.
     pub snd_cpu: u32,
     pub rcv_cpu: u32,
-    /// The sending application waits for room in the send buffer.
+    /// The sending application waits for room in the send buffer (`sk_stream_wait_memory`),
+    /// with `app_left` bytes of its current write still to copy.
     app_blocked: bool,
+    app_left: u64,
     /// The stream's connection ([`Conn`]).
     pub conn: u32,
     /// iperf3 `-b` (bytes/s, per stream): the writer's average since the test began
@@ -181,6 +181,7 @@ impl TcpFlow {
             snd_cpu: 0,
             rcv_cpu: 0,
             app_blocked: false,
+            app_left: 0,
             conn: 0,
             rate: None,
             test_start: start,
@@ -501,40 +502,50 @@ impl Sim {
         }
     }
 
-    /// iperf3's `write()` of a 128 KiB block on CPU `c` (as much as the send buffer
-    /// takes): `tcp_sendmsg` per skb and the copy, then `tcp_push` sends what TCP
-    /// allows. The thread blocks while the buffer is full; ACKs wake it.
+    /// iperf3's blocking `write()` of a 128 KiB block on CPU `c`: `tcp_sendmsg` per skb
+    /// and the copy while the send buffer takes them, then `tcp_push` sends what TCP
+    /// allows. On a full buffer the write waits with the rest of its block
+    /// (`sk_stream_wait_memory`) unless the push made room; `sk_stream_write_space`
+    /// wakes it (`tcp_send`).
     pub fn tcp_write_on(&mut self, h: u32, c: u32, flow: u32) -> Step {
         let f = &mut self.tcp[flow as usize];
         let Some(s) = f.sender.as_mut() else { return Step::Done(0) };
         if self.now >= f.end {
             return Step::Done(0);
         }
-        // iperf3 -b (iperf_check_throttle): the next block only once the average since
-        // the test began, written bytes × 8 / elapsed, is below the rate; the thread's
-        // polling of that test is taken as exact.
-        if let Some(rate) = f.rate {
-            let due =
-                f.test_start + qdisc::Duration((f.app_bytes as u128 * 1_000_000_000 / rate.max(1) as u128) as u64);
-            if f.app_bytes > 0 && self.now <= due {
-                self.events.at(due + qdisc::Duration(1), Ev::TcpWrite { flow });
-                return Step::Done(0);
+        if f.app_left == 0 {
+            // iperf3 -b (iperf_check_throttle): the next block only once the average
+            // since the test began, written bytes × 8 / elapsed, is below the rate; the
+            // thread's polling of that test is taken as exact.
+            if let Some(rate) = f.rate {
+                let due =
+                    f.test_start + qdisc::Duration((f.app_bytes as u128 * 1_000_000_000 / rate.max(1) as u128) as u64);
+                if f.app_bytes > 0 && self.now <= due {
+                    self.events.at(due + qdisc::Duration(1), Ev::TcpWrite { flow });
+                    return Step::Done(0);
+                }
             }
+            f.app_left = BLOCK;
         }
-        // A blocking write sleeps until sk_stream_wspace is back to half a block.
-        let bytes = s.write_room().min(BLOCK);
-        if bytes < WAKE {
-            f.app_blocked = true;
-            return Step::Done(0);
+        let bytes = s.sendmsg(f.app_left, f.sk.wmem_alloc(), self.now);
+        f.app_left -= bytes;
+        if f.app_left == 0 {
+            // write() returned: iperf3 counts the block.
+            f.app_bytes += BLOCK;
         }
-        s.app_write(bytes, f.sk.wmem_alloc(), self.now);
-        f.app_bytes += bytes;
         let k = &self.cpus(h).costs;
         let (call, copy) = (k.tcp_sendmsg * bytes.div_ceil(65536), k.copy(bytes));
         self.cpus(h).charge(c, Class::Sys, Func::TcpSendmsg as u16, call);
         self.cpus(h).charge(c, Class::Sys, Func::Copy as u16, copy);
         self.tcp_send(flow);
-        self.give(h, c, Work::TcpWrite { flow }, false);
+        let f = &mut self.tcp[flow as usize];
+        let Some(s) = f.sender.as_mut() else { return Step::Done(call + copy) };
+        if f.app_left > 0 && !s.memory_free(0) {
+            f.app_blocked = true;
+        } else {
+            s.take_write_space();
+            self.give(h, c, Work::TcpWrite { flow }, false);
+        }
         Step::Done(call + copy)
     }
 
@@ -568,9 +579,9 @@ impl Sim {
                 s.on_local_xmit(&seg, v, now);
             }
         }
-        // sk_stream_write_space: a blocked writer wakes once there is room again.
+        // sk_stream_write_space (from tcp_check_space) wakes a blocked writer.
         let f = &mut self.tcp[flow as usize];
-        if f.app_blocked && f.sender.as_ref().is_some_and(|s| s.write_room() >= WAKE) {
+        if f.app_blocked && f.sender.as_mut().is_some_and(|s| s.take_write_space()) {
             f.app_blocked = false;
             let (src, c) = (f.src, f.snd_cpu);
             self.give(src, c, Work::TcpWrite { flow }, false);

@@ -818,6 +818,13 @@ impl Sim {
                                 *slot = w.parse().unwrap_or(*slot);
                             }
                         }
+                        // The sending host's send buffer (tcp_init_sock, tcp_stream_memory_free).
+                        if let Some(v) = sysctl(&t.from, "net.ipv4.tcp_wmem") {
+                            for (slot, w) in f.cfg.wmem.iter_mut().zip(v.split_whitespace()) {
+                                *slot = w.parse().unwrap_or(*slot);
+                            }
+                        }
+                        f.cfg.notsent_lowat = int(&t.from, "net.ipv4.tcp_notsent_lowat", f.cfg.notsent_lowat);
                         f.rate = *rate;
                         f.set_path(mtu, gso);
                         f.snd_cpu = place(self, src, &t.sender_cpus, stream as usize);
