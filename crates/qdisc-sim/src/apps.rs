@@ -36,6 +36,23 @@ const CONN: u64 = 4 << 40;
 const BLOCK: u64 = 128 * 1024;
 /// Bytes of UDP + IPv4 + Ethernet headers.
 const UDP_HEADERS: u32 = 8 + 20 + 14;
+/// A UDP socket's `sk_sndbuf`: `net.core.wmem_default` = `SK_WMEM_DEFAULT` (256 skbs
+/// of `SKB_TRUESIZE(256)` = 832 bytes, include/net/sock.h).
+const UDP_SNDBUF: u64 = 212992;
+
+/// `skb->truesize` of a UDP datagram of `payload` bytes as `__ip_append_data` allocates
+/// it (linear, one skb): `sock_alloc_send_skb` of the UDP and IPv4 headers and the
+/// payload plus `LL_RESERVED_SPACE` (16 on Ethernet) + 15; `__alloc_skb` asks for that
+/// cache-line aligned plus the shared info (320), from `skb_small_head_cache` (640) when
+/// it fits, else a kmalloc size (a power of two from 1024 up), and the truesize is the
+/// head less the shared info plus `SKB_TRUESIZE`'s overhead (256 + 320). 1460 payload
+/// bytes: 1519 → 1536 + 320 → 2048 → 2304.
+fn udp_truesize(payload: u32) -> u32 {
+    use crate::tcp::{SHINFO_SIZE, SKB_STRUCT_SIZE};
+    let size = (payload + 8 + 20 + 16 + 15).div_ceil(64) * 64 + SHINFO_SIZE;
+    let head = if size <= 640 { 640 } else { size.next_power_of_two() };
+    head + SKB_STRUCT_SIZE
+}
 /// An ICMP echo of ping's default 56 data bytes, with IPv4 and Ethernet headers.
 const PING_LEN: u32 = 56 + 8 + 20 + 14;
 
@@ -224,6 +241,9 @@ pub struct UdpApp {
     /// is a count, not a queue.
     owed: u64,
     queued: bool,
+    /// The thread sleeps in `sock_alloc_send_skb`: the socket's skbs in the qdiscs and
+    /// the driver hold all of `sk_sndbuf` (its send is still queued, `queued`).
+    blocked: bool,
     /// Sender's totals: datagrams and payload bytes.
     pub sent: u64,
     pub sent_bytes: u64,
@@ -269,6 +289,7 @@ impl UdpApp {
             scheduled: 0,
             owed: 0,
             queued: false,
+            blocked: false,
             sent: 0,
             sent_bytes: 0,
             received: 0,
@@ -615,8 +636,28 @@ impl Sim {
         }
     }
 
+    /// `sock_def_write_space` for the UDP senders asleep in `sock_alloc_send_skb`: a
+    /// freed skb (sent, or dropped in a qdisc) wakes one once less than half its
+    /// `sk_sndbuf` is held (`__sock_writeable`, on the reference count, one above the
+    /// bytes); its send goes on. Cheap unless a sender sleeps.
+    pub fn udp_write_space(&mut self) {
+        if self.udp_blocked == 0 {
+            return;
+        }
+        for app in 0..self.udp.len() {
+            let u = &mut self.udp[app];
+            if u.blocked && u.sk.wmem_alloc() + 1 < UDP_SNDBUF / 2 {
+                u.blocked = false;
+                self.udp_blocked -= 1;
+                let (src, cpu) = (u.src, u.cpu);
+                self.give(src, cpu, Work::UdpSend { app: app as u32 }, false);
+            }
+        }
+    }
+
     /// A charged skb of socket `id` was freed: TSQ lets its sender go on.
     pub fn socket_released(&mut self, id: u64) {
+        self.udp_write_space();
         if (1..RECEIVER).contains(&id) {
             let flow = (id - 1) as u32;
             if self.tcp[flow as usize].sender.as_ref().is_some_and(|s| s.tsq_throttled()) {
@@ -727,11 +768,13 @@ impl Sim {
         u.sent += 1;
         u.sent_bytes += u.size as u64;
         let len = if u.pktgen { u.size } else { u.size + UDP_HEADERS };
-        let pktgen = u.pktgen;
+        let (pktgen, truesize) = (u.pktgen, udp_truesize(u.size));
         let meta = Meta { src, dst, payload: Payload::Udp { app, seq, sent_at: now }, alloc: u32::MAX };
         let mut pkt = self.packet(len, 1, &key, meta);
         if !pktgen {
-            pkt.sk = Some(sk);
+            // Charged to the socket until freed (sock_wfree), as the kernel's skb is.
+            pkt.truesize = truesize;
+            pkt.set_owner_w(sk);
         }
         (src, dst, pkt)
     }
@@ -750,8 +793,16 @@ impl Sim {
     /// The sender thread on CPU `c`: iperf3's loop (user), `sendto` (sys), then the
     /// datagram's `dev_queue_xmit` on this CPU. An unlimited sender loops right after.
     pub fn udp_send_on(&mut self, h: u32, c: u32, app: u32) -> Step {
-        if self.now >= self.udp[app as usize].end {
-            self.udp[app as usize].queued = false;
+        let u = &mut self.udp[app as usize];
+        if self.now >= u.end {
+            u.queued = false;
+            return Step::Done(0);
+        }
+        // sock_alloc_send_skb: a blocking send sleeps while the socket's skbs not yet
+        // freed hold sk_sndbuf (sock_wait_for_wmem), until sock_wfree wakes it.
+        if !u.pktgen && u.sk.wmem_alloc() >= UDP_SNDBUF {
+            u.blocked = true;
+            self.udp_blocked += 1;
             return Step::Done(0);
         }
         let (src, dst, pkt) = self.udp_datagram(app);
@@ -887,5 +938,22 @@ impl Sim {
         let at = self.now + qdisc::Duration(ns);
         let rtt = (at - sent_at).as_nanos() as f64 / 1e6;
         self.ping[app as usize].samples.push(RttSample { seq: seq + 1, t: at.as_nanos() as f64 / 1e9, rtt_ms: rtt });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `__ip_append_data`'s linear skb: payload + 59, aligned to 64, + 320, from the
+    /// 640-byte small-head cache or a power-of-two kmalloc, + 256 (the `sk_buff`).
+    #[test]
+    fn udp_truesize_follows_the_kmalloc_head() {
+        // 64 + 59 = 123 → 128 + 320 = 448 ≤ 640: the small head, 640 + 256.
+        assert_eq!(super::udp_truesize(64), 896);
+        // 1400 + 59 = 1459 → 1472 + 320 = 1792 → 2048.
+        assert_eq!(super::udp_truesize(1400), 2304);
+        // 1472 + 59 = 1531 → 1536 + 320 = 1856 → 2048.
+        assert_eq!(super::udp_truesize(1472), 2304);
+        // 1733 + 59 = 1792 → 1792 + 320 = 2112 → 4096.
+        assert_eq!(super::udp_truesize(1733), 4352);
     }
 }

@@ -223,6 +223,8 @@ pub struct Sim {
     /// The TCP connections' handshakes (iperf3's control connections and its streams).
     pub conns: Vec<Conn>,
     pub udp: Vec<UdpApp>,
+    /// How many UDP senders sleep for room in their send buffer.
+    pub udp_blocked: u32,
     pub ping: Vec<PingApp>,
     /// tc's warnings while applying the scripts.
     pub warnings: Vec<String>,
@@ -558,6 +560,7 @@ impl Sim {
             tcp: Vec::new(),
             conns: Vec::new(),
             udp: Vec::new(),
+            udp_blocked: 0,
             ping: Vec::new(),
             warnings: Vec::new(),
             packets: 0,
