@@ -55,7 +55,7 @@ pub const DEFAULT_CPUS: u32 = 4;
 /// The `sysctl` keys a script may set (`sysctl -w KEY=VALUE`), in the order the errors
 /// list them. The `net.core` ones are global to a kernel, the `net.ipv4` ones per
 /// network namespace (see docs/scenarios.md, "Settings", and [`per_netns_sysctl`]).
-pub const SYSCTL_KEYS: [&str; 15] = [
+pub const SYSCTL_KEYS: [&str; 17] = [
     "net.core.default_qdisc",
     "net.core.dev_weight",
     "net.core.dev_weight_tx_bias",
@@ -71,6 +71,8 @@ pub const SYSCTL_KEYS: [&str; 15] = [
     "net.ipv4.tcp_synack_retries",
     "net.ipv4.tcp_slow_start_after_idle",
     "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+    "net.ipv4.tcp_notsent_lowat",
 ];
 
 /// The TCP congestion controls a scenario may name (`cc`, and `sysctl -w
@@ -1596,16 +1598,16 @@ fn sysctl_setting(key: &str, value: &str) -> Result<SettingKind, String> {
     Ok(SettingKind::Sysctl { key, value: n.to_string() })
 }
 
-/// How many integers a vector key holds (`net.ipv4.tcp_rmem`: min, default, max).
+/// How many integers a vector key holds (`net.ipv4.tcp_rmem`, `tcp_wmem`: min, default, max).
 pub fn sysctl_vector_len(key: &str) -> Option<usize> {
     match key {
-        "net.ipv4.tcp_rmem" => Some(3),
+        "net.ipv4.tcp_rmem" | "net.ipv4.tcp_wmem" => Some(3),
         _ => None,
     }
 }
 
 /// A vector key's value as `proc_dointvec_minmax` with `extra1 = SYSCTL_ONE` takes it
-/// (net/ipv4/sysctl_net_ipv4.c, `tcp_rmem`): up to `n` integers, each at least 1; a
+/// (net/ipv4/sysctl_net_ipv4.c, `tcp_rmem` and `tcp_wmem`): up to `n` integers, each at least 1; a
 /// shorter list sets the first ones and keeps the rest.
 fn sysctl_vector(key: &str, value: &str, n: usize) -> Result<SettingKind, String> {
     if value.contains(['"', '\'']) {
@@ -1679,6 +1681,8 @@ pub fn sysctl_range(key: &str) -> Option<(i64, i64, &'static str)> {
         // between tcp_syn_retries_min and MAX_TCP_SYNCNT.
         "net.ipv4.tcp_syn_retries" => Some((1, 127, "")),
         "net.ipv4.tcp_synack_retries" | "net.ipv4.tcp_slow_start_after_idle" => Some((0, 255, "")),
+        // proc_douintvec: an unsigned int (no minus sign).
+        "net.ipv4.tcp_notsent_lowat" => Some((0, u32::MAX as i64, "")),
         _ => None,
     }
 }

@@ -268,6 +268,20 @@ fn tcp_rmem_takes_up_to_three_integers() {
 }
 
 #[test]
+fn tcp_wmem_and_tcp_notsent_lowat_are_sender_sysctls() {
+    let script = "sysctl -w \"net.ipv4.tcp_wmem=4096 16384 0x400000\" net.ipv4.tcp_notsent_lowat=0x4000\n\
+                  sysctl -w net.ipv4.tcp_wmem=8192 net.ipv4.tcp_notsent_lowat=4294967295\n";
+    let s = load(&with(CLASS, script)).unwrap();
+    let got: Vec<SettingKind> = s.tc[0].settings.iter().map(|st| st.kind.clone()).collect();
+    let set = |k: &str, v: &str| SettingKind::Sysctl { key: k.into(), value: v.into() };
+    let (wmem, lowat) = ("net.ipv4.tcp_wmem", "net.ipv4.tcp_notsent_lowat");
+    assert_eq!(
+        got,
+        vec![set(wmem, "4096 16384 4194304"), set(lowat, "16384"), set(wmem, "8192"), set(lowat, "4294967295")]
+    );
+}
+
+#[test]
 fn settings_are_parsed_in_script_order() {
     let script = "sysctl -w net.core.dev_weight=0x20 net/core/netdev_budget=600\n\
                   qdisc add dev eth0 root handle 1: mq\n\
@@ -388,7 +402,7 @@ fn mistakes_are_named_exactly() {
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"lots\""), "t.toml:29:8: traffic[1].rate: invalid rate \"lots\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")"),
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"unlimited\"\nflows = 129"), "t.toml:30:9: traffic[1].flows: must be between 1 and 128"),
         // Settings in a script: sysctl.
-        (with(CLASS, "sysctl -w net.core.foo=1"), "t.toml:16:1: tc.a.script: script line 2: unknown sysctl key \"net.core.foo\" (supported: net.core.default_qdisc, net.core.dev_weight, net.core.dev_weight_tx_bias, net.core.dev_weight_rx_bias, net.core.netdev_budget, net.core.netdev_budget_usecs, net.core.netdev_max_backlog, net.core.skb_defer_max, net.core.gro_normal_batch, net.core.rps_sock_flow_entries, net.ipv4.tcp_congestion_control, net.ipv4.tcp_syn_retries, net.ipv4.tcp_synack_retries, net.ipv4.tcp_slow_start_after_idle, net.ipv4.tcp_rmem)"),
+        (with(CLASS, "sysctl -w net.core.foo=1"), "t.toml:16:1: tc.a.script: script line 2: unknown sysctl key \"net.core.foo\" (supported: net.core.default_qdisc, net.core.dev_weight, net.core.dev_weight_tx_bias, net.core.dev_weight_rx_bias, net.core.netdev_budget, net.core.netdev_budget_usecs, net.core.netdev_max_backlog, net.core.skb_defer_max, net.core.gro_normal_batch, net.core.rps_sock_flow_entries, net.ipv4.tcp_congestion_control, net.ipv4.tcp_syn_retries, net.ipv4.tcp_synack_retries, net.ipv4.tcp_slow_start_after_idle, net.ipv4.tcp_rmem, net.ipv4.tcp_wmem, net.ipv4.tcp_notsent_lowat)"),
         (with(CLASS, "sysctl -w net.core.dev_weight=0"), "t.toml:16:1: tc.a.script: script line 2: net.core.dev_weight = 0 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl net.core.dev_weight_rx_bias=2147483648"), "t.toml:16:1: tc.a.script: script line 2: net.core.dev_weight_rx_bias = 2147483648 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl -w net.core.netdev_budget_usecs=2000"), "t.toml:16:1: tc.a.script: script line 2: net.core.netdev_budget_usecs = 2000 is out of range: the kernel takes 8000 to 2147483647 (at least 2 jiffies: 8000 µs at HZ=250)"),
@@ -403,6 +417,9 @@ fn mistakes_are_named_exactly() {
         (with(CLASS, "sysctl -w 'net.ipv4.tcp_rmem=0 131072 6291456'"), "t.toml:16:1: tc.a.script: script line 2: net.ipv4.tcp_rmem = \"0 131072 6291456\": 0 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl -w 'net.ipv4.tcp_rmem=4096 lots'"), "t.toml:16:1: tc.a.script: script line 2: net.ipv4.tcp_rmem = \"4096 lots\": \"lots\" is not an integer"),
         (with(CLASS, "sysctl -w net.ipv4.tcp_rmem="), "t.toml:16:1: tc.a.script: script line 2: net.ipv4.tcp_rmem = \"\": not an integer"),
+        (with(CLASS, "sysctl -w 'net.ipv4.tcp_wmem=4096 0 4194304'"), "t.toml:16:1: tc.a.script: script line 2: net.ipv4.tcp_wmem = \"4096 0 4194304\": 0 is out of range: the kernel takes 1 to 2147483647"),
+        (with(CLASS, "sysctl -w net.ipv4.tcp_notsent_lowat=4294967296"), "t.toml:16:1: tc.a.script: script line 2: net.ipv4.tcp_notsent_lowat = 4294967296 is out of range: the kernel takes 0 to 4294967295"),
+        (with(CLASS, "sysctl -w net.ipv4.tcp_notsent_lowat=-1"), "t.toml:16:1: tc.a.script: script line 2: net.ipv4.tcp_notsent_lowat = -1 is out of range: the kernel takes 0 to 4294967295"),
         (with(CLASS, "echo 2147483648 > /proc/sys/net/core/skb_defer_max"), "t.toml:16:1: tc.a.script: script line 2: net.core.skb_defer_max = 2147483648 is out of range: the kernel takes 0 to 2147483647"),
         (with(CLASS, "sysctl -w net.core.gro_normal_batch=0"), "t.toml:16:1: tc.a.script: script line 2: net.core.gro_normal_batch = 0 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl -w net.core.netdev_budget=lots"), "t.toml:16:1: tc.a.script: script line 2: net.core.netdev_budget = \"lots\": not an integer"),

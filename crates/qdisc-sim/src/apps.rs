@@ -32,12 +32,27 @@ const UDP: u64 = 2 << 40;
 const PING: u64 = 3 << 40;
 /// Handshake-only sockets (the control connections; a stream's SYN uses these too).
 const CONN: u64 = 4 << 40;
-/// iperf3's TCP write size (`-l` default, 128 KiB), and the room in the send buffer
-/// that wakes a writer blocked on a full one.
+/// iperf3's TCP write size (`-l` default, 128 KiB).
 const BLOCK: u64 = 128 * 1024;
-const WAKE: u64 = BLOCK / 2;
 /// Bytes of UDP + IPv4 + Ethernet headers.
 const UDP_HEADERS: u32 = 8 + 20 + 14;
+/// A UDP socket's `sk_sndbuf`: `net.core.wmem_default` = `SK_WMEM_DEFAULT` (256 skbs
+/// of `SKB_TRUESIZE(256)` = 832 bytes, include/net/sock.h).
+const UDP_SNDBUF: u64 = 212992;
+
+/// `skb->truesize` of a UDP datagram of `payload` bytes as `__ip_append_data` allocates
+/// it (linear, one skb): `sock_alloc_send_skb` of the UDP and IPv4 headers and the
+/// payload plus `LL_RESERVED_SPACE` (16 on Ethernet) + 15; `__alloc_skb` asks for that
+/// cache-line aligned plus the shared info (320), from `skb_small_head_cache` (640) when
+/// it fits, else a kmalloc size (a power of two from 1024 up), and the truesize is the
+/// head less the shared info plus `SKB_TRUESIZE`'s overhead (256 + 320). 1460 payload
+/// bytes: 1519 → 1536 + 320 → 2048 → 2304.
+fn udp_truesize(payload: u32) -> u32 {
+    use crate::tcp::{SHINFO_SIZE, SKB_STRUCT_SIZE};
+    let size = (payload + 8 + 20 + 16 + 15).div_ceil(64) * 64 + SHINFO_SIZE;
+    let head = if size <= 640 { 640 } else { size.next_power_of_two() };
+    head + SKB_STRUCT_SIZE
+}
 /// An ICMP echo of ping's default 56 data bytes, with IPv4 and Ethernet headers.
 const PING_LEN: u32 = 56 + 8 + 20 + 14;
 
@@ -135,8 +150,10 @@ pub struct TcpFlow {
     /// The CPUs of the sender's and the receiver's threads.
     pub snd_cpu: u32,
     pub rcv_cpu: u32,
-    /// The sending application waits for room in the send buffer.
+    /// The sending application waits for room in the send buffer (`sk_stream_wait_memory`),
+    /// with `app_left` bytes of its current write still to copy.
     app_blocked: bool,
+    app_left: u64,
     /// The stream's connection ([`Conn`]).
     pub conn: u32,
     /// iperf3 `-b` (bytes/s, per stream): the writer's average since the test began
@@ -181,6 +198,7 @@ impl TcpFlow {
             snd_cpu: 0,
             rcv_cpu: 0,
             app_blocked: false,
+            app_left: 0,
             conn: 0,
             rate: None,
             test_start: start,
@@ -223,6 +241,9 @@ pub struct UdpApp {
     /// is a count, not a queue.
     owed: u64,
     queued: bool,
+    /// The thread sleeps in `sock_alloc_send_skb`: the socket's skbs in the qdiscs and
+    /// the driver hold all of `sk_sndbuf` (its send is still queued, `queued`).
+    blocked: bool,
     /// Sender's totals: datagrams and payload bytes.
     pub sent: u64,
     pub sent_bytes: u64,
@@ -268,6 +289,7 @@ impl UdpApp {
             scheduled: 0,
             owed: 0,
             queued: false,
+            blocked: false,
             sent: 0,
             sent_bytes: 0,
             received: 0,
@@ -502,40 +524,50 @@ impl Sim {
         }
     }
 
-    /// iperf3's `write()` of a 128 KiB block on CPU `c` (as much as the send buffer
-    /// takes): `tcp_sendmsg` per skb and the copy, then `tcp_push` sends what TCP
-    /// allows. The thread blocks while the buffer is full; ACKs wake it.
+    /// iperf3's blocking `write()` of a 128 KiB block on CPU `c`: `tcp_sendmsg` per skb
+    /// and the copy while the send buffer takes them, then `tcp_push` sends what TCP
+    /// allows. On a full buffer the write waits with the rest of its block
+    /// (`sk_stream_wait_memory`) unless the push made room; `sk_stream_write_space`
+    /// wakes it (`tcp_send`).
     pub fn tcp_write_on(&mut self, h: u32, c: u32, flow: u32) -> Step {
         let f = &mut self.tcp[flow as usize];
         let Some(s) = f.sender.as_mut() else { return Step::Done(0) };
         if self.now >= f.end {
             return Step::Done(0);
         }
-        // iperf3 -b (iperf_check_throttle): the next block only once the average since
-        // the test began, written bytes × 8 / elapsed, is below the rate; the thread's
-        // polling of that test is taken as exact.
-        if let Some(rate) = f.rate {
-            let due =
-                f.test_start + qdisc::Duration((f.app_bytes as u128 * 1_000_000_000 / rate.max(1) as u128) as u64);
-            if f.app_bytes > 0 && self.now <= due {
-                self.events.at(due + qdisc::Duration(1), Ev::TcpWrite { flow });
-                return Step::Done(0);
+        if f.app_left == 0 {
+            // iperf3 -b (iperf_check_throttle): the next block only once the average
+            // since the test began, written bytes × 8 / elapsed, is below the rate; the
+            // thread's polling of that test is taken as exact.
+            if let Some(rate) = f.rate {
+                let due =
+                    f.test_start + qdisc::Duration((f.app_bytes as u128 * 1_000_000_000 / rate.max(1) as u128) as u64);
+                if f.app_bytes > 0 && self.now <= due {
+                    self.events.at(due + qdisc::Duration(1), Ev::TcpWrite { flow });
+                    return Step::Done(0);
+                }
             }
+            f.app_left = BLOCK;
         }
-        // A blocking write sleeps until sk_stream_wspace is back to half a block.
-        let bytes = s.write_room().min(BLOCK);
-        if bytes < WAKE {
-            f.app_blocked = true;
-            return Step::Done(0);
+        let bytes = s.sendmsg(f.app_left, f.sk.wmem_alloc(), self.now);
+        f.app_left -= bytes;
+        if f.app_left == 0 {
+            // write() returned: iperf3 counts the block.
+            f.app_bytes += BLOCK;
         }
-        s.app_write(bytes, f.sk.wmem_alloc(), self.now);
-        f.app_bytes += bytes;
         let k = &self.cpus(h).costs;
         let (call, copy) = (k.tcp_sendmsg * bytes.div_ceil(65536), k.copy(bytes));
         self.cpus(h).charge(c, Class::Sys, Func::TcpSendmsg as u16, call);
         self.cpus(h).charge(c, Class::Sys, Func::Copy as u16, copy);
         self.tcp_send(flow);
-        self.give(h, c, Work::TcpWrite { flow }, false);
+        let f = &mut self.tcp[flow as usize];
+        let Some(s) = f.sender.as_mut() else { return Step::Done(call + copy) };
+        if f.app_left > 0 && !s.memory_free(0) {
+            f.app_blocked = true;
+        } else {
+            s.take_write_space();
+            self.give(h, c, Work::TcpWrite { flow }, false);
+        }
         Step::Done(call + copy)
     }
 
@@ -569,9 +601,9 @@ impl Sim {
                 s.on_local_xmit(&seg, v, now);
             }
         }
-        // sk_stream_write_space: a blocked writer wakes once there is room again.
+        // sk_stream_write_space (from tcp_check_space) wakes a blocked writer.
         let f = &mut self.tcp[flow as usize];
-        if f.app_blocked && f.sender.as_ref().is_some_and(|s| s.write_room() >= WAKE) {
+        if f.app_blocked && f.sender.as_mut().is_some_and(|s| s.take_write_space()) {
             f.app_blocked = false;
             let (src, c) = (f.src, f.snd_cpu);
             self.give(src, c, Work::TcpWrite { flow }, false);
@@ -605,8 +637,28 @@ impl Sim {
         }
     }
 
+    /// `sock_def_write_space` for the UDP senders asleep in `sock_alloc_send_skb`: a
+    /// freed skb (sent, or dropped in a qdisc) wakes one once less than half its
+    /// `sk_sndbuf` is held (`__sock_writeable`, on the reference count, one above the
+    /// bytes); its send goes on. Cheap unless a sender sleeps.
+    pub fn udp_write_space(&mut self) {
+        if self.udp_blocked == 0 {
+            return;
+        }
+        for app in 0..self.udp.len() {
+            let u = &mut self.udp[app];
+            if u.blocked && u.sk.wmem_alloc() + 1 < UDP_SNDBUF / 2 {
+                u.blocked = false;
+                self.udp_blocked -= 1;
+                let (src, cpu) = (u.src, u.cpu);
+                self.give(src, cpu, Work::UdpSend { app: app as u32 }, false);
+            }
+        }
+    }
+
     /// A charged skb of socket `id` was freed: TSQ lets its sender go on.
     pub fn socket_released(&mut self, id: u64) {
+        self.udp_write_space();
         if (1..RECEIVER).contains(&id) {
             let flow = (id - 1) as u32;
             if self.tcp[flow as usize].sender.as_ref().is_some_and(|s| s.tsq_throttled()) {
@@ -717,11 +769,13 @@ impl Sim {
         u.sent += 1;
         u.sent_bytes += u.size as u64;
         let len = if u.pktgen { u.size } else { u.size + UDP_HEADERS };
-        let pktgen = u.pktgen;
+        let (pktgen, truesize) = (u.pktgen, udp_truesize(u.size));
         let meta = Meta { src, dst, payload: Payload::Udp { app, seq, sent_at: now }, alloc: u32::MAX };
         let mut pkt = self.packet(len, 1, &key, meta);
         if !pktgen {
-            pkt.sk = Some(sk);
+            // Charged to the socket until freed (sock_wfree), as the kernel's skb is.
+            pkt.truesize = truesize;
+            pkt.set_owner_w(sk);
         }
         (src, dst, pkt)
     }
@@ -740,8 +794,16 @@ impl Sim {
     /// The sender thread on CPU `c`: iperf3's loop (user), `sendto` (sys), then the
     /// datagram's `dev_queue_xmit` on this CPU. An unlimited sender loops right after.
     pub fn udp_send_on(&mut self, h: u32, c: u32, app: u32) -> Step {
-        if self.now >= self.udp[app as usize].end {
-            self.udp[app as usize].queued = false;
+        let u = &mut self.udp[app as usize];
+        if self.now >= u.end {
+            u.queued = false;
+            return Step::Done(0);
+        }
+        // sock_alloc_send_skb: a blocking send sleeps while the socket's skbs not yet
+        // freed hold sk_sndbuf (sock_wait_for_wmem), until sock_wfree wakes it.
+        if !u.pktgen && u.sk.wmem_alloc() >= UDP_SNDBUF {
+            u.blocked = true;
+            self.udp_blocked += 1;
             return Step::Done(0);
         }
         let (src, dst, pkt) = self.udp_datagram(app);
@@ -877,5 +939,22 @@ impl Sim {
         let at = self.now + qdisc::Duration(ns);
         let rtt = (at - sent_at).as_nanos() as f64 / 1e6;
         self.ping[app as usize].samples.push(RttSample { seq: seq + 1, t: at.as_nanos() as f64 / 1e9, rtt_ms: rtt });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `__ip_append_data`'s linear skb: payload + 59, aligned to 64, + 320, from the
+    /// 640-byte small-head cache or a power-of-two kmalloc, + 256 (the `sk_buff`).
+    #[test]
+    fn udp_truesize_follows_the_kmalloc_head() {
+        // 64 + 59 = 123 → 128 + 320 = 448 ≤ 640: the small head, 640 + 256.
+        assert_eq!(super::udp_truesize(64), 896);
+        // 1400 + 59 = 1459 → 1472 + 320 = 1792 → 2048.
+        assert_eq!(super::udp_truesize(1400), 2304);
+        // 1472 + 59 = 1531 → 1536 + 320 = 1856 → 2048.
+        assert_eq!(super::udp_truesize(1472), 2304);
+        // 1733 + 59 = 1792 → 1792 + 320 = 2112 → 4096.
+        assert_eq!(super::udp_truesize(1733), 4352);
     }
 }

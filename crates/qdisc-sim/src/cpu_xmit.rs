@@ -394,6 +394,8 @@ impl Sim {
                         t.stage = Stage::Finish;
                     }
                 }
+                // Dequeue drops free skbs: sleeping UDP senders may go on.
+                self.udp_write_space();
                 self.cont(h, c, t, deq_ns)
             }
             Stage::Driver(p) => {

@@ -272,7 +272,7 @@ impl Recorder {
             warnings.push(format!("some periodic tc snapshots are missing: their temporary file: {e}"));
         }
         warnings.push(
-            "simulated: TCP is qdisc-sim's Linux-like model (no receive-window or buffer autotuning, sender intervals count acknowledged bytes); \
+            "simulated: TCP is qdisc-sim's Linux-like model (sender intervals count acknowledged bytes, not written ones); \
              NICs are modelled with BQL, TSO and GRO (docs/simulator.md)"
                 .into(),
         );

@@ -223,6 +223,8 @@ pub struct Sim {
     /// The TCP connections' handshakes (iperf3's control connections and its streams).
     pub conns: Vec<Conn>,
     pub udp: Vec<UdpApp>,
+    /// How many UDP senders sleep for room in their send buffer.
+    pub udp_blocked: u32,
     pub ping: Vec<PingApp>,
     /// tc's warnings while applying the scripts.
     pub warnings: Vec<String>,
@@ -558,6 +560,7 @@ impl Sim {
             tcp: Vec::new(),
             conns: Vec::new(),
             udp: Vec::new(),
+            udp_blocked: 0,
             ping: Vec::new(),
             warnings: Vec::new(),
             packets: 0,
@@ -819,6 +822,13 @@ impl Sim {
                                 *slot = w.parse().unwrap_or(*slot);
                             }
                         }
+                        // The sending host's send buffer (tcp_init_sock, tcp_stream_memory_free).
+                        if let Some(v) = sysctl(&t.from, "net.ipv4.tcp_wmem") {
+                            for (slot, w) in f.cfg.wmem.iter_mut().zip(v.split_whitespace()) {
+                                *slot = w.parse().unwrap_or(*slot);
+                            }
+                        }
+                        f.cfg.notsent_lowat = int(&t.from, "net.ipv4.tcp_notsent_lowat", f.cfg.notsent_lowat);
                         f.rate = *rate;
                         f.set_path(mtu, gso);
                         f.snd_cpu = place(self, src, &t.sender_cpus, stream as usize);

@@ -76,6 +76,12 @@ impl Sim {
 
     /// `__qdisc_run` for one tx queue.
     pub fn qdisc_run(&mut self, iface: u32, txq: u32) {
+        self.qdisc_run_quota(iface, txq);
+        // Dequeue drops (codel, pie, ...) free skbs too: sleeping UDP senders may go on.
+        self.udp_write_space();
+    }
+
+    fn qdisc_run_quota(&mut self, iface: u32, txq: u32) {
         let now = self.now;
         for _ in 0..QDISC_QUOTA {
             if !self.txq_can_take(iface, txq) {

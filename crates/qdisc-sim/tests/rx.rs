@@ -263,7 +263,7 @@ from = "a"
 to = "b"
 rate = "unlimited"
 size = "64"
-flows = 3
+flows = 6
 sender_cpus = "0,2,4"
 {ping}"#
     ))
@@ -292,8 +292,9 @@ fn a_full_veth_ring_stops_a_queue_with_a_qdisc_and_drops_without() {
     // The requeued packet (dev_requeue_skb) is neither in the qdisc's queue nor lost.
     let left = sent(&q) - got(&q) - drops - qlen;
     assert!((1..=256 + 8 + 1).contains(&left), "{left}");
-    // Both run at the consumer's pace.
-    assert_eq!(got(&q).abs_diff(got(&nq)) * 100 / got(&nq), 0);
+    // Both run at the consumer's pace (within 2 %: the senders behind the qdisc sleep on
+    // their send buffers and wake at half of it, those of noqueue never sleep).
+    assert!(got(&q).abs_diff(got(&nq)) * 100 / got(&nq) <= 1, "{} {}", got(&q), got(&nq));
 }
 
 #[test]

@@ -208,3 +208,24 @@ fn an_app_limited_stream_restarts_its_window_after_idle_unless_the_sysctl_says_n
     assert_eq!(second_burst(&run(&text(1))), [25, 50, 16]);
     assert_eq!(second_burst(&run(&text(0))), [91]);
 }
+
+/// `net.ipv4.tcp_wmem` on the sending host caps what its writer keeps in the socket,
+/// in flight included: with a 256 KiB maximum (truesize; payload a little less) a
+/// 50 ms round trip carries at most 262144 bytes, 41.9 Mbit/s, of a 1 Gbit/s path;
+/// and at least the two thirds of it the writer refills at (ACK-clocked). The
+/// default maximum (4 MiB) is not the limit of that path.
+#[test]
+fn tcp_wmem_of_the_sender_caps_a_long_fat_path() {
+    let capped = run(&link("1gbit", "25ms", 1, "5s", "sysctl -w \"net.ipv4.tcp_wmem=4096 16384 262144\""));
+    let free = run(&link("1gbit", "25ms", 1, "5s", ""));
+    let bps = |r: &RunResult| r.throughput[0].receiver.bits_per_second;
+    let cap = 262144.0 * 8.0 / 0.050;
+    assert!(bps(&capped) <= cap && bps(&capped) >= 0.6 * cap, "{} of {cap}", bps(&capped));
+    assert!(bps(&free) > 5.0 * cap, "{}", bps(&free));
+    // The receiver's host's tcp_wmem is not the sender's: no cap.
+    let other = link("1gbit", "25ms", 1, "5s", "").replace(
+        "[tc.client]",
+        "[tc.server]\nscript = \"sysctl -w 'net.ipv4.tcp_wmem=4096 16384 262144'\"\n[tc.client]",
+    );
+    assert_eq!(bps(&run(&other)), bps(&free));
+}

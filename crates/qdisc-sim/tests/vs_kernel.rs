@@ -54,11 +54,10 @@ const WHY: &[(&str, &str, &str)] = &[
     ("host-tbf50-32k-lat50-cubic4", "drops", TBF_CUT),
     ("host-tbf5-10k-lat100-cubic1", "p50", TBF_CUT),
     ("host-tbf20-limit30000-cubic2", "drops", BYTE_LIMIT),
-    ("host-tbf100-64k-lat20-cubic8", "drops", BYTE_LIMIT),
     ("host-htb100-bfifo60000-cubic1", "drops", BYTE_LIMIT),
     ("host-htb5-bfifo15000-cubic2", "drops", BYTE_LIMIT),
-    ("host-htb20-bfifo30000-cubic4", "p50", UNSHARED),
     ("host-htb20-bfifo30000-cubic4", "drops", UNSHARED),
+    ("host-htb50-bfifo100000-cubic2", "p99", SKB_SIZES),
     ("host-htb50-bfifo100000-cubic2", "drops", BYTE_LIMIT),
     ("host-bbr-htb", "p50", BBR_QUEUE),
     ("host-bbr-htb", "p99", BBR_STARTUP),
@@ -135,8 +134,8 @@ const BBR_TBF: &str = "bbr's 64 KB skbs meet tbf's 32 KB burst: tbf cuts each in
 const UNSHARED: &str = "the model's four flows do not share the 30000-byte bfifo as the kernel's do: one \
      keeps cwnd 13 from 0.5 s to the end (never dropped, not growing) and carries 12 of the 19 Mbit/s, two \
      sit at cwnd 2 after their local drops and retry; the kernel's four all cycle between 2 and 17 \
-     segments (the fixture's intervals). The drops and the queue delay follow that split (the receiver's \
-     RTT from timestamps grew their windows sooner: 422 drops before it). Not traced further";
+     segments (the fixture's intervals). The drops follow that split (traced with the receive window, \
+     before the send buffer; 375 drops with neither buffer modelled, 578 with both). Not traced further";
 const IDLE_PING: &str = "an idle path's RTT is CPU time and wake-up latency: the model charges the \
      CPU profile's constants (docs/cpu-model.md; cost.wakeup_latency 43 us, calibrated on 2026-11-25 \
      when this machine's idle ping was 46.5 us) and has no spread; this machine's idle ping varies \

@@ -80,11 +80,14 @@ const WHY: &[(&str, &str, &str)] = &[
     ("red-ecn", "red marked", GSO_SIZE),
 ];
 
-const UDP_SNDBUF: &str = "not modelled: a UDP socket's send buffer. The kernel's iperf3 blocks in sendmsg while its \
-     socket's queued skbs hold sk_sndbuf (212992 bytes of truesize, fewer than 80 datagrams), so each class stays \
-     backlogged below its pfifo's limit and drops nothing (the fixture's class counters: dropped 0; iperf3's sender \
-     figures: each flow sent only its class's share); the simulator's UDP sender never blocks, keeps offering \
-     6 Mbit/s and the pfifo drops the rest. The shares do not depend on it: every class is backlogged in both";
+const UDP_SNDBUF: &str = "the kernel's iperf3 blocks in sendmsg while its socket's queued skbs hold sk_sndbuf, and \
+     here it blocked before its class's 80-packet pfifo filled (the fixture's class counters: dropped 0; iperf3's \
+     sender figures: each flow sent only its class's share). The simulator's UDP socket blocks too \
+     (sock_alloc_send_skb at net.core.wmem_default = 212992 bytes), but it charges each 1400-byte datagram the \
+     2304 bytes of truesize __ip_append_data's linear skb has (1459 bytes asked, a 2048-byte kmalloc head), so 93 \
+     datagrams fit, more than the pfifo holds, and the pfifo still drops. To block below 80 the kernel's socket \
+     must hold more than 2662 bytes per datagram or have a smaller buffer: which is not established. The shares do \
+     not depend on it: every class is backlogged in both";
 const GSO_SIZE: &str = "red counts one mark per skb, and the simulator's dctcp sends bigger GSO skbs: its red queue \
      held 3804 bytes per skb on average over the run's snapshots, the kernel's 2069, 2074 and 2154 in its three runs \
      (tc.periodic: backlog over qlen), so the kernel marks more skbs for the same bytes. Why the simulator's skbs are \

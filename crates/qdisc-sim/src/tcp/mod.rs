@@ -9,9 +9,9 @@
 //! the receiver answers wire segments with [`Ack`]s. Both start once the three-way
 //! handshake ([`handshake`]: SYN / SYN-ACK / ACK as packets, with their retransmission
 //! timers) has given them its RTT sample ([`TcpConfig::syn_rtt`]) and the initial
-//! window; the sending application
-//! always has data queued, like `iperf3` in bulk mode (up to [`TcpConfig::sndbuf`]
-//! bytes in flight, unlimited by default).
+//! window. The sending application writes through [`TcpSender::sendmsg`] into a send
+//! buffer of `sk_sndbuf` bytes of truesize (`tcp_wmem`, grown by `tcp_sndbuf_expand`)
+//! and blocks while it is full; without writes the sender has unlimited data queued.
 //!
 //! # The model in one page
 //!
@@ -57,8 +57,7 @@
 //! # Simplifications (each also noted where it applies)
 //!
 //! No FIN, zero-window probing, PMTU probing, SACK reneging at the
-//! receiver, send-buffer autotuning (the send
-//! buffer is [`TcpConfig::sndbuf`], counted in payload bytes, not truesize), GRO,
+//! receiver, TCP memory pressure (`tcp_mem`), GRO,
 //! PAWS, RFC 2861's cwnd validation of application-limited periods
 //! (`tcp_cwnd_application_limited`), or `tcp_retries2` give-up.
 //! `skb_still_in_host_queue` (no retransmission of an skb still in the local qdisc or
@@ -84,6 +83,9 @@
 //!    `next_timer() <= now`; the receiver may return one ACK per call).
 //! 5. Split a GSO skb into wire segments with [`Segment::split`] (only the first
 //!    keeps `cwr`, as `SKB_GSO_TCP_ECN` does) before the receiver sees them.
+//! 6. The application writes with [`TcpSender::sendmsg`], then runs the poll loop; if
+//!    the write was cut short it waits unless [`TcpSender::memory_free`] holds, and
+//!    resumes when [`TcpSender::take_write_space`] says a poll loop woke it.
 
 use qdisc::{Duration, Instant};
 
@@ -132,6 +134,13 @@ pub const GSO_MAX_SIZE: u32 = 65536 - 321;
 /// (page frags) adds exactly its length (`skb_copy_to_page_nocache`; `tso_fragment`,
 /// `tcp_fragment` and `skb_shift` move truesize with the bytes).
 pub const SKB_HEAD_TRUESIZE: u32 = 896;
+
+/// `MAX_TCP_HEADER` (x86_64 distribution kernels, see [`SKB_HEAD_TRUESIZE`]).
+pub const MAX_TCP_HEADER: u32 = 320;
+/// `SKB_DATA_ALIGN(sizeof(struct skb_shared_info))` and
+/// `SKB_DATA_ALIGN(sizeof(struct sk_buff))` on x86_64 (see [`SKB_HEAD_TRUESIZE`]).
+pub const SHINFO_SIZE: u32 = 320;
+pub const SKB_STRUCT_SIZE: u32 = 256;
 
 /// `TCP_INFINITE_SSTHRESH`.
 pub const INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
@@ -262,10 +271,14 @@ pub struct TcpConfig {
     pub gso_max_size: u32,
     /// `sk_pacing_shift` = 10 (about 1 ms of pacing rate per TSO skb / TSQ budget).
     pub pacing_shift: u32,
-    /// Payload bytes the socket may hold sent-but-unacknowledged (the application keeps
-    /// the rest of `sk_sndbuf` filled). Unlimited by default; Linux caps
-    /// `sk_sndbuf` at `tcp_wmem[2]` = 4 MiB (truesize), which limits high-BDP paths.
-    pub sndbuf: u64,
+    /// `net.ipv4.tcp_wmem` of the sending host (min, default, max; bytes of truesize):
+    /// `sk_sndbuf` starts at the default (`tcp_init_sock`) and `tcp_sndbuf_expand` grows
+    /// it up to the max (6.18's defaults: 4096, 16384, 4 MiB on a machine with 512 MiB
+    /// or more, `tcp_init`). Only a writer ([`TcpSender::sendmsg`]) is held by it.
+    pub wmem: [u32; 3],
+    /// `net.ipv4.tcp_notsent_lowat` (bytes written but not sent above which the socket
+    /// is not writable, `tcp_stream_memory_free`); `u32::MAX` (the default): no limit.
+    pub notsent_lowat: u32,
     /// Seed of the socket's own randomness (BBR's gain-cycle start phase, the kernel's
     /// `get_random_u32_below`); the simulator derives it from the scenario's seed.
     pub seed: u64,
@@ -312,7 +325,8 @@ impl Default for TcpConfig {
             pacing_shift: 10,
             defer_until_expected_ack: false,
             comp_sack_rtt_percent: None,
-            sndbuf: u64::MAX,
+            wmem: [4096, 16384, 4 << 20],
+            notsent_lowat: u32::MAX,
             seed: 0,
         }
     }

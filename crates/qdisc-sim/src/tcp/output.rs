@@ -179,6 +179,10 @@ impl TcpSender {
             self.out.plan.pop_front();
         }
         self.out.wfree_ref = false;
+        // tcp_data_snd_check: the ACK's push done, tcp_check_space.
+        if std::mem::take(&mut self.ack_space_check) {
+            self.check_space();
+        }
         None
     }
 
@@ -193,6 +197,10 @@ impl TcpSender {
         let Some(p) = self.out.pending.take() else { return };
         if p.seq != seg.seq {
             return;
+        }
+        if verdict != LocalXmit::Dropped && p.kind == TxKind::New {
+            // NET_XMIT_CN counts as sent (net_xmit_eval): tcp_event_new_data_sent.
+            self.check_space();
         }
         match verdict {
             LocalXmit::Ok => {}
@@ -213,9 +221,12 @@ impl TcpSender {
         }
     }
 
-    /// The verdict window of the last skb closed: it was accepted.
+    /// The verdict window of the last skb closed: it was accepted (new data:
+    /// `tcp_event_new_data_sent` ends with `tcp_check_space`).
     pub(super) fn commit_pending(&mut self) {
-        self.out.pending = None;
+        if self.out.pending.take().is_some_and(|p| p.kind == TxKind::New) {
+            self.check_space();
+        }
     }
 
     /// End an invocation the caller did not poll to the end.
@@ -699,7 +710,7 @@ impl TcpSender {
         self.next_skb_id += 1;
         self.charge(skb, len);
         for _ in 0..n {
-            self.sb.segs.push_back(Seg {
+            self.sb.push_seg(Seg {
                 flags: 0,
                 skb,
                 xmit_ns: tstamp,
@@ -799,7 +810,7 @@ impl TcpSender {
         self.next_skb_id += 1;
         self.charge(skb, len);
         for i in idx..idx + n as usize {
-            self.sb.segs[i].skb = skb;
+            self.sb.set_skb(i, skb);
             if kind != TxKind::TlpLast {
                 self.sb.segs[i].flags |= R;
             }
@@ -876,7 +887,7 @@ impl TcpSender {
                 for _ in 0..p.n {
                     let idx = self.sb.len() - 1;
                     self.sb.untsort(idx);
-                    self.sb.segs.pop_back();
+                    self.sb.pop_back_seg();
                 }
                 self.snd_nxt = p.seq;
                 self.sb.packets_out -= p.n;
@@ -896,7 +907,7 @@ impl TcpSender {
                     }
                     // EVER_RETRANS and the new transmit time stay, as in the kernel.
                     s.flags = flags | super::sack::E;
-                    s.skb = skb;
+                    self.sb.set_skb(i, skb);
                     if let Some(o) = order {
                         let seq = self.sb.seq_of(i);
                         self.sb.segs[i].order = Some(o);

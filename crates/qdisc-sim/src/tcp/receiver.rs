@@ -96,7 +96,7 @@ const RMEM_TO_WIN_SCALE: u32 = 8;
 /// `TCP_DEFAULT_SCALING_RATIO`: half the buffer is payload until a skb is measured.
 const DEFAULT_SCALING_RATIO: u32 = 1 << (RMEM_TO_WIN_SCALE - 1);
 /// `TCPOLEN_TSTAMP_ALIGNED`: `advmss` (MTU − 40) counts the timestamps option's room.
-const TSTAMP_ALIGNED: u32 = 12;
+pub(super) const TSTAMP_ALIGNED: u32 = 12;
 /// `TCP_MAX_WSCALE`.
 const MAX_WSCALE: u32 = 14;
 /// `net.core.rmem_max` (`sysctl_rmem_max` = 4 MiB in 6.18): a floor of the window scale.

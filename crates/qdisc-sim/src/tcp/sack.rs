@@ -96,6 +96,10 @@ pub struct Scoreboard {
     pub highest_sack: u64,
     /// `recv_sack_cache`: the blocks of the previous ACK, already fully tagged.
     pub sack_cache: Vec<(u64, u64)>,
+    /// Skbs in the queue: runs of entries (re)transmitted in the same skb, as the
+    /// kernel's queue holds them after `tso_fragment`/`tcp_fragment` (SACK's merging
+    /// of skbs, `tcp_shift_skb_data`, is not followed).
+    pub skbs: u32,
 }
 
 impl Scoreboard {
@@ -138,6 +142,41 @@ impl Scoreboard {
         let seq = self.seq_of(idx);
         self.segs[idx].order = Some(order);
         self.tsorted.insert(order, seq);
+    }
+
+    /// Append an entry (new data), counting a new skb when it starts one.
+    pub fn push_seg(&mut self, seg: Seg) {
+        if self.segs.back().is_none_or(|b| b.skb != seg.skb) {
+            self.skbs += 1;
+        }
+        self.segs.push_back(seg);
+    }
+
+    /// Remove the last entry (a send the qdisc refused).
+    pub fn pop_back_seg(&mut self) {
+        let last = self.segs.pop_back().expect("an entry to take back");
+        if self.segs.back().is_none_or(|b| b.skb != last.skb) {
+            self.skbs -= 1;
+        }
+    }
+
+    /// Remove the head entry (cumulatively acknowledged); its skb is freed with its last entry.
+    pub fn pop_front_seg(&mut self) {
+        let first = self.segs.pop_front().expect("an entry to free");
+        if self.segs.front().is_none_or(|f| f.skb != first.skb) {
+            self.skbs -= 1;
+        }
+    }
+
+    /// Entry `i` now belongs to skb `skb` (a retransmission, or its undoing).
+    pub fn set_skb(&mut self, i: usize, skb: u64) {
+        let edges = |sb: &Scoreboard| {
+            let me = sb.segs[i].skb;
+            u32::from(i > 0 && sb.segs[i - 1].skb != me) + u32::from(sb.segs.get(i + 1).is_some_and(|n| n.skb != me))
+        };
+        let before = edges(self);
+        self.segs[i].skb = skb;
+        self.skbs = self.skbs + edges(self) - before;
     }
 
     /// `tcp_rtx_queue_empty_or_single_skb`.
@@ -515,7 +554,7 @@ impl TcpSender {
             self.rate_seg_delivered(0, st);
             flag |= FLAG_DATA_ACKED;
             self.sb.untsort(0);
-            self.sb.segs.pop_front();
+            self.sb.pop_front_seg();
             self.sb.base += mss;
         }
         self.out.rtx_from = self.out.rtx_from.max(self.sb.base);

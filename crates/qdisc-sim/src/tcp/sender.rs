@@ -102,8 +102,16 @@ pub struct TcpSender {
     pub(super) snd_una: u64,
     pub(super) snd_nxt: u64,
     /// Bytes the application has written into the socket (`write_seq`); `None`: it
-    /// always has more queued than the send buffer holds.
+    /// never wrote, and the sender has unlimited data queued (the unit tests' source).
     pub(super) written: Option<u64>,
+    /// `sk_sndbuf`, bytes of truesize.
+    pub(super) sndbuf: u64,
+    /// `SOCK_NOSPACE`: a write found the buffer full and waits for room.
+    pub(super) nospace: bool,
+    /// `sk_stream_write_space` woke the waiting writer (taken by [`Self::take_write_space`]).
+    pub(super) write_space: bool,
+    /// An ACK was processed: its push ends with `tcp_check_space` (`tcp_data_snd_check`).
+    pub(super) ack_space_check: bool,
     pub(super) snd_wnd: u64,
     pub(super) max_window: u64,
     pub(super) sb: Scoreboard,
@@ -216,6 +224,11 @@ impl TcpSender {
             snd_una: 0,
             snd_nxt: 0,
             written: None,
+            // tcp_init_sock; tcp_init_buffer_space expands it below.
+            sndbuf: cfg.wmem[1] as u64,
+            nospace: false,
+            write_space: false,
+            ack_space_check: false,
             snd_wnd: super::receiver::synack_window(&cfg),
             max_window: super::receiver::synack_window(&cfg),
             sb: Scoreboard::new(mss),
@@ -326,31 +339,120 @@ impl TcpSender {
             CongestionControl::Dctcp => {}
             CongestionControl::Cubic | CongestionControl::Reno => {}
         }
+        // tcp_init_transfer → tcp_init_buffer_space (SOCK_SNDBUF_LOCK never set here).
+        s.sndbuf_expand();
         // The application has data queued: the first poll sends the initial window.
         s.out.plan = VecDeque::from([Phase::New]);
         s
     }
 
-    /// Bytes queued by the application and not sent yet (`tcp_write_queue_empty` when 0):
-    /// whatever `sndbuf` leaves beside the data in flight.
+    /// Bytes queued by the application and not sent yet (`tcp_write_queue_empty` when 0).
     pub(super) fn unsent_bytes(&self) -> u64 {
-        let room = self.cfg.sndbuf.saturating_sub(self.snd_nxt - self.snd_una);
         match self.written {
-            Some(w) => room.min(w.saturating_sub(self.snd_nxt)),
-            None => room,
+            Some(w) => w - self.snd_nxt,
+            None => u64::MAX,
         }
     }
 
-    /// The application wrote `bytes` more into the socket at `now` (from then on, what
-    /// it has written bounds what TCP can send). `wmem_alloc` as for `poll_transmit`:
-    /// first `tcp_sendmsg` checks whether the socket had run dry
-    /// (`tcp_rate_check_app_limited`), then the new skb's `skb_entail` whether it had
-    /// been idle ([`Self::slow_start_after_idle_check`]).
-    pub fn app_write(&mut self, bytes: u64, wmem_alloc: u64, now: Instant) {
+    /// `tcp_sendmsg_locked` for a blocking `write()` of `bytes` at `now`: the bytes are
+    /// appended to the write queue's tail skb up to `size_goal`, and a new skb is
+    /// started only while `sk_stream_memory_free` holds (so the queue may end one skb
+    /// beyond `sk_sndbuf`). Returns the bytes taken; fewer than `bytes` means the
+    /// writer waits (`SOCK_NOSPACE`): after pushing what it wrote (the caller runs the
+    /// poll loop) it goes on while [`Self::memory_free`] holds, else it sleeps until
+    /// [`Self::take_write_space`]. `wmem_alloc` as for `poll_transmit`: first the call
+    /// checks whether the socket had run dry (`tcp_rate_check_app_limited`), then
+    /// whether it had been idle ([`Self::slow_start_after_idle_check`], from
+    /// `tcp_skb_entail`: the queue is empty then, so the write starts a new skb).
+    pub fn sendmsg(&mut self, bytes: u64, wmem_alloc: u64, now: Instant) -> u64 {
         self.now = now;
         self.rate_check_app_limited(wmem_alloc);
         self.slow_start_after_idle_check();
-        self.written = Some(self.written.unwrap_or(self.snd_una) + bytes);
+        let mut written = self.written.unwrap_or(self.snd_nxt);
+        self.written = Some(written);
+        let mut left = bytes;
+        while left > 0 {
+            let sg = self.size_goal();
+            let unsent = written - self.snd_nxt;
+            // Room in the tail skb (the queue holds size_goal skbs, see wmem_queued).
+            let room = unsent.div_ceil(sg) * sg - unsent;
+            let copy = if room > 0 {
+                room.min(left)
+            } else if self.memory_free(0) {
+                sg.min(left)
+            } else {
+                self.nospace = true;
+                break;
+            };
+            written += copy;
+            left -= copy;
+            self.written = Some(written);
+        }
+        bytes - left
+    }
+
+    /// `sk_wmem_queued`: the truesize of the skbs in the write and retransmission
+    /// queues. Each skb is a head of [`super::SKB_HEAD_TRUESIZE`] plus its payload
+    /// (trimming an acked head frees its bytes, `tcp_trim_head`); the retransmission
+    /// queue holds the skbs its segments were last sent in (`sb.skbs`), the write queue
+    /// the `size_goal` skbs `tcp_sendmsg_locked` builds (the last one partly filled).
+    pub fn wmem_queued(&self) -> u64 {
+        let Some(written) = self.written else { return 0 };
+        let unsent_skbs = (written - self.snd_nxt).div_ceil(self.size_goal());
+        super::SKB_HEAD_TRUESIZE as u64 * (self.sb.skbs as u64 + unsent_skbs) + (written - self.snd_una)
+    }
+
+    /// `sk_sndbuf`, bytes.
+    pub fn sndbuf(&self) -> u64 {
+        self.sndbuf
+    }
+
+    /// `__sk_stream_memory_free(sk, wake)`: below `sk_sndbuf`, and what is written but
+    /// not sent (doubled for a wake-up) below `tcp_notsent_lowat` (`tcp_stream_memory_free`).
+    pub fn memory_free(&self, wake: u32) -> bool {
+        let notsent = self.written.map_or(0, |w| w - self.snd_nxt);
+        self.wmem_queued() < self.sndbuf && (notsent << wake) < self.cfg.notsent_lowat as u64
+    }
+
+    /// Whether `sk_stream_write_space` woke the writer since the last call.
+    pub fn take_write_space(&mut self) -> bool {
+        std::mem::take(&mut self.write_space)
+    }
+
+    /// `tcp_sndbuf_expand`: room for twice (bbr: three times, its `sndbuf_expand`) the
+    /// larger of the initial window, cwnd and reordering + 1, each segment counted as a
+    /// non-GSO skb's worst case: its MSS (`mss_clamp`, the SYN's MSS option = MTU − 40)
+    /// with `MAX_TCP_HEADER` and the shared info, rounded up to a power of two, plus
+    /// the `sk_buff`; never shrinking, at most `tcp_wmem[2]`.
+    pub(super) fn sndbuf_expand(&mut self) {
+        let mss_clamp = self.mss + super::receiver::TSTAMP_ALIGNED;
+        let per_mss = (mss_clamp.max(self.mss) + super::MAX_TCP_HEADER + super::SHINFO_SIZE).next_power_of_two()
+            + super::SKB_STRUCT_SIZE;
+        let nr_segs = 10.max(self.w.cwnd).max(self.reordering + 1);
+        let factor = if matches!(self.cc, Cc::Bbr(_)) { 3 } else { 2 };
+        let sndmem = factor * nr_segs as u64 * per_mss as u64;
+        if self.sndbuf < sndmem {
+            self.sndbuf = sndmem.min(self.cfg.wmem[2] as u64);
+        }
+    }
+
+    /// `tcp_check_space` (after new data left, `tcp_event_new_data_sent`, and after an
+    /// ACK's push, `tcp_data_snd_check`): for a waiting writer, `tcp_new_space` grows
+    /// the buffer unless cwnd is full (`tcp_should_expand_sndbuf`; no memory pressure
+    /// here), then `sk_stream_write_space` wakes it once a third of the buffer is free
+    /// (`sk_stream_wspace` ≥ `sk_stream_min_wspace`) and `memory_free(1)` holds.
+    pub(super) fn check_space(&mut self) {
+        if !self.nospace {
+            return;
+        }
+        if self.sb.in_flight() < self.w.cwnd {
+            self.sndbuf_expand();
+        }
+        let queued = self.wmem_queued();
+        if self.sndbuf as i64 - queued as i64 >= (queued >> 1) as i64 && self.memory_free(1) {
+            self.nospace = false;
+            self.write_space = true;
+        }
     }
 
     /// `tcp_slow_start_after_idle_check`: with `net.ipv4.tcp_slow_start_after_idle`, a
@@ -379,19 +481,6 @@ impl TcpSender {
             cwnd >>= 1;
         }
         self.w.cwnd = cwnd.max(restart);
-    }
-
-    /// Room in the send buffer for the application's next write (`sk_stream_wspace`).
-    /// With an unlimited `sndbuf` (the model's default) what is written but not yet
-    /// sent is kept to 4 MiB (`tcp_wmem`'s maximum), so a writer ahead of TCP blocks.
-    pub fn write_room(&self) -> u64 {
-        const UNSENT_MAX: u64 = 4 << 20;
-        let written = self.written.unwrap_or(self.snd_nxt);
-        if self.cfg.sndbuf == u64::MAX {
-            UNSENT_MAX.saturating_sub(written.saturating_sub(self.snd_nxt))
-        } else {
-            self.cfg.sndbuf.saturating_sub(written - self.snd_una)
-        }
     }
 
     /// `tcp_rto_min_us`.
@@ -1283,6 +1372,7 @@ impl TcpSender {
     /// An ACK arrived. Mirrors `tcp_ack` in tcp_input.c. Run the poll loop afterwards.
     pub fn on_ack(&mut self, ack: &Ack, now: Instant) {
         self.begin_event(now);
+        self.ack_space_check = true;
         let prior_snd_una = self.snd_una;
         let prior_packets = self.sb.packets_out;
         let prior_delivered = self.delivered;
@@ -1421,5 +1511,7 @@ impl TcpSender {
         let listed = segs.iter().filter(|s| s.order.is_some()).count();
         assert_eq!(listed, self.sb.tsorted.len(), "tsorted size");
         assert!(self.w.cwnd >= 1, "cwnd >= 1");
+        let runs = segs.iter().zip(segs.iter().skip(1)).filter(|(a, b)| a.skb != b.skb).count() + 1;
+        assert_eq!(self.sb.skbs as usize, if segs.is_empty() { 0 } else { runs }, "skbs");
     }
 }
