@@ -125,28 +125,17 @@ impl<K: Ord + Copy> Heap<K> {
             }
         }
     }
-    /// Sift the entry at `i` up: the hole moves, the entry is written once.
-    fn up(&mut self, at: &mut Places, mut i: usize) {
-        let h = &mut self.h[..];
-        let x = h[i];
-        while i > 0 {
-            let p = (i - 1) / ARITY;
-            if h[p].0 <= x.0 {
-                break;
-            }
-            h[i] = h[p];
-            at.set(h[i].1, i);
-            i = p;
-        }
-        h[i] = x;
-        at.set(x.1, i);
+    /// Sift the entry at `i` up.
+    fn up(&mut self, at: &mut Places, i: usize) {
+        let x = self.h[i];
+        self.rise(at, i, 0, x);
     }
-    /// Sift the entry at `i` down (Floyd: to the bottom, then back up).
+    /// Sift the entry at `i` down (Floyd: the hole to the bottom, then `x` back up).
     fn down(&mut self, at: &mut Places, mut i: usize) {
         let top = i;
+        let x = self.h[i];
         let h = &mut self.h[..];
         let n = h.len();
-        let x = h[i];
         loop {
             let l = ARITY * i + 1;
             if l >= n {
@@ -162,6 +151,12 @@ impl<K: Ord + Copy> Heap<K> {
             at.set(h[i].1, i);
             i = c;
         }
+        self.rise(at, i, top, x);
+    }
+    /// Put `x` in the hole at `i`, or as far up towards `top` as its key goes: the
+    /// hole moves, the entry is written once.
+    fn rise(&mut self, at: &mut Places, mut i: usize, top: usize, x: (K, u32)) {
+        let h = &mut self.h[..];
         while i > top {
             let p = (i - 1) / ARITY;
             if h[p].0 <= x.0 {
