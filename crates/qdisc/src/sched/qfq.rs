@@ -888,10 +888,9 @@ impl Qdisc for Qfq {
         let c = self.cl_mut(m);
         let d = c.leaf.dequeue(now);
         self.collect(sch, m);
-        // `d` is read in place and handed back at the end, the counters last: the
-        // child has just stored the packet, and loads of it now (a move, or its
-        // segment count) stall on store forwarding.
-        let Dequeued::Packet(p) = &d else { return Dequeued::Empty };
+        let Dequeued::Packet(p) = d else { return Dequeued::Empty };
+        sch.stats.unqueued(p.len);
+        sch.stats.sent(&p);
         // agg_dequeue: charge the class; an empty class leaves the list, one whose
         // deficit no longer covers its next packet gets lmax more and goes last.
         let c = self.cl_mut(m);
@@ -922,9 +921,7 @@ impl Qdisc for Qfq {
         let g = self.agg_mut(a);
         g.budget = g.budget.saturating_sub(len);
         self.v = self.v.wrapping_add(len as u64 * self.iwsum as u64);
-        sch.stats.unqueued(p.len);
-        sch.stats.sent(p);
-        d
+        Dequeued::Packet(p)
     }
 
     /// Mirrors `qfq_reset_qdisc`: every active class is descheduled (in the hash's
