@@ -486,3 +486,25 @@ fn a_throttled_child_answers_with_its_own_wakeup() {
     // One backlog period: the class stayed active while the tbf held its packet.
     assert_eq!(xstats(&q, 1), " period 1 work 2000 bytes level 0 \n");
 }
+
+#[test]
+fn link_sharing_goes_round_equal_siblings_and_fits_in_a_faster_one() {
+    // Three siblings of 1 Mbit/s and one of 2 Mbit/s, all active from t=0 with vt 0
+    // (ties in activation order). Each 1000-byte packet moves a class's vt by 8 ms
+    // (125,000 ticks) at 1 Mbit/s, 4 ms at 2 Mbit/s: the equal ones go round at the
+    // back of the vt tree's order, the faster one lands between them and is served
+    // twice a round, until its four packets are gone.
+    let mut q = hfsc(0);
+    for m in 1..=3 {
+        class(&mut q, m, 0, "ls m2 1mbit").unwrap();
+    }
+    class(&mut q, 4, 0, "ls m2 2mbit").unwrap();
+    for m in 1..=4u32 {
+        for k in 0..4 {
+            q.enqueue(pkt(m as u64 * 10 + k, 1000, m), t(0));
+        }
+    }
+    let order: Vec<u64> = drain(&mut q, t(0)).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(order, [10, 20, 30, 40, 41, 11, 21, 31, 42, 43, 12, 22, 32, 13, 23, 33]);
+    assert_eq!((q.cl(1).vt, q.cl(4).vt), (4 * 125_000, 4 * 62_500));
+}
