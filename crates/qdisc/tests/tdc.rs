@@ -226,21 +226,11 @@ const FILTER_SKIPS: &[(&str, &str)] = &[
 ];
 /// qdisc cases that need a driver the engine does not model, or that show where it
 /// differs from the kernel.
-const QDISC_SKIPS: &[(&str, &str)] = &[
-    (
-        "6a83",
-        "its setup makes a taprio in full offload (flags 0x2), which takes netdevsim's taprio offload; the \
+const QDISC_SKIPS: &[(&str, &str)] = &[(
+    "6a83",
+    "its setup makes a taprio in full offload (flags 0x2), which takes netdevsim's taprio offload; the \
          engine's devices have no offload and refuse it as a kernel without one does",
-    ),
-    (
-        "33a9",
-        "ENGINE DIFFERS: the kernel's tc_bind_tclass walks the blocks of the classes only (drr_tcf_block \
-         answers NULL for a class), so a filter on the qdisc's own block that names a class made after \
-         it never binds it and `class del` succeeds (sch_api.c tc_bind_class_walker, 6.18); the engine's drr (and, \
-         read the same way, htb, hfsc and qfq: not checked against a kernel) also binds \
-         those filters and refuses the delete (\"DRR class is in use\")",
-    ),
-];
+)];
 const NETEM_IN_TREE: &str = "tests check_netem_in_tree (\"net/sched: Restrict conditions for adding duplicating \
      netems to qdisc tree\"), which 6.12.117 does not have (goldens/kernel-6.12/netem-tree.json: both changes \
      succeed) and 6.18 replaced by marking duplicates (skb tc_depth)";
