@@ -19,13 +19,9 @@
 //! is kept but never applied, as in the kernel.
 
 use crate::packet::Packet;
+use crate::rate::LinkLayer;
 use crate::tc::units::{get_integer10, get_unsigned10};
 use crate::tc::{duparg, invarg, matches, Args, Out, TcError};
-
-/// `enum link_layer` (include/uapi/linux/pkt_sched.h).
-pub const LINKLAYER_UNSPEC: u32 = 0;
-pub const LINKLAYER_ETHERNET: u32 = 1;
-pub const LINKLAYER_ATM: u32 = 2;
 
 /// `STAB_SIZE_LOG_MAX`: the largest cell_log / size_log the kernel takes.
 const STAB_SIZE_LOG_MAX: u8 = 30;
@@ -45,7 +41,8 @@ pub struct SizeSpec {
     pub size_log: u8,
     pub cell_align: i16,
     pub overhead: i32,
-    pub linklayer: u32,
+    /// `linklayer`: None is LINKLAYER_UNSPEC (0), what tc sends when none is given.
+    pub linklayer: Option<LinkLayer>,
     pub mpu: u32,
     pub mtu: u32,
     pub tsize: u32,
@@ -76,21 +73,10 @@ pub const STAB_USAGE: &str = "Usage: ... stab [ mtu BYTES ] [ tsize SLOTS ] [ mp
 \x20  linklayer : adapting to a linklayer e.g. atm\n\
 Example: ... stab overhead 20 linklayer atm\n";
 
-/// `get_linklayer`: `adsl` is ATM too.
-fn get_linklayer(s: &str) -> Option<u32> {
-    if matches(s, "ethernet") {
-        Some(LINKLAYER_ETHERNET)
-    } else if matches(s, "atm") || matches(s, "adsl") {
-        Some(LINKLAYER_ATM)
-    } else {
-        None
-    }
-}
-
 /// `parse_size_table` (mirrored): the words after `stab`, up to the first it does not
 /// know, which stays for the caller. `Ok(None)`: tc's silent `return -1` (`help`, or
 /// nothing that needs a table: no overhead, mpu or linklayer) — the command fails
-/// with status 1 and, for `help`, the usage in `a.notes`.
+/// with status 255 and, for `help`, the usage in `a.notes`.
 pub fn parse(a: &mut Args) -> Result<Option<SizeSpec>, TcError> {
     let first = a.peek().ok_or_else(TcError::incomplete)?;
     if matches(first, "help") {
@@ -131,23 +117,23 @@ pub fn parse(a: &mut Args) -> Result<Option<SizeSpec>, TcError> {
         } else if matches(w, "linklayer") {
             a.next();
             let v = a.value()?;
-            if s.linklayer != LINKLAYER_UNSPEC {
+            if s.linklayer.is_some() {
                 return Err(duparg("linklayer", v));
             }
-            s.linklayer = get_linklayer(v).ok_or_else(|| invarg("linklayer", "invalid linklayer"))?;
+            s.linklayer = Some(LinkLayer::parse(v).ok_or_else(|| invarg("linklayer", "invalid linklayer"))?);
         } else {
             break;
         }
     }
     // check_size_table_opts
-    let wanted = s.linklayer >= LINKLAYER_ETHERNET || s.mpu != 0 || s.overhead != 0;
+    let wanted = s.linklayer.is_some() || s.mpu != 0 || s.overhead != 0;
     Ok(wanted.then_some(s))
 }
 
 /// `tc_adjust_size`: at least `mpu`, then whole ATM cells on ATM.
-fn adjust_size(sz: u32, mpu: u32, linklayer: u32) -> u32 {
+fn adjust_size(sz: u32, mpu: u32, linklayer: Option<LinkLayer>) -> u32 {
     let sz = sz.max(mpu);
-    if linklayer == LINKLAYER_ATM {
+    if linklayer == Some(LinkLayer::Atm) {
         sz.div_ceil(ATM_CELL_PAYLOAD).wrapping_mul(ATM_CELL_SIZE)
     } else {
         sz
@@ -157,7 +143,7 @@ fn adjust_size(sz: u32, mpu: u32, linklayer: u32) -> u32 {
 /// `tc_calc_size_table` and the kernel's `qdisc_get_stab` checks: what reaches the
 /// qdisc. `notes` gets what tc prints on the way (a table too big for its request).
 pub fn build(mut s: SizeSpec, notes: &mut String) -> StabRequest {
-    if s.linklayer <= LINKLAYER_ETHERNET && s.mpu == 0 {
+    if s.linklayer != Some(LinkLayer::Atm) && s.mpu == 0 {
         // Only an overhead: no table.
         s.mtu = 0;
         s.tsize = 0;
@@ -233,14 +219,8 @@ impl SizeTable {
         let s = &self.spec;
         out.open_object(Some("stab"));
         out.fp(format_args!(" "));
-        if s.linklayer != 0 {
-            let name = match s.linklayer {
-                LINKLAYER_UNSPEC => "unspec",
-                LINKLAYER_ETHERNET => "ethernet",
-                LINKLAYER_ATM => "atm",
-                _ => "unknown",
-            };
-            out.string("linklayer", format_args!("linklayer {name} "), name);
+        if let Some(l) = s.linklayer {
+            out.string("linklayer", format_args!("linklayer {} ", l.name()), l.name());
         }
         if s.overhead != 0 {
             out.int("overhead", format_args!("overhead {} ", s.overhead), s.overhead as i64);
