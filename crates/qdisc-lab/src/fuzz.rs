@@ -904,8 +904,20 @@ fn taprio_silent_refusal(argv: &[String]) -> bool {
         .any(|w| matches!(w[0].as_str(), "flags" | "txtime-delay") && qdisc::tc::units::get_u32(&w[1]).is_none())
 }
 
+/// tc_stab.c's `parse_size_table` returns -1 with no message when the words after a
+/// `stab` ask for nothing a table needs (no overhead, mpu or linklayer): tc exits 255
+/// silently (goldens/kernel/stab-errors).
+fn stab_silent_refusal(argv: &[String]) -> bool {
+    argv.iter().enumerate().any(|(i, w)| {
+        let rest = &argv[i + 1..];
+        let mut a = qdisc::tc::Args::new(rest);
+        qdisc::tc::matches(w, "stab") && matches!(qdisc::stab::parse(&mut a), Ok(None)) && a.notes.is_empty()
+    })
+}
+
 fn tc_output(argv: &[String], opts_json: bool, out: &Output) -> Result<(), String> {
-    if out.code != 0 && out.stderr.trim().is_empty() && !(out.code == 1 && taprio_silent_refusal(argv)) {
+    let silent = (out.code == 1 && taprio_silent_refusal(argv)) || (out.code == 255 && stab_silent_refusal(argv));
+    if out.code != 0 && out.stderr.trim().is_empty() && !silent {
         return Err(format!("`tc {}` exits {} without a word on stderr", argv.join(" "), out.code));
     }
     // q_hfsc.c prints its options, curves and xstats, and q_qfq.c its class options,

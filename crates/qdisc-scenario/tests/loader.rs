@@ -77,6 +77,7 @@ fn bundled_scenarios_load() {
             "bufferbloat-pfifo.toml",
             "dctcp-fq_codel-ce.toml",
             "fq-flows-plimit.toml",
+            "ifb-download-cake.toml",
             "ifb-download-htb.toml",
             "netem-20ms.toml",
             "seed-000.toml",

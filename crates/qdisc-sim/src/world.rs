@@ -932,11 +932,17 @@ impl Sim {
         let piece = seg.piece(mss, u32::from(k) - 1);
         p.len = piece.wire_len();
         p.id = self.new_meta(Meta { payload: Payload::Tcp { flow: *flow, seg: piece }, ..meta });
+        // Each segment keeps the skb's input interface (skb_segment copies skb_iif):
+        // one cut on an ifb (cake's split-gso) goes back where the whole came in.
+        if let Some(&from) = self.ifb_from.get(&whole) {
+            self.ifb_from.insert(p.id, from);
+        }
         let left = self.parts.entry(whole).or_insert(n);
         *left -= 1;
         if *left == 0 {
             self.parts.remove(&whole);
             self.take_meta(whole);
+            self.ifb_from.remove(&whole);
         }
         p
     }

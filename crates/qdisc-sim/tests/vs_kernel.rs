@@ -357,6 +357,17 @@ fn the_simulator_against_every_kernel_fixture() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The client's qdisc of `kind` on `dev` at the end of a run, as `tc -s -j` gives it.
+fn client_qdisc(sim: &RunResult, dev: &str, kind: &str) -> serde_json::Value {
+    sim.tc
+        .end
+        .iter()
+        .filter(|d| d.host == "client" && d.dev == dev)
+        .flat_map(|d| d.qdisc.as_array().cloned().unwrap_or_default())
+        .find(|q| q["kind"] == kind)
+        .unwrap()
+}
+
 #[test]
 fn ifb_download_shaping_in_detail() {
     // The simulator's own figures on the ifb scenario beyond the table: every received
@@ -364,16 +375,24 @@ fn ifb_download_shaping_in_detail() {
     let s = Scenario::load(root().join("scenarios/ifb-download-htb.toml")).unwrap();
     // Its fixture ran on this machine's 6.18.
     let (sim, _) = simulate_kernel(&s, KernelVersion(6, 18), &RunOptions::default(), &mut NoProgress).unwrap();
-    let q = |dev: &str, kind: &str| {
-        sim.tc
-            .end
-            .iter()
-            .filter(|d| d.host == "client" && d.dev == dev)
-            .flat_map(|d| d.qdisc.as_array().cloned().unwrap_or_default())
-            .find(|q| q["kind"] == kind)
-            .unwrap()
-    };
+    let q = |dev: &str, kind: &str| client_qdisc(&sim, dev, kind);
     let (ingress, htb) = (q("eth0", "ingress"), q("ifb0", "htb"));
     assert_eq!(ingress["packets"].as_u64(), Some(18178));
     assert_eq!((htb["packets"].as_u64(), htb["drops"].as_u64()), (Some(17455), Some(94)));
+}
+
+#[test]
+fn ifb_download_shaping_with_cake() {
+    // cake on ifb0 cuts the GSO skbs the veth hands it (split-gso): every piece goes
+    // back up eth0 (none is the ifb's tx_dropped), and what eth0's ingress redirected
+    // is what cake sent, dropped or still holds.
+    let s = Scenario::load(root().join("scenarios/ifb-download-cake.toml")).unwrap();
+    let (sim, _) = simulate_kernel(&s, KernelVersion(6, 12), &RunOptions::default(), &mut NoProgress).unwrap();
+    let q = |dev: &str, kind: &str| client_qdisc(&sim, dev, kind);
+    let (ingress, cake) = (q("eth0", "ingress"), q("ifb0", "cake"));
+    let n = |q: &serde_json::Value, k: &str| q[k].as_u64().unwrap();
+    assert!(sim.cpu.iter().all(|c| c.net.tx_dropped.is_empty()), "{:?}", sim.cpu);
+    // Both count segments (bstats count gso_segs).
+    assert_eq!(n(&cake, "packets") + n(&cake, "drops") + n(&cake, "qlen"), n(&ingress, "packets"));
+    assert_eq!((n(&ingress, "packets"), n(&cake, "packets"), n(&cake, "drops")), (17472, 16499, 959));
 }

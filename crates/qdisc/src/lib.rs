@@ -30,6 +30,7 @@ pub mod packet;
 pub mod qdisc;
 pub mod rate;
 pub mod sched;
+pub mod stab;
 pub mod stats;
 pub mod tc;
 #[cfg(test)]

@@ -136,9 +136,9 @@ impl Eq for Socket {}
 /// Where a packet's [`part`](Packet::part) starts in its `id`.
 pub const PART_SHIFT: u32 = 48;
 
-/// Every enqueue and dequeue moves a packet by value, so it is kept to one cache
-/// line (64 bytes): the rarely-present 5-tuple is boxed, and the socket is shared
-/// by reference like the kernel's `skb->sk`.
+/// Every enqueue and dequeue moves a packet by value, so it is kept small (72
+/// bytes): the rarely-present 5-tuple is boxed, and the socket is shared by
+/// reference like the kernel's `skb->sk`.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Packet {
     /// Caller's identifier, carried through untouched (for tracing departures), below
@@ -167,12 +167,14 @@ pub struct Packet {
     pub flow: Option<Box<FlowKey>>,
     /// The sending socket, if any (`skb->sk`), shared by all its packets.
     pub sk: Option<Arc<Socket>>,
-    /// [`CHARGED`], [`NETEM_DUP`], [`CORRUPTED`]: one byte, so the packet stays one
-    /// cache line, with unused values left as a niche for `Option<Packet>`.
+    /// [`CHARGED`], [`NETEM_DUP`], [`CORRUPTED`], [`STABBED`]: one byte, with unused
+    /// values left as a niche for `Option<Packet>`.
     flags: Flags,
+    /// `skb->len` while a size table's length is in `len` ([`STABBED`]; crate::stab).
+    stab_skb_len: u32,
 }
 
-/// Three bits whose other values are invalid, as a `bool`'s are.
+/// Four bits whose other values are invalid, as a `bool`'s are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 enum Flags {
@@ -184,6 +186,14 @@ enum Flags {
     F5,
     F6,
     F7,
+    F8,
+    F9,
+    F10,
+    F11,
+    F12,
+    F13,
+    F14,
+    F15,
 }
 
 impl Flags {
@@ -191,7 +201,7 @@ impl Flags {
         self as u8
     }
     fn with(self, bits: u8) -> Flags {
-        match bits & 7 {
+        match bits & 15 {
             0 => Flags::F0,
             1 => Flags::F1,
             2 => Flags::F2,
@@ -199,7 +209,15 @@ impl Flags {
             4 => Flags::F4,
             5 => Flags::F5,
             6 => Flags::F6,
-            _ => Flags::F7,
+            7 => Flags::F7,
+            8 => Flags::F8,
+            9 => Flags::F9,
+            10 => Flags::F10,
+            11 => Flags::F11,
+            12 => Flags::F12,
+            13 => Flags::F13,
+            14 => Flags::F14,
+            _ => Flags::F15,
         }
     }
 }
@@ -211,6 +229,8 @@ const CHARGED: u8 = 1;
 const NETEM_DUP: u8 = 2;
 /// netem's `corrupt` flipped a bit of it: the receiver's checksum check discards it.
 const CORRUPTED: u8 = 4;
+/// A size table set `len` (`qdisc_skb_cb(skb)->pkt_len`); `skb->len` is kept aside.
+const STABBED: u8 = 8;
 
 /// A clone is a new skb: it shares the socket but is not charged to it (as
 /// `skb_clone` leaves the destructor with the original).
@@ -230,6 +250,7 @@ impl Clone for Packet {
             flow: self.flow.clone(),
             sk: self.sk.clone(),
             flags: self.flags.with(self.flags.bits() & !CHARGED),
+            stab_skb_len: self.stab_skb_len,
         }
     }
 }
@@ -259,6 +280,7 @@ impl Packet {
             truesize: truesize_of(len),
             enqueued_at: Instant::ZERO,
             flags: Flags::F0,
+            stab_skb_len: 0,
         }
     }
     /// `skb_gso_segment` of a GSO packet: `gso_segs` new skbs sharing `len` as evenly
@@ -267,14 +289,35 @@ impl Packet {
     /// so the caller can tell which bytes of its skb each one holds.
     pub fn gso_segments(&self) -> impl Iterator<Item = Packet> + '_ {
         let segs = self.gso_segs.max(1) as u32;
-        let (base, extra) = (self.len / segs, self.len % segs);
+        let (base, extra) = (self.skb_len() / segs, self.skb_len() % segs);
         (0..segs).map(move |i| {
             let seg_len = base + u32::from(i < extra);
             let mut seg = self.clone();
+            // Each segment's qdisc length is its own skb's (tbf_segment).
+            seg.flags = seg.flags.with(seg.flags.bits() & !STABBED);
             (seg.len, seg.gso_segs, seg.truesize) = (seg_len, 1, truesize_of(seg_len));
             seg.id = self.whole_id() | (u64::from(i) + 1) << PART_SHIFT;
             seg
         })
+    }
+    /// `skb->len`: what the driver sends, whatever a size table made `len`.
+    pub fn skb_len(&self) -> u32 {
+        if self.flags.bits() & STABBED != 0 {
+            self.stab_skb_len
+        } else {
+            self.len
+        }
+    }
+    /// A size table's length for the qdiscs (`__qdisc_calculate_pkt_len`).
+    pub(crate) fn set_qdisc_len(&mut self, len: u32) {
+        self.stab_skb_len = self.skb_len();
+        self.flags = self.flags.with(self.flags.bits() | STABBED);
+        self.len = len;
+    }
+    /// Leaving the qdisc tree (to the driver, or redirected): `len` is the skb's again.
+    pub fn unstab(&mut self) {
+        self.len = self.skb_len();
+        self.flags = self.flags.with(self.flags.bits() & !STABBED);
     }
     /// 0 for a packet as its sender built it; k ≥ 1 for the k-th segment a qdisc cut
     /// out of the GSO skb [`whole_id`](Self::whole_id) (tbf's, netem's and cake's
@@ -367,8 +410,9 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn packet_is_one_cache_line() {
-        assert_eq!(std::mem::size_of::<super::Packet>(), 64);
+    fn packet_stays_small() {
+        assert_eq!(std::mem::size_of::<super::Packet>(), 72);
+        assert_eq!(std::mem::size_of::<Option<super::Packet>>(), 72);
     }
 
     #[test]

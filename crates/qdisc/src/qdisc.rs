@@ -555,6 +555,8 @@ pub struct Node<Q: ?Sized + Qdisc = dyn Qdisc> {
     /// is created below a class, and dumps list a hash bucket newest first; the
     /// order of creation is that order.
     pub seq: u64,
+    /// `sch->stab`: the size table given with the qdisc (crate::stab).
+    pub stab: Option<std::sync::Arc<crate::stab::SizeTable>>,
     pub sch: Sch,
     pub q: Box<Q>,
 }
@@ -573,7 +575,7 @@ impl<Q: ?Sized + Qdisc> Node<Q> {
     /// A node holding a qdisc of a known type (what a kind's unit tests use).
     pub fn typed(handle: u32, parent: u32, q: Box<Q>) -> Self {
         let seq = CREATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Node { handle, parent, refcnt: 1, invisible: false, unhashed: false, seq, sch: Sch::default(), q }
+        Node { handle, parent, refcnt: 1, invisible: false, unhashed: false, seq, stab: None, sch: Sch::default(), q }
     }
     /// The kind's name (`sch->ops->id`).
     pub fn kind(&self) -> &'static str {

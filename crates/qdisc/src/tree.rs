@@ -14,6 +14,7 @@ use crate::packet::Packet;
 use crate::qdisc::{tc_h_maj, tc_h_min, Dequeued, DevInfo, Enqueued, Node, TC_H_ROOT, TC_H_UNSPEC};
 use crate::sched::ingress::{INGRESS_HANDLE, TC_H_INGRESS};
 use crate::sched::{self, noqueue, Opts};
+use crate::stab::{SizeTable, StabRequest};
 use crate::stats::Reduce;
 use crate::tc::{Errno, TcError};
 use crate::time::Instant;
@@ -604,6 +605,7 @@ impl Device {
         handle: u32,
         kind: Option<&str>,
         opts: Option<&Opts>,
+        stab: Option<&StabRequest>,
         autohandle: &mut u32,
         now: Instant,
     ) -> Result<(), TcError> {
@@ -674,6 +676,7 @@ impl Device {
                                     handle,
                                     kind,
                                     opts,
+                                    stab,
                                     parent_path,
                                     autohandle,
                                     now,
@@ -685,15 +688,15 @@ impl Device {
                 }
             }
             if goto_create {
-                return self.create_and_graft(flags, clid, handle, kind, opts, parent_path, autohandle, now);
+                return self.create_and_graft(flags, clid, handle, kind, opts, stab, parent_path, autohandle, now);
             }
-            return self.change(flags, q_path, kind, opts, now);
+            return self.change(flags, q_path, kind, opts, stab, now);
         }
         if handle == 0 {
             return Err(TcError::kernel("Handle cannot be zero"));
         }
         let q = self.lookup(handle);
-        self.change(flags, q, kind, opts, now)
+        self.change(flags, q, kind, opts, stab, now)
     }
 
     /// The "Change qdisc parameters" tail of tc_modify_qdisc, then `qdisc_change`.
@@ -703,6 +706,7 @@ impl Device {
         q: Option<Path>,
         kind: Option<&str>,
         opts: Option<&Opts>,
+        stab: Option<&StabRequest>,
         now: Instant,
     ) -> Result<(), TcError> {
         let q = q.ok_or_else(|| TcError::with_errno("Specified qdisc not found", Errno::ENOENT))?;
@@ -729,6 +733,8 @@ impl Device {
             self.index_subtree(&q);
             self.warning = warning;
         }
+        // qdisc_change: the table asked for replaces the old one; none asked, none kept.
+        self.node_mut(&q).stab = size_table(stab)?;
         Ok(())
     }
 
@@ -740,6 +746,7 @@ impl Device {
         handle: u32,
         kind: Option<&str>,
         opts: Option<&Opts>,
+        stab: Option<&StabRequest>,
         parent_path: Option<Path>,
         autohandle: &mut u32,
         now: Instant,
@@ -762,9 +769,12 @@ impl Device {
         } else {
             handle
         };
+        // qdisc_create takes the size table before the kind's init.
+        let stab = size_table(stab)?;
         let mut q = sched::create_with_default(kind, opts, &self.info, handle, clid, now, self.default_qdisc)?;
         self.warning = q.take_warning();
         let mut node = self.mq_queues(Node::new(handle, clid, q), now);
+        node.stab = stab;
         if clid == TC_H_INGRESS {
             self.ingress = Some(node);
             self.index_subtree(&[INGRESS]);
@@ -789,6 +799,10 @@ impl Device {
             Some(pp) => {
                 if node.flags().no_enqueue {
                     return Err(TcError::kernel("Cannot assign noqueue to a class"));
+                }
+                // Only the qdisc __dev_xmit_skb hands packets to applies a table.
+                if node.stab.is_some() && !self.node(&pp).flags().per_txq {
+                    return Err(TcError::kernel("STAB not supported on a non root"));
                 }
                 // No depth limit: 6.18 takes 40 nested tbf or htb as readily as 2.
                 self.graft(&pp, tc_h_min(clid), Some(node), now)?;
@@ -984,7 +998,7 @@ impl Device {
     /// [`Device::xmit`] on a tx queue the caller picked (`netdev_core_pick_tx`: the
     /// socket's cached queue, XPS, else `skb_tx_hash`); it matters under mq, where
     /// each queue has its own qdisc.
-    pub fn xmit_on(&mut self, pkt: Packet, txq: usize, now: Instant, driver_idle: bool) -> Xmit {
+    pub fn xmit_on(&mut self, mut pkt: Packet, txq: usize, now: Instant, driver_idle: bool) -> Xmit {
         if self.root.flags().no_enqueue {
             return Xmit::Direct(pkt);
         }
@@ -1001,12 +1015,16 @@ impl Device {
             if q.flags().no_enqueue {
                 return Xmit::Direct(pkt);
             }
+            if let Some(t) = &q.stab {
+                t.apply(&mut pkt);
+            }
             if driver_idle && q.q.can_bypass() && q.stats().qlen == 0 {
                 q.stats_mut().sent(&pkt);
                 // mq sums its queues when dumped (as mq_dump does), not per packet.
                 if !mq {
                     self.root.sync_stats();
                 }
+                pkt.unstab();
                 return Xmit::Direct(pkt);
             }
             if mq {
@@ -1045,8 +1063,11 @@ impl Device {
         let Some(leaf) = self.root.q.as_classful_mut().and_then(|c| c.leaf_mut(txq as u32 + 1)) else {
             return Dequeued::Empty;
         };
-        let d = leaf.dequeue(now);
+        let mut d = leaf.dequeue(now);
         let _ = leaf.take_reduce();
+        if let Dequeued::Packet(p) = &mut d {
+            p.unstab();
+        }
         d
     }
 
@@ -1062,7 +1083,20 @@ impl Device {
     /// the packet is returned straight from the root, not copied through a local.)
     pub fn dequeue(&mut self, now: Instant) -> Dequeued {
         let _ = self.root.take_reduce();
-        self.root.dequeue(now)
+        let mut d = self.root.dequeue(now);
+        if let Dequeued::Packet(p) = &mut d {
+            p.unstab();
+        }
+        d
+    }
+}
+
+/// `qdisc_get_stab`: the table a request gives a qdisc, or the kernel's refusal.
+fn size_table(req: Option<&StabRequest>) -> Result<Option<std::sync::Arc<SizeTable>>, TcError> {
+    match req {
+        None => Ok(None),
+        Some(StabRequest::Table(t)) => Ok(Some(std::sync::Arc::new(t.clone()))),
+        Some(StabRequest::Refused(e)) => Err(TcError::with_errno(e, Errno::EINVAL)),
     }
 }
 

@@ -1114,7 +1114,12 @@ impl Action {
                         ifindex: m.ifindex,
                         ingress: m.wants_ingress(),
                         redirect: m.is_redirect(),
-                        pkt: pkt.clone(),
+                        pkt: {
+                            // A new xmit or receive: its qdiscs account skb->len afresh.
+                            let mut p = pkt.clone();
+                            p.unstab();
+                            p
+                        },
                         action: Arc::downgrade(me),
                     };
                     m.outbox.0.lock().unwrap_or_else(|e| e.into_inner()).push(fwd);

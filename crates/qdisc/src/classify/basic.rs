@@ -212,6 +212,7 @@ impl super::Classifier for Basic {
         &mut self,
         handle: u32,
         opts: Option<&dyn std::any::Any>,
+        _tmplt: Option<&dyn std::any::Any>,
         fh: Option<u32>,
         acts: &mut ActCtx,
         binds: &mut Binds,

@@ -642,6 +642,7 @@ impl super::Classifier for Flow {
         &mut self,
         handle: u32,
         opts: Option<&dyn std::any::Any>,
+        _tmplt: Option<&dyn std::any::Any>,
         fh: Option<u32>,
         acts: &mut ActCtx,
         _: &mut Binds,

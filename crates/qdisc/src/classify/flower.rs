@@ -3,13 +3,20 @@
 //! `src_ip`/`dst_ip` with prefix, `src_port`/`dst_port` (tcp/udp/sctp), `ip_tos`
 //! (with mask), plus `classid`, `skip_hw`/`skip_sw`.
 //!
+//! Chain templates (`tc chain add … chain N flower KEYS`: `fl_tmplt_create`,
+//! `fl_tmplt_dump`) hold a mask; a filter of that chain may set no mask bit the
+//! template lacks (`fl_mask_fits_tmplt`, checked after its actions are made). A
+//! template's `eth_type` is masked whenever its request's protocol is not `all` —
+//! tc sends the chain's protocol, 0 when none is given, as the key.
+//!
 //! Handles are allocated lowest-free from 1 (`idr_alloc_u32`). As the kernel does,
 //! filters are grouped by *mask* (which keys they set, prefix lengths, the tos
 //! mask: `struct fl_flow_mask`), masks are tried in creation order, and within a
 //! mask a hash table on the masked key (`fl_mask_lookup`) gives the one filter that
 //! can match: a lookup costs one hash per mask, however many filters there are. Two
 //! filters with the same mask and masked key are refused ("Filter already exists"). This machine's kernel has no
-//! cls_flower: the printer follows tc/f_flower.c and is not checked against a kernel.
+//! cls_flower: the printer follows tc/f_flower.c, checked against Debian 6.12's in
+//! goldens/kernel-6.12/flower-templates.json.
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -142,6 +149,106 @@ impl Mask {
     }
 }
 
+/// A chain template's keys (`struct fl_flow_tmplt`): the options' keys, and
+/// whether the ethertype is part of the mask (also when its value is 0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowerTmplt {
+    pub keys: FlowerOpts,
+    pub eth_type_masked: bool,
+}
+
+impl FlowerTmplt {
+    /// `fl_mask_fits_tmplt`: every mask bit of the filter's keys is in the template's.
+    fn fits(&self, o: &FlowerOpts) -> bool {
+        let t = &self.keys;
+        // An address key also masks `control.addr_type`, which any address of the
+        // template masks too.
+        let any_addr = t.src_ip.is_some() || t.dst_ip.is_some();
+        let addr_fits = |f: Option<AddrKey>, t: Option<AddrKey>| match (f, t) {
+            (None, _) => true,
+            (Some(f), _) if f.plen == 0 => any_addr,
+            (Some(f), Some(t)) => f.v6 == t.v6 && f.plen <= t.plen,
+            (Some(_), None) => false,
+        };
+        (o.eth_type == 0 || self.eth_type_masked)
+            && (o.ip_proto.is_none() || t.ip_proto.is_some())
+            && addr_fits(o.src_ip, t.src_ip)
+            && addr_fits(o.dst_ip, t.dst_ip)
+            && (o.src_port.is_none() || t.src_port.is_some())
+            && (o.dst_port.is_none() || t.dst_port.is_some())
+            && o.ip_tos.is_none_or(|(_, m)| m & !t.ip_tos.map_or(0, |(_, tm)| tm) == 0)
+    }
+}
+
+/// flower's template operations.
+pub static TMPLT: super::TmpltOps = super::TmpltOps {
+    create: |opts, protocol| {
+        let keys = super::with_opts(opts, |o: &FlowerOpts| Ok(o.clone()))?;
+        // Only the keys: fl_set_key ignores classid, flags and actions.
+        let keys = FlowerOpts { classid: None, flags: 0, exts: ExtsSpec::default(), ..keys };
+        Ok(Box::new(FlowerTmplt { keys, eth_type_masked: protocol != ETH_P_ALL }))
+    },
+    dump: |keys, out| {
+        if let Some(t) = keys.downcast_ref::<FlowerTmplt>() {
+            print_keys(&t.keys, t.eth_type_masked, out);
+        }
+    },
+};
+
+/// The keys of `flower_print_opt`; `eth_type` is printed when masked, even as 0.
+fn print_keys(o: &FlowerOpts, eth_type_masked: bool, out: &mut Out) {
+    out.open_object(Some("keys"));
+    if o.eth_type != 0 || eth_type_masked {
+        let t = match o.eth_type {
+            ETH_P_IP => "ipv4".to_string(),
+            ETH_P_IPV6 => "ipv6".to_string(),
+            0x0806 => "arp".to_string(),
+            0x8035 => "rarp".to_string(),
+            t => format!("{t:04x}"),
+        };
+        out.nl();
+        out.string("eth_type", format_args!("  eth_type {t}"), &t);
+    }
+    if let Some(p) = o.ip_proto {
+        let s = match p {
+            6 => "tcp".to_string(),
+            17 => "udp".to_string(),
+            132 => "sctp".to_string(),
+            1 => "icmp".to_string(),
+            58 => "icmpv6".to_string(),
+            115 => "l2tp".to_string(),
+            50 => "esp".to_string(),
+            51 => "ah".to_string(),
+            p => format!("0x{p:02x}"),
+        };
+        out.nl();
+        out.string("ip_proto", format_args!("  ip_proto {s}"), &s);
+    }
+    if let Some((v, m)) = o.ip_tos {
+        out.nl();
+        out.uint("ip_tos", format_args!("  ip_tos {v}"), v as u64);
+        if m != 0xFF {
+            out.string("ip_tos_mask", format_args!("/{m:#x}"), &format!("{m:x}"));
+        }
+    }
+    for (name, k) in [("dst_ip", &o.dst_ip), ("src_ip", &o.src_ip)] {
+        if let Some(k) = k {
+            let s = k.fmt();
+            out.nl();
+            out.string(name, format_args!("  {name} {s}"), &s);
+        }
+    }
+    if o.ip_proto.is_some_and(|p| matches!(p, 6 | 17 | 132)) {
+        for (name, p) in [("dst_port", o.dst_port), ("src_port", o.src_port)] {
+            if let Some(p) = p {
+                out.nl();
+                out.uint(name, format_args!("  {name} {p}"), p as u64);
+            }
+        }
+    }
+    out.close_object();
+}
+
 #[derive(Default)]
 pub struct Flower {
     /// By ascending handle.
@@ -165,6 +272,7 @@ impl Flower {
         &mut self,
         handle: u32,
         o: &FlowerOpts,
+        tmplt: Option<&FlowerTmplt>,
         fh: Option<u32>,
         acts: &mut ActCtx,
     ) -> Result<(), FilterError> {
@@ -172,10 +280,13 @@ impl Flower {
             return Err(FilterError::Errno("Invalid argument"));
         }
         let exts = acts.init(&o.exts)?;
+        if fh.is_some_and(|h| handle != 0 && handle != h) {
+            return Err(FilterError::ext("Handle specified does not match"));
+        }
+        if tmplt.is_some_and(|t| !t.fits(o)) {
+            return Err(FilterError::ext("cls_flower: Mask does not fit the template"));
+        }
         if let Some(h) = fh {
-            if handle != 0 && handle != h {
-                return Err(FilterError::ext("Handle specified does not match"));
-            }
             let i = self.filters.iter().position(|f| f.handle == h).expect("existing filter");
             let (mask, key) = (Mask::of(o), Mask::of(o).key(o));
             let taken = self.masks.iter().find(|(m, _)| *m == mask).and_then(|(_, t)| t.get(&key));
@@ -284,56 +395,7 @@ impl Flower {
                     let c = crate::tc::show_classid(c);
                     out.string("classid", format_args!("classid {c} "), &c);
                 }
-                out.open_object(Some("keys"));
-                if o.eth_type != 0 {
-                    let t = match o.eth_type {
-                        ETH_P_IP => "ipv4".to_string(),
-                        ETH_P_IPV6 => "ipv6".to_string(),
-                        0x0806 => "arp".to_string(),
-                        0x8035 => "rarp".to_string(),
-                        t => format!("{t:04x}"),
-                    };
-                    out.nl();
-                    out.string("eth_type", format_args!("  eth_type {t}"), &t);
-                }
-                if let Some(p) = o.ip_proto {
-                    let s = match p {
-                        6 => "tcp".to_string(),
-                        17 => "udp".to_string(),
-                        132 => "sctp".to_string(),
-                        1 => "icmp".to_string(),
-                        58 => "icmpv6".to_string(),
-                        115 => "l2tp".to_string(),
-                        50 => "esp".to_string(),
-                        51 => "ah".to_string(),
-                        p => format!("0x{p:02x}"),
-                    };
-                    out.nl();
-                    out.string("ip_proto", format_args!("  ip_proto {s}"), &s);
-                }
-                if let Some((v, m)) = o.ip_tos {
-                    out.nl();
-                    out.uint("ip_tos", format_args!("  ip_tos {v}"), v as u64);
-                    if m != 0xFF {
-                        out.string("ip_tos_mask", format_args!("/{m:#x}"), &format!("{m:x}"));
-                    }
-                }
-                for (name, k) in [("dst_ip", &o.dst_ip), ("src_ip", &o.src_ip)] {
-                    if let Some(k) = k {
-                        let s = k.fmt();
-                        out.nl();
-                        out.string(name, format_args!("  {name} {s}"), &s);
-                    }
-                }
-                if o.ip_proto.is_some_and(|p| matches!(p, 6 | 17 | 132)) {
-                    for (name, p) in [("dst_port", o.dst_port), ("src_port", o.src_port)] {
-                        if let Some(p) = p {
-                            out.nl();
-                            out.uint(name, format_args!("  {name} {p}"), p as u64);
-                        }
-                    }
-                }
-                out.close_object();
+                print_keys(o, false, out);
                 if o.flags & super::u32::SKIP_HW != 0 {
                     out.nl();
                     out.boolean("skip_hw", format_args!("  skip_hw"), true);
@@ -368,11 +430,13 @@ impl super::Classifier for Flower {
         &mut self,
         handle: u32,
         opts: Option<&dyn std::any::Any>,
+        tmplt: Option<&dyn std::any::Any>,
         fh: Option<u32>,
         acts: &mut ActCtx,
         binds: &mut Binds,
     ) -> Result<(), FilterError> {
-        let r = super::with_opts(opts, |o: &FlowerOpts| Flower::change(self, handle, o, fh, acts));
+        let tmplt = tmplt.and_then(|t| t.downcast_ref::<FlowerTmplt>());
+        let r = super::with_opts(opts, |o: &FlowerOpts| Flower::change(self, handle, o, tmplt, fh, acts));
         binds.append(&mut self.bound);
         r
     }
@@ -392,12 +456,14 @@ impl super::Classifier for Flower {
     }
 }
 
+/// `flower_parse_ip_addr`: the family of the filter's ethertype, or — with none at
+/// all (a chain template without `protocol`) — the address's own.
 fn parse_addr(s: &str, eth_type: u16) -> Option<AddrKey> {
     let (a, p) = match s.split_once('/') {
         Some((a, p)) => (a, Some(p)),
         None => (s, None),
     };
-    let (addr, v6) = if eth_type == ETH_P_IPV6 {
+    let (addr, v6) = if eth_type == ETH_P_IPV6 || (eth_type == 0 && a.contains(':')) {
         (a.parse::<Ipv6Addr>().ok()?.octets(), true)
     } else {
         (a.parse::<Ipv4Addr>().ok()?.to_ipv6_mapped().octets(), false)
@@ -445,8 +511,9 @@ pub fn parse(handle: Option<&str>, proto: u16, a: &mut Args) -> Result<(u32, Flo
         } else if matches(w, "dst_ip") || matches(w, "src_ip") {
             let v = a.value()?;
             let name = if w.starts_with('d') { "dst_ip" } else { "src_ip" };
-            let k = parse_addr(v, o.eth_type)
-                .filter(|_| is_ip)
+            let eth = if proto == 0 { 0 } else { o.eth_type };
+            let k = parse_addr(v, eth)
+                .filter(|_| is_ip || proto == 0)
                 .ok_or_else(|| TcError::tc(format!("Illegal \"{name}\"\n")))?;
             if name == "dst_ip" {
                 o.dst_ip = Some(k);
@@ -471,13 +538,21 @@ pub fn parse(handle: Option<&str>, proto: u16, a: &mut Args) -> Result<(u32, Flo
                 Some((x, m)) => (x, Some(m)),
                 None => (v, None),
             };
-            let val = crate::tc::units::get_u32(x).and_then(|n| u8::try_from(n).ok());
+            // flower_parse_ip_tos_ttl: the value in decimal, else hex; the mask in hex.
+            let u8_of = |n: Option<u32>| n.and_then(|n| u8::try_from(n).ok());
+            let val = u8_of(crate::tc::units::get_unsigned10(x)).or_else(|| u8_of(crate::tc::units::get_u32_base16(x)));
             let mask = match m {
-                Some(m) => crate::tc::units::get_u32(m).and_then(|n| u8::try_from(n).ok()),
+                Some(m) => u8_of(crate::tc::units::get_u32_base16(m)),
                 None => Some(0xFF),
             };
             match (val, mask) {
-                (Some(v), Some(m)) if is_ip => o.ip_tos = Some((v, m)),
+                // fl_set_key reads the IP keys only of an IPv4 or IPv6 filter: others
+                // send them for nothing.
+                (Some(v), Some(m)) => {
+                    if is_ip {
+                        o.ip_tos = Some((v, m))
+                    }
+                }
                 _ => return Err(TcError::tc("Illegal \"ip_tos\"\n")),
             }
         } else if matches(w, "action") {
@@ -519,8 +594,8 @@ mod tests {
             now: Instant::ZERO,
             at_ingress: false,
         };
-        f.change(0, &opts("ip_proto tcp dst_ip 10.0.0.0/8 dst_port 80 classid 1:10"), None, &mut ctx).unwrap();
-        f.change(0, &opts("ip_proto udp classid 1:20"), None, &mut ctx).unwrap();
+        f.change(0, &opts("ip_proto tcp dst_ip 10.0.0.0/8 dst_port 80 classid 1:10"), None, None, &mut ctx).unwrap();
+        f.change(0, &opts("ip_proto udp classid 1:20"), None, None, &mut ctx).unwrap();
         assert_eq!(f.get(2), Some(2));
         let c = |p: &Packet| f.classify(&mut p.clone(), &Headers::of(p), Instant::ZERO).map(|r| r.1.classid);
         assert_eq!(c(&pkt([10, 9, 9, 9], 80, 6)), Some(0x10010));
@@ -529,7 +604,7 @@ mod tests {
         assert_eq!(c(&pkt([11, 9, 9, 9], 53, 17)), Some(0x10020));
         assert_eq!(c(&Packet::new(1, 100)), None);
         assert_eq!(
-            f.change(0, &opts("ip_proto udp classid 1:30"), None, &mut ctx),
+            f.change(0, &opts("ip_proto udp classid 1:30"), None, None, &mut ctx),
             Err(FilterError::ext("Filter already exists"))
         );
     }
@@ -545,8 +620,8 @@ mod tests {
             now: Instant::ZERO,
             at_ingress: false,
         };
-        f.change(0, &opts("dst_ip 10.0.0.0/8 classid 1:1"), None, &mut ctx).unwrap();
-        f.change(0, &opts("dst_ip 10.1.0.0/16 classid 1:2"), None, &mut ctx).unwrap();
+        f.change(0, &opts("dst_ip 10.0.0.0/8 classid 1:1"), None, None, &mut ctx).unwrap();
+        f.change(0, &opts("dst_ip 10.1.0.0/16 classid 1:2"), None, None, &mut ctx).unwrap();
         let c = |f: &Flower, mut p: Packet| {
             let hdr = Headers::of(&p);
             f.classify(&mut p, &hdr, Instant::ZERO).map(|r| r.1.classid)
@@ -555,14 +630,60 @@ mod tests {
         assert_eq!(c(&f, pkt([10, 1, 2, 3], 80, 6)), Some(0x10001));
         // Same mask, same masked key: refused even with other host bits.
         assert_eq!(
-            f.change(0, &opts("dst_ip 10.9.9.9/8 classid 1:3"), None, &mut ctx),
+            f.change(0, &opts("dst_ip 10.9.9.9/8 classid 1:3"), None, None, &mut ctx),
             Err(FilterError::ext("Filter already exists"))
         );
         // The /8 mask goes with its filter and comes back after the /16.
         assert!(!f.delete(1));
-        f.change(0, &opts("dst_ip 10.0.0.0/8 classid 1:3"), None, &mut ctx).unwrap();
+        f.change(0, &opts("dst_ip 10.0.0.0/8 classid 1:3"), None, None, &mut ctx).unwrap();
         assert_eq!(f.get(1), Some(1));
         assert_eq!(c(&f, pkt([10, 1, 2, 3], 80, 6)), Some(0x10002));
         assert_eq!(c(&f, pkt([10, 2, 2, 3], 80, 6)), Some(0x10003));
+    }
+
+    fn tmplt(proto: u16, s: &str) -> FlowerTmplt {
+        let v: Vec<String> = s.split_whitespace().map(String::from).collect();
+        let o = parse(None, proto, &mut Args::new(&v)).unwrap().1;
+        *(TMPLT.create)(Some(&o), proto).unwrap().downcast::<FlowerTmplt>().unwrap()
+    }
+
+    #[test]
+    fn template_masks_hold_the_filters_masks() {
+        let t = tmplt(ETH_P_IP, "dst_ip 10.0.0.0/24 ip_proto tcp dst_port 80 ip_tos 0x10/0xf0");
+        assert!(t.eth_type_masked && t.keys.classid.is_none());
+        for (f, fits) in [
+            ("dst_ip 10.0.0.0/16", true),
+            ("dst_ip 10.0.0.0/24", true),
+            ("dst_ip 10.0.0.1", false),
+            ("src_ip 0.0.0.0/0", true), // only control.addr_type, which the template masks
+            ("src_ip 10.0.0.0/8", false),
+            ("ip_proto udp dst_port 53", true), // tcp, udp and sctp ports share tp.dst
+            ("ip_proto tcp src_port 80", false),
+            ("ip_tos 0x10/0x70", true),
+            ("ip_tos 0x10/0xff", false),
+            ("", true),
+        ] {
+            assert_eq!(t.fits(&opts(f)), fits, "{f}");
+        }
+        // A filter of protocol all sets no ethertype; a template without a protocol
+        // masks it (as 0), so every filter's ethertype fits.
+        assert!(tmplt(ETH_P_IP, "").fits(&FlowerOpts::default()));
+        let bare = tmplt(0, "");
+        assert!(bare.eth_type_masked && bare.fits(&opts("")));
+        assert!(!tmplt(ETH_P_ALL, "").fits(&opts("")));
+        // IPv4 and IPv6 addresses are different keys.
+        let v6 = tmplt(ETH_P_IPV6, "src_ip 2001:db8::/64");
+        let f = parse(None, ETH_P_IPV6, &mut Args::new(&["src_ip".into(), "2001:db8::/48".into()])).unwrap().1;
+        assert!(v6.fits(&f));
+        assert!(!v6.fits(&opts("src_ip 10.0.0.0/8")));
+    }
+
+    #[test]
+    fn ip_tos_of_a_non_ip_filter_is_sent_for_nothing() {
+        let v: Vec<String> = ["ip_tos", "0x10/f0"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(parse(None, ETH_P_ALL, &mut Args::new(&v)).unwrap().1.ip_tos, None);
+        assert_eq!(parse(None, ETH_P_IP, &mut Args::new(&v)).unwrap().1.ip_tos, Some((16, 0xf0)));
+        let v: Vec<String> = ["ip_tos", "0x100"].iter().map(|s| s.to_string()).collect();
+        assert!(parse(None, ETH_P_ALL, &mut Args::new(&v)).is_err());
     }
 }

@@ -47,6 +47,7 @@ impl super::Classifier for Matchall {
         &mut self,
         handle: u32,
         opts: Option<&dyn std::any::Any>,
+        _tmplt: Option<&dyn std::any::Any>,
         _: Option<u32>,
         acts: &mut ActCtx,
         binds: &mut Binds,

@@ -171,11 +171,13 @@ pub trait Classifier: Send + Sync {
     /// `ops->get`: the filter with `handle`, if any.
     fn get(&self, handle: u32) -> Option<u32>;
     /// `ops->change`: create (`fh` None) or change the filter `handle` / `fh`.
-    /// `opts` None is a request without options (no TCA_OPTIONS).
+    /// `opts` None is a request without options (no TCA_OPTIONS); `tmplt` is the
+    /// chain's template's keys (`tp->chain->tmplt_priv`), of this kind.
     fn change(
         &mut self,
         handle: u32,
         opts: Option<&dyn Any>,
+        tmplt: Option<&dyn Any>,
         fh: Option<u32>,
         acts: &mut action::ActCtx,
         binds: &mut Binds,
@@ -210,6 +212,8 @@ pub struct ClassifierOps {
     pub kind: &'static str,
     pub parse: ParseFn,
     pub init: InitFn,
+    /// Chain templates, for the kinds that have them.
+    pub tmplt: Option<&'static TmpltOps>,
 }
 
 /// tc's `parse_fopt`: the filter handle and the options (`protocol`: flower's default
@@ -243,12 +247,22 @@ fn new<T: Classifier + Default + 'static>(_: Option<Shared>, _: u16) -> Result<B
 /// The kinds this engine implements, by name: adding a classifier is its module and
 /// one entry here.
 pub const CLASSIFIERS: &[ClassifierOps] = &[
-    ClassifierOps { kind: "basic", parse: |h, _, a| opts(basic::parse(h, a)), init: new::<basic::Basic> },
-    ClassifierOps { kind: "flow", parse: |h, _, a| opts(flow::parse(h, a)), init: flow::Flow::new_proto },
-    ClassifierOps { kind: "flower", parse: |h, p, a| opts(flower::parse(h, p, a)), init: new::<flower::Flower> },
-    ClassifierOps { kind: "fw", parse: |h, _, a| opts(fw::parse(h, a)), init: new::<fw::Fw> },
-    ClassifierOps { kind: "matchall", parse: |h, _, a| opts(matchall::parse(h, a)), init: new::<matchall::Matchall> },
-    ClassifierOps { kind: "u32", parse: |h, _, a| opts(u32::parse(h, a)), init: u32::Tp::new_proto },
+    ClassifierOps { kind: "basic", parse: |h, _, a| opts(basic::parse(h, a)), init: new::<basic::Basic>, tmplt: None },
+    ClassifierOps { kind: "flow", parse: |h, _, a| opts(flow::parse(h, a)), init: flow::Flow::new_proto, tmplt: None },
+    ClassifierOps {
+        kind: "flower",
+        parse: |h, p, a| opts(flower::parse(h, p, a)),
+        init: new::<flower::Flower>,
+        tmplt: Some(&flower::TMPLT),
+    },
+    ClassifierOps { kind: "fw", parse: |h, _, a| opts(fw::parse(h, a)), init: new::<fw::Fw>, tmplt: None },
+    ClassifierOps {
+        kind: "matchall",
+        parse: |h, _, a| opts(matchall::parse(h, a)),
+        init: new::<matchall::Matchall>,
+        tmplt: None,
+    },
+    ClassifierOps { kind: "u32", parse: |h, _, a| opts(u32::parse(h, a)), init: u32::Tp::new_proto, tmplt: None },
 ];
 
 /// Classifier kinds the kernel has that this engine refuses, with the reason.
@@ -290,11 +304,29 @@ pub struct Chain {
     /// `chain->action_refcnt`: distinct `goto chain` actions of this block's
     /// filters that name it.
     pub(crate) act_refs: u32,
+    /// `chain->tmplt_ops` + `tmplt_priv`: the chain template `tc chain add … KIND
+    /// …` gave (only flower has templates); it lives as long as the chain.
+    pub(crate) tmplt: Option<Tmplt>,
+}
+
+/// A chain template: the kind's own keys, which filters of that chain must fit.
+pub struct Tmplt {
+    pub kind: &'static str,
+    pub ops: &'static TmpltOps,
+    pub keys: Box<dyn Any + Send + Sync>,
+}
+
+/// A kind's `tmplt_create` / `tmplt_dump` (`struct tcf_proto_ops`).
+pub struct TmpltOps {
+    /// The template of a `tc chain add` request: its options and `protocol`.
+    pub create: fn(opts: Option<&dyn Any>, protocol: u16) -> Result<Box<dyn Any + Send + Sync>, FilterError>,
+    /// Its options as `tc chain show` prints them (`print_fopt` with handle 0).
+    pub dump: fn(keys: &dyn Any, out: &mut crate::tc::Out),
 }
 
 impl Chain {
     fn new(index: u32) -> Self {
-        Chain { index, protos: Vec::new(), explicit: false, act_refs: 0 }
+        Chain { index, protos: Vec::new(), explicit: false, act_refs: 0, tmplt: None }
     }
 
     /// `tcf_chain_held_by_acts_only`: only actions keep it; dumps skip it.
@@ -932,7 +964,7 @@ mod tests {
             let args: Vec<String> = format!("classid 1:{i:x}").split(' ').map(String::from).collect();
             let (h, o) = (fw.parse)(Some(&i.to_string()), ETH_P_ALL, &mut crate::tc::Args::new(&args)).unwrap();
             let mut binds = Binds::default();
-            tp.change(h, Some(&*o), None, &mut acts, &mut binds).unwrap();
+            tp.change(h, Some(&*o), None, None, &mut acts, &mut binds).unwrap();
             assert_eq!(binds.split(), (vec![], vec![0x10000 + i]));
         }
         let mut binds = Binds::default();
@@ -940,7 +972,7 @@ mod tests {
         assert_eq!(binds.split(), (vec![0x10007], vec![]));
         // A request without options on an existing filter: EINVAL, nothing changed.
         let mut binds = Binds::default();
-        assert!(tp.change(8, None, tp.get(8), &mut acts, &mut binds).is_err());
+        assert!(tp.change(8, None, None, tp.get(8), &mut acts, &mut binds).is_err());
         assert_eq!(binds.split(), (vec![], vec![]));
         let mut binds = Binds::default();
         assert!(!tp.destroy(&mut binds));

@@ -338,6 +338,7 @@ impl super::Classifier for Tp {
         &mut self,
         handle: u32,
         opts: Option<&dyn std::any::Any>,
+        _tmplt: Option<&dyn std::any::Any>,
         fh: Option<u32>,
         acts: &mut ActCtx,
         binds: &mut super::Binds,

@@ -1058,10 +1058,8 @@ impl Classful for Qfq {
             self.deact_rm_from_agg(m);
         } else {
             self.hash.insert(classid);
-            // tc_bind_tclass: the qdisc's filters that name the new class bind it.
-            let mut n = 0u32;
-            self.block.for_each_classid(&mut |c| n += (c == classid) as u32);
-            self.cl_mut(m).filter_cnt = n;
+            // tc_bind_tclass walks the classes' blocks, and qfq_tcf_block has none for
+            // a class: filters made before the class never bind it.
         }
         self.add_to_agg(a, m);
         self.hash.grow();

@@ -615,6 +615,7 @@ impl Tc {
         let mut handle = 0u32;
         let mut parent = 0u32;
         let mut kind: Option<&str> = None;
+        let mut stab = None;
         while let Some(w) = a.next() {
             match w {
                 "dev" => {
@@ -662,9 +663,18 @@ impl Tc {
                     kind = Some("clsact");
                     break;
                 }
-                w if matches(w, "estimator") || matches(w, "stab") => {
+                w if matches(w, "estimator") => {
                     return Err(TcError::tc(format!("qdisc-lab: \"{w}\" is not supported yet\n")));
                 }
+                // Each `stab` starts a fresh spec: the last one given counts.
+                w if matches(w, "stab") => match crate::stab::parse(&mut a) {
+                    Ok(Some(s)) => stab = Some(s),
+                    Ok(None) => {
+                        self.warn.push_str(&std::mem::take(&mut a.notes));
+                        return Err(TcError::usage(""));
+                    }
+                    Err(e) => return Err(e),
+                },
                 w if matches(w, "ingress_block") || matches(w, "egress_block") => {
                     let v = a.value()?;
                     let hook = if w.starts_with('i') { "ingress" } else { "egress" };
@@ -695,12 +705,14 @@ impl Tc {
         // What tc printed while parsing comes first, error or not.
         self.warn.push_str(&a.notes);
         let opts = opts?;
+        // tc_calc_size_table, after the kind's options.
+        let stab = stab.map(|s| crate::stab::build(s, &mut self.warn));
         let name = dev.ok_or_else(|| TcError::errno(Errno::ENODEV))?;
         let di = self.dev_index(name)?;
         let now = self.now;
         let mut auto = self.autohandle;
         let r = match flags {
-            Some(f) => self.devices[di].modify(f, parent, handle, kind, opts.as_ref(), &mut auto, now),
+            Some(f) => self.devices[di].modify(f, parent, handle, kind, opts.as_ref(), stab.as_ref(), &mut auto, now),
             None => self.devices[di].delete(parent, handle, kind, now),
         };
         self.autohandle = auto;

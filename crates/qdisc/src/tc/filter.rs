@@ -7,12 +7,13 @@
 //! each operation binds or unbinds come back from the kind ([`classify::Binds`]).
 //!
 //! Chains: a block's chains live in creation order ([`classify::Block`]); `tc
-//! chain add|del|get|show` mirror `tc_ctl_chain` / `tc_dump_chain` (chain templates
-//! are refused: only flower has them in the kernel, and flower's are not modelled).
+//! chain add|del|get|show` mirror `tc_ctl_chain` / `tc_dump_chain`, with a chain
+//! template when a kind follows (`tc_chain_tmplt_add`; only flower has templates:
+//! [`classify::TmpltOps`]), which a new filter of the chain must match in kind
+//! ("Chain template is set to a different filter kind") and the kind checks further.
 //!
-//! Limits: no shared blocks (`block N`), no estimators, no
-//! chain templates; the route and cgroup classifiers are refused by name
-//! ([`classify::REFUSED`]).
+//! Limits: no shared blocks (`block N`), no estimators; the route and cgroup
+//! classifiers are refused by name ([`classify::REFUSED`]).
 
 use std::any::Any;
 
@@ -267,7 +268,9 @@ fn modify(tc: &mut Tc, req: Req, argv: &[String]) -> Result<(), TcError> {
             new_tfilter(tc, di, parent, pref, protocol, chain, kind, handle, ko, create, excl, &mut binds)
         }
         Req::DelFilter => del_tfilter(tc, di, parent, pref, protocol, chain, kind, handle, &mut binds),
-        Req::NewChain | Req::DelChain => ctl_chain(tc, di, parent, chain.unwrap_or(0), kind, req, &mut binds),
+        Req::NewChain | Req::DelChain => {
+            ctl_chain(tc, di, parent, chain.unwrap_or(0), kind, kopts.as_deref(), protocol, req, &mut binds)
+        }
     };
     if let Ok((path, minor, _)) = find_block(tc, di, parent) {
         // The chains' references after the change (actions' and filters').
@@ -443,8 +446,13 @@ fn new_tfilter(
             Some(_) if excl => return Err(kerr("Filter already exists")),
             _ => {}
         }
+        let tmplt = ch.tmplt.as_ref();
+        if tmplt.is_some_and(|t| t.kind != tp.kind.kind()) {
+            return Err(kerr("Chain template is set to a different filter kind"));
+        }
         // A request without a kind on an existing proto: the kind's change with no options.
-        tp.kind.change(handle, ko, fh, acts, binds).map_err(FilterError::into_tc)
+        let keys = tmplt.map(|t| &*t.keys as &dyn Any);
+        tp.kind.change(handle, ko, keys, fh, acts, binds).map_err(FilterError::into_tc)
     })();
     if r.is_err() && created {
         let gone = block_mut(tc, di, &path, minor).destroy(ci, idx, binds);
@@ -504,15 +512,18 @@ fn del_tfilter(
     Ok(())
 }
 
-/// The kernel's `tc_ctl_chain` for RTM_NEWCHAIN / RTM_DELCHAIN. A template (a kind
-/// after `chain N`) is refused: no kind here has chain templates but flower, whose
-/// templates this engine does not model.
+/// The kernel's `tc_ctl_chain` for RTM_NEWCHAIN / RTM_DELCHAIN, with a template
+/// when a kind follows `chain N` (`tc_chain_tmplt_add`: flower's, the only kind with
+/// templates).
+#[allow(clippy::too_many_arguments)]
 fn ctl_chain(
     tc: &mut Tc,
     di: usize,
     parent: u32,
     ci: u32,
     kind: Option<&str>,
+    ko: Option<&dyn Any>,
+    protocol: u16,
     req: Req,
     binds: &mut Binds,
 ) -> Result<(), TcError> {
@@ -532,10 +543,12 @@ fn ctl_chain(
         // dropped again when it fails (Block::settle).
         b.chain_get(ci);
         let ops = classify::lookup(k).ok_or_else(|| kerr("TC classifier not found"))?;
-        if ops.kind == "flower" {
-            return Err(TcError::tc("qdisc-lab: flower chain templates are not supported\n"));
-        }
-        return Err(kerr("Chain templates are not supported with specified classifier"));
+        let t = ops.tmplt.ok_or_else(|| kerr("Chain templates are not supported with specified classifier"))?;
+        let keys = (t.create)(ko, protocol).map_err(FilterError::into_tc)?;
+        let ch = b.chain_get(ci);
+        ch.tmplt = Some(classify::Tmplt { kind: ops.kind, ops: t, keys });
+        ch.explicit = true;
+        return Ok(());
     }
     if exists != Some(true) {
         return Err(kerr("Cannot find specified filter chain"));
@@ -607,7 +620,7 @@ fn get(tc: &mut Tc, argv: &[String], o: TcOpts, chain_req: bool) -> Result<Strin
             return Err(kerr("Cannot find specified filter chain"));
         };
         out.start_top();
-        print_chain(&mut out, 0, n.handle, None, ch.index);
+        print_chain(&mut out, 0, n.handle, None, ch);
         out.end_top();
         return Ok(out.into_string());
     }
@@ -749,12 +762,21 @@ fn print_parent(out: &mut Out, parent: u32, tcm_parent: u32) {
 
 /// `print_filter` of an RTM_NEWCHAIN message: `chain`, the parent (the qdisc's
 /// handle) unless the request named it, the index unless the request did.
-fn print_chain(out: &mut Out, parent: u32, q_handle: u32, chain: Option<u32>, index: u32) {
+fn print_chain(out: &mut Out, parent: u32, q_handle: u32, chain: Option<u32>, ch: &classify::Chain) {
+    let index = ch.index;
     out.open_object(None);
     out.fp(format_args!("chain "));
     print_parent(out, parent, q_handle);
+    if let Some(t) = &ch.tmplt {
+        out.string("kind", format_args!("{} ", t.kind), t.kind);
+    }
     if chain != Some(index) {
         out.uint("chain", format_args!("chain {index} "), index as u64);
+    }
+    if let Some(t) = &ch.tmplt {
+        out.open_object(Some("options"));
+        (t.ops.dump)(&*t.keys, out);
+        out.close_object();
     }
     out.nl();
     out.close_object();
@@ -780,7 +802,7 @@ fn dump_chains(b: &Block, q_handle: u32, parent: u32, chain: Option<u32>, out: &
             if ch.held_by_acts_only() {
                 continue;
             }
-            print_chain(out, parent, q_handle, chain, ch.index);
+            print_chain(out, parent, q_handle, chain, ch);
             printed = true;
             index += 1;
         }

@@ -88,6 +88,10 @@ pub fn qdisc(out: &mut Out, dev: &Device, n: &Node, f: &QdiscFilter, show_stats:
     }
     out.close_object();
     out.nl();
+    if let Some(t) = n.stab.as_ref().filter(|_| out.details()) {
+        t.dump(out);
+        out.nl();
+    }
     if show_stats {
         stats(out, n.stats());
         out.nl();

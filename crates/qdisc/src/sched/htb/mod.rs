@@ -437,13 +437,19 @@ impl Htb {
         }
     }
 
-    /// `tc_bind_tclass(q, …, classid, new_cl)` after a class was created: the filters
-    /// of the qdisc's own block (u32: every key node of the tables with that proto's
-    /// pref, as `u32_walk` visits them) that name `classid` now bind it.
+    /// `tc_bind_tclass(q, …, classid, new_cl)` after a class was created: it walks the
+    /// classes (`htb_walk`), so the filters of the classes' blocks (u32: every key
+    /// node of the tables with that proto's pref, as `u32_walk` visits them) that
+    /// name `classid` now bind it; the qdisc's own block is no class's and is not
+    /// walked (goldens/kernel/class-reverse-bind.json).
     fn reverse_bind(&mut self, m: u32) {
         let classid = self.cl(m).classid;
         let mut n = 0u32;
-        self.block.for_each_classid(&mut |c| n += (c == classid) as u32);
+        for minor in self.hash.walk().map(tc_h_min) {
+            if let Some(c) = self.get(minor).filter(|c| !c.block.is_empty()) {
+                c.block.for_each_classid(&mut |c| n += (c == classid) as u32);
+            }
+        }
         let c = self.cl_mut(m);
         c.filter_cnt = c.filter_cnt.wrapping_add(n);
     }

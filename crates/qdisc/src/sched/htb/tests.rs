@@ -798,15 +798,20 @@ fn bound_filters_hold_classes_and_die_with_their_class() {
     let in_use = "Error: HTB class in use.\n";
     let mut tc = tc_htb(&format!(
         "{TREE}
-        filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 5 0xffff flowid 1:40
-        filter add dev eth0 parent 1: protocol ip prio 2 handle 7 fw classid 1:40
-        class add dev eth0 parent 1: classid 1:40 htb rate 1mbit"
+        filter add dev eth0 parent 1: protocol ip prio 5 u32 match ip dport 6 0xffff flowid 1:50
+        class add dev eth0 parent 1: classid 1:50 htb rate 1mbit
+        filter add dev eth0 parent 1:1 protocol ip prio 1 u32 match ip dport 5 0xffff flowid 1:40
+        filter add dev eth0 parent 1:1 protocol ip prio 2 handle 7 fw classid 1:40
+        class add dev eth0 parent 1:1 classid 1:40 htb rate 1mbit"
     ));
-    // tc_bind_tclass: the class created after its filters is bound by both.
+    // tc_bind_tclass walks the classes' blocks (goldens/kernel/class-reverse-bind.json):
+    // the qdisc's own filter never binds 1:50, made after it; 1:1's two bind 1:40.
+    tc_htb_run(&mut tc, "class del dev eth0 classid 1:50");
+    tc_htb_run(&mut tc, "filter del dev eth0 parent 1: prio 5");
     assert_eq!(tc_err(&mut tc, "class del dev eth0 classid 1:40"), in_use);
-    tc_htb_run(&mut tc, "filter del dev eth0 parent 1: prio 1");
+    tc_htb_run(&mut tc, "filter del dev eth0 parent 1:1 prio 1");
     assert_eq!(tc_err(&mut tc, "class del dev eth0 classid 1:40"), in_use);
-    tc_htb_run(&mut tc, "filter del dev eth0 parent 1: prio 2");
+    tc_htb_run(&mut tc, "filter del dev eth0 parent 1:1 prio 2");
     tc_htb_run(&mut tc, "class del dev eth0 classid 1:40");
 
     // A leaf's own filters bind 1:30; deleting the leaf destroys them, which frees
