@@ -237,8 +237,11 @@ pub trait Qdisc: Send {
     fn reset(&mut self, sch: &mut Sch, now: Instant);
 
     /// `ops->change` with the options tc would send (the kind's own type, see
-    /// [`Opts::get`]). `Err` leaves the qdisc untouched.
-    fn change(&mut self, sch: &mut Sch, opts: &Opts, dev: &DevInfo, now: Instant) -> Result<(), TcError>;
+    /// [`Opts::get`]). `Err` leaves the qdisc untouched. The default is a kind whose
+    /// `change` op is NULL (drr, qfq, htb, sfq, etf, mq, …): `qdisc_change` refuses.
+    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
+        Err(TcError::kernel("Change operation not supported by specified qdisc"))
+    }
 
     /// Print the options as iproute2's `print_qopt` prints what the kernel dumps.
     fn dump(&self, out: &mut Out, dev: &DevInfo);

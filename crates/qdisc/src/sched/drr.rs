@@ -232,11 +232,6 @@ impl Qdisc for Drr {
         self.watchdog = None;
     }
 
-    /// drr has no `change` op.
-    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
-        Err(TcError::kernel("Change operation not supported by specified qdisc"))
-    }
-
     /// drr has no `dump` op: no options.
     fn dump(&self, _out: &mut Out, _dev: &DevInfo) {}
 

@@ -232,11 +232,6 @@ impl Qdisc for Etf {
         self.last = Instant::ZERO;
     }
 
-    /// etf has no change op.
-    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
-        Err(TcError::kernel("Change operation not supported by specified qdisc"))
-    }
-
     /// What `etf_dump` sends, printed as q_etf.c `etf_print_opt` prints it.
     fn dump(&self, out: &mut Out, _dev: &DevInfo) {
         let on = |bit: u32| if self.o.flags & bit != 0 { "on" } else { "off" };

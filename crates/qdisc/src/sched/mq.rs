@@ -11,7 +11,7 @@
 
 use crate::packet::Packet;
 use crate::qdisc::{
-    tc_h_maj, tc_h_make, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch, TC_H_ROOT,
+    tc_h_maj, tc_h_make, Classful, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Parse, Qdisc, Sch, TC_H_ROOT,
 };
 use crate::sched;
 use crate::stats::Stats;
@@ -131,10 +131,6 @@ impl Qdisc for Mq {
             n.reset(now);
         }
         self.sync(sch);
-    }
-
-    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
-        Err(TcError::kernel("Change operation not supported by specified qdisc"))
     }
 
     fn dump(&self, _out: &mut Out, _dev: &DevInfo) {}

@@ -60,9 +60,6 @@ impl Qdisc for Noqueue {
     fn reset(&mut self, _sch: &mut Sch, _now: Instant) {
         self.passing.clear();
     }
-    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
-        Err(TcError::kernel("Change operation not supported by specified qdisc"))
-    }
     fn dump(&self, _out: &mut Out, _dev: &DevInfo) {}
 }
 

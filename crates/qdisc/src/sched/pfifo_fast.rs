@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 
 use crate::packet::Packet;
-use crate::qdisc::{Dequeued, DevInfo, Enqueued, Flags, Ops, Opts, Parse, Qdisc, Sch};
+use crate::qdisc::{Dequeued, DevInfo, Enqueued, Flags, Ops, Parse, Qdisc, Sch};
 use crate::sched::prio;
 use crate::tc::{Out, TcError};
 use crate::time::Instant;
@@ -87,10 +87,6 @@ impl Qdisc for PfifoFast {
 
     fn reset(&mut self, _sch: &mut Sch, _now: Instant) {
         self.bands.iter_mut().for_each(VecDeque::clear);
-    }
-
-    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
-        Err(TcError::kernel("Change operation not supported by specified qdisc"))
     }
 
     /// `pfifo_fast_dump` sends a tc_prio_qopt; tc prints it with q_prio.c.

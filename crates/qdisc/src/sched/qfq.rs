@@ -940,11 +940,6 @@ impl Qdisc for Qfq {
         self.watchdog = None;
     }
 
-    /// qfq has no `change` op.
-    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
-        Err(TcError::kernel("Change operation not supported by specified qdisc"))
-    }
-
     /// qfq has no `dump` op: no options.
     fn dump(&self, _out: &mut Out, _dev: &DevInfo) {}
 

@@ -945,11 +945,6 @@ impl Qdisc for Sfq {
         while self.dequeue_inner(sch).is_some() {}
     }
 
-    /// sfq's `change` op is NULL: `qdisc_change` refuses any options.
-    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
-        Err(TcError::kernel("Change operation not supported by specified qdisc"))
-    }
-
     /// `sfq_dump` printed by q_sfq.c `sfq_print_opt`.
     fn dump(&self, out: &mut Out, _dev: &DevInfo) {
         out.uint("limit", format_args!("limit {}p ", self.limit), self.limit as u64);

@@ -1159,11 +1159,6 @@ impl Qdisc for Htb {
         self.watchdog = None;
     }
 
-    /// htb has no `change` op.
-    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
-        Err(TcError::kernel("Change operation not supported by specified qdisc"))
-    }
-
     /// What `htb_dump` sends, printed by q_htb.c `htb_print_opt`.
     fn dump(&self, out: &mut Out, _dev: &DevInfo) {
         out.int("r2q", format_args!("r2q {}", self.rate2quantum as i32), self.rate2quantum as i32 as i64);
