@@ -45,6 +45,10 @@ pub const QDISC_QUOTA: u32 = 64;
 pub const RX_RING: u32 = 1024;
 /// Events at one instant after which the run is declared a livelock.
 pub const LIVELOCK_EVENTS: u64 = 10_000_000;
+/// Events between two reclaims of what the qdiscs dropped ([`Sim::reclaim_dropped`]):
+/// the ids wait in the drop monitor meanwhile, so memory stays bounded by the drops
+/// of this many events.
+const RECLAIM_EVERY: u32 = 4096;
 
 /// What a packet is, for its endpoints.
 #[derive(Clone, Debug)]
@@ -218,6 +222,8 @@ pub struct Sim {
     /// Segments of a GSO skb that a qdisc cut (`Packet::part`) yet to leave their
     /// qdisc, per skb meta id: the skb's meta goes when the last one is out.
     parts: HashMap<u64, u32>,
+    /// Ids the drop monitor reported, being reclaimed ([`Sim::reclaim_dropped`]).
+    dropped_ids: Vec<u64>,
     pub rng: Rng,
     pub tcp: Vec<TcpFlow>,
     /// The TCP connections' handshakes (iperf3's control connections and its streams).
@@ -556,6 +562,7 @@ impl Sim {
             metas: Vec::new(),
             free_metas: Vec::new(),
             parts: HashMap::new(),
+            dropped_ids: Vec::new(),
             rng: Rng::new(s.seed),
             tcp: Vec::new(),
             conns: Vec::new(),
@@ -937,6 +944,13 @@ impl Sim {
         if let Some(&from) = self.ifb_from.get(&whole) {
             self.ifb_from.insert(p.id, from);
         }
+        self.piece_gone(whole, n);
+        p
+    }
+
+    /// One of the `n` pieces cut out of skb `whole` left its qdisc or was dropped:
+    /// the skb's meta goes with the last.
+    fn piece_gone(&mut self, whole: u64, n: u32) {
         let left = self.parts.entry(whole).or_insert(n);
         *left -= 1;
         if *left == 0 {
@@ -944,7 +958,30 @@ impl Sim {
             self.take_meta(whole);
             self.ifb_from.remove(&whole);
         }
-        p
+    }
+
+    /// Free the metas of packets the qdiscs dropped with no answer saying so
+    /// ([`qdisc::drops`]: head drops, AQM drops at dequeue, netem's losses, expired
+    /// packets): without this a run's memory would grow with its drops.
+    fn reclaim_dropped(&mut self, watch: &qdisc::drops::Watch) {
+        let mut ids = std::mem::take(&mut self.dropped_ids);
+        watch.take(&mut ids);
+        for &id in &ids {
+            let whole = id & ((1 << qdisc::packet::PART_SHIFT) - 1);
+            if whole == id {
+                self.take_meta(id);
+                self.ifb_from.remove(&id);
+                continue;
+            }
+            // A piece still shares its skb's meta (see own_part).
+            let Some(Meta { payload: Payload::Tcp { flow, seg }, .. }) = self.metas[whole as usize].as_ref() else {
+                unreachable!("a cut skb keeps its meta until its last piece")
+            };
+            let n = seg.pieces(self.tcp[*flow as usize].mss);
+            self.piece_gone(whole, n);
+        }
+        ids.clear();
+        self.dropped_ids = ids;
     }
 
     /// A packet of `len` bytes from a local socket of host `src` to host `dst`.
@@ -1126,7 +1163,13 @@ impl Sim {
     /// endless work at one instant, e.g. traffic on a path that costs no time).
     pub fn run(&mut self, mut on_sample: impl FnMut(&mut Sim)) -> Result<(), RunError> {
         let mut same = (self.now, 0u64);
+        let drops = qdisc::drops::watch();
+        let mut n = 0u32;
         while let Some((at, ev)) = self.events.pop_until(self.end) {
+            n = n.wrapping_add(1);
+            if n % RECLAIM_EVERY == 0 {
+                self.reclaim_dropped(&drops);
+            }
             assert!(at >= self.now, "event {ev:?} at {at} scheduled before now ({})", self.now);
             if at == same.0 {
                 same.1 += 1;
@@ -1155,6 +1198,7 @@ impl Sim {
                 }
             }
         }
+        self.reclaim_dropped(&drops);
         self.now = self.end;
         Ok(())
     }

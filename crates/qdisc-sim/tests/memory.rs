@@ -48,3 +48,54 @@ fn snapshots_are_not_kept_in_memory_whatever_the_duration() {
         assert_eq!(kept(&r) as u64, s.retained_figures(), "{duration}");
     }
 }
+
+/// The metas of the packets alive at the end of `duration` of a run whose qdiscs drop
+/// in every way no enqueue answer reports (fq_codel's drops at dequeue and from its
+/// fattest flow, netem's losses, a head-dropping fifo), and those drops.
+fn live_after(duration: &str) -> (usize, u64) {
+    let text = format!(
+        r#"
+name = "drops"
+duration = "{duration}"
+seed = 3
+[[host]]
+name = "client"
+[[host]]
+name = "server"
+[[link]]
+between = ["client:eth0", "server:eth0"]
+rate = "20mbit"
+delay = "5ms"
+[tc.client]
+script = "qdisc add dev eth0 root fq_codel limit 40 target 2ms"
+[tc.server]
+script = "qdisc add dev eth0 root netem loss 5%"
+[[traffic]]
+kind = "tcp"
+from = "client"
+to = "server"
+flows = 6
+[[traffic]]
+kind = "udp"
+from = "client"
+to = "server"
+rate = "30mbit"
+size = "1200"
+"#
+    );
+    let s = Scenario::from_bytes(text.as_bytes(), "drops.toml").unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = qdisc_sim::Sim::new(&s, qdisc::tree::KernelVersion(6, 12)).unwrap();
+    sim.run(|_| {}).unwrap();
+    let live = sim.metas.iter().filter(|m| m.is_some()).count();
+    let drops = (0..sim.ifaces.len() as u32).map(|i| sim.device(i).root.stats().drops as u64).sum();
+    (live, drops)
+}
+
+#[test]
+fn dropped_packets_leave_nothing_behind() {
+    let (live_short, drops_short) = live_after("2s");
+    let (live_long, drops_long) = live_after("8s");
+    // Each unreported drop used to keep its meta: the long run would hold thousands more.
+    assert!(drops_long - drops_short > 4 * live_short as u64, "drops {drops_short} -> {drops_long}");
+    assert!(live_long < live_short + live_short / 2, "live metas {live_short} -> {live_long}");
+}

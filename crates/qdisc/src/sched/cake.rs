@@ -1384,7 +1384,7 @@ impl Cake {
         }
         sch.stats.dropped();
         sch.stats.qlen -= 1;
-        drop(pkt);
+        pkt.kfree_skb();
         self.heapify(0);
         idx as u32 + ((tin as u32) << 16)
     }
@@ -1767,7 +1767,9 @@ impl Cake {
                     b.tin_dropped = b.tin_dropped.wrapping_add(1);
                     sch.reduce(1, self.slot(s).len as i64);
                     sch.stats.dropped();
-                    drop(self.release(s));
+                    if let Some(p) = self.release(s) {
+                        p.kfree_skb();
+                    }
                     if ingress {
                         continue 'retry;
                     }

@@ -202,6 +202,7 @@ impl Choke {
                 dropped += skb.len as i64;
                 sch.stats.unqueued(skb.len);
                 sch.stats.dropped();
+                skb.kfree_skb();
             }
             sch.reduce((oqlen - sch.stats.qlen) as i32, dropped);
             self.tab = ntab;
@@ -252,6 +253,7 @@ impl Choke {
         sch.stats.unqueued(skb.len);
         sch.reduce(1, skb.len as i64);
         sch.stats.dropped();
+        skb.kfree_skb();
     }
 
     /// `choke_peek_random`: three tries at a random slot, else the head.
@@ -329,7 +331,9 @@ impl Qdisc for Choke {
             }
         };
         if congestion {
+            // congestion_drop: the packet is freed, yet answered NET_XMIT_CN.
             sch.stats.dropped();
+            pkt.kfree_skb();
             return Enqueued::Congested;
         }
         if sch.stats.qlen < self.limit {

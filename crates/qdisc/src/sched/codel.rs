@@ -405,8 +405,9 @@ impl CodelQueue for Fifo<'_> {
         Some(p)
     }
     /// sch_codel `drop_func`: free and count a drop.
-    fn drop(&mut self, _pkt: Packet) {
+    fn drop(&mut self, pkt: Packet) {
         self.stats.dropped();
+        pkt.kfree_skb();
     }
     fn backlog(&self) -> u32 {
         self.stats.backlog
@@ -486,6 +487,7 @@ impl Codel {
             sch.stats.dropped();
             n += 1;
             bytes += p.len as i64;
+            p.kfree_skb();
         }
         sch.reduce(n, bytes);
     }

@@ -774,17 +774,22 @@ impl Qdisc for DualPi2 {
         }
         let orig_len = pkt.len;
         let (mut cnt, mut bytes, mut last) = (0i32, 0u32, Enqueued::Dropped);
+        let mut lost = Vec::new();
         for seg in pkt.gso_segments() {
-            let len = seg.len;
+            let (len, id) = (seg.len, seg.id);
             last = self.enqueue_one(sch, seg, class, now);
             if last == Enqueued::Success {
                 cnt += 1;
                 bytes += len;
+            } else {
+                lost.push(id);
             }
         }
         if cnt == 0 {
             return last;
         }
+        // The skb is answered NET_XMIT_SUCCESS: the segments that were not are freed.
+        lost.into_iter().for_each(crate::drops::freed);
         // The parents count one packet of orig_len: correct them to what went in.
         sch.reduce(1 - cnt, orig_len as i64 - bytes as i64);
         Enqueued::Success
@@ -804,6 +809,7 @@ impl Qdisc for DualPi2 {
                 dropped += 1;
                 dropped_len += e.pkt.len as i64;
                 sch.stats.dropped();
+                e.pkt.kfree_skb();
                 continue;
             }
             self.credit = self.credit.wrapping_add(change);
@@ -866,6 +872,7 @@ impl Qdisc for DualPi2 {
             };
             self.memory_used = self.memory_used.wrapping_sub(p.truesize);
             sch.stats.dropped();
+            p.kfree_skb();
         }
         sch.reduce(old_qlen - sch.stats.qlen as i32, old_backlog - sch.stats.backlog as i64);
         Ok(())

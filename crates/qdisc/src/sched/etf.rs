@@ -198,6 +198,7 @@ impl Qdisc for Etf {
                 sch.stats.unqueued(p.len);
                 sch.stats.dropped();
                 sch.stats.overlimit();
+                p.kfree_skb();
             }
             None
         } else if self.o.flags & DEADLINE_MODE_ON != 0 || now.0 > t.0.saturating_sub(self.delta()) {

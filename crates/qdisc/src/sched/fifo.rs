@@ -184,6 +184,7 @@ impl Qdisc for Fifo {
                 let old = self.q.pop_front().expect("qlen == limit > 0");
                 sch.stats.unqueued(old.len);
                 sch.stats.dropped();
+                old.kfree_skb();
                 self.tail(sch, pkt);
                 sch.reduce(0, prev_backlog as i64 - sch.stats.backlog as i64);
                 return Enqueued::Congested;

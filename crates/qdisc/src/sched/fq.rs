@@ -687,6 +687,7 @@ impl Fq {
                 Dequeued::Packet(p) => {
                     n += 1;
                     bytes += p.len as i64;
+                    p.kfree_skb();
                 }
                 _ => break,
             }

@@ -475,8 +475,9 @@ impl CodelQueue for Bucket<'_> {
         }
         p
     }
-    fn drop(&mut self, _pkt: Packet) {
+    fn drop(&mut self, pkt: Packet) {
         self.stats.dropped();
+        pkt.kfree_skb();
     }
     /// The whole qdisc's backlog.
     fn backlog(&self) -> u32 {
@@ -652,6 +653,7 @@ impl FqCodel {
             let Some(p) = p else { break };
             n += 1;
             bytes += p.len as i64;
+            p.kfree_skb();
         }
         sch.reduce(n, bytes);
         Ok(flows_cnt)
@@ -843,6 +845,7 @@ impl FqCodel {
             len = len.wrapping_add(p.len);
             mem = mem.wrapping_add(p.truesize);
             i += 1;
+            p.kfree_skb();
             if !(i < max_packets && len < threshold) {
                 break;
             }

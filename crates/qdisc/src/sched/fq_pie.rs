@@ -220,6 +220,7 @@ impl FqPie {
             let Some(p) = dequeue_internal(self, sch, now).packet() else { break };
             n += 1;
             bytes += p.len as i64;
+            p.kfree_skb();
         }
         sch.reduce(n, bytes);
         Ok(())

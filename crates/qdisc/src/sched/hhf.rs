@@ -194,9 +194,8 @@ impl Hhf {
         }
         let (qlen, backlog) = (sch.stats.qlen, sch.stats.backlog);
         while sch.stats.qlen > self.limit {
-            if dequeue_internal(self, sch, now).packet().is_none() {
-                break;
-            }
+            let Some(p) = dequeue_internal(self, sch, now).packet() else { break };
+            p.kfree_skb();
         }
         sch.reduce((qlen - sch.stats.qlen) as i32, backlog as i64 - sch.stats.backlog as i64);
         Ok(())
@@ -298,6 +297,7 @@ impl Hhf {
         if let Some(p) = self.buckets[b].q.pop_front() {
             sch.stats.unqueued(p.len);
             sch.stats.dropped();
+            p.kfree_skb();
         }
         b
     }

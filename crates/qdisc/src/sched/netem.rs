@@ -963,7 +963,9 @@ impl Netem {
         }
         if count == 0 {
             sch.stats.dropped();
-            // NET_XMIT_SUCCESS | __NET_XMIT_BYPASS: the parents count neither.
+            // NET_XMIT_SUCCESS | __NET_XMIT_BYPASS: the parents count neither, and
+            // the answer does not say the packet is gone.
+            pkt.kfree_skb();
             return Enqueued::Stolen;
         }
         if self.latency != 0 || self.jitter != 0 || self.rate.rate != 0 {
@@ -1027,13 +1029,18 @@ impl Netem {
         if !segs.is_empty() {
             let (mut nb, mut total) = (1i32, len as i64);
             for seg in segs {
-                let l = seg.len;
+                let (l, id) = (seg.len, seg.id);
                 match self.enqueue_one(sch, seg, now) {
                     Enqueued::Success => {
                         nb += 1;
                         total += l as i64;
                     }
-                    r if r.counts_as_drop() => sch.stats.dropped(),
+                    r if r.counts_as_drop() => {
+                        sch.stats.dropped();
+                        if r == Enqueued::Dropped {
+                            crate::drops::freed(id);
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -1089,11 +1096,16 @@ impl Netem {
                     self.linear.pop_front()
                 };
                 let p = p.expect("the packet just peeked");
+                let id = (!p.netem_dup()).then_some(p.id);
                 let r = child.enqueue(p, now);
                 Child::collect(child, sch);
                 if r != Enqueued::Success {
                     if r.counts_as_drop() {
                         sch.stats.dropped();
+                    }
+                    // Dropped by the child at our dequeue: no answer reports it.
+                    if let Some(id) = id.filter(|_| r == Enqueued::Dropped) {
+                        crate::drops::freed(id);
                     }
                     sch.stats.unqueued(len);
                     sch.reduce(1, len as i64);

@@ -628,6 +628,7 @@ impl Qdisc for Pie {
             sch.stats.dropped();
             n += 1;
             bytes += p.len as i64;
+            p.kfree_skb();
         }
         sch.reduce(n, bytes);
         Ok(())

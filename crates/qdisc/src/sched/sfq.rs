@@ -656,6 +656,7 @@ impl Sfq {
         self.dec(x);
         sch.stats.unqueued(len);
         sch.stats.dropped();
+        skb.kfree_skb();
         len
     }
 
@@ -895,6 +896,7 @@ impl Qdisc for Sfq {
                 slot.pkts.push_back(pkt);
                 sch.stats.backlog = sch.stats.backlog.wrapping_sub(delta as u32);
                 sch.stats.dropped();
+                head.kfree_skb();
                 sch.reduce(0, delta as i64);
                 return Enqueued::Congested;
             }

@@ -130,6 +130,7 @@ impl Qdisc for Skbprio {
         self.qstats[lp].backlog -= gone.len;
         self.qstats[lp].drops += 1;
         self.qstats[lp].overlimits += 1;
+        gone.kfree_skb();
         if self.queues[lp].is_empty() {
             if self.lowest_prio == self.highest_prio {
                 // Only the new packet is left.

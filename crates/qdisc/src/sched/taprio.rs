@@ -931,8 +931,9 @@ impl Qdisc for Taprio {
         }
         // taprio_enqueue_segmented: each segment on its own; a drop is counted twice
         // (by qdisc_drop and again for its return code), as in the kernel.
-        let mut sent = 0;
+        let (mut sent, mut lost) = (0, Vec::new());
         for seg in pkt.gso_segments() {
+            let id = seg.id;
             let r = if self.exceeds_max_sdu(&seg) {
                 sch.stats.dropped();
                 Enqueued::Dropped
@@ -941,11 +942,17 @@ impl Qdisc for Taprio {
             };
             match r {
                 Enqueued::Success => sent += 1,
-                Enqueued::Dropped | Enqueued::Congested => sch.stats.dropped(),
+                Enqueued::Dropped => {
+                    sch.stats.dropped();
+                    lost.push(id);
+                }
+                Enqueued::Congested => sch.stats.dropped(),
                 Enqueued::Stolen => {}
             }
         }
         if sent > 0 {
+            // The skb is answered NET_XMIT_SUCCESS: the segments that were not are freed.
+            lost.into_iter().for_each(crate::drops::freed);
             Enqueued::Success
         } else {
             Enqueued::Dropped

@@ -418,8 +418,9 @@ impl Tbf {
         let prev_len = pkt.len;
         let mut nb: u32 = 0;
         let mut len: u32 = 0;
+        let mut lost = Vec::new();
         for seg in pkt.gso_segments() {
-            let seg_len = seg.len;
+            let (seg_len, id) = (seg.len, seg.id);
             let r = self.child.enqueue(seg, now);
             Child::collect(&mut self.child, sch);
             if r == Enqueued::Success {
@@ -429,8 +430,13 @@ impl Tbf {
             } else if r.counts_as_drop() {
                 sch.stats.dropped();
             }
+            if r == Enqueued::Dropped {
+                lost.push(id);
+            }
         }
         if nb > 0 {
+            // The skb is answered NET_XMIT_SUCCESS: the segments that were not are freed.
+            lost.into_iter().for_each(crate::drops::freed);
             // qdisc_tree_reduce_backlog(sch, 1 - nb, prev_len - len): the parents
             // count one packet of prev_len on our SUCCESS; correct them to nb/len.
             // NOTE: 1 - nb is negative for nb ≥ 2; `Reduce.pkts` must be signed (with

@@ -1,0 +1,108 @@
+//! The drop monitor: which packets the qdiscs freed as drops, for an embedder that
+//! keeps data of its own per packet (the simulator's endpoint data, keyed by
+//! [`Packet::id`]).
+//!
+//! The kernel's qdiscs free what they drop (`kfree_skb` on a `to_free` list, or at
+//! once at dequeue) and whoever watches `trace_kfree_skb` (drop_monitor, perf) sees
+//! each one. Most drops here are of the packet an enqueue is answering
+//! [`Enqueued::Dropped`](crate::Enqueued::Dropped) for, which the caller already
+//! knows is gone. The others are not visible in any answer: a head drop (pfifo_head_drop,
+//! sfq's and cake's drops from the longest flow, fq_codel's batch, choke's victim,
+//! skbprio's lowest band), an AQM's drop at dequeue (codel, fq_codel, pie, dualpi2),
+//! a packet that expired in etf or taprio, a queue trimmed by a change. Those go
+//! through [`Packet::kfree_skb`], which reports the packet's id to the watch the
+//! caller installed with [`watch`], if any. Without a watch nothing is kept, so the
+//! engine's memory stays bounded whoever drives it.
+//!
+//! A watch is per thread (an engine is driven from one thread at a time) and scoped
+//! by its guard; a nested watch hides the outer one until it ends.
+
+use std::cell::RefCell;
+
+use crate::Packet;
+
+thread_local! {
+    static WATCH: RefCell<Option<Vec<u64>>> = const { RefCell::new(None) };
+}
+
+/// Installed by [`watch`]; the previous watch comes back when it is dropped.
+#[must_use = "the watch ends when the guard is dropped"]
+pub struct Watch {
+    outer: Option<Vec<u64>>,
+}
+
+/// Start recording the ids of packets freed by [`Packet::kfree_skb`] on this thread.
+pub fn watch() -> Watch {
+    Watch { outer: WATCH.with(|w| w.borrow_mut().replace(Vec::new())) }
+}
+
+impl Watch {
+    /// Move the ids recorded so far into `out` (appended, in the order freed).
+    pub fn take(&self, out: &mut Vec<u64>) {
+        WATCH.with(|w| {
+            if let Some(ids) = w.borrow_mut().as_mut() {
+                out.append(ids);
+            }
+        });
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let outer = self.outer.take();
+        WATCH.with(|w| *w.borrow_mut() = outer);
+    }
+}
+
+impl Packet {
+    /// `kfree_skb` of a dropped packet that no enqueue answer reports (see the
+    /// module's text). A netem duplicate shares its original's id and is not
+    /// reported: the original is still alive.
+    pub fn kfree_skb(self) {
+        if !self.netem_dup() {
+            freed(self.id);
+        }
+    }
+}
+
+/// Report the packet `id` freed as a drop, when the packet itself went where it was
+/// freed (a segment a child qdisc answered NET_XMIT_DROP for, while the skb it was
+/// cut from is answered NET_XMIT_SUCCESS).
+pub fn freed(id: u64) {
+    WATCH.with(|w| {
+        if let Some(ids) = w.borrow_mut().as_mut() {
+            ids.push(id);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_watch_records_and_it_nests() {
+        Packet::new(1, 100).kfree_skb();
+        let outer = watch();
+        Packet::new(2, 100).kfree_skb();
+        {
+            let inner = watch();
+            Packet::new(3, 100).kfree_skb();
+            let mut dup = Packet::new(4, 100);
+            dup.set_netem_dup();
+            dup.kfree_skb();
+            let mut got = Vec::new();
+            inner.take(&mut got);
+            assert_eq!(got, [3]);
+        }
+        Packet::new(5, 100).kfree_skb();
+        let mut got = Vec::new();
+        outer.take(&mut got);
+        assert_eq!(got, [2, 5]);
+        outer.take(&mut got);
+        assert_eq!(got, [2, 5]);
+        drop(outer);
+        Packet::new(6, 100).kfree_skb();
+        WATCH.with(|w| assert!(w.borrow().is_none()));
+    }
+}
