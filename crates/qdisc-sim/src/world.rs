@@ -224,6 +224,10 @@ pub struct Sim {
     parts: HashMap<u64, u32>,
     /// Ids the drop monitor reported, being reclaimed ([`Sim::reclaim_dropped`]).
     dropped_ids: Vec<u64>,
+    /// Packets alive beside the one whose id they carry (netem's duplicates), per id;
+    /// the ids the drop monitor reported cloned, being counted in.
+    copies: HashMap<u64, u32>,
+    cloned_ids: Vec<u64>,
     pub rng: Rng,
     pub tcp: Vec<TcpFlow>,
     /// The TCP connections' handshakes (iperf3's control connections and its streams).
@@ -563,6 +567,8 @@ impl Sim {
             free_metas: Vec::new(),
             parts: HashMap::new(),
             dropped_ids: Vec::new(),
+            copies: HashMap::new(),
+            cloned_ids: Vec::new(),
             rng: Rng::new(s.seed),
             tcp: Vec::new(),
             conns: Vec::new(),
@@ -915,6 +921,23 @@ impl Sim {
     }
 
     pub fn take_meta(&mut self, id: u64) -> Option<Meta> {
+        // netem's duplicates carry their original's id: the meta stays while a copy
+        // is alive (checked only when a qdisc has made copies).
+        qdisc::drops::take_cloned(&mut self.cloned_ids);
+        if !self.cloned_ids.is_empty() {
+            for id in self.cloned_ids.drain(..) {
+                *self.copies.entry(id).or_insert(0) += 1;
+            }
+        }
+        if !self.copies.is_empty() {
+            if let Some(n) = self.copies.get_mut(&id) {
+                *n -= 1;
+                if *n == 0 {
+                    self.copies.remove(&id);
+                }
+                return self.metas.get(id as usize)?.clone();
+            }
+        }
         let m = self.metas.get_mut(id as usize)?.take();
         if m.is_some() {
             self.free_metas.push(id);

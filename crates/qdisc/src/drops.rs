@@ -12,7 +12,9 @@
 //! a packet that expired in etf or taprio, a queue trimmed by a change. Those go
 //! through [`Packet::kfree_skb`], which reports the packet's id to the watch the
 //! caller installed with [`watch`], if any. Without a watch nothing is kept, so the
-//! engine's memory stays bounded whoever drives it.
+//! engine's memory stays bounded whoever drives it. A copy made with the packet's id
+//! (netem's duplicate) is reported by [`cloned`]: until one of them is freed or
+//! delivered, two packets carry that id.
 //!
 //! A watch is per thread (an engine is driven from one thread at a time) and scoped
 //! by its guard; a nested watch hides the outer one until it ends.
@@ -21,30 +23,48 @@ use std::cell::RefCell;
 
 use crate::Packet;
 
+/// What a watch has recorded.
+#[derive(Default)]
+struct Seen {
+    freed: Vec<u64>,
+    cloned: Vec<u64>,
+}
+
 thread_local! {
-    static WATCH: RefCell<Option<Vec<u64>>> = const { RefCell::new(None) };
+    static WATCH: RefCell<Option<Seen>> = const { RefCell::new(None) };
 }
 
 /// Installed by [`watch`]; the previous watch comes back when it is dropped.
 #[must_use = "the watch ends when the guard is dropped"]
 pub struct Watch {
-    outer: Option<Vec<u64>>,
+    outer: Option<Seen>,
 }
 
-/// Start recording the ids of packets freed by [`Packet::kfree_skb`] on this thread.
+/// Start recording, on this thread, the ids of packets freed by [`Packet::kfree_skb`]
+/// or [`freed`], and of packets [`cloned`].
 pub fn watch() -> Watch {
-    Watch { outer: WATCH.with(|w| w.borrow_mut().replace(Vec::new())) }
+    Watch { outer: WATCH.with(|w| w.borrow_mut().replace(Seen::default())) }
+}
+
+fn with_seen(f: impl FnOnce(&mut Seen)) {
+    WATCH.with(|w| {
+        if let Some(seen) = w.borrow_mut().as_mut() {
+            f(seen)
+        }
+    });
 }
 
 impl Watch {
-    /// Move the ids recorded so far into `out` (appended, in the order freed).
+    /// Move the ids freed so far into `out` (appended, in the order freed).
     pub fn take(&self, out: &mut Vec<u64>) {
-        WATCH.with(|w| {
-            if let Some(ids) = w.borrow_mut().as_mut() {
-                out.append(ids);
-            }
-        });
+        with_seen(|s| out.append(&mut s.freed));
     }
+}
+
+/// Move the ids of the packets cloned so far, under the watch installed on this
+/// thread, into `out` (appended; nothing without a watch).
+pub fn take_cloned(out: &mut Vec<u64>) {
+    with_seen(|s| out.append(&mut s.cloned));
 }
 
 impl Drop for Watch {
@@ -56,12 +76,9 @@ impl Drop for Watch {
 
 impl Packet {
     /// `kfree_skb` of a dropped packet that no enqueue answer reports (see the
-    /// module's text). A netem duplicate shares its original's id and is not
-    /// reported: the original is still alive.
+    /// module's text).
     pub fn kfree_skb(self) {
-        if !self.netem_dup() {
-            freed(self.id);
-        }
+        freed(self.id);
     }
 }
 
@@ -69,11 +86,13 @@ impl Packet {
 /// freed (a segment a child qdisc answered NET_XMIT_DROP for, while the skb it was
 /// cut from is answered NET_XMIT_SUCCESS).
 pub fn freed(id: u64) {
-    WATCH.with(|w| {
-        if let Some(ids) = w.borrow_mut().as_mut() {
-            ids.push(id);
-        }
-    });
+    with_seen(|s| s.freed.push(id));
+}
+
+/// Report a copy of packet `id` made with the same id (netem's duplicate,
+/// `skb_clone`): one more packet with that id is alive until freed or delivered.
+pub fn cloned(id: u64) {
+    with_seen(|s| s.cloned.push(id));
 }
 
 #[cfg(test)]
@@ -88,12 +107,13 @@ mod tests {
         {
             let inner = watch();
             Packet::new(3, 100).kfree_skb();
-            let mut dup = Packet::new(4, 100);
-            dup.set_netem_dup();
-            dup.kfree_skb();
+            cloned(4);
             let mut got = Vec::new();
             inner.take(&mut got);
             assert_eq!(got, [3]);
+            let mut got = Vec::new();
+            take_cloned(&mut got);
+            assert_eq!(got, [4]);
         }
         Packet::new(5, 100).kfree_skb();
         let mut got = Vec::new();
@@ -101,6 +121,9 @@ mod tests {
         assert_eq!(got, [2, 5]);
         outer.take(&mut got);
         assert_eq!(got, [2, 5]);
+        let mut none = Vec::new();
+        take_cloned(&mut none);
+        assert!(none.is_empty());
         drop(outer);
         Packet::new(6, 100).kfree_skb();
         WATCH.with(|w| assert!(w.borrow().is_none()));

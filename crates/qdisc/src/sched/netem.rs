@@ -991,9 +991,13 @@ impl Netem {
         if let Some(mut d) = dup {
             // The copy goes to the root first (see the module notes); ancestors count it.
             d.set_netem_dup();
-            let len = d.len;
-            if self.enqueue_one(sch, d, now) == Enqueued::Success {
-                sch.reduce(-1, -(len as i64));
+            crate::drops::cloned(d.id);
+            let (len, id) = (d.len, d.id);
+            match self.enqueue_one(sch, d, now) {
+                Enqueued::Success => sch.reduce(-1, -(len as i64)),
+                // The copy is gone, and only we saw the answer.
+                Enqueued::Dropped => crate::drops::freed(id),
+                _ => {}
             }
         }
         let len = pkt.len;
