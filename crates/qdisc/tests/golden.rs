@@ -36,6 +36,14 @@ fn kernel_of(dir: &std::path::Path) -> KernelVersion {
 /// only its output is not compared.
 const KNOWN_GAPS: &[(&str, &str, &str, &str)] = &[
     (
+        "kernel-6.18-vm",
+        "dualpi2-hold-change",
+        "",
+        "6.18.15's dualpi2_change drains only the parked packet and the C-queue and decrements the backlog twice \
+         for each (backlog 0b with 2 packets left, later wrapping); the engine follows the later 6.18.y that \
+         drains both queues once (\"net/sched: sch_dualpi2: drain both C-queue and L-queue\"), as on 6.18.44",
+    ),
+    (
         "kernel-6.12",
         "cake-classes",
         "-s class show dev eth0",
@@ -246,8 +254,7 @@ fn mask_number_after(s: &str, word: &str) -> String {
         out.push_str(&rest[..sep]);
         rest = &rest[sep..];
         // A number: digits, or a float as tc prints one ("%f", or "%g" in JSON).
-        let digits = rest.len()
-            - rest.trim_start_matches(|c: char| c.is_ascii_digit() || ".e-+".contains(c)).len();
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit() || ".e-+".contains(c)).len();
         if digits > 0 {
             out.push('N');
         }
