@@ -27,11 +27,11 @@
 # Environment:
 #   QDL_CACHE          cache dir (default: $HOME/.cache/qdisc-lab); work in
 #                      $QDL_CACHE/vm/kbuild/, the .deb in $QDL_CACHE/vm/kdeb/
-#   QDL_KVERSION       Debian version to rebuild (default 6.18.15-1~bpo13+1, the last
-#                      6.18 of trixie-backports)
+#   QDL_KVERSION       Debian version to rebuild (default 6.18.15-1~bpo13+1, the newest
+#                      6.18 trixie-backports lists)
 #   QDL_DEBIAN_MIRROR  (default http://deb.debian.org/debian)
 #   QDL_KJOBS          make -j (default 2)
-# Needs: gcc make bc flex bison perl libelf-dev libssl-dev dpkg-dev xz-utils curl kmod,
+# Needs: gcc make bc flex bison perl libelf-dev libssl-dev dpkg-dev xz-utils curl kmod binutils,
 # pahole (dwarves; Debian's config has DEBUG_INFO_BTF, which olddefconfig drops
 # without it, and with it SCHED_CLASS_EXT, which changes struct layouts).
 set -euo pipefail
