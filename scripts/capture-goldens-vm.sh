@@ -7,7 +7,8 @@
 # trixie-backports and iproute2 6.18's tc (the first with q_dualpi2.c, built by
 # scripts/build-iproute2.sh), into goldens/kernel-6.18-vm/. The kernel must have
 # sch_dualpi2: Debian's 6.18.15 is built with `# CONFIG_NET_SCH_DUALPI2 is not set`,
-# so the script stops at its module check until QDL_VM_KPKG names one that has it.
+# so the script stops at its module check unless QDL_VM_KDEB names a package that has
+# it (scripts/build-kernel-deb.sh makes one: Debian's package plus the module).
 #
 # Usage: scripts/capture-goldens-vm.sh [CASE_NAME...]
 #   (no args: every goldens/cases/*.tc). Boots the VM once for all cases.
@@ -18,6 +19,8 @@
 #   QDL_VM_KPKG   kernel package (default: what trixie's linux-image-amd64 depends on,
 #                 i.e. linux-image-6.12.<N>+deb13-amd64; with profile 6.18 the newest
 #                 linux-image-6.18.<N>+deb13-amd64 of trixie-backports)
+#   QDL_VM_KDEB   a kernel package file instead (e.g. scripts/build-kernel-deb.sh's);
+#                 cached under its release and a hash of the file
 #   QDL_VM_OUT    output dir (default: goldens/kernel-6.12, or goldens/kernel-6.18-vm)
 #   QDL_VM_ACCEL  tcg (default) or kvm; QDL_VM_TIMEOUT seconds (default 1800)
 #
@@ -93,7 +96,16 @@ kapt_update() {
     apt-get "${kapt_opts[@]}" -q update >&2
 }
 KPKG="${QDL_VM_KPKG:-}"
-if [[ -z $KPKG ]]; then
+KDEB="${QDL_VM_KDEB:-}"
+if [[ -n $KDEB ]]; then
+    [[ -f $KDEB ]] || die "QDL_VM_KDEB=$KDEB: no such file"
+    KDEB=$(cd "$(dirname "$KDEB")" && pwd)/$(basename "$KDEB")
+    KPKG=$(dpkg-deb -f "$KDEB" Package)
+    KV=$(dpkg-deb -c "$KDEB" | awk '{print $6}' | sed -n 's|^\./\(usr/\)\{0,1\}lib/modules/\([^/]*\)/$|\2|p' | head -n1)
+    [[ -n $KV ]] || die "$KDEB has no lib/modules/<release>/"
+    # Not under the release alone: Debian's own package of that release may be cached.
+    KID=$KV-$(sha256sum "$KDEB" | cut -c1-12)
+elif [[ -z $KPKG ]]; then
     # Reuse the newest cached kernel of the profile; consult the suite only when none is.
     cached=$(ls -1 "$VM"/dl/linux-image-"$PROFILE".*+deb13-amd64_*.deb 2>/dev/null | sort -V | tail -n1 || true)
     if [[ -n $cached ]]; then
@@ -112,16 +124,19 @@ if [[ -z $KPKG ]]; then
         [[ -n $KPKG ]] || die "no linux-image-6.18.*+deb13-amd64 in $SUITE"
     fi
 fi
-[[ $KPKG == linux-image-"$PROFILE".*+deb13-amd64 ]] || log "WARNING: $KPKG is not a $PROFILE Debian 13 kernel"
-KV=${KPKG#linux-image-}
-if ! ls "$VM"/dl/"$KPKG"_*.deb >/dev/null 2>&1; then
-    [[ -f $KAPT/sources.list ]] || kapt_update
-    log "apt-get download $KPKG ($SUITE)"
-    (cd "$VM/dl" && { apt-get "${kapt_opts[@]}" -q download "$KPKG" >&2 ||
-                      { kapt_update && apt-get "${kapt_opts[@]}" -q download "$KPKG" >&2; }; })
+if [[ -z $KDEB ]]; then
+    [[ $KPKG == linux-image-"$PROFILE".*+deb13-amd64 ]] || log "WARNING: $KPKG is not a $PROFILE Debian 13 kernel"
+    KV=${KPKG#linux-image-}
+    KID=$KV
+    if ! ls "$VM"/dl/"$KPKG"_*.deb >/dev/null 2>&1; then
+        [[ -f $KAPT/sources.list ]] || kapt_update
+        log "apt-get download $KPKG ($SUITE)"
+        (cd "$VM/dl" && { apt-get "${kapt_opts[@]}" -q download "$KPKG" >&2 ||
+                          { kapt_update && apt-get "${kapt_opts[@]}" -q download "$KPKG" >&2; }; })
+    fi
+    KDEB=$(ls -1 "$VM"/dl/"$KPKG"_*.deb | head -n1)
 fi
-KDEB=$(ls -1 "$VM"/dl/"$KPKG"_*.deb | head -n1)
-KROOT="$VM/kernel-$KV"
+KROOT="$VM/kernel-$KID"
 if [[ ! -f $KROOT/.complete ]]; then
     log "unpacking $KDEB"
     rm -rf "$KROOT"; mkdir -p "$KROOT/root"
@@ -170,8 +185,8 @@ build_static qdl-sendraw
 build_static qdl-autohandle
 SENDRAW="$VM/qdl-sendraw"
 AUTOHANDLE="$VM/qdl-autohandle"
-BASE="$VM/initramfs-$KV.cpio.gz"
-stamp=$( { echo "$KV"; sha256sum "$TC" "$IP" "$BUSYBOX" "$SENDRAW" "$AUTOHANDLE" "$LIB/vm-guest-init.sh" "$LIB/vm-guest-steps.sh" "$0"; } | sha256sum | cut -c1-16)
+BASE="$VM/initramfs-$KID.cpio.gz"
+stamp=$( { echo "$KID"; sha256sum "$TC" "$IP" "$BUSYBOX" "$SENDRAW" "$AUTOHANDLE" "$LIB/vm-guest-init.sh" "$LIB/vm-guest-steps.sh" "$0"; } | sha256sum | cut -c1-16)
 if [[ ! -f $BASE || $(cat "$BASE.stamp" 2>/dev/null) != "$stamp" ]]; then
     log "building initramfs for $KV"
     IR="$VM/initramfs.$$"     # private staging dir: concurrent runs may share the cache
@@ -215,6 +230,10 @@ if [[ ! -f $BASE || $(cat "$BASE.stamp" 2>/dev/null) != "$stamp" ]]; then
     printf 'root:x:0:\n' >"$IR/etc/group"
     cp "$SENDRAW" "$AUTOHANDLE" "$IR/lab/"
     printf 'IPROUTE_DIR=%q\n' "$IPROUTE_DIR" >"$IR/lab/env.sh"
+    # 6.18.15's sch_dualpi2.c has no MODULE_ALIAS_NET_SCH("dualpi2") (added in a
+    # later 6.18 stable release), so the kernel cannot autoload it: tc's add answers
+    # "Specified qdisc kind is unknown" until it is loaded. The guest loads it first.
+    [[ $PROFILE == 6.18 ]] && printf 'PRELOAD=sch_dualpi2\n' >>"$IR/lab/env.sh"
     cp "$LIB/vm-guest-init.sh" "$IR/init"; chmod +x "$IR/init"
     cp "$LIB/vm-guest-steps.sh" "$IR/lab/run-steps.sh"
     # Modules: all of net/sched + device/virtio drivers, with their deps.
@@ -284,7 +303,15 @@ python3 "$LIB/vm_capture.py" assemble "$RUN/manifest.json" "$RUN/results" "$OUT_
 {
     cat "$RUN/results/versions.txt"
     echo "host date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "kernel package: $(basename "$KDEB") (Debian $SUITE)"
+    if [[ -n ${QDL_VM_KDEB:-} ]]; then
+        echo "kernel package: $(basename "$KDEB") (a file, QDL_VM_KDEB)"
+        [[ $PROFILE == 6.18 ]] && echo "  = Debian's linux-image-$KV-unsigned $(dpkg-deb -f "$KDEB" Version | sed 's/+qdl1$//') (trixie-backports) plus" &&
+            echo "  sch_dualpi2.ko, built by scripts/build-kernel-deb.sh from Debian's linux-source-6.18 of that version" &&
+            echo "  with that package's /boot/config + CONFIG_NET_SCH_DUALPI2=m (Debian: not set); its /boot/config says"
+        echo "  $(grep -x 'CONFIG_NET_SCH_DUALPI2=.*' "$KROOT/root/boot/config-$KV" || echo 'no CONFIG_NET_SCH_DUALPI2')"
+    else
+        echo "kernel package: $(basename "$KDEB") (Debian $SUITE)"
+    fi
     echo "qemu: $(qemu-system-x86_64 --version | head -n1), accel=$ACCEL, PVH boot of vmlinux, 2 vCPUs, 2 GiB"
     echo "captured by: scripts/capture-goldens-vm.sh"
     echo
@@ -304,7 +331,8 @@ python3 "$LIB/vm_capture.py" assemble "$RUN/manifest.json" "$RUN/results" "$OUT_
     echo "  so the peer (noop qdisc) is not listed by a dev-less 'qdisc show'."
     echo "- lo exists in every netns but is left DOWN; IPv6 is disabled in each netns."
     echo "- '# send DEV LEN COUNT' steps inject COUNT exact LEN-byte AF_PACKET frames with"
-    echo "  a static C sender (scripts/lib/qdl-sendraw.c; skb->priority 0)."
+    echo "  a static C sender (scripts/lib/qdl-sendraw.c; skb->priority 0); with 'tos TOS'"
+    echo "  they are IPv4 frames with that TOS byte (its low bits the ECN field)."
     echo "  On a multiqueue dev the tx queue comes from the skb flow hash, whose seed is"
     echo "  random per boot: which mq class gets the frames (traffic-mq) varies per boot."
     echo "- All cases run in ONE boot, each in a fresh netns. Auto handles come from one"
@@ -316,6 +344,14 @@ python3 "$LIB/vm_capture.py" assemble "$RUN/manifest.json" "$RUN/results" "$OUT_
     echo "  CONFIG_DEFAULT_NET_SCH=\"fq_codel\" (and systemd sets fq_codel too), so a stock"
     echo "  Debian 13 system would show fq_codel where these goldens show pfifo_fast/mq children."
     echo "- sch_* modules are autoloaded by the kernel via /sbin/modprobe (busybox)."
+    if [[ $PROFILE == 6.18 ]]; then
+        echo "  Except sch_dualpi2, which the guest's init loads first: 6.18.15's"
+        echo "  sch_dualpi2.c has no MODULE_ALIAS_NET_SCH(\"dualpi2\") (a later 6.18 stable"
+        echo "  release adds it), so the kernel cannot autoload it and tc's add answers"
+        echo "  \"Specified qdisc kind is unknown\" until it is loaded. Loading it (unsigned,"
+        echo "  out of tree) taints the kernel (E, O); it was compiled with this machine's"
+        echo "  gcc 12 where Debian's kernel was with gcc 14."
+    fi
 } >"$OUT_DIR/VERSIONS.txt"
 log "done: run dir $RUN"
 exit "$status"

@@ -267,15 +267,22 @@ def restore_default_qdisc():
             pass
 
 
-def send_frames(ns, dev, length, count):
-    """Inject `count` broadcast Ethernet frames of exactly `length` bytes."""
+def send_frames(ns, dev, length, count, tos=None):
+    """Inject `count` broadcast Ethernet frames of exactly `length` bytes; with
+    `tos`, IPv4 frames with that TOS byte (as scripts/lib/qdl-sendraw.c makes them)."""
     # setns() in a child so the parent stays in the host namespace.
     code = (
-        "import errno,socket,sys\n"
+        "import errno,socket,struct,sys\n"
         "dev,ln,cnt=sys.argv[1],int(sys.argv[2]),int(sys.argv[3])\n"
+        "tos=int(sys.argv[4],0) if len(sys.argv)>4 else None\n"
         "s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n"
         "s.bind((dev,0))\n"
-        "hdr=b'\\xff'*6+b'\\x02\\x00\\x00\\x00\\x00\\x01'+b'\\x88\\xb5'\n"
+        "hdr=b'\\xff'*6+b'\\x02\\x00\\x00\\x00\\x00\\x01'\n"
+        "if tos is None: hdr+=b'\\x88\\xb5'\n"
+        "else:\n"
+        "    ip=struct.pack('!BBHHHBBH4s4s',0x45,tos,ln-14,0,0x4000,64,253,0,bytes([10,0,0,1]),bytes([10,0,0,2]))\n"
+        "    c=sum(struct.unpack('!10H',ip)); c=(c&0xffff)+(c>>16); c=(c&0xffff)+(c>>16)\n"
+        "    hdr+=b'\\x08\\x00'+ip[:10]+struct.pack('!H',~c&0xffff)+ip[12:]\n"
         "for _ in range(cnt):\n"
         "    try: s.send(hdr+b'\\x00'*(ln-len(hdr)))\n"
         "    except OSError as e:\n"
@@ -283,7 +290,8 @@ def send_frames(ns, dev, length, count):
         "        if e.errno != errno.ENOBUFS: raise\n"
     )
     subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code,
-                    dev, str(length), str(count)], check=True, env=RUN_ENV)
+                    dev, str(length), str(count)] + ([] if tos is None else [tos]),
+                   check=True, env=RUN_ENV)
 
 
 # Auto-allocated qdisc handles (8001:, 8002:, ...) come from ONE counter that
@@ -359,7 +367,8 @@ def run_case(name, path, idx):
                 })
                 continue
             if kind == "send":
-                send_frames(ns, args[0], int(args[1]), int(args[2]))
+                send_frames(ns, args[0], int(args[1]), int(args[2]),
+                            args[4] if len(args) == 5 and args[3] == "tos" else None)
                 out_steps.append({"cmd": line, "stdout": "", "stderr": "", "exit": 0})
                 continue
             # `ip netns exec` rather than `tc -n`: -n would change argv and

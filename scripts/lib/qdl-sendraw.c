@@ -1,6 +1,11 @@
 /*
- * qdl-sendraw DEV LEN COUNT — inject COUNT broadcast Ethernet frames of
- * exactly LEN bytes on DEV through an AF_PACKET raw socket.
+ * qdl-sendraw DEV LEN COUNT [tos TOS] — inject COUNT broadcast Ethernet
+ * frames of exactly LEN bytes on DEV through an AF_PACKET raw socket.
+ * With `tos TOS` they are IPv4 instead (ethertype 0x0800; a 20-byte header
+ * 10.0.0.1 -> 10.0.0.2, protocol 253 (RFC 3692's experimental), TTL 64, DF,
+ * that TOS byte -- its low two bits the ECN field -- and a valid checksum),
+ * for qdiscs that read the ECN field (dualpi2). The kernel's packet_snd
+ * parses the protocol from the header (packet_parse_headers).
  *
  * Static C twin of send_frames() in scripts/capture-goldens.sh (the guest
  * initramfs of scripts/capture-goldens-vm.sh has no python): same socket
@@ -23,8 +28,16 @@
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: %s DEV LEN COUNT\n", argv[0]);
+	long tos = -1;
+	if (argc == 6 && strcmp(argv[4], "tos") == 0) {
+		char *end;
+		tos = strtol(argv[5], &end, 0);
+		if (*end || tos < 0 || tos > 255) {
+			fprintf(stderr, "qdl-sendraw: bad TOS\n");
+			return 2;
+		}
+	} else if (argc != 4) {
+		fprintf(stderr, "usage: %s DEV LEN COUNT [tos TOS]\n", argv[0]);
 		return 2;
 	}
 	const char *dev = argv[1];
@@ -34,7 +47,7 @@ int main(int argc, char **argv)
 		0x02, 0x00, 0x00, 0x00, 0x00, 0x01,
 		0x88, 0xb5,
 	};
-	if (len < (long)sizeof(hdr) || len > 65535 || cnt < 0) {
+	if (len < (long)sizeof(hdr) + (tos < 0 ? 0 : 20) || len > 65535 || cnt < 0) {
 		fprintf(stderr, "qdl-sendraw: bad LEN or COUNT\n");
 		return 2;
 	}
@@ -50,6 +63,20 @@ int main(int argc, char **argv)
 	unsigned char *buf = calloc(1, (size_t)len);
 	if (!buf) { perror("calloc"); return 1; }
 	memcpy(buf, hdr, sizeof(hdr));
+	if (tos >= 0) {
+		unsigned char *ip = buf + sizeof(hdr);
+		unsigned long sum = 0;
+		buf[12] = 0x08, buf[13] = 0x00;
+		ip[0] = 0x45, ip[1] = (unsigned char)tos;
+		ip[2] = (unsigned char)((len - 14) >> 8), ip[3] = (unsigned char)(len - 14);
+		ip[6] = 0x40, ip[8] = 64, ip[9] = 253;
+		ip[12] = 10, ip[15] = 1, ip[16] = 10, ip[19] = 2;
+		for (int i = 0; i < 20; i += 2)
+			sum += (unsigned long)(ip[i] << 8 | ip[i + 1]);
+		while (sum >> 16)
+			sum = (sum & 0xffff) + (sum >> 16);
+		ip[10] = (unsigned char)(~sum >> 8), ip[11] = (unsigned char)~sum;
+	}
 	for (long i = 0; i < cnt; i++) {
 		if (send(s, buf, (size_t)len, 0) < 0 && errno != ENOBUFS) {
 			perror("send");

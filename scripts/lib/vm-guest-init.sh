@@ -33,8 +33,9 @@ now() { $BB cut -d' ' -f1 /proc/uptime; }
 say "INIT uptime=$(now) kernel=$($BB uname -r)"
 
 # Load up front what device setup needs (the kernel autoloads sch_* itself
-# through /sbin/modprobe on first use, exactly as on a normal system).
-for m in virtio_pci virtio_blk ifb veth dummy; do
+# through /sbin/modprobe on first use, exactly as on a normal system), and
+# PRELOAD (env.sh): modules the kernel cannot autoload.
+for m in virtio_pci virtio_blk ifb veth dummy $PRELOAD; do
     $BB modprobe $m || say "MODPROBE-FAILED $m"
 done
 

@@ -50,6 +50,13 @@
 //!   (`dualpi2_read_ect` treats non-IP as Not-ECT, which tos 0 is).
 //! * The head timestamps use 0 for "no packet", as the kernel does; a packet enqueued
 //!   at `Instant::ZERO` therefore looks like none (the kernel's clock is never 0).
+//! * **Which 6.18**: the later 6.18.y of this project's CI host (6.18.44). Debian's
+//!   6.18.15 with the module added (goldens/kernel-6.18-vm, scripts/build-kernel-deb.sh)
+//!   matches it except in `dualpi2_change`'s trim loop, which there takes only the
+//!   parked packet and the C-queue, decrements the backlog twice for each, and
+//!   dereferences NULL when only L-queue packets are left to drop (golden
+//!   dualpi2-hold-change); and 6.18.15's module has no `net-sch-dualpi2` alias, so the
+//!   kernel cannot autoload it.
 
 use std::collections::VecDeque;
 
