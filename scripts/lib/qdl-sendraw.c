@@ -1,6 +1,8 @@
 /*
- * qdl-sendraw DEV LEN COUNT — inject COUNT broadcast Ethernet frames of
- * exactly LEN bytes on DEV through an AF_PACKET raw socket.
+ * qdl-sendraw DEV LEN COUNT [GAP_US] — inject COUNT broadcast Ethernet frames
+ * of exactly LEN bytes on DEV through an AF_PACKET raw socket; with GAP_US,
+ * frame i leaves at start + i*GAP_US and the program returns at start +
+ * COUNT*GAP_US (absolute CLOCK_MONOTONIC deadlines: no drift).
  *
  * Static C twin of send_frames() in scripts/capture-goldens.sh (the guest
  * initramfs of scripts/capture-goldens-vm.sh has no python): same socket
@@ -19,22 +21,33 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
+
+/* Sleep until t0 + off_us on CLOCK_MONOTONIC. */
+static void until(const struct timespec *t0, long long off_us)
+{
+	long long ns = (long long)t0->tv_nsec + off_us * 1000;
+	struct timespec t = { t0->tv_sec + ns / 1000000000, ns % 1000000000 };
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR)
+		;
+}
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: %s DEV LEN COUNT\n", argv[0]);
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr, "usage: %s DEV LEN COUNT [GAP_US]\n", argv[0]);
 		return 2;
 	}
 	const char *dev = argv[1];
 	long len = strtol(argv[2], NULL, 10), cnt = strtol(argv[3], NULL, 10);
+	long long gap = argc == 5 ? strtoll(argv[4], NULL, 10) : 0;
 	static const unsigned char hdr[14] = {
 		0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
 		0x02, 0x00, 0x00, 0x00, 0x00, 0x01,
 		0x88, 0xb5,
 	};
-	if (len < (long)sizeof(hdr) || len > 65535 || cnt < 0) {
+	if (len < (long)sizeof(hdr) || len > 65535 || cnt < 0 || gap < 0) {
 		fprintf(stderr, "qdl-sendraw: bad LEN or COUNT\n");
 		return 2;
 	}
@@ -50,12 +63,18 @@ int main(int argc, char **argv)
 	unsigned char *buf = calloc(1, (size_t)len);
 	if (!buf) { perror("calloc"); return 1; }
 	memcpy(buf, hdr, sizeof(hdr));
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (long i = 0; i < cnt; i++) {
+		if (gap)
+			until(&t0, i * gap);
 		if (send(s, buf, (size_t)len, 0) < 0 && errno != ENOBUFS) {
 			perror("send");
 			return 1;
 		}
 	}
+	if (gap)
+		until(&t0, cnt * gap);
 	close(s);
 	return 0;
 }

@@ -104,7 +104,7 @@ def cmd_plan(cases_dir, lab_dir, manifest, wanted):
                 cs.write(f"# {name}\n")
                 for s, (kind, line, args) in enumerate(steps):
                     if kind == "send":
-                        if len(args) != 3:
+                        if len(args) not in (3, 4):
                             sys.exit(f"{name}: bad send directive: {line}")
                         cs.write(f"send {s} " + q(args) + "\n")
                     else:
