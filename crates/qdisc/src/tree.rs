@@ -1094,7 +1094,7 @@ impl Device {
                 return Xmit::Queued(r);
             }
         }
-        Xmit::Queued(self.enqueue(pkt, now))
+        Xmit::Queued(self.root_enqueue(pkt, now))
     }
 
     /// The tx queue `skb_tx_hash` picks for a packet (`reciprocal_scale(hash, n)`,
@@ -1134,6 +1134,12 @@ impl Device {
     /// Hand a packet to the device's root qdisc.
     pub fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
         self.estimators(now);
+        self.root_enqueue(pkt, now)
+    }
+
+    /// [`Device::enqueue`] once the estimators are up to date ([`Device::xmit_on`]
+    /// has just checked).
+    fn root_enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
         let r = self.root.enqueue(pkt, now);
         let _ = self.root.take_reduce();
         r
