@@ -104,6 +104,9 @@ mkdir -p "$OUT_DIR"
     echo "- IPv6 is disabled in each netns so no autoconf/MLD/DAD packets reach qdiscs."
     echo "- '# send DEV LEN COUNT' steps inject COUNT exact LEN-byte AF_PACKET frames."
     echo "  ifb discards them after dequeue, so qdisc counters are deterministic."
+    echo "  '# send DEV LEN COUNT GAP_US' paces them GAP_US apart (rate estimators):"
+    echo "  what then depends on where the kernel's jiffy ticks fell is compared within"
+    echo "  a tolerance (RATE_TOLERANCE in crates/qdisc/tests/golden.rs)."
     echo "  Only use kind=eth for traffic: a veth whose peer is down has no carrier,"
     echo "  so its frames hit the kernel's noop qdisc and are never counted."
     echo "- Auto handles come from one kernel-global counter; before every case the"
@@ -267,14 +270,16 @@ def restore_default_qdisc():
             pass
 
 
-def send_frames(ns, dev, length, count, tos=None):
+def send_frames(ns, dev, length, count, gap_us=0, tos=None):
     """Inject `count` broadcast Ethernet frames of exactly `length` bytes; with
-    `tos`, IPv4 frames with that TOS byte (as scripts/lib/qdl-sendraw.c makes them)."""
+    `gap_us`, frame i leaves at start + i*gap_us and the step ends at start +
+    count*gap_us (an absolute schedule on CLOCK_MONOTONIC: no drift); with `tos`,
+    IPv4 frames with that TOS byte (as scripts/lib/qdl-sendraw.c makes them)."""
     # setns() in a child so the parent stays in the host namespace.
     code = (
-        "import errno,socket,struct,sys\n"
-        "dev,ln,cnt=sys.argv[1],int(sys.argv[2]),int(sys.argv[3])\n"
-        "tos=int(sys.argv[4],0) if len(sys.argv)>4 else None\n"
+        "import errno,socket,struct,sys,time\n"
+        "dev,ln,cnt,gap=sys.argv[1],int(sys.argv[2]),int(sys.argv[3]),int(sys.argv[4])*1000\n"
+        "tos=int(sys.argv[5],0) if len(sys.argv)>5 else None\n"
         "s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n"
         "s.bind((dev,0))\n"
         "hdr=b'\\xff'*6+b'\\x02\\x00\\x00\\x00\\x00\\x01'\n"
@@ -283,14 +288,22 @@ def send_frames(ns, dev, length, count, tos=None):
         "    ip=struct.pack('!BBHHHBBH4s4s',0x45,tos,ln-14,0,0x4000,64,253,0,bytes([10,0,0,1]),bytes([10,0,0,2]))\n"
         "    c=sum(struct.unpack('!10H',ip)); c=(c&0xffff)+(c>>16); c=(c&0xffff)+(c>>16)\n"
         "    hdr+=b'\\x08\\x00'+ip[:10]+struct.pack('!H',~c&0xffff)+ip[12:]\n"
-        "for _ in range(cnt):\n"
+        "t0=time.monotonic_ns()\n"
+        "def until(t):\n"
+        "    while True:\n"
+        "        d=t-time.monotonic_ns()\n"
+        "        if d<=0: return\n"
+        "        time.sleep(d/1e9)\n"
+        "for i in range(cnt):\n"
+        "    until(t0+i*gap)\n"
         "    try: s.send(hdr+b'\\x00'*(ln-len(hdr)))\n"
         "    except OSError as e:\n"
         # ENOBUFS just means the qdisc dropped it -- which a case may want.
         "        if e.errno != errno.ENOBUFS: raise\n"
+        "until(t0+cnt*gap)\n"
     )
     subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code,
-                    dev, str(length), str(count)] + ([] if tos is None else [tos]),
+                    dev, str(length), str(count), str(gap_us)] + ([] if tos is None else [tos]),
                    check=True, env=RUN_ENV)
 
 
@@ -367,8 +380,9 @@ def run_case(name, path, idx):
                 })
                 continue
             if kind == "send":
-                send_frames(ns, args[0], int(args[1]), int(args[2]),
-                            args[4] if len(args) == 5 and args[3] == "tos" else None)
+                words, tos = (args[:-2], args[-1]) if len(args) >= 5 and args[-2] == "tos" else (args, None)
+                send_frames(ns, words[0], int(words[1]), int(words[2]),
+                            int(words[3]) if len(words) > 3 else 0, tos)
                 out_steps.append({"cmd": line, "stdout": "", "stderr": "", "exit": 0})
                 continue
             # `ip netns exec` rather than `tc -n`: -n would change argv and

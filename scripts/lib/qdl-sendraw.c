@@ -1,6 +1,8 @@
 /*
- * qdl-sendraw DEV LEN COUNT [tos TOS] — inject COUNT broadcast Ethernet
- * frames of exactly LEN bytes on DEV through an AF_PACKET raw socket.
+ * qdl-sendraw DEV LEN COUNT [GAP_US] [tos TOS] — inject COUNT broadcast
+ * Ethernet frames of exactly LEN bytes on DEV through an AF_PACKET raw socket;
+ * with GAP_US, frame i leaves at start + i*GAP_US and the program returns at
+ * start + COUNT*GAP_US (absolute CLOCK_MONOTONIC deadlines: no drift).
  * With `tos TOS` they are IPv4 instead (ethertype 0x0800; a 20-byte header
  * 10.0.0.1 -> 10.0.0.2, protocol 253 (RFC 3692's experimental), TTL 64, DF,
  * that TOS byte -- its low two bits the ECN field -- and a valid checksum),
@@ -24,30 +26,43 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
+
+/* Sleep until t0 + off_us on CLOCK_MONOTONIC. */
+static void until(const struct timespec *t0, long long off_us)
+{
+	long long ns = (long long)t0->tv_nsec + off_us * 1000;
+	struct timespec t = { t0->tv_sec + ns / 1000000000, ns % 1000000000 };
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR)
+		;
+}
 
 int main(int argc, char **argv)
 {
 	long tos = -1;
-	if (argc == 6 && strcmp(argv[4], "tos") == 0) {
+	if (argc >= 6 && strcmp(argv[argc - 2], "tos") == 0) {
 		char *end;
-		tos = strtol(argv[5], &end, 0);
+		tos = strtol(argv[argc - 1], &end, 0);
 		if (*end || tos < 0 || tos > 255) {
 			fprintf(stderr, "qdl-sendraw: bad TOS\n");
 			return 2;
 		}
-	} else if (argc != 4) {
-		fprintf(stderr, "usage: %s DEV LEN COUNT [tos TOS]\n", argv[0]);
+		argc -= 2;
+	}
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr, "usage: %s DEV LEN COUNT [GAP_US] [tos TOS]\n", argv[0]);
 		return 2;
 	}
 	const char *dev = argv[1];
 	long len = strtol(argv[2], NULL, 10), cnt = strtol(argv[3], NULL, 10);
+	long long gap = argc == 5 ? strtoll(argv[4], NULL, 10) : 0;
 	static const unsigned char hdr[14] = {
 		0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
 		0x02, 0x00, 0x00, 0x00, 0x00, 0x01,
 		0x88, 0xb5,
 	};
-	if (len < (long)sizeof(hdr) + (tos < 0 ? 0 : 20) || len > 65535 || cnt < 0) {
+	if (len < (long)sizeof(hdr) + (tos < 0 ? 0 : 20) || len > 65535 || cnt < 0 || gap < 0) {
 		fprintf(stderr, "qdl-sendraw: bad LEN or COUNT\n");
 		return 2;
 	}
@@ -77,12 +92,18 @@ int main(int argc, char **argv)
 			sum = (sum & 0xffff) + (sum >> 16);
 		ip[10] = (unsigned char)(~sum >> 8), ip[11] = (unsigned char)~sum;
 	}
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (long i = 0; i < cnt; i++) {
+		if (gap)
+			until(&t0, i * gap);
 		if (send(s, buf, (size_t)len, 0) < 0 && errno != ENOBUFS) {
 			perror("send");
 			return 1;
 		}
 	}
+	if (gap)
+		until(&t0, cnt * gap);
 	close(s);
 	return 0;
 }

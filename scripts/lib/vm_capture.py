@@ -104,7 +104,8 @@ def cmd_plan(cases_dir, lab_dir, manifest, wanted):
                 cs.write(f"# {name}\n")
                 for s, (kind, line, args) in enumerate(steps):
                     if kind == "send":
-                        if len(args) != 3 and not (len(args) == 5 and args[3] == "tos"):
+                        plain = args[:-2] if len(args) >= 5 and args[-2] == "tos" else args
+                        if len(plain) not in (3, 4):
                             sys.exit(f"{name}: bad send directive: {line}")
                         cs.write(f"send {s} " + q(args) + "\n")
                     else:

@@ -774,14 +774,6 @@ const KNOWN: &[Known] = &[
         matches: |c, _, ours| c.describe().contains("nan") && String::from_utf8_lossy(&ours.stderr).contains("\"nan\""),
     },
     Known {
-        reason: "estimator: the engine has no rate estimator (gen_estimator); tc parses its \
-                 times and the kernel range-checks them, the engine refuses the keyword",
-        matches: |c, _, ours| {
-            c.describe().contains("estimator")
-                && String::from_utf8_lossy(&ours.stderr).contains("qdisc-lab: \"estimator\" is not supported yet")
-        },
-    },
-    Known {
         reason: "dev \"\": the engine looks the device up as it reads `dev`, tc after the \
                  whole line (and an empty name there means no device)",
         matches: |c, _, ours| {

@@ -182,6 +182,31 @@ size = "1000"
     assert!((got / expect - 1.0).abs() < 0.01, "{got} vs {expect}");
 }
 
+/// A qdisc's rate estimator in the snapshots: `estimator 250ms 1sec` on the tbf
+/// shaping 20 Mbit/s of UDP to 10 Mbit/s. Eight 248 ms ticks by the end of the
+/// 2 s run put the EWMA (ewma_log 2) at 1 − (3/4)^8 ≈ 0.90 of the 1.24 MB/s the
+/// kernel's arithmetic reads from 10 Mbit/s (248 ms taken as 250).
+#[test]
+fn snapshots_show_the_rate_estimate() {
+    let r = run(&with(
+        r#"
+[tc.client]
+script = "qdisc add dev eth0 root handle 1: estimator 250ms 1sec tbf rate 10mbit burst 10kb latency 50ms"
+[[traffic]]
+kind = "udp"
+from = "client"
+to = "server"
+rate = "20mbit"
+size = "1000"
+"#,
+    ));
+    let snap = r.tc.end.iter().find(|d| d.host == "client" && d.dev == "eth0").expect("client eth0");
+    let q = &snap.qdisc[0];
+    let bps = q["rate"].as_u64().expect("a rate field");
+    assert!((1_000_000..1_240_000).contains(&bps), "{q}");
+    assert!(snap.qdisc_text.as_deref().unwrap().contains(" rate "), "{:?}", snap.qdisc_text);
+}
+
 #[test]
 fn link_loss_is_seeded() {
     let text = with(

@@ -27,6 +27,7 @@ pub(crate) mod class_hash;
 pub mod classify;
 pub mod dql;
 pub mod drops;
+pub mod estimator;
 pub mod packet;
 pub mod qdisc;
 pub mod rate;

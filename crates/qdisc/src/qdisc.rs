@@ -433,6 +433,12 @@ pub trait Classful {
     fn delete_class(&mut self, _sch: &mut Sch, _minor: u32, _now: Instant) -> Result<(), TcError> {
         Err(TcError::errno(crate::tc::Errno::EOPNOTSUPP))
     }
+    /// Whether `cops->change` gives a class the rate estimator TCA_RATE asks for
+    /// (`gen_new_estimator`/`gen_replace_estimator` on `cl->rate_est`: htb, hfsc,
+    /// drr, qfq); the other kinds ignore the attribute.
+    fn class_takes_estimator(&self) -> bool {
+        false
+    }
     /// Class stats (`cops->dump_stats`): by default the leaf's counters; None for
     /// kinds without `dump_stats` (tbf), whose classes print no counters.
     fn class_stats(&self, minor: u32) -> Option<Stats> {
@@ -560,6 +566,9 @@ pub struct Node<Q: ?Sized + Qdisc = dyn Qdisc> {
     pub seq: u64,
     /// `sch->stab`: the size table given with the qdisc (crate::stab).
     pub stab: Option<std::sync::Arc<crate::stab::SizeTable>>,
+    /// The rate estimators of the qdisc and its classes (`estimator …`), ticked by
+    /// the device ([`crate::estimator`]).
+    pub est: Option<Box<crate::estimator::QdiscEst>>,
     pub sch: Sch,
     pub q: Box<Q>,
 }
@@ -578,7 +587,18 @@ impl<Q: ?Sized + Qdisc> Node<Q> {
     /// A node holding a qdisc of a known type (what a kind's unit tests use).
     pub fn typed(handle: u32, parent: u32, q: Box<Q>) -> Self {
         let seq = CREATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Node { handle, parent, refcnt: 1, invisible: false, unhashed: false, seq, stab: None, sch: Sch::default(), q }
+        Node {
+            handle,
+            parent,
+            refcnt: 1,
+            invisible: false,
+            unhashed: false,
+            seq,
+            stab: None,
+            est: None,
+            sch: Sch::default(),
+            q,
+        }
     }
     /// The kind's name (`sch->ops->id`).
     pub fn kind(&self) -> &'static str {

@@ -10,6 +10,7 @@
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
+use crate::estimator::{EstSpec, Estimator, QdiscEst};
 use crate::packet::Packet;
 use crate::qdisc::{tc_h_maj, tc_h_min, Dequeued, DevInfo, Enqueued, Node, TC_H_ROOT, TC_H_UNSPEC};
 use crate::sched::ingress::{INGRESS_HANDLE, TC_H_INGRESS};
@@ -203,6 +204,9 @@ pub struct Device {
     /// The warning the last `modify` left (see [`crate::qdisc::Qdisc::take_warning`]),
     /// for tc to print when the request succeeds.
     pub(crate) warning: Option<&'static str>,
+    /// The earliest next tick (ns) of the rate estimators of this device's qdiscs and
+    /// classes; `u64::MAX` without any ([`Device::estimators`]).
+    est_next: u64,
 }
 
 /// The kernel whose behaviour a device follows where versions differ: error texts,
@@ -399,6 +403,7 @@ impl Device {
             ingress_queue: false,
             default_qdisc,
             warning: None,
+            est_next: u64::MAX,
         };
         d.root = d.default_root(now);
         d
@@ -606,9 +611,11 @@ impl Device {
         kind: Option<&str>,
         opts: Option<&Opts>,
         stab: Option<&StabRequest>,
+        est: Option<EstSpec>,
         autohandle: &mut u32,
         now: Instant,
     ) -> Result<(), TcError> {
+        self.estimators(now);
         if clid == TC_H_INGRESS {
             self.ingress_queue = true;
         }
@@ -677,6 +684,7 @@ impl Device {
                                     kind,
                                     opts,
                                     stab,
+                                    est,
                                     parent_path,
                                     autohandle,
                                     now,
@@ -688,18 +696,19 @@ impl Device {
                 }
             }
             if goto_create {
-                return self.create_and_graft(flags, clid, handle, kind, opts, stab, parent_path, autohandle, now);
+                return self.create_and_graft(flags, clid, handle, kind, opts, stab, est, parent_path, autohandle, now);
             }
-            return self.change(flags, q_path, kind, opts, stab, now);
+            return self.change(flags, q_path, kind, opts, stab, est, now);
         }
         if handle == 0 {
             return Err(TcError::kernel("Handle cannot be zero"));
         }
         let q = self.lookup(handle);
-        self.change(flags, q, kind, opts, stab, now)
+        self.change(flags, q, kind, opts, stab, est, now)
     }
 
     /// The "Change qdisc parameters" tail of tc_modify_qdisc, then `qdisc_change`.
+    #[allow(clippy::too_many_arguments)]
     fn change(
         &mut self,
         flags: NlFlags,
@@ -707,6 +716,7 @@ impl Device {
         kind: Option<&str>,
         opts: Option<&Opts>,
         stab: Option<&StabRequest>,
+        est: Option<EstSpec>,
         now: Instant,
     ) -> Result<(), TcError> {
         let q = q.ok_or_else(|| TcError::with_errno("Specified qdisc not found", Errno::ENOENT))?;
@@ -734,7 +744,19 @@ impl Device {
             self.warning = warning;
         }
         // qdisc_change: the table asked for replaces the old one; none asked, none kept.
-        self.node_mut(&q).stab = size_table(stab)?;
+        let n = self.node_mut(&q);
+        n.stab = size_table(stab)?;
+        // Then gen_replace_estimator, its errors ignored ("change can't be undone");
+        // a multi-queue root takes none.
+        if let Some(spec) = est.filter(|_| !n.flags().per_txq) {
+            let (bytes, packets) = (n.stats().bytes, n.stats().packets);
+            let e = n.est.get_or_insert_with(Default::default);
+            if let Ok(new) = Estimator::new(spec, bytes, packets, now, e.own.as_ref()) {
+                let next = new.next_tick().as_nanos();
+                e.own = Some(new);
+                self.est_next = self.est_next.min(next);
+            }
+        }
         Ok(())
     }
 
@@ -747,6 +769,7 @@ impl Device {
         kind: Option<&str>,
         opts: Option<&Opts>,
         stab: Option<&StabRequest>,
+        est: Option<EstSpec>,
         parent_path: Option<Path>,
         autohandle: &mut u32,
         now: Instant,
@@ -775,6 +798,19 @@ impl Device {
         self.warning = q.take_warning();
         let mut node = self.mq_queues(Node::new(handle, clid, q), now);
         node.stab = stab;
+        // qdisc_create, after the kind's init: gen_new_estimator on the new counters.
+        if let Some(spec) = est {
+            if node.flags().per_txq {
+                return Err(TcError::with_errno(
+                    "Cannot attach rate estimator to a multi-queue root qdisc",
+                    Errno::EOPNOTSUPP,
+                ));
+            }
+            let e = Estimator::new(spec, 0, 0, now, None)
+                .map_err(|_| TcError::with_errno("Failed to generate new estimator", Errno::EINVAL))?;
+            self.est_next = self.est_next.min(e.next_tick().as_nanos());
+            node.est = Some(Box::new(QdiscEst { own: Some(e), ..Default::default() }));
+        }
         if clid == TC_H_INGRESS {
             self.ingress = Some(node);
             self.index_subtree(&[INGRESS]);
@@ -935,7 +971,9 @@ impl Device {
     // ---- tc_ctl_tclass --------------------------------------------------------
 
     /// `cops->change` on the classful qdisc at `q`, then what the kernel does around
-    /// it: purged leaves reported to the ancestors, new leaves hashed.
+    /// it: purged leaves reported to the ancestors, new leaves hashed. A kind that
+    /// takes TCA_RATE gives the class the estimator `est` asks for (new, or replacing
+    /// its old one); the others ignore it.
     #[allow(clippy::too_many_arguments)]
     pub fn change_class(
         &mut self,
@@ -944,20 +982,39 @@ impl Device {
         parent: u32,
         exists: bool,
         opts: Option<&Opts>,
+        est: Option<EstSpec>,
         now: Instant,
     ) -> Result<Option<String>, TcError> {
+        self.estimators(now);
         let info = self.info.clone();
         let n = self.node_mut(q);
         let r = n.change_class(classid, parent, exists, opts, &info, now);
         let red = n.take_reduce();
+        let minor = tc_h_min(classid);
+        if let (Ok(_), Some(spec)) = (&r, est) {
+            let c = n.q.as_classful().expect("a class was changed");
+            if c.class_takes_estimator() {
+                let s = c.class_stats(minor).unwrap_or_default();
+                let e = n.est.get_or_insert_with(Default::default);
+                let new = Estimator::new(spec, s.bytes, s.packets, now, e.classes.get(&minor))?;
+                let next = new.next_tick().as_nanos();
+                e.classes.insert(minor, new);
+                self.est_next = self.est_next.min(next);
+            }
+        }
         self.reduce_ancestors(q, red);
         r
     }
 
     /// `cops->delete` on the classful qdisc at `q`.
     pub fn delete_class(&mut self, q: &[u32], minor: u32, now: Instant) -> Result<(), TcError> {
+        self.estimators(now);
         let n = self.node_mut(q);
         let r = n.delete_class(minor, now);
+        if let (Ok(()), Some(e)) = (&r, n.est.as_deref_mut()) {
+            // The class's gen_kill_estimator.
+            e.classes.remove(&minor);
+        }
         let red = n.take_reduce();
         self.reduce_ancestors(q, red);
         r
@@ -971,6 +1028,7 @@ impl Device {
     /// filter shoots (qstats drop); without an ingress qdisc the packet passes
     /// untouched.
     pub fn ingress(&mut self, mut pkt: Packet, now: Instant) -> Ingress {
+        self.estimators(now);
         let Some(node) = self.ingress.as_mut() else { return Ingress::Pass(pkt) };
         node.sch.stats.sent(&pkt);
         let verdict = node.q.as_classful().and_then(|c| c.block(0xFFF2)).and_then(|b| b.classify(&mut pkt, now));
@@ -999,6 +1057,7 @@ impl Device {
     /// socket's cached queue, XPS, else `skb_tx_hash`); it matters under mq, where
     /// each queue has its own qdisc.
     pub fn xmit_on(&mut self, mut pkt: Packet, txq: usize, now: Instant, driver_idle: bool) -> Xmit {
+        self.estimators(now);
         if self.root.flags().no_enqueue {
             return Xmit::Direct(pkt);
         }
@@ -1035,7 +1094,7 @@ impl Device {
                 return Xmit::Queued(r);
             }
         }
-        Xmit::Queued(self.enqueue(pkt, now))
+        Xmit::Queued(self.root_enqueue(pkt, now))
     }
 
     /// The tx queue `skb_tx_hash` picks for a packet (`reciprocal_scale(hash, n)`,
@@ -1057,6 +1116,7 @@ impl Device {
 
     /// `dequeue_skb` for tx queue `txq`: its own qdisc under an mq root, else the root.
     pub fn dequeue_txq(&mut self, txq: usize, now: Instant) -> Dequeued {
+        self.estimators(now);
         if !self.per_txq_qdiscs() {
             return self.dequeue(now);
         }
@@ -1073,6 +1133,13 @@ impl Device {
 
     /// Hand a packet to the device's root qdisc.
     pub fn enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
+        self.estimators(now);
+        self.root_enqueue(pkt, now)
+    }
+
+    /// [`Device::enqueue`] once the estimators are up to date ([`Device::xmit_on`]
+    /// has just checked).
+    fn root_enqueue(&mut self, pkt: Packet, now: Instant) -> Enqueued {
         let r = self.root.enqueue(pkt, now);
         let _ = self.root.take_reduce();
         r
@@ -1082,12 +1149,60 @@ impl Device {
     /// reports go nowhere; they are cleared before rather than after the call so that
     /// the packet is returned straight from the root, not copied through a local.)
     pub fn dequeue(&mut self, now: Instant) -> Dequeued {
+        self.estimators(now);
         let _ = self.root.take_reduce();
         let mut d = self.root.dequeue(now);
         if let Dequeued::Packet(p) = &mut d {
             p.unstab();
         }
         d
+    }
+}
+
+impl Device {
+    /// Run the estimator ticks due at or before `now` (see [`crate::estimator`]):
+    /// one comparison unless one is due. Every call that changes counters, and every
+    /// tc command, starts with it.
+    #[inline]
+    pub fn estimators(&mut self, now: Instant) {
+        if now.as_nanos() >= self.est_next {
+            self.tick_estimators(now);
+        }
+    }
+
+    /// Every qdisc's and class's estimator caught up to `now`, and the next tick
+    /// found. (Whole-tree walk, at most once per estimator period.)
+    #[cold]
+    #[inline(never)]
+    fn tick_estimators(&mut self, now: Instant) {
+        fn go(n: &mut Node, now: Instant, next: &mut u64) {
+            if let Some(e) = n.est.as_deref_mut() {
+                if let Some(own) = &mut e.own {
+                    own.catch_up(now, n.sch.stats.bytes, n.sch.stats.packets);
+                    *next = (*next).min(own.next_tick().as_nanos());
+                }
+                if let Some(c) = n.q.as_classful().filter(|_| !e.classes.is_empty()) {
+                    for (&minor, est) in e.classes.iter_mut() {
+                        let s = c.class_stats(minor).unwrap_or_default();
+                        est.catch_up(now, s.bytes, s.packets);
+                        *next = (*next).min(est.next_tick().as_nanos());
+                    }
+                }
+            }
+            if let Some(c) = n.q.as_classful_mut() {
+                for m in c.class_minors() {
+                    if let Some(ch) = c.leaf_mut(m) {
+                        go(ch, now, next);
+                    }
+                }
+            }
+        }
+        let mut next = u64::MAX;
+        go(&mut self.root, now, &mut next);
+        if let Some(i) = &mut self.ingress {
+            go(i, now, &mut next);
+        }
+        self.est_next = next;
     }
 }
 

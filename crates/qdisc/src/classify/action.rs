@@ -37,15 +37,22 @@
 //! * Actions edit the packet they are given (`&mut Packet`): what a classifier runs
 //!   them on is what the qdisc then queues, and a reclassification sees the edits.
 //!
+//! * A filter's `estimator` (TCA_RATE) gives each action the request creates a rate
+//!   estimator (`tcf_idr_create`; police's own `gen_replace_estimator`), caught up
+//!   when the action runs or is dumped ([`crate::estimator`]); police `avrate`
+//!   needs one (EINVAL without) and treats a packet as over the limit while the
+//!   estimate, this packet counted first, is at or above it.
+//!
 //! Not modelled (refused with a qdisc-lab message): other action kinds (those that
 //! act on conntrack state — ct, connmark, ctinfo — say so), gact `random netrand` (needs a
-//! random source), police `avrate` (needs a rate estimator) and `pkts_rate`,
+//! random source), police `pkts_rate`,
 //! `hw_stats` and `no_percpu`. Action cookies are kept and printed (tc's quirk kept:
 //! a cookie also goes to the actions after it in the same list).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 
+use crate::estimator::{EstSpec, Estimator};
 use crate::packet::Packet;
 use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
 use crate::tc::{matches, units, Args, Out, TcError};
@@ -140,6 +147,8 @@ pub struct PoliceSpec {
     /// `tc_police.burst`: ticks.
     pub burst: u32,
     pub mtu: u32,
+    /// TCA_POLICE_AVRATE, bytes/s (0 = not sent).
+    pub avrate: u32,
 }
 
 /// One action as tc sends it (TCA_ACT_KIND + TCA_ACT_OPTIONS).
@@ -678,11 +687,6 @@ fn parse_police(a: &mut Args, named: bool) -> Result<PoliceSpec, Fail> {
             return Err(Fail::Ret("'mtu' is required, if 'peakrate' is requested.\n".into()));
         }
     }
-    if avrate != 0 {
-        return Err(Fail::Exit(TcError::tc(
-            "qdisc-lab: police \"avrate\" is not supported (it needs a rate estimator)\n",
-        )));
-    }
     if pps != 0 {
         return Err(Fail::Exit(TcError::tc("qdisc-lab: police \"pkts_rate\" is not supported\n")));
     }
@@ -712,6 +716,7 @@ fn parse_police(a: &mut Args, named: bool) -> Result<PoliceSpec, Fail> {
         p.prate64 = prate64;
     }
     p.result = presult;
+    p.avrate = avrate;
     Ok(p)
 }
 
@@ -857,6 +862,8 @@ pub struct Police {
     pub mtu_ptoks: i64,
     pub rate: Option<PschedRatecfg>,
     pub peak: Option<PschedRatecfg>,
+    /// `tcfp_ewma_rate` (avrate), bytes/s; 0 = none.
+    pub ewma_rate: u32,
     toks: i64,
     ptoks: i64,
     t_c: u64,
@@ -963,8 +970,18 @@ impl ActKind {
     /// The extack message of the kind's `offload_act_setup` when it fails for a
     /// standalone action: `tc actions add` prints it as a warning.
     fn offload_warning(&self) -> Option<&'static str> {
+        // tcf_police_act_to_flow_act knows pass, drop, pipe, continue, goto chain and
+        // jump; anything else fails tc_setup_action, whose message replaces police's.
+        let flow_act = |a: i32| {
+            matches!(a, TC_ACT_OK | TC_ACT_SHOT | TC_ACT_PIPE | TC_ACT_UNSPEC)
+                || ext_cmp(a, TC_ACT_GOTO_CHAIN)
+                || ext_cmp(a, TC_ACT_JUMP)
+        };
         match self {
             ActKind::Pedit(p) if !p.offloadable() => Some("act_pedit: Unsupported pedit command offload"),
+            ActKind::Police(p) if !flow_act(p.action) || !flow_act(p.result) => {
+                Some("act_api: Failed to setup tc actions for offload")
+            }
             _ => None,
         }
     }
@@ -994,6 +1011,8 @@ pub struct Action {
     hw_stats: bool,
     /// `user_cookie` (TCA_ACT_COOKIE): kept for the user, printed in dumps.
     cookie: Option<Vec<u8>>,
+    /// `tcfa_rate_est`: from the filter's `estimator` of the request that made it.
+    est: Option<Estimator>,
 }
 
 pub type ActRef = Arc<Mutex<Action>>;
@@ -1043,6 +1062,9 @@ impl Action {
     pub fn act(&mut self, me: &ActRef, pkt: &mut Packet, now: Instant) -> i32 {
         let t = now.0;
         let len = pkt.len;
+        if let Some(e) = &mut self.est {
+            e.catch_up(now, self.stats.bytes, self.stats.packets);
+        }
         match &mut self.kind {
             ActKind::Gact(g) => {
                 // tcf_gact: the verdict (gact_determ for `random determ`), then counters.
@@ -1060,11 +1082,13 @@ impl Action {
                 action
             }
             ActKind::Police(p) => {
-                // tcf_police_act.
+                // tcf_police_act: avrate first (no estimate counts as over it).
                 let mut ret = p.action;
                 let mut conform = false;
                 let mut early = false;
-                if len <= p.mtu {
+                let over_avrate =
+                    p.ewma_rate != 0 && self.est.as_ref().is_none_or(|e| e.read().0 >= p.ewma_rate as u64);
+                if !over_avrate && len <= p.mtu {
                     match &p.rate {
                         None => {
                             ret = p.result;
@@ -1407,6 +1431,8 @@ pub struct ActCtx<'a> {
     /// The filter's parent is an ingress hook (TCA_ACT_FLAGS_AT_INGRESS: its minor is
     /// clsact's/ingress's FFF2); false for `tc actions`.
     pub at_ingress: bool,
+    /// The filter's TCA_RATE (`tc actions` has none): the estimator each new action gets.
+    pub est: Option<EstSpec>,
 }
 
 /// `tcf_action_init_1`'s `tcf_set_action_cookie`: a cookie sent replaces the
@@ -1580,7 +1606,8 @@ impl ActCtx<'_> {
         if !replace {
             return Err(FilterError::Errno("File exists"));
         }
-        let new = self.kind_of(s, false, false)?;
+        let est_active = lock(&existing).est.is_some();
+        let new = self.kind_of(s, false, false, est_active)?;
         let mut a = lock(&existing);
         a.kind = match (new, &a.kind) {
             // A mirred replaced without a target keeps its device or block.
@@ -1601,8 +1628,14 @@ impl ActCtx<'_> {
 
     /// A new action with index `idx`, in the table.
     fn create(&mut self, s: &ActSpec, idx: u32, tp: bool) -> Result<ActRef, FilterError> {
-        let kind = self.kind_of(s, true, tp)?;
+        let kind = self.kind_of(s, true, tp, false)?;
         let k = s.kind().expect("checked");
+        let est = match self.est {
+            Some(spec) => {
+                Some(Estimator::new(spec, 0, 0, self.now, None).map_err(|_| FilterError::Errno("Invalid argument"))?)
+            }
+            None => None,
+        };
         let now = self.now.0;
         let a = Arc::new(Mutex::new(Action {
             index: idx,
@@ -1614,6 +1647,7 @@ impl ActCtx<'_> {
             standalone: false,
             hw_stats: false,
             cookie: None,
+            est,
         }));
         self.table.insert(k, &a);
         Ok(a)
@@ -1621,8 +1655,9 @@ impl ActCtx<'_> {
 
     /// The rest of each kind's init: validation and the parameters
     /// (`tcf_gact_init`, `tcf_police_init`, `tcf_mirred_init`) of a new action
-    /// (`new`) or of the replacement of an existing one.
-    fn kind_of(&mut self, s: &ActSpec, new: bool, tp: bool) -> Result<ActKind, FilterError> {
+    /// (`new`) or of the replacement of an existing one (`est_active`: which has
+    /// an estimator).
+    fn kind_of(&mut self, s: &ActSpec, new: bool, tp: bool, est_active: bool) -> Result<ActKind, FilterError> {
         let now = self.now.0;
         match s {
             ActSpec::Gact { action, prob, .. } => {
@@ -1638,6 +1673,10 @@ impl ActCtx<'_> {
             }
             ActSpec::Police(p) => {
                 check_ctrlact(p.action, tp)?;
+                // avrate reads an estimator: this request's, or the one it has.
+                if p.avrate != 0 && self.est.is_none() && !est_active {
+                    return Err(FilterError::Errno("Invalid argument"));
+                }
                 if p.result != 0 && ext_cmp(p.result, TC_ACT_GOTO_CHAIN) {
                     return Err(FilterError::ext("goto chain not allowed on fallback"));
                 }
@@ -1660,6 +1699,7 @@ impl ActCtx<'_> {
                     mtu_ptoks,
                     rate,
                     peak,
+                    ewma_rate: p.avrate,
                     toks: burst,
                     ptoks: mtu_ptoks,
                     t_c: now,
@@ -1831,7 +1871,11 @@ impl Exts {
 /// (`a`), which the counts leave out.
 pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant) {
     let refs = Arc::strong_count(a) as i64 - !bind as i64;
-    let a = lock(a);
+    let mut a = lock(a);
+    let (bytes, packets) = (a.stats.bytes, a.stats.packets);
+    if let Some(e) = &mut a.est {
+        e.catch_up(now, bytes, packets);
+    }
     let binds = refs - a.standalone as i64;
     out.open_object(None);
     out.nl();
@@ -1891,7 +1935,10 @@ pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant
         out.uint("drops", format_args!(" (dropped {}", s.drops), s.drops as u64);
         out.uint("overlimits", format_args!(", overlimits {}", s.overlimits), s.overlimits as u64);
         out.uint("requeues", format_args!(" requeues 0) "), 0);
-        out.nl();
+        match &a.est {
+            Some(e) => crate::estimator::print(out, "\t", e.read()),
+            None => out.nl(),
+        }
         out.fp(format_args!("\t"));
         out.size("backlog", "backlog ", 0, "");
         out.uint("qlen", format_args!(" 0p"), 0);
@@ -2010,6 +2057,9 @@ fn print_police(out: &mut Out, a: &Action, refs: i64, binds: i64, now: Instant) 
     if let Some(pk) = p.peak {
         out.fp(format_args!("peakrate {} ", units::fmt_rate(pk.rate_bytes_ps, out.iec())));
     }
+    if p.ewma_rate != 0 {
+        out.fp(format_args!("avrate {} ", units::fmt_rate(p.ewma_rate as u64, out.iec())));
+    }
     print_action_control(out, "action ", p.action, "");
     if p.result != 0 {
         print_action_control(out, "/", p.result, " ");
@@ -2055,6 +2105,7 @@ mod tests {
             kernel: Default::default(),
             now: Instant(now),
             at_ingress: false,
+            est: None,
         }
         .init(&spec)
         .unwrap();
@@ -2116,6 +2167,7 @@ mod tests {
             kernel: Default::default(),
             now: Instant(0),
             at_ingress: false,
+            est: None,
         };
         let a = ctx.init(&spec(&v)).unwrap();
         let b = ctx.init(&spec(&v)).unwrap();
@@ -2133,6 +2185,7 @@ mod tests {
             kernel: Default::default(),
             now: Instant(0),
             at_ingress: false,
+            est: None,
         };
         assert_eq!(ctx.init(&spec(&v)).unwrap_err(), FilterError::action());
     }
@@ -2184,9 +2237,16 @@ mod tests {
         a.set_links(vec!["lo".into(), "eth0".into(), "ifb0".into()]);
         let mut spec = ExtsSpec::default();
         parse_action(&mut a, &mut spec).unwrap();
-        ActCtx { table, available: &|_| true, kernel: Default::default(), now: Instant(0), at_ingress: false }
-            .init(&spec)
-            .unwrap()
+        ActCtx {
+            table,
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant(0),
+            at_ingress: false,
+            est: None,
+        }
+        .init(&spec)
+        .unwrap()
     }
 
     #[test]
@@ -2232,9 +2292,16 @@ mod tests {
         let mut t = ActionTable::default();
         let init = |t: &mut ActionTable, spec: MirredSpec| {
             let spec = ExtsSpec { acts: vec![ActSpec::Mirred(spec)], ..Default::default() };
-            ActCtx { table: t, available: &|_| true, kernel: Default::default(), now: Instant(0), at_ingress: false }
-                .init(&spec)
-                .map(|_| ())
+            ActCtx {
+                table: t,
+                available: &|_| true,
+                kernel: Default::default(),
+                now: Instant(0),
+                at_ingress: false,
+                est: None,
+            }
+            .init(&spec)
+            .map(|_| ())
         };
         // `mirred index 5` of a missing action: no direction.
         let e = init(&mut t, MirredSpec { index: 5, ..Default::default() }).unwrap_err();
@@ -2255,6 +2322,7 @@ mod tests {
             kernel: Default::default(),
             now: Instant(0),
             at_ingress: false,
+            est: None,
         }
         .init(&spec)
         .unwrap_err();
@@ -2334,6 +2402,7 @@ mod tests {
             kernel: Default::default(),
             now: Instant(0),
             at_ingress: false,
+            est: None,
         };
         assert_eq!(ctx.init(&spec).unwrap_err(), FilterError::Errno("Invalid argument"));
         assert_eq!(ctx.add(&spec, false).unwrap_err(), FilterError::Errno("Invalid argument"));

@@ -593,6 +593,7 @@ mod tests {
             kernel: Default::default(),
             now: Instant::ZERO,
             at_ingress: false,
+            est: None,
         };
         f.change(0, &opts("ip_proto tcp dst_ip 10.0.0.0/8 dst_port 80 classid 1:10"), None, None, &mut ctx).unwrap();
         f.change(0, &opts("ip_proto udp classid 1:20"), None, None, &mut ctx).unwrap();
@@ -619,6 +620,7 @@ mod tests {
             kernel: Default::default(),
             now: Instant::ZERO,
             at_ingress: false,
+            est: None,
         };
         f.change(0, &opts("dst_ip 10.0.0.0/8 classid 1:1"), None, None, &mut ctx).unwrap();
         f.change(0, &opts("dst_ip 10.1.0.0/16 classid 1:2"), None, None, &mut ctx).unwrap();

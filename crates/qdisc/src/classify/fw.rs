@@ -312,6 +312,7 @@ mod tests {
             kernel: Default::default(),
             now: Instant::ZERO,
             at_ingress: false,
+            est: None,
         };
         let (h, o) = opts("5/0xff", "classid 1:5");
         fw.change(h, &o, None, &mut ctx).unwrap();

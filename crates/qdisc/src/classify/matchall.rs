@@ -202,6 +202,7 @@ mod tests {
             kernel: Default::default(),
             now: Instant::ZERO,
             at_ingress: false,
+            est: None,
         };
         m.change(0, &o, &mut ctx).unwrap();
         assert_eq!(m.get(1), Some(1));

@@ -957,6 +957,7 @@ mod tests {
             kernel: Default::default(),
             now: Instant::ZERO,
             at_ingress: false,
+            est: None,
         };
         let fw = lookup("fw").unwrap();
         let mut tp = (fw.init)(None, 1).unwrap();

@@ -1513,6 +1513,7 @@ mod tests {
             kernel: Default::default(),
             now: Instant::ZERO,
             at_ingress: false,
+            est: None,
         }
     }
     fn tp_with(rules: &[&str]) -> Tp {

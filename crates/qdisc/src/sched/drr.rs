@@ -242,6 +242,10 @@ impl Qdisc for Drr {
 }
 
 impl Classful for Drr {
+    /// `drr_change_class` takes TCA_RATE.
+    fn class_takes_estimator(&self) -> bool {
+        true
+    }
     /// `drr_walk`: the class hash, bucket by bucket.
     fn class_minors(&self) -> Vec<u32> {
         self.hash.walk().map(tc_h_min).collect()

@@ -950,6 +950,10 @@ impl Qdisc for Qfq {
 }
 
 impl Classful for Qfq {
+    /// `qfq_change_class` takes TCA_RATE.
+    fn class_takes_estimator(&self) -> bool {
+        true
+    }
     /// `qfq_walk`: the class hash, bucket by bucket.
     fn class_minors(&self) -> Vec<u32> {
         self.hash.walk().map(tc_h_min).collect()

@@ -106,7 +106,7 @@ fn modify(tc: &mut Tc, argv: &[String], at: usize, replace: bool) -> Result<usiz
     let kernel = tc.kernel();
     let available = |k| kernel.has_action(k);
     let now = tc.now;
-    let warning = ActCtx { table: &mut tc.actions, available: &available, kernel, now, at_ingress: false }
+    let warning = ActCtx { table: &mut tc.actions, available: &available, kernel, now, at_ingress: false, est: None }
         .add(&spec, replace)
         .map_err(|e| fail(e.into_tc().msg))?;
     if let Some(w) = warning {

@@ -563,6 +563,12 @@ impl Tc {
             return Ok(String::new());
         };
         let rest = &argv[1..];
+        // Whatever the command reads or changes, the rate estimators have ticked up
+        // to now (crate::estimator).
+        let now = self.now;
+        for d in &mut self.devices {
+            d.estimators(now);
+        }
         if matches(obj, "qdisc") {
             self.do_qdisc(rest, o)
         } else if matches(obj, "class") {
@@ -595,7 +601,7 @@ impl Tc {
         } else if matches(cmd, "link") {
             NlFlags::LINK
         } else if matches(cmd, "delete") {
-            return self.qdisc_modify(None, rest).map(|_| String::new());
+            return self.qdisc_modify(None, rest, o.raw).map(|_| String::new());
         } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
             return self.qdisc_list(rest, o);
         } else if matches(cmd, "help") {
@@ -604,13 +610,14 @@ impl Tc {
         } else {
             return Err(TcError::usage(format!("Command \"{cmd}\" is unknown, try \"tc qdisc help\".\n")));
         };
-        self.qdisc_modify(Some(flags), rest).map(|_| String::new())
+        self.qdisc_modify(Some(flags), rest, o.raw).map(|_| String::new())
     }
 
     /// `tc_qdisc_modify`: parse, then hand the request to the device (the kernel).
-    /// `flags` None = delete.
-    fn qdisc_modify(&mut self, flags: Option<NlFlags>, argv: &[String]) -> Result<(), TcError> {
+    /// `flags` None = delete; `raw`: `tc -r`.
+    fn qdisc_modify(&mut self, flags: Option<NlFlags>, argv: &[String], raw: bool) -> Result<(), TcError> {
         let mut a = Args::new(argv);
+        let mut est = None;
         let mut dev: Option<&str> = None;
         let mut handle = 0u32;
         let mut parent = 0u32;
@@ -664,7 +671,9 @@ impl Tc {
                     break;
                 }
                 w if matches(w, "estimator") => {
-                    return Err(TcError::tc(format!("qdisc-lab: \"{w}\" is not supported yet\n")));
+                    let r = crate::estimator::parse(&mut a, &mut est, raw);
+                    self.warn.push_str(&std::mem::take(&mut a.notes));
+                    r?;
                 }
                 // Each `stab` starts a fresh spec: the last one given counts.
                 w if matches(w, "stab") => match crate::stab::parse(&mut a) {
@@ -712,7 +721,9 @@ impl Tc {
         let now = self.now;
         let mut auto = self.autohandle;
         let r = match flags {
-            Some(f) => self.devices[di].modify(f, parent, handle, kind, opts.as_ref(), stab.as_ref(), &mut auto, now),
+            Some(f) => {
+                self.devices[di].modify(f, parent, handle, kind, opts.as_ref(), stab.as_ref(), est, &mut auto, now)
+            }
             None => self.devices[di].delete(parent, handle, kind, now),
         };
         self.autohandle = auto;
@@ -825,7 +836,7 @@ impl Tc {
         let Some(cmd) = argv.first() else { return self.class_list(&[], o) };
         let rest = &argv[1..];
         if matches(cmd, "add") || matches(cmd, "change") || matches(cmd, "replace") || matches(cmd, "delete") {
-            self.class_modify(cmd, rest).map(|_| String::new())
+            self.class_modify(cmd, rest, o.raw).map(|_| String::new())
         } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
             self.class_list(rest, o)
         } else if matches(cmd, "help") {
@@ -837,8 +848,9 @@ impl Tc {
     }
 
     /// `tc_class_modify` (tc side) and `tc_ctl_tclass` (kernel side).
-    fn class_modify(&mut self, cmd: &str, argv: &[String]) -> Result<(), TcError> {
+    fn class_modify(&mut self, cmd: &str, argv: &[String], raw: bool) -> Result<(), TcError> {
         let mut a = Args::new(argv);
+        let mut est = None;
         let mut dev: Option<&str> = None;
         let mut clid = 0u32;
         let mut portid = 0u32;
@@ -872,6 +884,11 @@ impl Tc {
                         return Err(duparg("parent", v));
                     }
                     portid = get_tc_classid(v).ok_or_else(|| invarg("invalid parent ID", v))?;
+                }
+                w if matches(w, "estimator") => {
+                    let r = crate::estimator::parse(&mut a, &mut est, raw);
+                    self.warn.push_str(&std::mem::take(&mut a.notes));
+                    r?;
                 }
                 w if matches(w, "help") => self.warn.push_str(CLASS_USAGE),
                 k => {
@@ -942,7 +959,7 @@ impl Tc {
         if clid == TC_H_ROOT {
             return Err(TcError::with_errno("Cannot create traffic class with classid TC_H_ROOT", Errno::EINVAL));
         }
-        let warning = self.devices[di].change_class(&q, clid, portid, found, opts.as_ref(), now)?;
+        let warning = self.devices[di].change_class(&q, clid, portid, found, opts.as_ref(), est, now)?;
         if let Some(w) = warning {
             let dot = if w.ends_with('.') { "" } else { "." };
             self.warn.push_str(&format!("Warning: {w}{dot}\n"));

@@ -12,13 +12,14 @@
 //! [`classify::TmpltOps`]), which a new filter of the chain must match in kind
 //! ("Chain template is set to a different filter kind") and the kind checks further.
 //!
-//! Limits: no shared blocks (`block N`), no estimators; the route and cgroup
+//! Limits: no shared blocks (`block N`); the route and cgroup
 //! classifiers are refused by name ([`classify::REFUSED`]).
 
 use std::any::Any;
 
 use crate::classify::action::ActCtx;
 use crate::classify::{self, Binds, Block, DumpCtx, FilterError, Proto, ETH_P_ALL};
+use crate::estimator::EstSpec;
 use crate::qdisc::{tc_h_maj, tc_h_min, TC_H_ROOT};
 use crate::tc::cmd::{get_tc_classid, Tc, TcOpts};
 use crate::tc::{duparg, invarg, matches, show, Args, Errno, Out, TcError};
@@ -97,7 +98,7 @@ pub(crate) fn do_filter(tc: &mut Tc, argv: &[String], o: TcOpts) -> Result<Strin
     } else {
         return Err(TcError::usage(format!("Command \"{cmd}\" is unknown, try \"tc filter help\".\n")));
     };
-    modify(tc, req, rest).map(|_| String::new())
+    modify(tc, req, rest, o.raw).map(|_| String::new())
 }
 
 const CHAIN_USAGE: &str = "Usage: tc chain [ add | del | get | show ] [ dev STRING ]
@@ -109,9 +110,9 @@ pub(crate) fn do_chain(tc: &mut Tc, argv: &[String], o: TcOpts) -> Result<String
     let Some(cmd) = argv.first() else { return list(tc, &[], o, true) };
     let rest = &argv[1..];
     if matches(cmd, "add") {
-        modify(tc, Req::NewChain, rest).map(|_| String::new())
+        modify(tc, Req::NewChain, rest, o.raw).map(|_| String::new())
     } else if matches(cmd, "delete") {
-        modify(tc, Req::DelChain, rest).map(|_| String::new())
+        modify(tc, Req::DelChain, rest, o.raw).map(|_| String::new())
     } else if matches(cmd, "get") {
         get(tc, rest, o, true)
     } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
@@ -132,15 +133,18 @@ struct Request<'a> {
     prio: u32,
     protocol: Option<u16>,
     chain: Option<u32>,
+    /// TCA_RATE (`estimator …`): what the filter's new actions get.
+    est: Option<EstSpec>,
     /// The first word that is none of the above: the kind (its options follow).
     kind: Option<&'a str>,
 }
 
-/// The words before the kind, as `tc_filter_modify` (`modify`: an estimator is
-/// refused as not modelled) and `tc_filter_get` (an empty word is an invalid kind)
+/// The words before the kind, as `tc_filter_modify` (`modify`: `estimator` is one
+/// of them; `raw`: `tc -r`) and `tc_filter_get` (an empty word is an invalid kind)
 /// read them. None after `help` (printed).
-fn parse_request<'a>(tc: &mut Tc, a: &mut Args<'a>, modify: bool) -> Result<Option<Request<'a>>, TcError> {
-    let mut r = Request { dev: None, parent: 0, fhandle: None, prio: 0, protocol: None, chain: None, kind: None };
+fn parse_request<'a>(tc: &mut Tc, a: &mut Args<'a>, modify: bool, raw: bool) -> Result<Option<Request<'a>>, TcError> {
+    let mut r =
+        Request { dev: None, parent: 0, fhandle: None, prio: 0, protocol: None, chain: None, est: None, kind: None };
     while let Some(w) = a.next() {
         match w {
             "dev" => {
@@ -201,7 +205,9 @@ fn parse_request<'a>(tc: &mut Tc, a: &mut Args<'a>, modify: bool) -> Result<Opti
                 return Err(TcError::tc("qdisc-lab: shared filter blocks (\"block\") are not supported\n"));
             }
             w if modify && matches(w, "estimator") => {
-                return Err(TcError::tc("qdisc-lab: filter estimators are not supported\n"));
+                let res = crate::estimator::parse(a, &mut r.est, raw);
+                tc.warn.push_str(&std::mem::take(&mut a.notes));
+                res?;
             }
             w if matches(w, "help") => {
                 tc.warn.push_str(USAGE);
@@ -219,11 +225,11 @@ fn parse_request<'a>(tc: &mut Tc, a: &mut Args<'a>, modify: bool) -> Result<Opti
 
 /// `tc_filter_modify` + the kernel's `tc_new_tfilter` / `tc_del_tfilter` /
 /// `tc_ctl_chain`.
-fn modify(tc: &mut Tc, req: Req, argv: &[String]) -> Result<(), TcError> {
+fn modify(tc: &mut Tc, req: Req, argv: &[String], raw: bool) -> Result<(), TcError> {
     let mut a = Args::new(argv);
     a.set_links(tc.link_names());
-    let Some(r) = parse_request(tc, &mut a, true)? else { return Ok(()) };
-    let Request { dev, parent, fhandle, prio, chain, kind, .. } = r;
+    let Some(r) = parse_request(tc, &mut a, true, raw)? else { return Ok(()) };
+    let Request { dev, parent, fhandle, prio, chain, est, kind, .. } = r;
     // tc_filter_modify: a new filter's protocol defaults to all.
     let create = matches!(req, Req::NewFilter { create: true, .. });
     let protocol = r.protocol.unwrap_or(if create { ETH_P_ALL } else { 0 });
@@ -265,7 +271,7 @@ fn modify(tc: &mut Tc, req: Req, argv: &[String]) -> Result<(), TcError> {
     let r = match req {
         Req::NewFilter { create, excl } => {
             let ko = kopts.as_deref();
-            new_tfilter(tc, di, parent, pref, protocol, chain, kind, handle, ko, create, excl, &mut binds)
+            new_tfilter(tc, di, parent, pref, protocol, chain, kind, handle, ko, est, create, excl, &mut binds)
         }
         Req::DelFilter => del_tfilter(tc, di, parent, pref, protocol, chain, kind, handle, &mut binds),
         Req::NewChain | Req::DelChain => {
@@ -364,6 +370,7 @@ fn new_tfilter(
     kind: Option<&str>,
     handle: u32,
     ko: Option<&dyn Any>,
+    est: Option<EstSpec>,
     create: bool,
     excl: bool,
     binds: &mut Binds,
@@ -430,7 +437,7 @@ fn new_tfilter(
     let now = tc.now;
     let Tc { devices, actions, .. } = tc;
     let available = |k| kernel.has_action(k);
-    let mut acts = ActCtx { table: actions, available: &available, kernel, now, at_ingress };
+    let mut acts = ActCtx { table: actions, available: &available, kernel, now, at_ingress, est };
     let n = devices[di].node_mut(&path);
     let b = n.q.as_classful_mut().and_then(|c| c.block_mut(minor)).expect("block checked");
     let ch = b.chain_mut(ci).expect("chain got");
@@ -565,8 +572,8 @@ fn ctl_chain(
 /// prints it, with its parent, protocol, pref and chain always named.
 fn get(tc: &mut Tc, argv: &[String], o: TcOpts, chain_req: bool) -> Result<String, TcError> {
     let mut a = Args::new(argv);
-    let Some(r) = parse_request(tc, &mut a, false)? else { return Ok(String::new()) };
-    let Request { dev, parent, fhandle, prio, protocol, chain, kind } = r;
+    let Some(r) = parse_request(tc, &mut a, false, false)? else { return Ok(String::new()) };
+    let Request { dev, parent, fhandle, prio, protocol, chain, kind, .. } = r;
     if !chain_req {
         if protocol.is_none() {
             return Err(TcError::usage("Must specify filter protocol\n"));

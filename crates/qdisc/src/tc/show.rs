@@ -22,14 +22,16 @@ pub fn classid(h: u32) -> String {
     }
 }
 
-/// The two common statistics lines (`print_tcstats2_attr` with prefix " ").
-pub fn stats(out: &mut Out, s: &Stats) {
-    stats_attrs(out, s, true);
+/// The two common statistics lines (`print_tcstats2_attr` with prefix " "), with
+/// the rate estimator's reading when the object has one.
+pub fn stats(out: &mut Out, s: &Stats, rate: Option<(u64, u64)>) {
+    stats_attrs(out, s, true, rate);
 }
 
 /// `print_tcstats2_attr` with or without TCA_STATS_BASIC (without it, no prefix and
-/// no `Sent` part: the line starts at ` (dropped`).
-pub fn stats_attrs(out: &mut Out, s: &Stats, basic: bool) {
+/// no `Sent` part: the line starts at ` (dropped`) and TCA_STATS_RATE_EST (`rate`:
+/// its line takes the place of the newline before `backlog`).
+pub fn stats_attrs(out: &mut Out, s: &Stats, basic: bool, rate: Option<(u64, u64)>) {
     if basic {
         out.fp(format_args!(" "));
         out.uint("bytes", format_args!("Sent {} bytes", s.bytes), s.bytes);
@@ -38,7 +40,10 @@ pub fn stats_attrs(out: &mut Out, s: &Stats, basic: bool) {
     out.uint("drops", format_args!(" (dropped {}", s.drops), s.drops as u64);
     out.uint("overlimits", format_args!(", overlimits {}", s.overlimits), s.overlimits as u64);
     out.uint("requeues", format_args!(" requeues {}) ", s.requeues), s.requeues as u64);
-    out.nl();
+    match rate {
+        Some(r) => crate::estimator::print(out, " ", r),
+        None => out.nl(),
+    }
     out.fp(format_args!(" "));
     out.size("backlog", "backlog ", s.backlog, "");
     out.uint("qlen", format_args!(" {}p", s.qlen), s.qlen as u64);
@@ -93,7 +98,8 @@ pub fn qdisc(out: &mut Out, dev: &Device, n: &Node, f: &QdiscFilter, show_stats:
         out.nl();
     }
     if show_stats {
-        stats(out, n.stats());
+        let rate = n.est.as_ref().and_then(|e| e.own.as_ref()).map(|e| e.read());
+        stats(out, n.stats(), rate);
         out.nl();
         let before = out.as_str().len();
         n.q.dump_xstats(out);
@@ -133,7 +139,8 @@ pub fn class(out: &mut Out, dev: &Device, n: &Node, minor: u32, dev_given: bool,
     if show_stats {
         out.open_object(Some("stats"));
         if let Some(s) = c.class_stats(minor) {
-            stats_attrs(out, &s, c.class_has_basic_stats());
+            let rate = n.est.as_ref().and_then(|e| e.classes.get(&minor)).map(|e| e.read());
+            stats_attrs(out, &s, c.class_has_basic_stats(), rate);
         }
         out.nl();
         // print_class: the xstats land inside the "stats" JSON object.

@@ -1041,6 +1041,10 @@ impl Qdisc for Hfsc {
 }
 
 impl Classful for Hfsc {
+    /// `hfsc_change_class` takes TCA_RATE.
+    fn class_takes_estimator(&self) -> bool {
+        true
+    }
     /// `hfsc_walk`: the class hash, bucket by bucket, the root class (minor 0) too.
     fn class_minors(&self) -> Vec<u32> {
         self.hash.walk().map(tc_h_min).collect()

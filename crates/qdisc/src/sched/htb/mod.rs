@@ -1186,6 +1186,10 @@ impl Qdisc for Htb {
 }
 
 impl Classful for Htb {
+    /// `htb_change_class` takes TCA_RATE.
+    fn class_takes_estimator(&self) -> bool {
+        true
+    }
     /// `htb_walk`: the class hash, bucket by bucket.
     fn class_minors(&self) -> Vec<u32> {
         self.hash.walk().map(tc_h_min).collect()
