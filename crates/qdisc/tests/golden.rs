@@ -181,6 +181,7 @@ const ACTION_AGE_CASES: &[&str] = &[
     "sample-actions",
     "action-cookies",
     "vlan-actions",
+    "blocks-chains",
 ];
 
 /// Remove ` installed N sec`, ` used N sec` and ` firstused N sec`.
