@@ -630,6 +630,8 @@ impl Device {
             // "It may be default qdisc, ignore it."
             let q_path = q_path.filter(|p| self.try_node(p).is_some_and(|n| n.handle != 0 && !n.flags().builtin));
             let mut goto_create = false;
+            // A plain change that creates goes on as if NLM_F_CREATE were set.
+            let mut create_flags = flags;
             let qh = q_path.as_ref().map(|p| self.node(p).handle);
             if q_path.is_none() || handle == 0 || qh != Some(handle) {
                 if handle != 0 {
@@ -671,19 +673,8 @@ impl Device {
                             if flags.create && (flags.replace || flags.excl) {
                                 goto_create = true;
                             } else if !flags.create && !flags.replace && !flags.excl {
-                                let f = NlFlags { create: true, ..flags };
-                                return self.create_and_graft(
-                                    f,
-                                    clid,
-                                    handle,
-                                    kind,
-                                    opts,
-                                    stab,
-                                    blocks,
-                                    parent_path,
-                                    autohandle,
-                                    now,
-                                );
+                                create_flags = NlFlags { create: true, ..flags };
+                                goto_create = true;
                             }
                         }
                         Some(_) => {}
@@ -692,7 +683,7 @@ impl Device {
             }
             if goto_create {
                 return self.create_and_graft(
-                    flags,
+                    create_flags,
                     clid,
                     handle,
                     kind,
@@ -714,6 +705,7 @@ impl Device {
     }
 
     /// The "Change qdisc parameters" tail of tc_modify_qdisc, then `qdisc_change`.
+    #[allow(clippy::too_many_arguments)]
     fn change(
         &mut self,
         flags: NlFlags,
