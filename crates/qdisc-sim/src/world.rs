@@ -1320,7 +1320,8 @@ impl Sim {
             return Some(pkt);
         }
         let (now, id) = (self.now, pkt.id);
-        let r = self.device(iface).ingress(pkt, now);
+        let i = &self.ifaces[iface as usize];
+        let r = self.hosts[i.host as usize].tc.ingress(i.dev, pkt, now);
 
         self.forward_mirrored(iface);
         match r {

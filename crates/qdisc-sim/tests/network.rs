@@ -383,3 +383,78 @@ size = "1000"
     // Nothing is left behind but what is still in flight.
     assert!(sim.metas.iter().filter(|m| m.is_some()).count() as u64 <= in_flight);
 }
+
+/// Two devices whose clsact ingress hooks share block 1 run its one filter and its
+/// one policer (one action instance, `ingress_block`): 2 × 60 Mbit/s of UDP arrive
+/// and 50 Mbit/s of it pass in all, not 50 per device. Every packet a sender put on
+/// its uncongested 1 Gbit/s link meets its own device's clsact (which counts it, and
+/// the ones the policer drops), but for the last millisecond's still on the wire
+/// (60 Mbit/s of 1442-byte frames: 5.2 per ms), and seen − dropped = received.
+#[test]
+fn devices_sharing_an_ingress_block_share_its_policer() {
+    let r = run(r#"
+duration = "2s"
+seed = 3
+[[host]]
+name = "client"
+profile = "tests/zero-cost.toml"
+[[host]]
+name = "s1"
+profile = "tests/zero-cost.toml"
+[[host]]
+name = "s2"
+profile = "tests/zero-cost.toml"
+[[link]]
+between = ["s1:eth0", "client:eth0"]
+rate = "1gbit"
+delay = "1ms"
+[[link]]
+between = ["s2:eth0", "client:eth1"]
+rate = "1gbit"
+delay = "1ms"
+[tc.client]
+script = """
+qdisc add dev eth0 ingress_block 1 clsact
+qdisc add dev eth1 ingress_block 1 clsact
+filter add block 1 protocol ip pref 1 u32 match u32 0 0 action police rate 50mbit burst 100k drop
+"""
+[[traffic]]
+kind = "udp"
+from = "s1"
+to = "client"
+rate = "60mbit"
+size = "1400"
+[[traffic]]
+kind = "udp"
+from = "s2"
+to = "client"
+rate = "60mbit"
+size = "1400"
+"#);
+    let clsact = |dev: &str| {
+        let d = r.tc.end.iter().find(|d| d.host == "client" && d.dev == dev).expect("device");
+        let q = d.qdisc.as_array().unwrap().iter().find(|q| q["kind"] == "clsact").expect("clsact").clone();
+        assert_eq!(q["ingress_block"], 1, "{q}");
+        (q["packets"].as_u64().unwrap(), q["drops"].as_u64().unwrap())
+    };
+    let (mut sent, mut received, mut seen, mut dropped) = (0, 0, 0, 0);
+    for (u, dev) in r.throughput.iter().zip(["eth0", "eth1"]) {
+        // iperf3's receiver counts what the sequence numbers say was sent, and the lost.
+        let (s, rcv) = (u.sender.packets.unwrap(), u.receiver.packets.unwrap() - u.receiver.lost_packets.unwrap());
+        let (pkts, drops) = clsact(dev);
+        assert!(s >= pkts && s - pkts <= 6, "{dev}: {s} sent, {pkts} met the hook");
+        assert!(drops > 0, "{dev}: the shared policer drops from both devices");
+        sent += s;
+        received += rcv;
+        seen += pkts;
+        dropped += drops;
+    }
+    assert_eq!(seen - dropped, received);
+    assert!(sent - seen <= 12);
+    // The policer counts 1442-byte frames (1400 + UDP/IP + Ethernet: the mac header is
+    // pushed back at the ingress hook) at 50 Mbit/s, plus its 100 KiB burst once.
+    let bytes = 50e6 / 8.0 * 2.0 + 102_400.0;
+    let expect = bytes / 1442.0;
+    let got = received as f64;
+    assert!((got / expect - 1.0).abs() < 0.01, "{got} vs {expect}");
+}

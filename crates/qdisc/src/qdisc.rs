@@ -158,12 +158,21 @@ pub struct Flags {
     pub builtin: bool,
     /// `ops->dump` sends no TCA_OPTIONS (noqueue, mq).
     pub no_options: bool,
+    /// How many of TCA_INGRESS_BLOCK and TCA_EGRESS_BLOCK the kind takes
+    /// (`ops->ingress_block_set`, `ops->egress_block_set`): ingress 1, clsact 2.
+    pub shared_blocks: u8,
 }
 
 impl Flags {
     /// A kind the core treats like any other.
-    pub const NONE: Flags =
-        Flags { ingress: false, per_txq: false, no_enqueue: false, builtin: false, no_options: false };
+    pub const NONE: Flags = Flags {
+        ingress: false,
+        per_txq: false,
+        no_enqueue: false,
+        builtin: false,
+        no_options: false,
+        shared_blocks: 0,
+    };
 }
 
 /// The arguments of `ops->init`: options (if tc sent any), the device, the new
@@ -241,6 +250,12 @@ pub trait Qdisc: Send {
     /// `change` op is NULL (drr, qfq, htb, sfq, etf, mq, …): `qdisc_change` refuses.
     fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
         Err(TcError::kernel("Change operation not supported by specified qdisc"))
+    }
+    /// Whether [`Qdisc::change`] is the kind's own (`ops->change` is not NULL):
+    /// false for exactly the kinds that keep the default. `qdisc_change` refuses a
+    /// kind without one before it looks at anything else the request carries.
+    fn has_change(&self) -> bool {
+        true
     }
 
     /// Print the options as iproute2's `print_qopt` prints what the kernel dumps.
@@ -484,6 +499,20 @@ pub trait Classful {
     fn no_block_extack(&self) -> Option<&'static str> {
         None
     }
+    /// The index of the shared block `cops->tcf_block` gives for class `minor`
+    /// (`tcf_block_shared`), 0 for a block of the qdisc's own. A shared block lives
+    /// in the netns ([`crate::classify::SharedBlocks`]); [`Classful::block`] then
+    /// answers an unused block of the qdisc's own, which nothing reads.
+    fn block_index(&self, _minor: u32) -> u32 {
+        0
+    }
+    /// `ops->ingress_block_get` and `ops->egress_block_get` (0: none), for the dump.
+    fn block_indexes(&self) -> [u32; 2] {
+        [0, 0]
+    }
+    /// `ops->ingress_block_set` / `egress_block_set` before `ops->init` binds them:
+    /// only the kinds whose [`Flags::shared_blocks`] allows it are asked.
+    fn set_block_indexes(&mut self, _indexes: [u32; 2]) {}
     /// `cops->bind_tcf`: a filter's result now names class `classid` (htb counts it
     /// in `filter_cnt`, so the class cannot be deleted while filters point at it).
     fn bind_filter(&mut self, _classid: u32) {}

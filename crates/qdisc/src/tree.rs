@@ -10,10 +10,11 @@
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
+use crate::classify::SharedBlocks;
 use crate::estimator::{EstSpec, Estimator, QdiscEst};
 use crate::packet::Packet;
 use crate::qdisc::{tc_h_maj, tc_h_min, Dequeued, DevInfo, Enqueued, Node, TC_H_ROOT, TC_H_UNSPEC};
-use crate::sched::ingress::{INGRESS_HANDLE, TC_H_INGRESS};
+use crate::sched::ingress::{INGRESS_HANDLE, TC_H_INGRESS, TC_H_MIN_INGRESS};
 use crate::sched::{self, noqueue, Opts};
 use crate::stab::{SizeTable, StabRequest};
 use crate::stats::Reduce;
@@ -612,6 +613,7 @@ impl Device {
         opts: Option<&Opts>,
         stab: Option<&StabRequest>,
         est: Option<EstSpec>,
+        blocks: [u32; 2],
         autohandle: &mut u32,
         now: Instant,
     ) -> Result<(), TcError> {
@@ -635,6 +637,8 @@ impl Device {
             // "It may be default qdisc, ignore it."
             let q_path = q_path.filter(|p| self.try_node(p).is_some_and(|n| n.handle != 0 && !n.flags().builtin));
             let mut goto_create = false;
+            // A plain change that creates goes on as if NLM_F_CREATE were set.
+            let mut create_flags = flags;
             let qh = q_path.as_ref().map(|p| self.node(p).handle);
             if q_path.is_none() || handle == 0 || qh != Some(handle) {
                 if handle != 0 {
@@ -676,19 +680,8 @@ impl Device {
                             if flags.create && (flags.replace || flags.excl) {
                                 goto_create = true;
                             } else if !flags.create && !flags.replace && !flags.excl {
-                                let f = NlFlags { create: true, ..flags };
-                                return self.create_and_graft(
-                                    f,
-                                    clid,
-                                    handle,
-                                    kind,
-                                    opts,
-                                    stab,
-                                    est,
-                                    parent_path,
-                                    autohandle,
-                                    now,
-                                );
+                                create_flags = NlFlags { create: true, ..flags };
+                                goto_create = true;
                             }
                         }
                         Some(_) => {}
@@ -696,15 +689,27 @@ impl Device {
                 }
             }
             if goto_create {
-                return self.create_and_graft(flags, clid, handle, kind, opts, stab, est, parent_path, autohandle, now);
+                return self.create_and_graft(
+                    create_flags,
+                    clid,
+                    handle,
+                    kind,
+                    opts,
+                    stab,
+                    est,
+                    blocks,
+                    parent_path,
+                    autohandle,
+                    now,
+                );
             }
-            return self.change(flags, q_path, kind, opts, stab, est, now);
+            return self.change(flags, q_path, kind, opts, stab, est, blocks, now);
         }
         if handle == 0 {
             return Err(TcError::kernel("Handle cannot be zero"));
         }
         let q = self.lookup(handle);
-        self.change(flags, q, kind, opts, stab, est, now)
+        self.change(flags, q, kind, opts, stab, est, blocks, now)
     }
 
     /// The "Change qdisc parameters" tail of tc_modify_qdisc, then `qdisc_change`.
@@ -717,6 +722,7 @@ impl Device {
         opts: Option<&Opts>,
         stab: Option<&StabRequest>,
         est: Option<EstSpec>,
+        blocks: [u32; 2],
         now: Instant,
     ) -> Result<(), TcError> {
         let q = q.ok_or_else(|| TcError::with_errno("Specified qdisc not found", Errno::ENOENT))?;
@@ -729,6 +735,11 @@ impl Device {
             return Err(self.kernel.invalid_qdisc_name());
         }
         if let Some(o) = opts {
+            // qdisc_change: blocks are bound at init only (ingress and clsact send no
+            // options, so a change of theirs leaves the blocks as they were, silently).
+            if blocks != [0, 0] && n.q.has_change() {
+                return Err(TcError::with_errno("Change of blocks is not supported", Errno::EOPNOTSUPP));
+            }
             let before = (n.stats().qlen, n.stats().backlog);
             n.change(o, &info, now)?;
             let warning = n.q.take_warning();
@@ -770,6 +781,7 @@ impl Device {
         opts: Option<&Opts>,
         stab: Option<&StabRequest>,
         est: Option<EstSpec>,
+        blocks: [u32; 2],
         parent_path: Option<Path>,
         autohandle: &mut u32,
         now: Instant,
@@ -792,9 +804,31 @@ impl Device {
         } else {
             handle
         };
+        // qdisc_block_indexes_set (tc never sends index 0).
+        if blocks[0] != 0 && ops.flags.shared_blocks < 1 {
+            return Err(TcError::with_errno("Ingress block sharing is not supported", Errno::EOPNOTSUPP));
+        }
+        if blocks[1] != 0 && ops.flags.shared_blocks < 2 {
+            return Err(TcError::with_errno("Egress block sharing is not supported", Errno::EOPNOTSUPP));
+        }
         // qdisc_create takes the size table before the kind's init.
         let stab = size_table(stab)?;
         let mut q = sched::create_with_default(kind, opts, &self.info, handle, clid, now, self.default_qdisc)?;
+        if blocks != [0, 0] {
+            // tcf_block_get_ext, hook by hook: a shared block tracks the devices
+            // bound to it (block->ports), one entry per device, so a device cannot
+            // bind one block twice — with both hooks of a clsact, or while the
+            // ingress qdisc this one replaces still holds it.
+            let held = self.ingress.as_ref().and_then(|n| n.q.as_classful()).map_or([0, 0], |c| c.block_indexes());
+            let mut bound: Vec<u32> = held.into_iter().filter(|&b| b != 0).collect();
+            for b in blocks.into_iter().filter(|&b| b != 0) {
+                if bound.contains(&b) {
+                    return Err(TcError::with_errno("block dev insert failed", Errno::EBUSY));
+                }
+                bound.push(b);
+            }
+            q.as_classful_mut().expect("only ingress and clsact take blocks").set_block_indexes(blocks);
+        }
         self.warning = q.take_warning();
         let mut node = self.mq_queues(Node::new(handle, clid, q), now);
         node.stab = stab;
@@ -1027,11 +1061,19 @@ impl Device {
     /// layer. The mini-qdisc counts every packet it sees (bstats) and the ones a
     /// filter shoots (qstats drop); without an ingress qdisc the packet passes
     /// untouched.
-    pub fn ingress(&mut self, mut pkt: Packet, now: Instant) -> Ingress {
+    ///
+    /// A hook bound to a shared block runs that block of the netns (`shared`): every
+    /// device bound to it runs the same filters and actions, with the same counters.
+    pub fn ingress(&mut self, mut pkt: Packet, now: Instant, shared: &SharedBlocks) -> Ingress {
         self.estimators(now);
         let Some(node) = self.ingress.as_mut() else { return Ingress::Pass(pkt) };
         node.sch.stats.sent(&pkt);
-        let verdict = node.q.as_classful().and_then(|c| c.block(0xFFF2)).and_then(|b| b.classify(&mut pkt, now));
+        let c = node.q.as_classful();
+        let block = match c.map(|c| c.block_index(TC_H_MIN_INGRESS)) {
+            Some(0) | None => c.and_then(|c| c.block(TC_H_MIN_INGRESS)),
+            Some(i) => shared.get(i),
+        };
+        let verdict = block.and_then(|b| b.classify(&mut pkt, now));
         match verdict {
             Some(crate::classify::Verdict::Shot) => {
                 node.sch.stats.dropped();

@@ -199,6 +199,7 @@ const ACTION_AGE_CASES: &[&str] = &[
     "action-cookies",
     "vlan-actions",
     "estimator-filter",
+    "blocks-chains",
 ];
 
 /// Cases with paced traffic (`# send DEV LEN COUNT GAP_US`) through rate estimators,

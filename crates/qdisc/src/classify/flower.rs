@@ -231,8 +231,11 @@ fn print_keys(o: &FlowerOpts, eth_type_masked: bool, out: &mut Out) {
             out.string("ip_tos_mask", format_args!("/{m:#x}"), &format!("{m:x}"));
         }
     }
+    // flower_print_ip_addr prints nothing for an ethertype other than IPv4/IPv6 (a
+    // chain template without `protocol` keeps its addresses unseen).
+    let ip = matches!(o.eth_type, ETH_P_IP | ETH_P_IPV6);
     for (name, k) in [("dst_ip", &o.dst_ip), ("src_ip", &o.src_ip)] {
-        if let Some(k) = k {
+        if let Some(k) = k.as_ref().filter(|_| ip) {
             let s = k.fmt();
             out.nl();
             out.string(name, format_args!("  {name} {s}"), &s);

@@ -548,6 +548,43 @@ impl Block {
     }
 }
 
+/// The netns's shared blocks (`tcf_net`'s idr of `tcf_block`s by index): block N
+/// is the one `tc qdisc add … ingress_block N` / `egress_block N` binds a hook of
+/// ingress or clsact to, and `tc filter … block N` edits. Every device bound to it
+/// runs the same filters (the same objects: one set of counters, one instance of
+/// each action).
+///
+/// Lifetime (`tcf_block_get_ext` / `__tcf_block_put`): the first binding creates the
+/// block, each qdisc hook holds one reference, and the last one going destroys it
+/// with every chain and filter (`tcf_block_flush_all_chains`); filter requests hold
+/// it only for their own duration. [`SharedBlocks::settle`] applies that after each
+/// qdisc command from the hooks bound then. Blocks of a qdisc's own (index 0) never
+/// appear here: the kernel gives them no index a user can see.
+#[derive(Default)]
+pub struct SharedBlocks(std::collections::BTreeMap<u32, Block>);
+
+impl SharedBlocks {
+    /// `tcf_block_lookup`: block `index`, if a qdisc binds it.
+    pub fn get(&self, index: u32) -> Option<&Block> {
+        self.0.get(&index)
+    }
+
+    pub(crate) fn get_mut(&mut self, index: u32) -> Option<&mut Block> {
+        self.0.get_mut(&index)
+    }
+
+    /// After qdiscs came and went: a block for each index in `bound` (a new one
+    /// empty; its `q` is NULL, so fw's old method sees handle 0), and none for an
+    /// index nothing binds any more (destroyed with its filters; a shared block's
+    /// filters bind no classes, `tcf_bind_filter` has no qdisc to tell).
+    pub(crate) fn settle(&mut self, bound: &std::collections::BTreeSet<u32>) {
+        self.0.retain(|i, _| bound.contains(i));
+        for &i in bound {
+            self.0.entry(i).or_insert_with(|| Block::new(0));
+        }
+    }
+}
+
 /// The packet as a classifier reads it (`skb_protocol` + the bytes from the
 /// Ethernet header on). Synthesized fields:
 ///

@@ -161,6 +161,9 @@ impl Drr {
 }
 
 impl Qdisc for Drr {
+    fn has_change(&self) -> bool {
+        false
+    }
     fn ops(&self) -> &'static Ops {
         &OPS
     }

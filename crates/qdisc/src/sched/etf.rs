@@ -169,6 +169,9 @@ impl Etf {
 }
 
 impl Qdisc for Etf {
+    fn has_change(&self) -> bool {
+        false
+    }
     fn ops(&self) -> &'static Ops {
         &OPS
     }

@@ -7,12 +7,18 @@
 //! (`ffff:fff2`) and `egress` (`ffff:fff3`). They hold no packets; what passes is
 //! counted in the bstats (the kernel's mini-Qdisc does the same in
 //! `sch_handle_ingress`). As a trait object each is a zero-delay pass-through.
+//!
+//! Shared blocks: `ingress_block N` (both) and `egress_block N` (clsact) bind a hook
+//! to the netns's block N instead of a block of the qdisc's own
+//! (`ingress_ingress_block_set` … then `tcf_block_get_ext` at init); the qdisc keeps
+//! only the index, the netns keeps the block ([`crate::classify::SharedBlocks`]),
+//! and it lives while some qdisc binds it.
 
 use std::collections::VecDeque;
 
 use crate::classify::Block;
 use crate::packet::Packet;
-use crate::qdisc::{Classful, Create, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch};
+use crate::qdisc::{Classful, Create, Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Parse, Qdisc, Sch};
 use crate::tc::{Args, Out, TcError};
 use crate::time::Instant;
 
@@ -22,24 +28,24 @@ pub const TC_H_INGRESS: u32 = 0xFFFF_FFF1;
 pub const INGRESS_HANDLE: u32 = 0xFFFF_0000;
 
 /// The minors of clsact's two blocks (TC_H_MIN_INGRESS, TC_H_MIN_EGRESS).
-const MIN_INGRESS: u32 = 0xFFF2;
-const MIN_EGRESS: u32 = 0xFFF3;
+pub const TC_H_MIN_INGRESS: u32 = 0xFFF2;
+pub const TC_H_MIN_EGRESS: u32 = 0xFFF3;
 
 pub static INGRESS: Ops = Ops {
     id: "ingress",
-    parse: Parse::Qopt(|a| parse("ingress", a).map(|()| Some(Opts::new(())))),
+    parse: Parse::Qopt(|a| parse("ingress", a).map(|()| None)),
     create: |c| create(false, c),
     parse_class: None,
-    flags: Flags { ingress: true, ..Flags::NONE },
+    flags: Flags { ingress: true, shared_blocks: 1, ..Flags::NONE },
     since: None,
 };
 
 pub static CLSACT: Ops = Ops {
     id: "clsact",
-    parse: Parse::Qopt(|a| parse("clsact", a).map(|()| Some(Opts::new(())))),
+    parse: Parse::Qopt(|a| parse("clsact", a).map(|()| None)),
     create: |c| create(true, c),
     parse_class: None,
-    flags: Flags { ingress: true, ..Flags::NONE },
+    flags: Flags { ingress: true, shared_blocks: 2, ..Flags::NONE },
     since: None,
 };
 
@@ -53,7 +59,7 @@ fn create(clsact: bool, c: &Create) -> Result<Box<dyn Qdisc>, TcError> {
 }
 
 /// q_ingress.c `ingress_parse_opt` (only a stray `handle X` is tolerated) and
-/// q_clsact.c `clsact_parse_opt` (nothing is).
+/// q_clsact.c `clsact_parse_opt` (nothing is). Neither sends TCA_OPTIONS.
 pub fn parse(kind: &str, args: &mut Args) -> Result<(), TcError> {
     while let Some(a) = args.next() {
         if a == "handle" && kind == "ingress" {
@@ -72,6 +78,8 @@ pub struct Ingress {
     block: Block,
     /// clsact: the egress block.
     egress: Block,
+    /// The shared blocks the hooks bind (ingress, egress), 0 for their own.
+    indexes: [u32; 2],
 }
 
 impl Ingress {
@@ -81,11 +89,15 @@ impl Ingress {
             clsact,
             block: Block::new(INGRESS_HANDLE),
             egress: Block::new(INGRESS_HANDLE),
+            indexes: [0, 0],
         }
     }
 }
 
 impl Qdisc for Ingress {
+    fn has_change(&self) -> bool {
+        false
+    }
     fn ops(&self) -> &'static Ops {
         if self.clsact {
             &CLSACT
@@ -107,9 +119,6 @@ impl Qdisc for Ingress {
     fn reset(&mut self, _sch: &mut Sch, _now: Instant) {
         self.passing.clear();
     }
-    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
-        Ok(())
-    }
     /// `ingress_print_opt` prints a row of dashes (the dump carries an empty nest);
     /// clsact prints nothing.
     fn dump(&self, out: &mut Out, _dev: &DevInfo) {
@@ -127,7 +136,7 @@ impl Classful for Ingress {
     }
     /// `ingress_find` answers for any class; `clsact_find` only for its two hooks.
     fn find(&self, minor: u32) -> bool {
-        !self.clsact || minor == MIN_INGRESS || minor == MIN_EGRESS
+        !self.clsact || minor == TC_H_MIN_INGRESS || minor == TC_H_MIN_EGRESS
     }
     fn graft(
         &mut self,
@@ -142,12 +151,27 @@ impl Classful for Ingress {
     /// hook's block and NULL (EINVAL) otherwise; minor 0 here stands for "has the op"
     /// and holds the qdisc's shared u32 state, so filter.rs asks [`Classful::hook_block`].
     fn block(&self, minor: u32) -> Option<&Block> {
-        Some(if self.clsact && minor == MIN_EGRESS { &self.egress } else { &self.block })
+        Some(if self.clsact && minor == TC_H_MIN_EGRESS { &self.egress } else { &self.block })
     }
     fn block_mut(&mut self, minor: u32) -> Option<&mut Block> {
-        Some(if self.clsact && minor == MIN_EGRESS { &mut self.egress } else { &mut self.block })
+        Some(if self.clsact && minor == TC_H_MIN_EGRESS { &mut self.egress } else { &mut self.block })
     }
     fn hook_block(&self, minor: u32) -> bool {
-        !self.clsact || minor == MIN_INGRESS || minor == MIN_EGRESS
+        !self.clsact || minor == TC_H_MIN_INGRESS || minor == TC_H_MIN_EGRESS
+    }
+    /// ingress's one hook answers for any class, as its `ingress_tcf_block` does.
+    fn block_index(&self, minor: u32) -> u32 {
+        match minor {
+            TC_H_MIN_EGRESS if self.clsact => self.indexes[1],
+            TC_H_MIN_INGRESS => self.indexes[0],
+            _ if !self.clsact => self.indexes[0],
+            _ => 0,
+        }
+    }
+    fn block_indexes(&self) -> [u32; 2] {
+        self.indexes
+    }
+    fn set_block_indexes(&mut self, indexes: [u32; 2]) {
+        self.indexes = indexes;
     }
 }

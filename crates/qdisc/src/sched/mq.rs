@@ -92,6 +92,9 @@ impl Mq {
 }
 
 impl Qdisc for Mq {
+    fn has_change(&self) -> bool {
+        false
+    }
     fn ops(&self) -> &'static Ops {
         &OPS
     }

@@ -44,6 +44,9 @@ pub struct Noqueue {
 }
 
 impl Qdisc for Noqueue {
+    fn has_change(&self) -> bool {
+        false
+    }
     fn ops(&self) -> &'static Ops {
         &NOQUEUE
     }
@@ -73,6 +76,9 @@ impl Noop {
 }
 
 impl Qdisc for Noop {
+    fn has_change(&self) -> bool {
+        false
+    }
     fn ops(&self) -> &'static Ops {
         &NOOP
     }

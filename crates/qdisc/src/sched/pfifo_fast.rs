@@ -50,6 +50,9 @@ impl PfifoFast {
 }
 
 impl Qdisc for PfifoFast {
+    fn has_change(&self) -> bool {
+        false
+    }
     fn ops(&self) -> &'static Ops {
         &OPS
     }

@@ -788,6 +788,9 @@ impl Qfq {
 }
 
 impl Qdisc for Qfq {
+    fn has_change(&self) -> bool {
+        false
+    }
     fn ops(&self) -> &'static Ops {
         &OPS
     }

@@ -816,6 +816,9 @@ impl Sfq {
 }
 
 impl Qdisc for Sfq {
+    fn has_change(&self) -> bool {
+        false
+    }
     fn ops(&self) -> &'static Ops {
         &OPS
     }

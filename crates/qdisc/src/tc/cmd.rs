@@ -47,6 +47,8 @@ pub struct Tc {
     qdisc_show: QdiscShowState,
     /// The netns's tc actions (gact, police) by kind and index.
     pub(crate) actions: crate::classify::action::ActionTable,
+    /// The netns's shared filter blocks by index (`ingress_block N`, `block N`).
+    pub(crate) blocks: crate::classify::SharedBlocks,
     /// The kernel devices added later follow.
     kernel: KernelVersion,
     /// `net.core.default_qdisc` (kernel-global; each device keeps a copy).
@@ -339,6 +341,7 @@ impl Tc {
             warn: String::new(),
             qdisc_show: QdiscShowState::default(),
             actions: Default::default(),
+            blocks: Default::default(),
             kernel: k,
             default_qdisc,
             lib: TcLib::default(),
@@ -448,6 +451,17 @@ impl Tc {
     /// [`crate::classify::action::Outbox`]).
     pub fn take_mirrored(&mut self) -> Vec<crate::classify::action::Mirrored> {
         self.actions.take_mirrored()
+    }
+    /// `sch_handle_ingress` on device `dev` ([`Device::ingress`]), with the netns's
+    /// shared blocks its ingress hook may be bound to.
+    pub fn ingress(&mut self, dev: usize, pkt: crate::packet::Packet, now: Instant) -> tree::Ingress {
+        self.devices[dev].ingress(pkt, now, &self.blocks)
+    }
+    /// The shared blocks some qdisc hook binds (what keeps each alive), across the
+    /// netns's devices; tc's `tc_qdisc_block_exists` asks the same of a qdisc dump.
+    pub(crate) fn bound_blocks(&self) -> std::collections::BTreeSet<u32> {
+        let hooks = self.devices.iter().filter_map(|d| d.ingress.as_ref()?.q.as_classful().map(|c| c.block_indexes()));
+        hooks.flatten().filter(|&b| b != 0).collect()
     }
     pub(crate) fn dev_index(&self, name: &str) -> Result<usize, TcError> {
         self.devices
@@ -623,6 +637,8 @@ impl Tc {
         let mut parent = 0u32;
         let mut kind: Option<&str> = None;
         let mut stab = None;
+        // TCA_INGRESS_BLOCK, TCA_EGRESS_BLOCK (0: not sent).
+        let mut blocks = [0u32; 2];
         while let Some(w) = a.next() {
             match w {
                 "dev" => {
@@ -687,10 +703,9 @@ impl Tc {
                 w if matches(w, "ingress_block") || matches(w, "egress_block") => {
                     let v = a.value()?;
                     let hook = if w.starts_with('i') { "ingress" } else { "egress" };
-                    if crate::tc::units::get_u32(v).is_none_or(|b| b == 0) {
-                        return Err(invarg(&format!("invalid {hook} block index value"), v));
-                    }
-                    return Err(TcError::tc("qdisc-lab: shared filter blocks are not supported\n"));
+                    let b = crate::tc::units::get_u32(v).filter(|&b| b != 0);
+                    let b = b.ok_or_else(|| invarg(&format!("invalid {hook} block index value"), v))?;
+                    blocks[usize::from(hook == "egress")] = b;
                 }
                 // tc prints its usage and carries on with the request.
                 w if matches(w, "help") => self.warn.push_str(QDISC_USAGE),
@@ -721,12 +736,22 @@ impl Tc {
         let now = self.now;
         let mut auto = self.autohandle;
         let r = match flags {
-            Some(f) => {
-                self.devices[di].modify(f, parent, handle, kind, opts.as_ref(), stab.as_ref(), est, &mut auto, now)
-            }
+            Some(f) => self.devices[di].modify(
+                f,
+                parent,
+                handle,
+                kind,
+                opts.as_ref(),
+                stab.as_ref(),
+                est,
+                blocks,
+                &mut auto,
+                now,
+            ),
             None => self.devices[di].delete(parent, handle, kind, now),
         };
         self.autohandle = auto;
+        self.blocks.settle(&self.bound_blocks());
         let warning = self.devices[di].warning.take();
         if let (Ok(()), Some(w)) = (&r, warning) {
             self.warn.push_str(&format!("Warning: {w}.\n"));

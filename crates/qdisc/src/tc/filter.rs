@@ -12,18 +12,23 @@
 //! [`classify::TmpltOps`]), which a new filter of the chain must match in kind
 //! ("Chain template is set to a different filter kind") and the kind checks further.
 //!
-//! Limits: no shared blocks (`block N`); the route and cgroup
-//! classifiers are refused by name ([`classify::REFUSED`]).
+//! Shared blocks: `block N` names the netns's block N ([`classify::SharedBlocks`],
+//! `TCM_IFINDEX_MAGIC_BLOCK`) instead of a device; a device whose hook is bound to
+//! one refuses edits by device ("This filter block is shared…") and dumps it with
+//! `block N` in place of the parent, as `tcf_fill_node` answers with no qdisc.
+//!
+//! Limits: the route and cgroup classifiers are refused by name
+//! ([`classify::REFUSED`]).
 
 use std::any::Any;
 
 use crate::classify::action::ActCtx;
-use crate::classify::{self, Binds, Block, DumpCtx, FilterError, Proto, ETH_P_ALL};
+use crate::classify::{self, Binds, Block, DumpCtx, FilterError, Proto, SharedBlocks, ETH_P_ALL};
 use crate::estimator::EstSpec;
 use crate::qdisc::{tc_h_maj, tc_h_min, TC_H_ROOT};
 use crate::tc::cmd::{get_tc_classid, Tc, TcOpts};
 use crate::tc::{duparg, invarg, matches, show, Args, Errno, Out, TcError};
-use crate::tree::{KernelVersion, Path};
+use crate::tree::{Device, KernelVersion, Path};
 
 const USAGE: &str = "Usage: tc filter [ add | del | change | replace | show ] [ dev STRING ]
        tc filter [ add | del | change | replace | show ] [ block BLOCK_INDEX ]
@@ -128,6 +133,8 @@ pub(crate) fn do_chain(tc: &mut Tc, argv: &[String], o: TcOpts) -> Result<String
 /// What `tc_filter_modify` and `tc_filter_get` read before the kind.
 struct Request<'a> {
     dev: Option<&'a str>,
+    /// `block N` (never 0).
+    block: Option<u32>,
     parent: u32,
     fhandle: Option<&'a str>,
     prio: u32,
@@ -143,8 +150,18 @@ struct Request<'a> {
 /// of them; `raw`: `tc -r`) and `tc_filter_get` (an empty word is an invalid kind)
 /// read them. None after `help` (printed).
 fn parse_request<'a>(tc: &mut Tc, a: &mut Args<'a>, modify: bool, raw: bool) -> Result<Option<Request<'a>>, TcError> {
-    let mut r =
-        Request { dev: None, parent: 0, fhandle: None, prio: 0, protocol: None, chain: None, est: None, kind: None };
+    let mut r = Request {
+        dev: None,
+        block: None,
+        parent: 0,
+        fhandle: None,
+        prio: 0,
+        protocol: None,
+        chain: None,
+        est: None,
+        kind: None,
+    };
+    let exclusive = || TcError::usage("Error: \"dev\" and \"block\" are mutually exclusive\n");
     while let Some(w) = a.next() {
         match w {
             "dev" => {
@@ -152,7 +169,20 @@ fn parse_request<'a>(tc: &mut Tc, a: &mut Args<'a>, modify: bool, raw: bool) -> 
                 if r.dev.is_some() {
                     return Err(duparg("dev", v));
                 }
+                if r.block.is_some() {
+                    return Err(exclusive());
+                }
                 r.dev = Some(v);
+            }
+            w if matches(w, "block") => {
+                let v = a.value()?;
+                if r.block.is_some() {
+                    return Err(duparg("block", v));
+                }
+                if r.dev.is_some() {
+                    return Err(exclusive());
+                }
+                r.block = Some(block_index(v)?);
             }
             "root" | "ingress" | "egress" => {
                 if r.parent != 0 {
@@ -201,9 +231,6 @@ fn parse_request<'a>(tc: &mut Tc, a: &mut Args<'a>, modify: bool, raw: bool) -> 
                 }
                 r.chain = Some(crate::tc::units::get_u32(v).ok_or_else(|| invarg("invalid chain index value", v))?);
             }
-            w if matches(w, "block") => {
-                return Err(TcError::tc("qdisc-lab: shared filter blocks (\"block\") are not supported\n"));
-            }
             w if modify && matches(w, "estimator") => {
                 let res = crate::estimator::parse(a, &mut r.est, raw);
                 tc.warn.push_str(&std::mem::take(&mut a.notes));
@@ -229,13 +256,14 @@ fn modify(tc: &mut Tc, req: Req, argv: &[String], raw: bool) -> Result<(), TcErr
     let mut a = Args::new(argv);
     a.set_links(tc.link_names());
     let Some(r) = parse_request(tc, &mut a, true, raw)? else { return Ok(()) };
-    let Request { dev, parent, fhandle, prio, chain, est, kind, .. } = r;
+    let Request { dev, block, parent, fhandle, prio, chain, est, kind, .. } = r;
     // tc_filter_modify: a new filter's protocol defaults to all.
     let create = matches!(req, Req::NewFilter { create: true, .. });
     let protocol = r.protocol.unwrap_or(if create { ETH_P_ALL } else { 0 });
-    let di = match dev {
-        Some(name) => Some(tc.dev_index(name)?),
-        None => None,
+    let target = match (dev, block) {
+        (Some(name), _) => Some(Target::Dev(tc.dev_index(name)?)),
+        (None, Some(b)) => Some(Target::Block(b)),
+        (None, None) => None,
     };
     if let Some((k, why)) = kind.and_then(|k| classify::REFUSED.iter().find(|(r, _)| *r == k)) {
         return Err(TcError::tc(format!("qdisc-lab: the {k} classifier is not supported: {why}\n")));
@@ -263,7 +291,7 @@ fn modify(tc: &mut Tc, req: Req, argv: &[String], raw: bool) -> Result<(), TcErr
             (0, None)
         }
     };
-    let Some(di) = di else { return Err(kerrno(Errno::ENODEV)) };
+    let Some(target) = target else { return Err(kerrno(Errno::ENODEV)) };
     let pref = prio as u16;
     // The kinds log the classids their filters start and stop naming; the qdisc
     // binds and unbinds them after the operation, error or not.
@@ -271,27 +299,68 @@ fn modify(tc: &mut Tc, req: Req, argv: &[String], raw: bool) -> Result<(), TcErr
     let r = match req {
         Req::NewFilter { create, excl } => {
             let ko = kopts.as_deref();
-            new_tfilter(tc, di, parent, pref, protocol, chain, kind, handle, ko, est, create, excl, &mut binds)
+            new_tfilter(tc, target, parent, pref, protocol, chain, kind, handle, ko, est, create, excl, &mut binds)
         }
-        Req::DelFilter => del_tfilter(tc, di, parent, pref, protocol, chain, kind, handle, &mut binds),
+        Req::DelFilter => del_tfilter(tc, target, parent, pref, protocol, chain, kind, handle, &mut binds),
         Req::NewChain | Req::DelChain => {
-            ctl_chain(tc, di, parent, chain.unwrap_or(0), kind, kopts.as_deref(), protocol, req, &mut binds)
+            ctl_chain(tc, target, parent, chain.unwrap_or(0), kind, kopts.as_deref(), protocol, req, &mut binds)
         }
     };
-    if let Ok((path, minor, _)) = find_block(tc, di, parent) {
+    if let Ok((at, _)) = find_block(tc, target, parent) {
         // The chains' references after the change (actions' and filters').
-        block_mut(tc, di, &path, minor).settle();
+        block_mut(tc, &at).settle();
         let (unbound, bound) = binds.split();
-        if !(unbound.is_empty() && bound.is_empty()) {
-            rebind(tc, di, &path, &unbound, &bound);
+        if let At::Qdisc { di, path, .. } = &at {
+            if !(unbound.is_empty() && bound.is_empty()) {
+                rebind(tc, *di, path, &unbound, &bound);
+            }
         }
     }
     r
 }
 
-/// `__tcf_qdisc_find` + `__tcf_qdisc_cl_find`: the qdisc's path, the class minor
-/// (0 = the qdisc's own block), and the resolved parent.
-fn find_block(tc: &Tc, di: usize, parent: u32) -> Result<(Path, u32, u32), TcError> {
+/// tc's `get_u32` of a `block` value (0 is refused too).
+fn block_index(v: &str) -> Result<u32, TcError> {
+    crate::tc::units::get_u32(v).filter(|&b| b != 0).ok_or_else(|| invarg("invalid block index value", v))
+}
+
+/// What a request names: a device (`tcm_ifindex`) or a shared block by index
+/// (`TCM_IFINDEX_MAGIC_BLOCK` + `tcm_block_index`).
+#[derive(Clone, Copy)]
+enum Target {
+    Dev(usize),
+    Block(u32),
+}
+
+impl Target {
+    /// The kernel that answers: the device's, or the netns's for a block.
+    fn kernel(self, tc: &Tc) -> KernelVersion {
+        match self {
+            Target::Dev(di) => tc.devices[di].kernel,
+            Target::Block(_) => tc.kernel(),
+        }
+    }
+}
+
+/// Where a request's block lives: a qdisc's own (device, qdisc path, class minor —
+/// 0 for the qdisc's block), or the netns's shared block by index.
+enum At {
+    Qdisc { di: usize, path: Path, minor: u32 },
+    Shared(u32),
+}
+
+/// `tcf_block_find`: the block a request names and the resolved parent. By index
+/// (`__tcf_block_find`'s `tcf_block_refcnt_get`) no qdisc is looked at and the
+/// parent stays as given; by device, `__tcf_qdisc_find` + `__tcf_qdisc_cl_find`,
+/// and a hook bound to a shared block refuses.
+fn find_block(tc: &Tc, target: Target, parent: u32) -> Result<(At, u32), TcError> {
+    let di = match target {
+        Target::Dev(di) => di,
+        Target::Block(i) => {
+            tc.blocks.get(i).ok_or_else(|| kerr("Block of given index was not found"))?;
+            return Ok((At::Shared(i), parent));
+        }
+    };
     let d = &tc.devices[di];
     let (path, parent) = if parent == 0 {
         (Vec::new(), d.root.handle)
@@ -311,12 +380,34 @@ fn find_block(tc: &Tc, di: usize, parent: u32) -> Result<(Path, u32, u32), TcErr
     if !c.hook_block(minor) {
         return Err(c.no_block_extack().map_or_else(|| kerrno(Errno::EINVAL), kerr));
     }
-    Ok((path, minor, parent))
+    if c.block_index(minor) != 0 {
+        return Err(kerr("This filter block is shared. Please use the block index to manipulate the filters"));
+    }
+    Ok((At::Qdisc { di, path, minor }, parent))
 }
 
-fn block_mut<'a>(tc: &'a mut Tc, di: usize, path: &[u32], minor: u32) -> &'a mut Block {
-    let n = tc.devices[di].node_mut(path);
-    n.q.as_classful_mut().and_then(|c| c.block_mut(minor)).expect("block checked")
+/// The block at `at` (which [`find_block`] checked).
+fn block_in<'a>(devices: &'a mut [Device], blocks: &'a mut SharedBlocks, at: &At) -> &'a mut Block {
+    match at {
+        At::Qdisc { di, path, minor } => {
+            let n = devices[*di].node_mut(path);
+            n.q.as_classful_mut().and_then(|c| c.block_mut(*minor)).expect("block checked")
+        }
+        At::Shared(i) => blocks.get_mut(*i).expect("block checked"),
+    }
+}
+
+fn block_mut<'a>(tc: &'a mut Tc, at: &At) -> &'a mut Block {
+    block_in(&mut tc.devices, &mut tc.blocks, at)
+}
+
+/// The block that keeps the kinds' qdisc-wide state for `at` (`tc_u_common_ptr`:
+/// the qdisc's own block, or a shared block itself, which has no qdisc).
+fn state_block<'a>(tc: &'a mut Tc, at: &At) -> &'a mut Block {
+    match at {
+        At::Qdisc { di, path, .. } => block_mut(tc, &At::Qdisc { di: *di, path: path.clone(), minor: 0 }),
+        At::Shared(_) => block_mut(tc, at),
+    }
 }
 
 /// The request's chain index (0 without `chain`), at most `TC_ACT_EXT_VAL_MASK`.
@@ -351,18 +442,18 @@ fn rebind(tc: &mut Tc, di: usize, path: &[u32], before: &[u32], after: &[u32]) {
     }
 }
 
-/// The qdisc's own block drops the qdisc-wide state of the kinds (u32's common)
-/// that went away with each kind's last proto.
-fn drop_shared(tc: &mut Tc, di: usize, path: &[u32], kinds: impl IntoIterator<Item = &'static str>) {
+/// The qdisc-wide state of the kinds (u32's common) that went away with each
+/// kind's last proto is dropped.
+fn drop_shared(tc: &mut Tc, at: &At, kinds: impl IntoIterator<Item = &'static str>) {
     for kind in kinds {
-        block_mut(tc, di, path, 0).drop_shared(kind);
+        state_block(tc, at).drop_shared(kind);
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 fn new_tfilter(
     tc: &mut Tc,
-    di: usize,
+    target: Target,
     parent: u32,
     pref: u16,
     protocol: u16,
@@ -379,12 +470,12 @@ fn new_tfilter(
     if prio_allocate && !create {
         return Err(kerr("Invalid filter command with priority of zero"));
     }
-    let kernel = tc.devices[di].kernel;
+    let kernel = target.kernel(tc);
     // tc_new_tfilter's is_qdisc_ingress, on the parent as the request names it.
     let at_ingress = parent & 0xFFFF == 0xFFF2;
-    let (path, minor, parent) = find_block(tc, di, parent)?;
-    let shared = kind.and_then(|k| block_mut(tc, di, &path, 0).shared(k));
-    let b = block_mut(tc, di, &path, minor);
+    let (at, parent) = find_block(tc, target, parent)?;
+    let shared = kind.and_then(|k| state_block(tc, &at).shared(k));
+    let b = block_mut(tc, &at);
     b.classid = parent;
     let ci = check_chain(chain)?;
     // tcf_chain_get(…, create): the chain exists from here on (Block::settle drops
@@ -428,19 +519,17 @@ fn new_tfilter(
             let i = ch.find(pref).unwrap_err();
             ch.protos.insert(i, Proto { pref, protocol, kind });
             if let Some(s) = new_shared {
-                block_mut(tc, di, &path, 0).keep_shared(ops.kind, s);
+                state_block(tc, &at).keep_shared(ops.kind, s);
             }
             created = true;
             i
         }
     };
     let now = tc.now;
-    let Tc { devices, actions, .. } = tc;
+    let Tc { devices, actions, blocks, .. } = tc;
     let available = |k| kernel.has_action(k);
     let mut acts = ActCtx { table: actions, available: &available, kernel, now, at_ingress, est };
-    let n = devices[di].node_mut(&path);
-    let b = n.q.as_classful_mut().and_then(|c| c.block_mut(minor)).expect("block checked");
-    let ch = b.chain_mut(ci).expect("chain got");
+    let ch = block_in(devices, blocks, &at).chain_mut(ci).expect("chain got");
     let r = (|| {
         let acts = &mut acts;
         let tp = &mut ch.protos[idx];
@@ -462,8 +551,8 @@ fn new_tfilter(
         tp.kind.change(handle, ko, keys, fh, acts, binds).map_err(FilterError::into_tc)
     })();
     if r.is_err() && created {
-        let gone = block_mut(tc, di, &path, minor).destroy(ci, idx, binds);
-        drop_shared(tc, di, &path, gone);
+        let gone = block_mut(tc, &at).destroy(ci, idx, binds);
+        drop_shared(tc, &at, gone);
     }
     r
 }
@@ -471,7 +560,7 @@ fn new_tfilter(
 #[allow(clippy::too_many_arguments)]
 fn del_tfilter(
     tc: &mut Tc,
-    di: usize,
+    target: Target,
     parent: u32,
     pref: u16,
     protocol: u16,
@@ -483,10 +572,10 @@ fn del_tfilter(
     if pref == 0 && (protocol != 0 || handle != 0 || kind.is_some()) {
         return Err(kerr("Cannot flush filters with protocol, handle or kind set"));
     }
-    let kernel = tc.devices[di].kernel;
-    let (path, minor, _) = find_block(tc, di, parent)?;
+    let kernel = target.kernel(tc);
+    let (at, _) = find_block(tc, target, parent)?;
     let ci = check_chain(chain)?;
-    let b = block_mut(tc, di, &path, minor);
+    let b = block_mut(tc, &at);
     // tcf_chain_get(…, no create): a chain only actions hold is found too.
     let Some(ch) = b.chain_mut(ci) else {
         if pref == 0 {
@@ -515,7 +604,7 @@ fn del_tfilter(
             }
         }
     }
-    drop_shared(tc, di, &path, gone);
+    drop_shared(tc, &at, gone);
     Ok(())
 }
 
@@ -525,7 +614,7 @@ fn del_tfilter(
 #[allow(clippy::too_many_arguments)]
 fn ctl_chain(
     tc: &mut Tc,
-    di: usize,
+    target: Target,
     parent: u32,
     ci: u32,
     kind: Option<&str>,
@@ -534,9 +623,9 @@ fn ctl_chain(
     req: Req,
     binds: &mut Binds,
 ) -> Result<(), TcError> {
-    let (path, minor, _) = find_block(tc, di, parent)?;
+    let (at, _) = find_block(tc, target, parent)?;
     let ci = check_chain(Some(ci))?;
-    let b = block_mut(tc, di, &path, minor);
+    let b = block_mut(tc, &at);
     let exists = b.chain(ci).map(|c| !c.held_by_acts_only());
     if req == Req::NewChain {
         if exists == Some(true) {
@@ -563,7 +652,7 @@ fn ctl_chain(
     // Flush, then drop the explicit reference; actions may still hold the chain.
     let gone = b.flush(ci, binds);
     b.chain_mut(ci).expect("chain exists").explicit = false;
-    drop_shared(tc, di, &path, gone);
+    drop_shared(tc, &at, gone);
     Ok(())
 }
 
@@ -573,7 +662,7 @@ fn ctl_chain(
 fn get(tc: &mut Tc, argv: &[String], o: TcOpts, chain_req: bool) -> Result<String, TcError> {
     let mut a = Args::new(argv);
     let Some(r) = parse_request(tc, &mut a, false, false)? else { return Ok(String::new()) };
-    let Request { dev, parent, fhandle, prio, protocol, chain, kind, .. } = r;
+    let Request { dev, block, parent, fhandle, prio, protocol, chain, kind, .. } = r;
     if !chain_req {
         if protocol.is_none() {
             return Err(TcError::usage("Must specify filter protocol\n"));
@@ -588,10 +677,13 @@ fn get(tc: &mut Tc, argv: &[String], o: TcOpts, chain_req: bool) -> Result<Strin
     if !chain_req && kind.is_none() {
         return Err(TcError::usage("Must specify filter type\n"));
     }
-    let Some(name) = dev else {
-        return Err(TcError::usage("Must specify netdevice \"dev\" or block index \"block\"\n"));
+    let target = match (dev, block) {
+        (Some(name), _) => Target::Dev(tc.dev_index(name)?),
+        (None, Some(b)) => Target::Block(b),
+        (None, None) => {
+            return Err(TcError::usage("Must specify netdevice \"dev\" or block index \"block\"\n"));
+        }
     };
-    let di = tc.dev_index(name)?;
     let mut handle = 0;
     if !chain_req {
         let k = kind.expect("checked");
@@ -615,11 +707,12 @@ fn get(tc: &mut Tc, argv: &[String], o: TcOpts, chain_req: bool) -> Result<Strin
         }
         return Err(TcError::usage(format!("Garbage instead of arguments \"{w} ...\". Try \"tc filter help\".\n")));
     }
-    let (path, minor, parent) = find_block(tc, di, parent)?;
+    let kernel = target.kernel(tc);
+    let (at, parent) = find_block(tc, target, parent)?;
     let ci = check_chain(chain)?;
-    let d = &tc.devices[di];
-    let n = d.node(&path);
-    let b = n.q.as_classful().and_then(|c| c.block(minor)).expect("block checked");
+    let (b, tcm) = block_at(tc, &at, parent);
+    // tc's filter_block_index: a request by block leaves the block out.
+    let shown = Shown { parent: 0, block: block.unwrap_or(0), prio: 0, protocol: 0, chain: None };
     let mut out = if o.json { Out::json(o.pretty) } else { Out::text() };
     out = out.with_flags(o.details, o.raw, o.iec, o.oneline).with_stats(o.stats > 0);
     if chain_req {
@@ -627,7 +720,7 @@ fn get(tc: &mut Tc, argv: &[String], o: TcOpts, chain_req: bool) -> Result<Strin
             return Err(kerr("Cannot find specified filter chain"));
         };
         out.start_top();
-        print_chain(&mut out, 0, n.handle, None, ch);
+        print_chain(&mut out, &shown, chain_owner(b, tcm), ch);
         out.end_top();
         return Ok(out.into_string());
     }
@@ -635,7 +728,7 @@ fn get(tc: &mut Tc, argv: &[String], o: TcOpts, chain_req: bool) -> Result<Strin
     let protocol = protocol.unwrap_or(0);
     let tp = match ch.find(prio as u16) {
         Ok(i) if ch.protos[i].protocol == protocol || protocol == 0 => &ch.protos[i],
-        Ok(_) => return Err(tp_find_err(d.kernel, "Protocol mismatch for filter with specified priority")),
+        Ok(_) => return Err(tp_find_err(kernel, "Protocol mismatch for filter with specified priority")),
         Err(_) => return Err(kerr("Filter with specified priority/protocol not found")),
     };
     if kind.is_some_and(|k| k != tp.kind.kind()) {
@@ -643,9 +736,21 @@ fn get(tc: &mut Tc, argv: &[String], o: TcOpts, chain_req: bool) -> Result<Strin
     }
     let fh = tp.kind.get(handle).ok_or_else(|| kerr("Specified filter handle not found"))?;
     out.start_top();
-    dump_proto(tc, di, b, tp, ch.index, (0, 0, 0, None), parent, Some(fh), o, &mut out);
+    dump_proto(tc, kernel, b, tp, ch.index, &shown, tcm, Some(fh), o, &mut out);
     out.end_top();
     Ok(out.into_string())
+}
+
+/// The block at `at` and what its messages name (`tcf_fill_node`): the parent a
+/// qdisc's block answers with, or a shared block's index (no qdisc).
+fn block_at<'a>(tc: &'a Tc, at: &At, parent: u32) -> (&'a Block, Tcm) {
+    match at {
+        At::Qdisc { di, path, minor } => {
+            let n = tc.devices[*di].node(path);
+            (n.q.as_classful().and_then(|c| c.block(*minor)).expect("block checked"), Tcm::Parent(parent))
+        }
+        At::Shared(i) => (tc.blocks.get(*i).expect("block checked"), Tcm::Block(*i)),
+    }
 }
 
 /// `tc_filter_list` + the kernel's `tc_dump_tfilter` (or, for `tc chain show`,
@@ -653,6 +758,7 @@ fn get(tc: &mut Tc, argv: &[String], o: TcOpts, chain_req: bool) -> Result<Strin
 fn list(tc: &mut Tc, argv: &[String], o: TcOpts, chains: bool) -> Result<String, TcError> {
     let mut a = Args::new(argv);
     let mut dev: Option<&str> = None;
+    let mut block: Option<u32> = None;
     let mut parent = 0u32;
     let mut prio = 0u32;
     let mut protocol = 0u16;
@@ -664,7 +770,20 @@ fn list(tc: &mut Tc, argv: &[String], o: TcOpts, chains: bool) -> Result<String,
                 if dev.is_some() {
                     return Err(duparg("dev", v));
                 }
+                if block.is_some() {
+                    return Err(TcError::usage("Error: \"dev\" cannot be used in the same time as \"block\"\n"));
+                }
                 dev = Some(v);
+            }
+            w if matches(w, "block") => {
+                let v = a.value()?;
+                if block.is_some() {
+                    return Err(duparg("block", v));
+                }
+                if dev.is_some() {
+                    return Err(TcError::usage("Error: \"block\" cannot be used in the same time as \"dev\"\n"));
+                }
+                block = Some(block_index(v)?);
             }
             "root" | "ingress" | "egress" => {
                 if parent != 0 {
@@ -707,33 +826,45 @@ fn list(tc: &mut Tc, argv: &[String], o: TcOpts, chains: bool) -> Result<String,
                 }
                 chain = Some(crate::tc::units::get_u32(v).ok_or_else(|| invarg("invalid chain index value", v))?);
             }
-            w if matches(w, "block") => {
-                return Err(TcError::tc("qdisc-lab: shared filter blocks (\"block\") are not supported\n"));
-            }
             w if matches(w, "help") => tc.warn.push_str(USAGE),
             w => return Err(TcError::usage(format!(" What is \"{w}\"? Try \"tc filter help\"\n"))),
         }
     }
+    let mut kernel = tc.kernel();
+    let found = match (dev, block) {
+        (Some(name), _) => {
+            let di = tc.dev_index(name)?;
+            kernel = tc.devices[di].kernel;
+            dump_block(tc, di, parent)
+        }
+        (None, Some(b)) => {
+            // tc_qdisc_block_exists: some qdisc of the netns dumps the index.
+            if !tc.bound_blocks().contains(&b) {
+                return Err(TcError::tc(format!("Cannot find block \"{b}\"\n")));
+            }
+            tc.blocks.get(b).map(|blk| (blk, Tcm::Block(b)))
+        }
+        (None, None) => None,
+    };
     let mut out = if o.json { Out::json(o.pretty) } else { Out::text() };
     out = out.with_flags(o.details, o.raw, o.iec, o.oneline).with_stats(o.stats > 0);
     out.start_top();
-    if let Some(name) = dev {
-        let di = tc.dev_index(name)?;
-        if let Some((b, q_handle)) = dump_block(tc, di, parent) {
-            if chains {
-                dump_chains(b, q_handle, parent, chain, &mut out);
-            } else {
-                dump(tc, di, b, parent, prio, protocol, chain, o, &mut out);
-            }
+    if let Some((b, tcm)) = found {
+        let shown = Shown { parent, block: block.unwrap_or(0), prio, protocol, chain };
+        if chains {
+            dump_chains(b, &shown, chain_owner(b, tcm), &mut out);
+        } else {
+            dump(tc, kernel, b, &shown, tcm, o, &mut out);
         }
     }
     out.end_top();
     Ok(out.into_string())
 }
 
-/// The block a dump request names (`tc_dump_tfilter`'s lookup, which answers
-/// nothing rather than an error) and its qdisc's handle.
-fn dump_block(tc: &Tc, di: usize, parent: u32) -> Option<(&Block, u32)> {
+/// The block a dump request by device names (`tc_dump_tfilter`'s lookup, which
+/// answers nothing rather than an error) and what its messages name: the block's
+/// `classid` as parent, or — a hook bound to a shared block — that block's index.
+fn dump_block(tc: &Tc, di: usize, parent: u32) -> Option<(&Block, Tcm)> {
     let d = &tc.devices[di];
     let path = if parent == 0 { Vec::new() } else { d.lookup(tc_h_maj(parent))? };
     let n = d.node(&path);
@@ -746,13 +877,44 @@ fn dump_block(tc: &Tc, di: usize, parent: u32) -> Option<(&Block, u32)> {
     if !c.hook_block(minor) {
         return None;
     }
-    Some((c.block(minor)?, n.handle))
+    match c.block_index(minor) {
+        0 => c.block(minor).map(|b| (b, Tcm::Parent(b.classid))),
+        i => tc.blocks.get(i).map(|b| (b, Tcm::Block(i))),
+    }
 }
 
-/// `print_filter`'s `parent …` / `root` / `ingress` / `egress`, unless the request
-/// named that parent.
-fn print_parent(out: &mut Out, parent: u32, tcm_parent: u32) {
-    if parent != 0 && parent == tcm_parent {
+/// What a dumped message names (`tcm_ifindex`, `tcm_parent`, `tcm_block_index`):
+/// a qdisc's block by parent, or a shared block by index (`TCM_IFINDEX_MAGIC_BLOCK`).
+#[derive(Clone, Copy)]
+enum Tcm {
+    Parent(u32),
+    Block(u32),
+}
+
+/// What the request named, which `print_filter` leaves out of each line (its
+/// `filter_parent`, `filter_block_index`, `filter_prio`, `filter_protocol`,
+/// `filter_chain_index`; 0 / None: not named).
+struct Shown {
+    parent: u32,
+    block: u32,
+    prio: u32,
+    protocol: u16,
+    chain: Option<u32>,
+}
+
+/// `print_filter`'s `block N`, or its `parent …` / `root` / `ingress` / `egress`,
+/// unless the request named it.
+fn print_owner(out: &mut Out, shown: &Shown, tcm: Tcm) {
+    let tcm_parent = match tcm {
+        Tcm::Block(b) => {
+            if shown.block != b {
+                out.uint("block", format_args!("block {b} "), b as u64);
+            }
+            return;
+        }
+        Tcm::Parent(p) => p,
+    };
+    if shown.parent != 0 && shown.parent == tcm_parent {
         return;
     }
     if tcm_parent == TC_H_ROOT {
@@ -767,17 +929,26 @@ fn print_parent(out: &mut Out, parent: u32, tcm_parent: u32) {
     }
 }
 
-/// `print_filter` of an RTM_NEWCHAIN message: `chain`, the parent (the qdisc's
-/// handle) unless the request named it, the index unless the request did.
-fn print_chain(out: &mut Out, parent: u32, q_handle: u32, chain: Option<u32>, ch: &classify::Chain) {
+/// What a chain message names (`tc_chain_fill_node`): the qdisc's handle for a
+/// block of its own (`block->q`), the index for a shared one.
+fn chain_owner(b: &Block, tcm: Tcm) -> Tcm {
+    match tcm {
+        Tcm::Parent(_) => Tcm::Parent(b.q_handle),
+        t => t,
+    }
+}
+
+/// `print_filter` of an RTM_NEWCHAIN message: `chain`, the owner unless the
+/// request named it, the index unless the request did.
+fn print_chain(out: &mut Out, shown: &Shown, owner: Tcm, ch: &classify::Chain) {
     let index = ch.index;
     out.open_object(None);
     out.fp(format_args!("chain "));
-    print_parent(out, parent, q_handle);
+    print_owner(out, shown, owner);
     if let Some(t) = &ch.tmplt {
         out.string("kind", format_args!("{} ", t.kind), t.kind);
     }
-    if chain != Some(index) {
+    if shown.chain != Some(index) {
         out.uint("chain", format_args!("chain {index} "), index as u64);
     }
     if let Some(t) = &ch.tmplt {
@@ -794,12 +965,12 @@ fn print_chain(out: &mut Out, parent: u32, q_handle: u32, chain: Option<u32>, ch
 /// round prints nothing. The skip counts chains held by actions alone but the
 /// printed count does not, so a chain after such a chain is printed again in the
 /// next round, as the kernel does (`chain show` lists it twice).
-fn dump_chains(b: &Block, q_handle: u32, parent: u32, chain: Option<u32>, out: &mut Out) {
+fn dump_chains(b: &Block, shown: &Shown, owner: Tcm, out: &mut Out) {
     let mut start = 0;
     loop {
         let (mut index, mut printed) = (0, false);
         for ch in &b.chains {
-            if chain.is_some_and(|c| c != ch.index) {
+            if shown.chain.is_some_and(|c| c != ch.index) {
                 continue;
             }
             if index < start {
@@ -809,7 +980,7 @@ fn dump_chains(b: &Block, q_handle: u32, parent: u32, chain: Option<u32>, out: &
             if ch.held_by_acts_only() {
                 continue;
             }
-            print_chain(out, parent, q_handle, chain, ch);
+            print_chain(out, shown, owner, ch);
             printed = true;
             index += 1;
         }
@@ -820,65 +991,53 @@ fn dump_chains(b: &Block, q_handle: u32, parent: u32, chain: Option<u32>, out: &
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn dump(
-    tc: &Tc,
-    di: usize,
-    b: &Block,
-    parent: u32,
-    prio: u32,
-    protocol: u16,
-    chain: Option<u32>,
-    o: TcOpts,
-    out: &mut Out,
-) {
+fn dump(tc: &Tc, kernel: KernelVersion, b: &Block, shown: &Shown, tcm: Tcm, o: TcOpts, out: &mut Out) {
     for ch in &b.chains {
-        if chain.is_some_and(|c| c != ch.index) {
+        if shown.chain.is_some_and(|c| c != ch.index) {
             continue;
         }
         for tp in &ch.protos {
-            if prio != 0 && prio != tp.pref as u32 {
+            if shown.prio != 0 && shown.prio != tp.pref as u32 {
                 continue;
             }
-            if protocol != 0 && protocol != tp.protocol {
+            if shown.protocol != 0 && shown.protocol != tp.protocol {
                 continue;
             }
-            dump_proto(tc, di, b, tp, ch.index, (parent, prio, protocol, chain), b.classid, None, o, out);
+            dump_proto(tc, kernel, b, tp, ch.index, shown, tcm, None, o, out);
         }
     }
 }
 
 /// One proto's lines (`tcf_fill_node` + `print_filter`): its own line and each
-/// filter's, or with `only` (`tc filter get`) that filter's alone. `req` is what
-/// the request named (parent, pref, protocol, chain), which tc leaves out.
+/// filter's, or with `only` (`tc filter get`) that filter's alone. `shown` is what
+/// the request named, which tc leaves out.
 #[allow(clippy::too_many_arguments)]
 fn dump_proto(
     tc: &Tc,
-    di: usize,
+    kernel: KernelVersion,
     b: &Block,
     tp: &Proto,
     chain_index: u32,
-    req: (u32, u32, u16, Option<u32>),
-    tcm_parent: u32,
+    shown: &Shown,
+    tcm: Tcm,
     only: Option<u32>,
     o: TcOpts,
     out: &mut Out,
 ) {
-    let (parent, prio, protocol, chain) = req;
     let kind = tp.kind.kind();
     let head = |out: &mut Out| {
         out.open_object(None);
         out.fp(format_args!("filter "));
-        print_parent(out, parent, tcm_parent);
-        if protocol == 0 || protocol != tp.protocol {
+        print_owner(out, shown, tcm);
+        if shown.protocol == 0 || shown.protocol != tp.protocol {
             let pn = classify::proto_name(tp.protocol);
             out.string("protocol", format_args!("protocol {pn} "), &pn);
         }
-        if prio == 0 || prio != tp.pref as u32 {
+        if shown.prio == 0 || shown.prio != tp.pref as u32 {
             out.uint("pref", format_args!("pref {} ", tp.pref), tp.pref as u64);
         }
         out.string("kind", format_args!("{kind} "), kind);
-        if chain != Some(chain_index) {
+        if shown.chain != Some(chain_index) {
             out.uint("chain", format_args!("chain {chain_index} "), chain_index as u64);
         }
     };
@@ -887,7 +1046,7 @@ fn dump_proto(
         pretty: o.pretty,
         stats: o.stats > 0,
         protocol: tp.protocol,
-        u32_perf: tc.devices[di].kernel.u32_perf(),
+        u32_perf: kernel.u32_perf(),
         now: tc.now,
         q_handle: b.q_handle,
         only,

@@ -87,6 +87,14 @@ pub fn qdisc(out: &mut Out, dev: &Device, n: &Node, f: &QdiscFilter, show_stats:
     if n.refcnt != 1 {
         out.uint("refcnt", format_args!("refcnt {} ", n.refcnt), n.refcnt as u64);
     }
+    // tc_fill_qdisc's TCA_INGRESS_BLOCK / TCA_EGRESS_BLOCK (sent when not 0).
+    let [ib, eb] = n.q.as_classful().map_or([0, 0], |c| c.block_indexes());
+    if ib != 0 {
+        out.uint("ingress_block", format_args!("ingress_block {ib} "), ib as u64);
+    }
+    if eb != 0 {
+        out.uint("egress_block", format_args!("egress_block {eb} "), eb as u64);
+    }
     out.open_object(Some("options"));
     if !n.flags().no_options {
         n.q.dump(out, &dev.info);

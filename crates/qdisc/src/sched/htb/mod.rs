@@ -1093,6 +1093,9 @@ fn bits(mask: u32) -> impl Iterator<Item = usize> {
 }
 
 impl Qdisc for Htb {
+    fn has_change(&self) -> bool {
+        false
+    }
     fn ops(&self) -> &'static Ops {
         &OPS
     }
