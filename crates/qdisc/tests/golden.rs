@@ -172,6 +172,7 @@ const TRUESIZE_CASES: &[&str] = &["fq_pie-traffic"];
 /// ages are 0 and tc prints none. The ages are left out of the kernel's text;
 /// every other byte (the counters included) is compared.
 const ACTION_AGE_CASES: &[&str] = &[
+    "flower-mac",
     "filter-chains",
     "filter-basic",
     "pedit-actions",
