@@ -22,9 +22,6 @@ pub struct TcOpts {
     pub oneline: bool,
     /// `-graph`: only `class show` draws differently, which is not implemented.
     pub graph: bool,
-    /// `-brief`: only filter dumps change (TCA_DUMP_FLAGS_TERSE), which is not
-    /// implemented: `filter show` refuses it.
-    pub brief: bool,
 }
 
 /// What one tc invocation printed.
@@ -288,13 +285,12 @@ pub fn parse_global(argv: &[String]) -> Result<Global, TcError> {
         } else if matches(o, "-Numeric")
             || matches(o, "-color")
             || ["-color=always", "-color=never", "-color=auto"].contains(&o)
+            || matches(o, "-brief")
             || o == "-echo"
             || matches(o, "-timestamp")
             || matches(o, "-tshort")
         {
             // These only change names, colours, monitor output or netlink echoes.
-        } else if matches(o, "-brief") {
-            g.opts.brief = true;
         } else if matches(o, "-json") {
             g.opts.json = true;
         } else if matches(o, "-oneline") {

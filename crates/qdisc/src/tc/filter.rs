@@ -90,14 +90,6 @@ pub(crate) fn do_filter(tc: &mut Tc, argv: &[String], o: TcOpts) -> Result<Strin
     } else if matches(cmd, "get") {
         return get(tc, rest, o, false);
     } else if matches(cmd, "list") || matches(cmd, "show") || matches(cmd, "lst") {
-        if o.brief {
-            // tc asks for a terse dump: each filter's handle, flags and actions'
-            // kinds and counters only (fl_terse_dump, mall_terse_dump; other kinds
-            // answer EOPNOTSUPP).
-            return Err(TcError::tc(
-                "qdisc-lab: terse filter dumps (-brief, TCA_DUMP_FLAGS_TERSE) are not supported\n",
-            ));
-        }
         return list(tc, rest, o, false);
     } else if matches(cmd, "help") {
         tc.warn.push_str(USAGE);
