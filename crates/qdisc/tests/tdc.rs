@@ -6,7 +6,8 @@
 //! of its own, like the kernel's dummy), `$ETH` a netdevsim NIC whose queue count
 //! comes from the `echo "ID PORTS QUEUES" > /sys/bus/netdevsim/new_device` setup line.
 //! Each case runs setup, then cmdUnderTest (exit status checked against expExitCode),
-//! then verifyCmd, whose stdout must match matchPattern exactly matchCount times.
+//! then verifyCmd, whose stdout (its stderr when it failed and said something: tdc's
+//! exec_cmd) must match matchPattern exactly matchCount times.
 //! Anything the interpreter cannot play is a skip with its reason. scapyPlugin packets
 //! are sent on $DEV0 and arrive at $DEV1's ingress, which no case puts a qdisc on, so
 //! they touch nothing modelled here.
@@ -15,8 +16,8 @@
 //! identifier after `$`; unknown names stay). $DEV2 is the physical NIC tdc takes
 //! with `-d` for its flower cases (tdc skips every flower case without one): an
 //! Ethernet NIC here. The flower concurrency cases' batch files are what
-//! tdc_batch.py / tdc_multibatch.py write, kept in memory ([`Batches`]) and fed
-//! to our `tc -b`.
+//! tdc_batch.py / tdc_multibatch.py write, kept in memory ([`Batch`]) and fed to
+//! our `tc -b`.
 
 mod common;
 
