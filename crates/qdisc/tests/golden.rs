@@ -189,6 +189,7 @@ const WALL_CLOCK_CASES: &[&str] = &["dualpi2-hold"];
 /// ages are 0 and tc prints none. The ages are left out of the kernel's text;
 /// every other byte (the counters included) is compared.
 const ACTION_AGE_CASES: &[&str] = &[
+    "flower-mac",
     "filter-chains",
     "filter-basic",
     "pedit-actions",

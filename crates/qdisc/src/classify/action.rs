@@ -967,19 +967,47 @@ impl ActKind {
         }
     }
 
+    /// The bytes of the kind's `dump` inside TCA_ACT_OPTIONS (`tcf_gact_dump` …
+    /// `tcf_vlan_dump`).
+    fn dump_size(&self) -> usize {
+        use super::act::{nla, TC_GEN, TM};
+        match self {
+            // tc_gact, tc_gact_p (ptype, pval, paction) when random.
+            ActKind::Gact(g) => nla(TC_GEN) + if g.ptype != 0 { nla(8) } else { 0 } + TM,
+            // tc_police (56 bytes); the 64-bit rates when above 32 bits; the conform
+            // verdict when not ok.
+            ActKind::Police(p) => {
+                let r64 =
+                    |r: &Option<PschedRatecfg>| r.as_ref().filter(|r| r.rate_bytes_ps >= 1 << 32).map_or(0, |_| nla(8));
+                nla(56) + r64(&p.rate) + r64(&p.peak) + if p.result != 0 { nla(4) } else { 0 } + TM
+            }
+            // tc_mirred (tc_gen, eaction, ifindex); the block when it redirects to one.
+            ActKind::Mirred(m) => nla(TC_GEN + 8) + TM + if m.blockid != 0 { nla(4) } else { 0 },
+            ActKind::Skbedit(e) => e.dump_size(),
+            ActKind::Simple(d) => d.dump_size(),
+            ActKind::Pedit(p) => p.dump_size(),
+            ActKind::Nat(n) => n.dump_size(),
+            ActKind::Csum(c) => c.dump_size(),
+            ActKind::Sample(d) => d.dump_size(),
+            ActKind::Vlan(v) => v.dump_size(),
+        }
+    }
+
     /// The extack message of the kind's `offload_act_setup` when it fails for a
     /// standalone action: `tc actions add` prints it as a warning.
+    /// police passes its own check (`offload_act_setup` unbound) and fails the
+    /// setup of the action list (`tc_setup_action`, bound), whose message replaces
+    /// its own, when a verdict has no flow action (`tcf_police_act_to_flow_act`:
+    /// reclassify, or any but ok, drop, pipe, continue, goto chain and jump).
     fn offload_warning(&self) -> Option<&'static str> {
-        // tcf_police_act_to_flow_act knows pass, drop, pipe, continue, goto chain and
-        // jump; anything else fails tc_setup_action, whose message replaces police's.
-        let flow_act = |a: i32| {
-            matches!(a, TC_ACT_OK | TC_ACT_SHOT | TC_ACT_PIPE | TC_ACT_UNSPEC)
-                || ext_cmp(a, TC_ACT_GOTO_CHAIN)
-                || ext_cmp(a, TC_ACT_JUMP)
+        let flow_act = |v: i32| {
+            matches!(v, TC_ACT_OK | TC_ACT_SHOT | TC_ACT_PIPE | TC_ACT_UNSPEC)
+                || ext_cmp(v, TC_ACT_GOTO_CHAIN)
+                || ext_cmp(v, TC_ACT_JUMP)
         };
         match self {
             ActKind::Pedit(p) if !p.offloadable() => Some("act_pedit: Unsupported pedit command offload"),
-            ActKind::Police(p) if !flow_act(p.action) || !flow_act(p.result) => {
+            ActKind::Police(p) if !(flow_act(p.action) && flow_act(p.result)) => {
                 Some("act_api: Failed to setup tc actions for offload")
             }
             _ => None,
@@ -1013,6 +1041,21 @@ pub struct Action {
     cookie: Option<Vec<u8>>,
     /// `tcfa_rate_est`: from the filter's `estimator` of the request that made it.
     est: Option<Estimator>,
+    /// Where the action reports its end (`tcf_idr_release` freeing its index), for
+    /// the table it is in.
+    freed: Option<Freed>,
+}
+
+/// The indices of actions gone since the table last looked, by kind.
+type Freed = Arc<Mutex<Vec<(Kind, u32)>>>;
+
+impl Drop for Action {
+    fn drop(&mut self) {
+        if let Some(f) = self.freed.take() {
+            let k = self.kind();
+            f.lock().unwrap_or_else(|e| e.into_inner()).push((k, self.index));
+        }
+    }
 }
 
 pub type ActRef = Arc<Mutex<Action>>;
@@ -1022,6 +1065,19 @@ fn lock(a: &ActRef) -> std::sync::MutexGuard<'_, Action> {
 }
 
 impl Action {
+    /// The bytes `tcf_dump_walker` puts for this action: its nest, then
+    /// `tcf_action_dump_1` — kind, counters (TCA_ACT_STATS: basic_hw, basic, the
+    /// 64-bit packet count past 32 bits, queue), cookie, used_hw_stats, in_hw_count
+    /// and the kind's options.
+    fn dump_size(&self) -> usize {
+        use super::act::nla;
+        let pkt64 = if self.stats.packets > u32::MAX as u64 { nla(8) } else { 0 };
+        let stats = 4 + nla(16) + nla(16) + pkt64 + nla(20);
+        let cookie = self.cookie.as_ref().map_or(0, |c| nla(c.len()));
+        let used_hw = if self.hw_stats { nla(8) } else { 0 };
+        4 + nla(self.kind().name().len() + 1) + stats + cookie + used_hw + nla(4) + 4 + self.kind.dump_size()
+    }
+
     fn kind(&self) -> Kind {
         match self.kind {
             ActKind::Gact(_) => Kind::Gact,
@@ -1305,6 +1361,14 @@ impl ActSpec {
 pub struct ActionTable {
     /// One per kind, in [`Kind::ALL`] order.
     tables: [BTreeMap<u32, Weak<Mutex<Action>>>; Kind::ALL.len()],
+    /// Per kind: every index below it is a live action's (where `tcf_idr_check_alloc`
+    /// starts looking for a free one).
+    below_taken: [u32; Kind::ALL.len()],
+    /// Actions gone since the tables last dropped their entries.
+    freed: Freed,
+    /// How many filter action lists with a `goto chain` were made (a block whose
+    /// filters held none need not look again until this grows: `Block::settle`).
+    pub(crate) gotos: u64,
     /// The references `tc actions add` holds (`ref 1 bind 0` until a filter binds).
     held: Vec<ActRef>,
     outbox: Outbox,
@@ -1380,6 +1444,7 @@ impl ActionTable {
             (a.index, a.kind())
         };
         self.table(k).remove(&index);
+        self.below_taken[k as usize] = self.below_taken[k as usize].min(index);
     }
 
     /// Some filter holds an action of `kind`.
@@ -1390,10 +1455,18 @@ impl ActionTable {
     pub fn take_mirrored(&mut self) -> Vec<Mirrored> {
         std::mem::take(&mut *self.outbox.0.lock().unwrap_or_else(|e| e.into_inner()))
     }
+    /// The live actions of `kind` (the entries of actions gone since are dropped:
+    /// their indices are free again, as `tcf_idr_release` frees them).
     fn table(&mut self, kind: Kind) -> &mut BTreeMap<u32, Weak<Mutex<Action>>> {
-        let t = &mut self.tables[kind as usize];
-        t.retain(|_, w| w.strong_count() > 0);
-        t
+        let gone = std::mem::take(&mut *self.freed.lock().unwrap_or_else(|e| e.into_inner()));
+        for (k, index) in gone {
+            let t = &mut self.tables[k as usize];
+            if t.get(&index).is_some_and(|w| w.strong_count() == 0) {
+                t.remove(&index);
+                self.below_taken[k as usize] = self.below_taken[k as usize].min(index);
+            }
+        }
+        &mut self.tables[kind as usize]
     }
     /// `tcf_idr_check_alloc`: an existing action to bind, or the index for a new one.
     fn check_alloc(&mut self, kind: Kind, index: u32) -> Result<Result<ActRef, u32>, FilterError> {
@@ -1404,13 +1477,13 @@ impl ActionTable {
                 None => Err(index),
             });
         }
-        let mut i = 1u32;
-        for &k in t.keys() {
-            if k != i {
-                break;
-            }
+        // The lowest free index from 1 (idr_alloc_u32).
+        let mut i = self.below_taken[kind as usize].max(1);
+        let t = &self.tables[kind as usize];
+        while t.contains_key(&i) {
             i = i.checked_add(1).ok_or(FilterError::Errno("No space left on device"))?;
         }
+        self.below_taken[kind as usize] = i;
         Ok(Err(i))
     }
     fn insert(&mut self, kind: Kind, a: &ActRef) {
@@ -1550,6 +1623,9 @@ impl ActCtx<'_> {
             }
             e.acts.push(a);
         }
+        let mut goto = false;
+        e.for_each_goto_chain(&mut |_, _| goto = true);
+        self.table.gotos += goto as u64;
         Ok(e)
     }
 
@@ -1648,6 +1724,7 @@ impl ActCtx<'_> {
             hw_stats: false,
             cookie: None,
             est,
+            freed: Some(self.table.freed.clone()),
         }));
         self.table.insert(k, &a);
         Ok(a)
@@ -1869,6 +1946,37 @@ impl Exts {
 /// filter's dump is a bind dump), `used_hw_stats` for an action `tc actions` made.
 /// A `tc actions` dump holds a reference of its own to each action while it prints
 /// (`a`), which the counts leave out.
+/// How many of `acts` each netlink message of a `tc actions ls` dump holds
+/// (`tc_dump_action` over `tcf_dump_walker`, which tc asks for with
+/// TCA_ACT_FLAG_LARGE_DUMP_ON: as many as fit, whole). A message is an skb of
+/// `netlink_dump`'s size: the first two NLMSG_GOODSIZE (4096 less the 320 bytes of
+/// `skb_shared_info`: the dump starts before tc's first read, and tc's first read
+/// only peeks with an empty buffer), the later ones the 32 KiB tc's reads ask for,
+/// less the same 320 (`netlink_recvmsg`'s cap). Each starts with the nlmsghdr (16),
+/// tcamsg (4), TCA_ROOT_COUNT (8) and the TCA_ACT_TAB nest (4). goldens/kernel-6.12/
+/// actions-dump-split.json: 22, 22, 56 of 100 gact actions.
+pub fn dump_messages(acts: &[ActRef]) -> Vec<usize> {
+    const GOODSIZE: usize = 4096 - 320;
+    const LARGE: usize = 32768 - 320;
+    const HEAD: usize = 16 + 4 + 8 + 4;
+    let mut counts = Vec::new();
+    let (mut n, mut used) = (0, HEAD);
+    for a in acts {
+        let size = lock(a).dump_size();
+        let room = if counts.len() < 2 { GOODSIZE } else { LARGE };
+        if n > 0 && used + size > room {
+            counts.push(n);
+            (n, used) = (0, HEAD);
+        }
+        n += 1;
+        used += size;
+    }
+    if n > 0 {
+        counts.push(n);
+    }
+    counts
+}
+
 pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant) {
     let refs = Arc::strong_count(a) as i64 - !bind as i64;
     let mut a = lock(a);
@@ -2114,6 +2222,42 @@ mod tests {
 
     fn run(e: &Exts, len: u32, now: u64) -> i32 {
         e.exec(&mut Packet::new(0, len), Instant(now), &mut TcfResult { classid: 0 })
+    }
+
+    #[test]
+    fn a_gone_actions_index_is_the_lowest_free_again() {
+        let mut table = ActionTable::default();
+        let init = |table: &mut ActionTable, s: &str| {
+            let v = argv(s);
+            let mut spec = ExtsSpec::default();
+            parse_action(&mut Args::new(&v), &mut spec).unwrap();
+            let mut ctx = ActCtx {
+                table,
+                available: &|_| true,
+                kernel: Default::default(),
+                now: Instant(0),
+                at_ingress: false,
+                est: None,
+            };
+            ctx.init(&spec).unwrap()
+        };
+        let lists: Vec<Exts> = (0..5).map(|_| init(&mut table, "drop")).collect();
+        let index = |e: &Exts| lock(&e.acts[0]).index;
+        assert_eq!(lists.iter().map(index).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
+        // The filters holding 2 and 4 go: their indices are free, lowest first
+        // (idr_alloc_u32), and the table lists only the live ones.
+        let mut lists = lists;
+        lists.remove(3);
+        lists.remove(1);
+        assert_eq!(index(&init(&mut table, "pass")), 2);
+        let kept = init(&mut table, "pass");
+        assert_eq!(index(&kept), 2, "the list just made was dropped: 2 is free again");
+        assert_eq!(index(&init(&mut table, "pass")), 4);
+        assert_eq!(table.all(Kind::Gact).iter().map(|a| lock(a).index).collect::<Vec<_>>(), [1, 2, 3, 5]);
+        // A goto chain counts as one more list that holds a chain.
+        assert_eq!(table.gotos, 0);
+        let _g = init(&mut table, "goto chain 1");
+        assert_eq!(table.gotos, 1);
     }
 
     #[test]

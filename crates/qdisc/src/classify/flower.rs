@@ -1,7 +1,9 @@
 //! flower — match on dissected packet fields: net/sched/cls_flower.c and
-//! tc/f_flower.c, for the keys the engine's packets carry: `ip_proto`,
-//! `src_ip`/`dst_ip` with prefix, `src_port`/`dst_port` (tcp/udp/sctp), `ip_tos`
-//! (with mask), plus `classid`, `skip_hw`/`skip_sw`.
+//! tc/f_flower.c, for the keys the engine's packets carry: `dst_mac`/`src_mac`
+//! (with mask), `ip_proto`, `src_ip`/`dst_ip` with prefix, `src_port`/`dst_port`
+//! (tcp/udp/sctp), `ip_tos` (with mask), plus `classid`, `skip_hw`/`skip_sw`. The
+//! MAC keys read the Ethernet header [`Headers`] gives: the engine's packets carry
+//! no MAC addresses, so theirs are all zero.
 //!
 //! Chain templates (`tc chain add … chain N flower KEYS`: `fl_tmplt_create`,
 //! `fl_tmplt_dump`) hold a mask; a filter of that chain may set no mask bit the
@@ -9,16 +11,19 @@
 //! template's `eth_type` is masked whenever its request's protocol is not `all` —
 //! tc sends the chain's protocol, 0 when none is given, as the key.
 //!
-//! Handles are allocated lowest-free from 1 (`idr_alloc_u32`). As the kernel does,
+//! Handles are allocated lowest-free from 1 (`idr_alloc_u32`); filters are kept by
+//! handle in a map, so adding, replacing or deleting one of a million costs a
+//! logarithm (tdc's flower cases add and delete a million). As the kernel does,
 //! filters are grouped by *mask* (which keys they set, prefix lengths, the tos
 //! mask: `struct fl_flow_mask`), masks are tried in creation order, and within a
 //! mask a hash table on the masked key (`fl_mask_lookup`) gives the one filter that
 //! can match: a lookup costs one hash per mask, however many filters there are. Two
-//! filters with the same mask and masked key are refused ("Filter already exists"). This machine's kernel has no
+//! filters with the same mask and masked key are refused (EEXIST, no message:
+//! `fl_ht_insert_unique`; goldens/kernel-6.12/flower-mac.json). This machine's kernel has no
 //! cls_flower: the printer follows tc/f_flower.c, checked against Debian 6.12's in
 //! goldens/kernel-6.12/flower-templates.json.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::action::{ActCtx, Exts, ExtsSpec};
@@ -54,6 +59,9 @@ impl AddrKey {
 /// The keys of one flower filter (`struct fl_flow_key` + mask, as far as modelled).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FlowerOpts {
+    /// `dst_mac` / `src_mac`: address and mask.
+    pub dst_mac: Option<([u8; 6], [u8; 6])>,
+    pub src_mac: Option<([u8; 6], [u8; 6])>,
     pub eth_type: u16,
     pub ip_proto: Option<u8>,
     pub src_ip: Option<AddrKey>,
@@ -76,6 +84,8 @@ pub struct FlowerFilter {
 /// Which keys a filter sets, and how wide (`struct fl_flow_mask`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Mask {
+    dst_mac: Option<[u8; 6]>,
+    src_mac: Option<[u8; 6]>,
     eth_type: bool,
     ip_proto: bool,
     src_ip: Option<(u32, bool)>,
@@ -89,6 +99,8 @@ struct Mask {
 /// the packet lacks is None, which no filter's key equals.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct MaskedKey {
+    dst_mac: Option<[u8; 6]>,
+    src_mac: Option<[u8; 6]>,
     eth_type: u16,
     ip_proto: Option<u8>,
     src_ip: Option<[u8; 16]>,
@@ -96,6 +108,10 @@ struct MaskedKey {
     src_port: Option<u16>,
     dst_port: Option<u16>,
     tos: Option<u8>,
+}
+
+fn mac_and(a: [u8; 6], m: [u8; 6]) -> [u8; 6] {
+    std::array::from_fn(|i| a[i] & m[i])
 }
 
 /// The address bits a prefix keeps (IPv4 in the last 4 bytes).
@@ -112,6 +128,8 @@ fn masked_addr(a: &[u8; 16], plen: u32, v6: bool) -> [u8; 16] {
 impl Mask {
     fn of(o: &FlowerOpts) -> Mask {
         Mask {
+            dst_mac: o.dst_mac.map(|(_, m)| m),
+            src_mac: o.src_mac.map(|(_, m)| m),
             eth_type: o.eth_type != 0,
             ip_proto: o.ip_proto.is_some(),
             src_ip: o.src_ip.map(|k| (k.plen, k.v6)),
@@ -124,6 +142,8 @@ impl Mask {
     /// A filter's key.
     fn key(&self, o: &FlowerOpts) -> MaskedKey {
         MaskedKey {
+            dst_mac: o.dst_mac.map(|(a, m)| mac_and(a, m)),
+            src_mac: o.src_mac.map(|(a, m)| mac_and(a, m)),
             eth_type: o.eth_type,
             ip_proto: o.ip_proto,
             src_ip: o.src_ip.map(|k| masked_addr(&k.addr, k.plen, k.v6)),
@@ -137,7 +157,10 @@ impl Mask {
     fn packet_key(&self, pkt: &Packet, hdr: &Headers) -> MaskedKey {
         let flow = pkt.flow.as_deref();
         let ports = flow.filter(|_| matches!(hdr.ip_proto, Some(6 | 17 | 132)));
+        let mac = |at: usize| -> [u8; 6] { hdr.bytes[at..at + 6].try_into().unwrap() };
         MaskedKey {
+            dst_mac: self.dst_mac.map(|m| mac_and(mac(0), m)),
+            src_mac: self.src_mac.map(|m| mac_and(mac(6), m)),
             eth_type: if self.eth_type { hdr.protocol } else { 0 },
             ip_proto: if self.ip_proto { hdr.ip_proto } else { None },
             src_ip: self.src_ip.and_then(|(p, v6)| flow.map(|f| masked_addr(&f.src, p, v6))),
@@ -170,7 +193,13 @@ impl FlowerTmplt {
             (Some(f), Some(t)) => f.v6 == t.v6 && f.plen <= t.plen,
             (Some(_), None) => false,
         };
-        (o.eth_type == 0 || self.eth_type_masked)
+        let mac_fits = |f: Option<([u8; 6], [u8; 6])>, t: Option<([u8; 6], [u8; 6])>| {
+            let t = t.map_or([0; 6], |(_, m)| m);
+            f.is_none_or(|(_, m)| (0..6).all(|i| m[i] & !t[i] == 0))
+        };
+        mac_fits(o.dst_mac, t.dst_mac)
+            && mac_fits(o.src_mac, t.src_mac)
+            && (o.eth_type == 0 || self.eth_type_masked)
             && (o.ip_proto.is_none() || t.ip_proto.is_some())
             && addr_fits(o.src_ip, t.src_ip)
             && addr_fits(o.dst_ip, t.dst_ip)
@@ -198,6 +227,22 @@ pub static TMPLT: super::TmpltOps = super::TmpltOps {
 /// The keys of `flower_print_opt`; `eth_type` is printed when masked, even as 0.
 fn print_keys(o: &FlowerOpts, eth_type_masked: bool, out: &mut Out) {
     out.open_object(Some("keys"));
+    // flower_print_eth_addr: the mask as a prefix length when its ones lead, else
+    // as an address; none when full.
+    for (name, k) in [("dst_mac", o.dst_mac), ("src_mac", o.src_mac)] {
+        if let Some((a, m)) = k {
+            let mut s = mac_str(&a);
+            let bits = u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]]) << 16;
+            let ones = bits.leading_ones();
+            if bits << ones != 0 {
+                s = format!("{s}/{}", mac_str(&m));
+            } else if ones < 48 {
+                s = format!("{s}/{ones}");
+            }
+            out.nl();
+            out.string(name, format_args!("  {name} {s}"), &s);
+        }
+    }
     if o.eth_type != 0 || eth_type_masked {
         let t = match o.eth_type {
             ETH_P_IP => "ipv4".to_string(),
@@ -252,10 +297,14 @@ fn print_keys(o: &FlowerOpts, eth_type_masked: bool, out: &mut Out) {
     out.close_object();
 }
 
+fn mac_str(a: &[u8; 6]) -> String {
+    a.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
 #[derive(Default)]
 pub struct Flower {
-    /// By ascending handle.
-    pub filters: Vec<FlowerFilter>,
+    /// By handle.
+    pub filters: BTreeMap<u32, FlowerFilter>,
     /// The masks in creation order, each with its filters by masked key (handles)
     /// (`head->masks`, `mask->ht`).
     masks: Vec<(Mask, HashMap<MaskedKey, u32>)>,
@@ -267,7 +316,7 @@ pub struct Flower {
 
 impl Flower {
     pub fn get(&self, handle: u32) -> Option<u32> {
-        self.filters.iter().find(|f| f.handle == handle).map(|f| f.handle)
+        self.filters.contains_key(&handle).then_some(handle)
     }
 
     /// `fl_change`.
@@ -290,13 +339,14 @@ impl Flower {
             return Err(FilterError::ext("cls_flower: Mask does not fit the template"));
         }
         if let Some(h) = fh {
-            let i = self.filters.iter().position(|f| f.handle == h).expect("existing filter");
             let (mask, key) = (Mask::of(o), Mask::of(o).key(o));
             let taken = self.masks.iter().find(|(m, _)| *m == mask).and_then(|(_, t)| t.get(&key));
             if taken.is_some_and(|&other| other != h) {
-                return Err(FilterError::ext("Filter already exists"));
+                return Err(FilterError::Errno("File exists"));
             }
-            let old = std::mem::replace(&mut self.filters[i].o, o.clone());
+            let f = self.filters.get_mut(&h).expect("existing filter");
+            f.exts = exts;
+            let old = std::mem::replace(&mut f.o, o.clone());
             self.unindex(&old, h);
             self.index(o, h);
             if let Some(c) = old.classid {
@@ -305,7 +355,6 @@ impl Flower {
             if let Some(c) = o.classid {
                 self.bound.bind(c);
             }
-            self.filters[i].exts = exts;
             return Ok(());
         }
         let h = if handle == 0 {
@@ -318,10 +367,9 @@ impl Flower {
         // Same mask and same masked key as an existing filter: `fl_ht_insert_unique`.
         let mask = Mask::of(o);
         if self.masks.iter().any(|(m, t)| *m == mask && t.contains_key(&mask.key(o))) {
-            return Err(FilterError::ext("Filter already exists"));
+            return Err(FilterError::Errno("File exists"));
         }
-        let at = self.filters.iter().position(|f| f.handle > h).unwrap_or(self.filters.len());
-        self.filters.insert(at, FlowerFilter { handle: h, o: o.clone(), exts });
+        self.filters.insert(h, FlowerFilter { handle: h, o: o.clone(), exts });
         self.index(o, h);
         if let Some(c) = o.classid {
             self.bound.bind(c);
@@ -331,8 +379,7 @@ impl Flower {
 
     /// `fl_delete`; returns `last`.
     pub fn delete(&mut self, h: u32) -> bool {
-        if let Some(i) = self.filters.iter().position(|f| f.handle == h) {
-            let f = self.filters.remove(i);
+        if let Some(f) = self.filters.remove(&h) {
             self.unindex(&f.o, h);
             if let Some(c) = f.o.classid {
                 self.bound.unbind(c);
@@ -376,8 +423,7 @@ impl Flower {
     pub fn classify(&self, pkt: &mut Packet, hdr: &Headers, now: Instant) -> Option<(i32, TcfResult)> {
         for (mask, table) in &self.masks {
             let Some(&h) = table.get(&mask.packet_key(pkt, hdr)) else { continue };
-            let Ok(i) = self.filters.binary_search_by_key(&h, |f| f.handle) else { continue };
-            let f = &self.filters[i];
+            let Some(f) = self.filters.get(&h) else { continue };
             if f.o.flags & super::u32::SKIP_SW != 0 {
                 continue;
             }
@@ -390,7 +436,7 @@ impl Flower {
 
     /// `fl_walk` + `fl_dump` + tc's `flower_print_opt` for the modelled keys.
     pub fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
-        for f in &self.filters {
+        for f in self.filters.values() {
             let o = &f.o;
             ctx.entry(out, f.handle, |out| {
                 out.uint("handle", format_args!("handle {:#x} ", f.handle), f.handle as u64);
@@ -452,10 +498,10 @@ impl super::Classifier for Flower {
         Flower::dump(self, ctx, out)
     }
     fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
-        self.filters.iter().filter_map(|x| x.o.classid).for_each(f);
+        self.filters.values().filter_map(|x| x.o.classid).for_each(f);
     }
     fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
-        self.filters.iter().for_each(|x| f(&x.exts));
+        self.filters.values().for_each(|x| f(&x.exts));
     }
 }
 
@@ -479,6 +525,63 @@ fn parse_addr(s: &str, eth_type: u16) -> Option<AddrKey> {
     Some(AddrKey { addr, plen, v6 })
 }
 
+/// `ll_addr_a2n` into tc's buffer: colon-separated hex octets, at most six (a
+/// dotted IPv4 address is 4). An octet tc cannot read is its "invalid lladdr"
+/// (`Err(Some(text))`, tc then names the key). Fewer than six octets leave the rest
+/// of the buffer as it was: `base` (the mask's buffer holds the address), else a
+/// refusal (tc would send uninitialised memory).
+fn parse_mac(s: &str, base: Option<[u8; 6]>) -> Result<[u8; 6], Result<String, TcError>> {
+    let mut a = base.unwrap_or_default();
+    let mut n = 0;
+    for part in s.split(':').take(6) {
+        // sscanf("%x"): optional 0x, hex digits, anything after ignored.
+        let p = part.trim_start_matches("0x").trim_start_matches("0X");
+        let digits: String = p.chars().take_while(|c| c.is_ascii_hexdigit()).collect();
+        a[n] = u32::from_str_radix(&digits, 16)
+            .ok()
+            .and_then(|v| u8::try_from(v).ok())
+            .ok_or_else(|| Ok(format!("\"{part}\" is invalid lladdr.\n")))?;
+        n += 1;
+    }
+    if s.contains('.') || (n < 6 && base.is_none()) {
+        return Err(Err(TcError::tc(format!(
+            "qdisc-lab: MAC address \"{s}\" has fewer than 6 octets (tc would send the rest uninitialised)\n"
+        ))));
+    }
+    Ok(a)
+}
+
+/// `flower_parse_eth_addr`: ADDR, ADDR/PREFIXLEN or ADDR/MASK; a failure as tc
+/// reports it for key `name`.
+fn parse_mac_key(v: &str, name: &str) -> Result<([u8; 6], [u8; 6]), TcError> {
+    let fail = |e: Result<String, TcError>| match e {
+        Ok(text) => TcError::tc(format!("{text}Illegal \"{name}\"\n")),
+        Err(refused) => refused,
+    };
+    let (a, m) = match v.split_once('/') {
+        Some((a, m)) => (a, Some(m)),
+        None => (v, None),
+    };
+    let a = parse_mac(a, None).map_err(fail)?;
+    let m = match m {
+        None => [0xff; 6],
+        Some(m) => match crate::tc::units::get_unsigned10(m) {
+            // A prefix length: tc shifts 48 ones left by 64 - LEN and sends the top six
+            // bytes (a shift by 64 or more is undefined in C).
+            Some(bits) if (1..=64).contains(&bits) => {
+                (0xFFFF_FFFF_FFFFu64 << (64 - bits)).to_be_bytes()[..6].try_into().unwrap()
+            }
+            Some(bits) => {
+                return Err(TcError::tc(format!(
+                    "qdisc-lab: MAC prefix length {bits}: tc's mask shift is undefined for it\n"
+                )))
+            }
+            None => parse_mac(m, Some(a)).map_err(fail)?,
+        },
+    };
+    Ok((a, m))
+}
+
 /// tc side: the modelled subset of `flower_parse_opt`. `proto` is the filter's
 /// `protocol` (its ethertype becomes the eth_type key unless it is `all`).
 pub fn parse(handle: Option<&str>, proto: u16, a: &mut Args) -> Result<(u32, FlowerOpts), TcError> {
@@ -496,6 +599,15 @@ pub fn parse(handle: Option<&str>, proto: u16, a: &mut Args) -> Result<(u32, Flo
             o.flags |= super::u32::SKIP_HW;
         } else if w == "skip_sw" {
             o.flags |= super::u32::SKIP_SW;
+        } else if matches(w, "dst_mac") || matches(w, "src_mac") {
+            let v = a.value()?;
+            let name = if w.starts_with('d') { "dst_mac" } else { "src_mac" };
+            let k = parse_mac_key(v, name)?;
+            if name == "dst_mac" {
+                o.dst_mac = Some(k);
+            } else {
+                o.src_mac = Some(k);
+            }
         } else if matches(w, "ip_proto") {
             let v = a.value()?;
             if !is_ip {
@@ -561,10 +673,10 @@ pub fn parse(handle: Option<&str>, proto: u16, a: &mut Args) -> Result<(u32, Flo
         } else if matches(w, "action") {
             super::action::parse_action(a, &mut o.exts)?;
         } else if w == "help" {
-            return Err(TcError::tc("Usage: ... flower [ MATCH-LIST ] [ classid CLASSID ] [ skip_hw | skip_sw ] (qdisc-lab subset: ip_proto, src_ip, dst_ip, src_port, dst_port, ip_tos)\n"));
+            return Err(TcError::tc("Usage: ... flower [ MATCH-LIST ] [ classid CLASSID ] [ skip_hw | skip_sw ] (qdisc-lab subset: dst_mac, src_mac, ip_proto, src_ip, dst_ip, src_port, dst_port, ip_tos)\n"));
         } else {
             return Err(TcError::tc(format!(
-                "What is \"{w}\"?\nqdisc-lab flower supports: ip_proto, src_ip, dst_ip, src_port, dst_port, ip_tos, classid, skip_hw, skip_sw\n"
+                "What is \"{w}\"?\nqdisc-lab flower supports: dst_mac, src_mac, ip_proto, src_ip, dst_ip, src_port, dst_port, ip_tos, classid, skip_hw, skip_sw\n"
             )));
         }
     }
@@ -586,18 +698,22 @@ mod tests {
         Packet::new(1, 500).with_flow(FlowKey { src, dst, sport: 1000, dport, proto })
     }
 
-    #[test]
-    fn keys_match() {
-        let mut f = Flower::default();
-        let mut tb = crate::classify::action::ActionTable::default();
-        let mut ctx = ActCtx {
-            table: &mut tb,
+    fn ctx(table: &mut crate::classify::action::ActionTable) -> ActCtx<'_> {
+        ActCtx {
+            table,
             available: &|_| true,
             kernel: Default::default(),
             now: Instant::ZERO,
             at_ingress: false,
             est: None,
-        };
+        }
+    }
+
+    #[test]
+    fn keys_match() {
+        let mut f = Flower::default();
+        let mut tb = crate::classify::action::ActionTable::default();
+        let mut ctx = ctx(&mut tb);
         f.change(0, &opts("ip_proto tcp dst_ip 10.0.0.0/8 dst_port 80 classid 1:10"), None, None, &mut ctx).unwrap();
         f.change(0, &opts("ip_proto udp classid 1:20"), None, None, &mut ctx).unwrap();
         assert_eq!(f.get(2), Some(2));
@@ -609,7 +725,7 @@ mod tests {
         assert_eq!(c(&Packet::new(1, 100)), None);
         assert_eq!(
             f.change(0, &opts("ip_proto udp classid 1:30"), None, None, &mut ctx),
-            Err(FilterError::ext("Filter already exists"))
+            Err(FilterError::Errno("File exists"))
         );
     }
 
@@ -617,14 +733,7 @@ mod tests {
     fn masks_in_creation_order_and_masked_duplicates() {
         let mut f = Flower::default();
         let mut tb = crate::classify::action::ActionTable::default();
-        let mut ctx = ActCtx {
-            table: &mut tb,
-            available: &|_| true,
-            kernel: Default::default(),
-            now: Instant::ZERO,
-            at_ingress: false,
-            est: None,
-        };
+        let mut ctx = ctx(&mut tb);
         f.change(0, &opts("dst_ip 10.0.0.0/8 classid 1:1"), None, None, &mut ctx).unwrap();
         f.change(0, &opts("dst_ip 10.1.0.0/16 classid 1:2"), None, None, &mut ctx).unwrap();
         let c = |f: &Flower, mut p: Packet| {
@@ -636,7 +745,7 @@ mod tests {
         // Same mask, same masked key: refused even with other host bits.
         assert_eq!(
             f.change(0, &opts("dst_ip 10.9.9.9/8 classid 1:3"), None, None, &mut ctx),
-            Err(FilterError::ext("Filter already exists"))
+            Err(FilterError::Errno("File exists"))
         );
         // The /8 mask goes with its filter and comes back after the /16.
         assert!(!f.delete(1));
@@ -681,6 +790,57 @@ mod tests {
         let f = parse(None, ETH_P_IPV6, &mut Args::new(&["src_ip".into(), "2001:db8::/48".into()])).unwrap().1;
         assert!(v6.fits(&f));
         assert!(!v6.fits(&opts("src_ip 10.0.0.0/8")));
+    }
+
+    fn keys_text(o: &FlowerOpts) -> String {
+        let mut out = Out::text();
+        print_keys(o, false, &mut out);
+        out.into_string()
+    }
+
+    #[test]
+    fn mac_keys_parse_print_and_match_the_headers_addresses() {
+        let o = opts("dst_mac ff:ff:ff:ff:ff:ff");
+        assert_eq!(o.dst_mac, Some(([0xff; 6], [0xff; 6])));
+        // MACs come before the ethertype (flower_print_opt); a full mask is not shown.
+        assert_eq!(keys_text(&o), "\n  dst_mac ff:ff:ff:ff:ff:ff\n  eth_type ipv4");
+        // A prefix length, a leading-ones mask and a mask with holes.
+        let o = opts("src_mac e4:11:22:33:44:55/24 dst_mac 0:1:2:3:4:5/ff:ff:ff:ff:00:00");
+        assert_eq!(o.src_mac, Some(([0xe4, 0x11, 0x22, 0x33, 0x44, 0x55], [0xff, 0xff, 0xff, 0, 0, 0])));
+        assert_eq!(keys_text(&o), "\n  dst_mac 00:01:02:03:04:05/32\n  src_mac e4:11:22:33:44:55/24\n  eth_type ipv4");
+        let o = opts("dst_mac 0:1:2:3:4:5/ff:00:ff:00:00:00");
+        assert_eq!(keys_text(&o), "\n  dst_mac 00:01:02:03:04:05/ff:00:ff:00:00:00\n  eth_type ipv4");
+        // tc's refusals and what it would send uninitialised.
+        let bad = |s: &str| {
+            let v: Vec<String> = s.split_whitespace().map(String::from).collect();
+            parse(None, ETH_P_IP, &mut Args::new(&v)).unwrap_err().msg
+        };
+        assert_eq!(bad("dst_mac zz:1:2:3:4:5"), "\"zz\" is invalid lladdr.\nIllegal \"dst_mac\"\n");
+        assert_eq!(bad("src_mac 1:2:3:4:5:100"), "\"100\" is invalid lladdr.\nIllegal \"src_mac\"\n");
+        // A short mask keeps the address's bytes after its own.
+        assert_eq!(opts("src_mac 1:2:3:4:5:6/ff:ff").src_mac, Some(([1, 2, 3, 4, 5, 6], [0xff, 0xff, 3, 4, 5, 6])));
+        assert!(bad("dst_mac 1:2:3").starts_with("qdisc-lab: MAC address \"1:2:3\" has fewer than 6 octets"));
+        assert!(bad("dst_mac 1:2:3:4:5:6/0").starts_with("qdisc-lab: MAC prefix length 0"));
+
+        // The engine's packets carry no MAC addresses: the header's are zero.
+        let mut f = Flower::default();
+        let mut tb = crate::classify::action::ActionTable::default();
+        let mut ctx = ctx(&mut tb);
+        f.change(0, &opts("dst_mac ff:ff:ff:ff:ff:ff classid 1:1"), None, None, &mut ctx).unwrap();
+        f.change(0, &opts("src_mac 00:00:00:00:00:00/8 classid 1:2"), None, None, &mut ctx).unwrap();
+        let p = pkt([10, 0, 0, 1], 80, 6);
+        assert_eq!(f.classify(&mut p.clone(), &Headers::of(&p), Instant::ZERO).map(|r| r.1.classid), Some(0x10002));
+        // Same mask, same masked key: refused; another address under it: a new filter.
+        assert_eq!(
+            f.change(0, &opts("src_mac 00:11:22:33:44:55/8 classid 1:3"), None, None, &mut ctx),
+            Err(FilterError::Errno("File exists"))
+        );
+        f.change(0, &opts("src_mac 01:00:00:00:00:00/8 classid 1:3"), None, None, &mut ctx).unwrap();
+        // A template's MAC mask bounds its filters'.
+        let t = tmplt(ETH_P_IP, "dst_mac 00:00:00:00:00:00/16");
+        assert!(t.fits(&opts("dst_mac 1:2:0:0:0:0/8")));
+        assert!(!t.fits(&opts("dst_mac 1:2:3:0:0:0/24")));
+        assert!(!t.fits(&opts("src_mac 1:2:3:0:0:0/8")));
     }
 
     #[test]

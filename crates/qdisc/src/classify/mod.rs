@@ -376,6 +376,10 @@ pub struct Block {
     /// `tc_u_common`, which the kernel keys by qdisc, so the qdisc's and its classes'
     /// u32 filters share it).
     pub(crate) shared: Vec<(&'static str, Shared)>,
+    /// The netns's count of filter action lists with a `goto chain`
+    /// ([`action::ActionTable::gotos`]) when [`Block::settle`] last found none here:
+    /// until it grows, no action holds a chain and settling walks no filter.
+    no_gotos_at: Option<u64>,
 }
 
 /// `max_reclassify_loop` of `__tcf_classify`.
@@ -384,7 +388,7 @@ const MAX_RECLASSIFY_LOOP: u32 = 16;
 impl Block {
     /// An empty block of the qdisc with handle `q_handle`.
     pub fn new(q_handle: u32) -> Self {
-        Block { q_handle, classid: q_handle, chains: Vec::new(), shared: Vec::new() }
+        Block { q_handle, classid: q_handle, chains: Vec::new(), shared: Vec::new(), no_gotos_at: None }
     }
 
     /// No filters in chain 0 (the kernel's NULL `filter_list`: the qdisc's
@@ -418,10 +422,12 @@ impl Block {
     /// `tcf_chain_put_by_act` as the filters' actions came and went, and the last
     /// `tcf_chain_put`): chains that actions name now exist (new ones appended in
     /// the order the block's filters name them), and chains nothing holds are gone.
-    pub(crate) fn settle(&mut self) {
+    /// `gotos` is the netns's [`action::ActionTable::gotos`].
+    pub(crate) fn settle(&mut self, gotos: u64) {
         let mut seen: Vec<*const ()> = Vec::new();
         let mut targets: Vec<u32> = Vec::new();
-        for c in &self.chains {
+        let walk = if self.no_gotos_at == Some(gotos) { &[][..] } else { &self.chains[..] };
+        for c in walk {
             for tp in &c.protos {
                 tp.kind.for_each_exts(&mut |e| {
                     e.for_each_goto_chain(&mut |a, n| {
@@ -436,6 +442,7 @@ impl Block {
         for c in &mut self.chains {
             c.act_refs = 0;
         }
+        self.no_gotos_at = targets.is_empty().then_some(gotos);
         for n in targets {
             self.chain_get(n).act_refs += 1;
         }

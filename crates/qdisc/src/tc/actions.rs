@@ -7,7 +7,9 @@
 //! meant to be `action`), and when the kernel refuses them tc goes on reading at
 //! that word, so a refusal ends with `Command "action" is unknown`; `list`/`flush`
 //! of a kind tc has no module for say `bad action KIND` and succeed; a `list` of a
-//! kind the kernel has no module for, or of no actions, prints nothing.
+//! kind the kernel has no module for, or of no actions, prints nothing. A `list`
+//! prints `total acts N` for each netlink message of the kernel's dump
+//! ([`action::dump_messages`]).
 //!
 //! [`ActionTable`]: crate::classify::action::ActionTable
 
@@ -235,12 +237,17 @@ fn list_or_flush(tc: &mut Tc, argv: &[String], flush: bool, o: TcOpts) -> Result
     let acts = if kernel.has_action(kind) { tc.actions.dump(kind, since, tc.now) } else { Vec::new() };
     let mut out = out(o);
     out.start_top();
-    if !acts.is_empty() {
-        total(&mut out, acts.len() as u64);
+    // print_action, once per netlink message of the dump: its count, its actions
+    // numbered from 0.
+    let mut rest = &acts[..];
+    for n in action::dump_messages(&acts) {
+        let (msg, more) = rest.split_at(n);
+        rest = more;
+        total(&mut out, n as u64);
         out.open_object(None);
         out.open_array("actions", "");
-        for (n, a) in acts.iter().enumerate() {
-            action::print_one(&mut out, a, n as u64, false, tc.now);
+        for (order, a) in msg.iter().enumerate() {
+            action::print_one(&mut out, a, order as u64, false, tc.now);
         }
         out.close_array("");
         out.close_object();

@@ -308,7 +308,8 @@ fn modify(tc: &mut Tc, req: Req, argv: &[String], raw: bool) -> Result<(), TcErr
     };
     if let Ok((at, _)) = find_block(tc, target, parent) {
         // The chains' references after the change (actions' and filters').
-        block_mut(tc, &at).settle();
+        let gotos = tc.actions.gotos;
+        block_mut(tc, &at).settle(gotos);
         let (unbound, bound) = binds.split();
         if let At::Qdisc { di, path, .. } = &at {
             if !(unbound.is_empty() && bound.is_empty()) {

@@ -131,6 +131,11 @@ fn parse_args(a: &mut Args, sel: &mut Csum) {
 }
 
 impl Csum {
+    /// `tcf_csum_dump`: `struct tc_csum` (tc_gen, update flags), the times.
+    pub(crate) fn dump_size(&self) -> usize {
+        use super::{nla, TC_GEN, TM};
+        nla(TC_GEN + 4) + TM
+    }
     /// `tcf_csum_act` on `pkt`: the verdict, or None for a drop.
     pub fn act(&self, pkt: &Packet) -> Option<i32> {
         if self.action == TC_ACT_SHOT {

@@ -116,6 +116,12 @@ fn parse_args(a: &mut Args, sel: &mut Nat) -> Result<Option<()>, Fail> {
 }
 
 impl Nat {
+    /// `tcf_nat_dump`: `struct tc_nat` (tc_gen, old and new address, mask, flags),
+    /// the times.
+    pub(crate) fn dump_size(&self) -> usize {
+        use super::{nla, TC_GEN, TM};
+        nla(TC_GEN + 16) + TM
+    }
     /// `tcf_nat_act` on `pkt`: the verdict, or None for a drop (the caller counts
     /// it).
     pub fn act(&self, pkt: &mut Packet) -> Option<i32> {

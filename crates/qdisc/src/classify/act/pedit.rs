@@ -648,6 +648,15 @@ impl Frame {
 }
 
 impl Pedit {
+    /// `tcf_pedit_dump`: `struct tc_pedit` (tc_gen, nkeys, flags, padded to 24)
+    /// with its keys (24 bytes each), the extended keys' nest (htype and cmd, a u16
+    /// each, per key) when extended, the times.
+    pub(crate) fn dump_size(&self) -> usize {
+        use super::{nla, TM};
+        let n = self.keys.len();
+        let ex = if self.extended { 4 + n * (4 + nla(2) + nla(2)) } else { 0 };
+        nla(24 + 24 * n) + ex + TM
+    }
     /// `tcf_pedit_act` on `pkt`'s headers: false when a key could not be applied
     /// (the caller counts the overlimit).
     pub fn act(&self, pkt: &mut Packet) -> bool {

@@ -107,6 +107,11 @@ impl Spec {
 }
 
 impl Sample {
+    /// `tcf_sample_dump`: parms, the times, rate, trunc size when set, group.
+    pub(crate) fn dump_size(&self) -> usize {
+        use super::{nla, TC_GEN, TM};
+        nla(TC_GEN) + TM + nla(4) + self.trunc.map_or(0, |_| nla(4)) + nla(4)
+    }
     /// m_sample.c `print_sample` up to the index line.
     pub fn print(&self, out: &mut Out) {
         out.string("kind", format_args!("sample "), "sample");

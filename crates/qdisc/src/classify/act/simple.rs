@@ -89,6 +89,11 @@ impl Spec {
 }
 
 impl Simple {
+    /// `tcf_simp_dump`: parms, the string with its NUL, the times.
+    pub(crate) fn dump_size(&self) -> usize {
+        use super::{nla, TC_GEN, TM};
+        nla(TC_GEN) + nla(self.sdata.len() + 1) + TM
+    }
     /// m_simple.c `print_simple` up to the index line.
     pub fn print(&self, out: &mut Out) {
         out.string("simple", format_args!("Simple <{}>", self.sdata), &self.sdata);

@@ -165,6 +165,20 @@ impl Spec {
 }
 
 impl Skbedit {
+    /// The bytes of `tcf_skbedit_dump`'s attributes: parms, the optional ones set,
+    /// TCA_SKBEDIT_FLAGS (a u64) for inheritdsfield, the times.
+    pub(crate) fn dump_size(&self) -> usize {
+        use super::{nla, TC_GEN, TM};
+        let opt = |set: bool, n: usize| if set { nla(n) } else { 0 };
+        nla(TC_GEN)
+            + opt(self.priority.is_some(), 4)
+            + opt(self.queue_mapping.is_some(), 2)
+            + opt(self.mark.is_some(), 4)
+            + opt(self.ptype.is_some(), 2)
+            + opt(self.mask.is_some(), 4)
+            + opt(self.inheritdsfield, 8)
+            + TM
+    }
     /// How many of the attributes are set (the kernel's `flags` bits).
     fn edits(&self) -> usize {
         [

@@ -235,6 +235,15 @@ impl Spec {
 }
 
 impl Vlan {
+    /// `tcf_vlan_dump`: `struct tc_vlan` (tc_gen, v_action); for push and modify
+    /// the id, protocol and the priority when it exists; for push_eth both
+    /// addresses; the times.
+    pub(crate) fn dump_size(&self) -> usize {
+        use super::{nla, TC_GEN, TM};
+        let tag = if is_push_or_modify(self.v_action) { nla(2) + nla(2) + self.prio.map_or(0, |_| nla(1)) } else { 0 };
+        let eth = if self.v_action == PUSH_ETH { 2 * nla(6) } else { 0 };
+        nla(TC_GEN + 4) + tag + eth + TM
+    }
     /// `tcf_vlan_act` on an untagged frame with its Ethernet header: the verdict,
     /// or None for the drop of `push_eth`.
     pub fn act(&self) -> Option<i32> {
