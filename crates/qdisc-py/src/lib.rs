@@ -399,7 +399,7 @@ impl Tc {
                 d.set_item("hash", p.hash)?;
                 d.set_item("enqueued_at_ns", p.enqueued_at.as_nanos())?;
                 d.set_item("ce", p.ecn() == 3)?;
-                if let Some(f) = &p.flow {
+                if let Some(f) = p.flow() {
                     let ip = |b: [u8; 16]| {
                         let v6 = std::net::Ipv6Addr::from(b);
                         v6.to_ipv4_mapped().map(|v4| v4.to_string()).unwrap_or_else(|| v6.to_string())

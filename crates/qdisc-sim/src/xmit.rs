@@ -299,7 +299,7 @@ pub fn onward(p: &Packet, id: u64, len: u32, segs: u16, keep_flow: bool) -> Pack
     f.tos = p.tos;
     f.hash = p.hash;
     if keep_flow {
-        f.flow = p.flow.clone();
+        f.set_flow(p.flow().copied());
     }
     f
 }

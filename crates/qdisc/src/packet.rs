@@ -130,15 +130,19 @@ impl PartialEq for Socket {
 
 impl Eq for Socket {}
 
-/// One skb. `len` is `qdisc_skb_cb(skb)->pkt_len`: the bytes the qdisc accounts,
-/// including all GSO segments' headers (§1.2 of docs/kernel-notes.md).
-///
 /// Where a packet's [`part`](Packet::part) starts in its `id`.
 pub const PART_SHIFT: u32 = 48;
 
-/// Every enqueue and dequeue moves a packet by value, so it is kept small (72
-/// bytes): the rarely-present 5-tuple is boxed, and the socket is shared by
-/// reference like the kernel's `skb->sk`.
+/// One skb. `len` is `qdisc_skb_cb(skb)->pkt_len`: the bytes the qdisc accounts,
+/// including all GSO segments' headers (§1.2 of docs/kernel-notes.md).
+///
+/// Every enqueue and dequeue moves a packet by value, so it is kept to one 64-byte
+/// cache line (asserted below): what few packets carry — the 5-tuple, and `skb->len`
+/// while a size table's length is in `len` — is boxed in [`Rare`], and the socket is
+/// shared by reference like the kernel's `skb->sk`. The simulator gives every packet
+/// a 5-tuple, so its size-tabled packets pay nothing more; elsewhere a size-tabled
+/// packet pays one allocation, where an inline field would cost every packet a
+/// second cache line.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Packet {
     /// Caller's identifier, carried through untouched (for tracing departures), below
@@ -163,14 +167,24 @@ pub struct Packet {
     pub tstamp: Instant,
     /// Set by the qdisc that queued it: when it was enqueued.
     pub enqueued_at: Instant,
-    /// The 5-tuple, if known.
-    pub flow: Option<Box<FlowKey>>,
     /// The sending socket, if any (`skb->sk`), shared by all its packets.
     pub sk: Option<Arc<Socket>>,
+    /// The 5-tuple ([`Packet::flow`]) and the size-tabled packet's `skb->len`; `None`
+    /// when the packet has neither, so equal packets compare equal.
+    rare: Option<Box<Rare>>,
     /// [`CHARGED`], [`NETEM_DUP`], [`CORRUPTED`], [`STABBED`]: one byte, with unused
     /// values left as a niche for `Option<Packet>`.
     flags: Flags,
-    /// `skb->len` while a size table's length is in `len` ([`STABBED`]; crate::stab).
+}
+
+const _: () = assert!(std::mem::size_of::<Packet>() == 64 && std::mem::size_of::<Option<Packet>>() == 64);
+
+/// The fields few packets have, out of line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Rare {
+    /// The 5-tuple, if known.
+    flow: Option<FlowKey>,
+    /// `skb->len` while [`STABBED`] (crate::stab), else 0.
     stab_skb_len: u32,
 }
 
@@ -247,10 +261,9 @@ impl Clone for Packet {
             truesize: self.truesize,
             tstamp: self.tstamp,
             enqueued_at: self.enqueued_at,
-            flow: self.flow.clone(),
             sk: self.sk.clone(),
+            rare: self.rare.clone(),
             flags: self.flags.with(self.flags.bits() & !CHARGED),
-            stab_skb_len: self.stab_skb_len,
         }
     }
 }
@@ -271,7 +284,6 @@ impl Packet {
             len,
             gso_segs: 1,
             hash: 0,
-            flow: None,
             priority: 0,
             mark: 0,
             tos: 0,
@@ -279,8 +291,8 @@ impl Packet {
             sk: None,
             truesize: truesize_of(len),
             enqueued_at: Instant::ZERO,
+            rare: None,
             flags: Flags::F0,
-            stab_skb_len: 0,
         }
     }
     /// `skb_gso_segment` of a GSO packet: `gso_segs` new skbs sharing `len` as evenly
@@ -294,7 +306,7 @@ impl Packet {
             let seg_len = base + u32::from(i < extra);
             let mut seg = self.clone();
             // Each segment's qdisc length is its own skb's (tbf_segment).
-            seg.flags = seg.flags.with(seg.flags.bits() & !STABBED);
+            seg.unstab();
             (seg.len, seg.gso_segs, seg.truesize) = (seg_len, 1, truesize_of(seg_len));
             seg.id = self.whole_id() | (u64::from(i) + 1) << PART_SHIFT;
             seg
@@ -302,22 +314,56 @@ impl Packet {
     }
     /// `skb->len`: what the driver sends, whatever a size table made `len`.
     pub fn skb_len(&self) -> u32 {
-        if self.flags.bits() & STABBED != 0 {
-            self.stab_skb_len
-        } else {
-            self.len
+        match &self.rare {
+            Some(r) if self.flags.bits() & STABBED != 0 => r.stab_skb_len,
+            _ => self.len,
         }
     }
     /// A size table's length for the qdiscs (`__qdisc_calculate_pkt_len`).
     pub(crate) fn set_qdisc_len(&mut self, len: u32) {
-        self.stab_skb_len = self.skb_len();
+        let skb_len = self.skb_len();
+        self.rare.get_or_insert_default().stab_skb_len = skb_len;
         self.flags = self.flags.with(self.flags.bits() | STABBED);
         self.len = len;
     }
     /// Leaving the qdisc tree (to the driver, or redirected): `len` is the skb's again.
+    /// An unstabbed packet (the flag alone says so) never touches its box.
     pub fn unstab(&mut self) {
+        if self.flags.bits() & STABBED == 0 {
+            return;
+        }
         self.len = self.skb_len();
         self.flags = self.flags.with(self.flags.bits() & !STABBED);
+        self.set_rare(|r| r.stab_skb_len = 0);
+    }
+    /// The 5-tuple, if known.
+    pub fn flow(&self) -> Option<&FlowKey> {
+        self.rare.as_ref()?.flow.as_ref()
+    }
+    pub fn flow_mut(&mut self) -> Option<&mut FlowKey> {
+        self.rare.as_mut()?.flow.as_mut()
+    }
+    /// Give the packet a 5-tuple, or take it away (`skb->hash` is left alone).
+    pub fn set_flow(&mut self, flow: Option<FlowKey>) {
+        self.set_rare(|r| r.flow = flow);
+    }
+    /// Change the boxed fields, keeping the box only while it holds something.
+    fn set_rare(&mut self, f: impl FnOnce(&mut Rare)) {
+        match &mut self.rare {
+            Some(r) => {
+                f(r);
+                if **r == Rare::default() {
+                    self.rare = None;
+                }
+            }
+            None => {
+                let mut r = Rare::default();
+                f(&mut r);
+                if r != Rare::default() {
+                    self.rare = Some(Box::new(r));
+                }
+            }
+        }
     }
     /// 0 for a packet as its sender built it; k ≥ 1 for the k-th segment a qdisc cut
     /// out of the GSO skb [`whole_id`](Self::whole_id) (tbf's, netem's and cake's
@@ -373,7 +419,7 @@ impl Packet {
     }
     pub fn with_flow(mut self, flow: FlowKey) -> Self {
         self.hash = flow.hash();
-        self.flow = Some(Box::new(flow));
+        self.set_flow(Some(flow));
         self
     }
     pub fn with_socket(mut self, sk: Arc<Socket>) -> Self {
@@ -406,13 +452,35 @@ pub fn truesize_of(len: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
-    use super::{Packet, Socket};
+    use super::{FlowKey, Packet, Socket};
     use std::sync::Arc;
 
     #[test]
-    fn packet_stays_small() {
-        assert_eq!(std::mem::size_of::<super::Packet>(), 72);
-        assert_eq!(std::mem::size_of::<Option<super::Packet>>(), 72);
+    fn the_size_tabled_length_and_the_5_tuple_share_one_box() {
+        let key = FlowKey { sport: 5, dport: 6, proto: 17, ..FlowKey::default() };
+        for flow in [None, Some(key)] {
+            let mut p = Packet::new(1, 3000);
+            p.set_flow(flow);
+            p.gso_segs = 2;
+            let fresh = p.clone();
+            p.set_qdisc_len(4000);
+            assert_eq!((p.len, p.skb_len(), p.flow()), (4000, 3000, flow.as_ref()));
+            assert_ne!(p, fresh);
+            // A clone carries both; segments only the 5-tuple, at their own length.
+            let c = p.clone();
+            assert_eq!((c.len, c.skb_len(), c.flow()), (4000, 3000, flow.as_ref()));
+            for s in p.gso_segments() {
+                assert_eq!((s.len, s.skb_len(), s.flow()), (1500, 1500, flow.as_ref()));
+                assert_eq!(s.rare.is_some(), flow.is_some());
+            }
+            p.unstab();
+            assert_eq!((p.len, p.skb_len(), p.flow()), (3000, 3000, flow.as_ref()));
+            // Nothing of the table is left: it equals the packet it was, box and all.
+            assert_eq!(p, fresh);
+            assert_eq!(p.rare.is_some(), flow.is_some());
+            p.set_flow(None);
+            assert!(p.rare.is_none());
+        }
     }
 
     #[test]

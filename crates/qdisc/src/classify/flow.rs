@@ -332,7 +332,7 @@ fn dst_fold(hdr: &Headers) -> u32 {
 
 /// `flow_key_get` for the keys the engine gives.
 fn key_get(key: usize, pkt: &Packet, hdr: &Headers) -> u32 {
-    let f = pkt.flow.as_deref();
+    let f = pkt.flow();
     let addr = |a: &[u8; 16]| u32::from_be_bytes(a[12..].try_into().expect("4 bytes"));
     let ports = f.filter(|f| matches!(f.proto, 6 | 17 | 132) && (f.sport != 0 || f.dport != 0));
     match key {

@@ -155,7 +155,7 @@ impl Mask {
     }
     /// The packet's key under this mask (`skb_flow_dissect` + `fl_set_masked_key`).
     fn packet_key(&self, pkt: &Packet, hdr: &Headers) -> MaskedKey {
-        let flow = pkt.flow.as_deref();
+        let flow = pkt.flow();
         let ports = flow.filter(|_| matches!(hdr.ip_proto, Some(6 | 17 | 132)));
         let mac = |at: usize| -> [u8; 6] { hdr.bytes[at..at + 6].try_into().unwrap() };
         MaskedKey {

@@ -622,7 +622,7 @@ pub struct Headers {
 impl Headers {
     pub fn of(pkt: &Packet) -> Self {
         let mut h = Headers { protocol: ETH_P_IP, bytes: [0; 74], filled: 0, len: 0, ip_proto: None };
-        let Some(f) = pkt.flow.as_deref() else { return h };
+        let Some(f) = pkt.flow() else { return h };
         let v4 = f.src[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
         h.protocol = if v4 { ETH_P_IP } else { ETH_P_IPV6 };
         h.ip_proto = Some(f.proto);
@@ -686,25 +686,24 @@ impl Headers {
     /// addresses, and the ports of a TCP/UDP/SCTP flow. Everything else in them
     /// (MACs, ethertype, TTL, lengths, flags, checksums) has no field to go to.
     pub fn write_back(&self, bytes: &[u8; Self::LEN], pkt: &mut Packet) {
-        let Some(f) = pkt.flow.as_deref_mut() else { return };
+        let Some(f) = pkt.flow_mut() else { return };
         let l3 = 14;
-        let l4 = if self.protocol == ETH_P_IP {
-            pkt.tos = bytes[l3 + 1];
+        let (tos, l4) = if self.protocol == ETH_P_IP {
             f.proto = bytes[l3 + 9];
             f.src[12..].copy_from_slice(&bytes[l3 + 12..l3 + 16]);
             f.dst[12..].copy_from_slice(&bytes[l3 + 16..l3 + 20]);
-            l3 + 20
+            (bytes[l3 + 1], l3 + 20)
         } else {
-            pkt.tos = (bytes[l3] << 4) | (bytes[l3 + 1] >> 4);
             f.proto = bytes[l3 + 6];
             f.src.copy_from_slice(&bytes[l3 + 8..l3 + 24]);
             f.dst.copy_from_slice(&bytes[l3 + 24..l3 + 40]);
-            l3 + 40
+            ((bytes[l3] << 4) | (bytes[l3 + 1] >> 4), l3 + 40)
         };
         if matches!(self.ip_proto, Some(6 | 17 | 132)) {
             f.sport = u16::from_be_bytes([bytes[l4], bytes[l4 + 1]]);
             f.dport = u16::from_be_bytes([bytes[l4 + 2], bytes[l4 + 3]]);
         }
+        pkt.tos = tos;
     }
 
     /// `skb_header_pointer(skb, skb_network_offset + off, 4)` as a host-order u32

@@ -1438,7 +1438,7 @@ impl Cake {
         }
         // skb->hash with l4_hash set: the packet's own hash; else the dissected keys.
         // The host hashes are only worked out when the mode looks at hosts.
-        let key = pkt.flow.as_deref();
+        let key = pkt.flow();
         let mut flow_hash = 0;
         if flow_override != 0 {
             flow_hash = flow_override - 1;

@@ -276,7 +276,7 @@ impl Choke {
             return None;
         }
         let idx = self.peek_random();
-        (self.tab[idx].as_ref().map(|o| &o.flow) == Some(&pkt.flow)).then_some(idx)
+        (self.tab[idx].as_ref().map(|o| o.flow()) == Some(pkt.flow())).then_some(idx)
     }
 }
 

@@ -195,13 +195,18 @@ impl Qdisc for Fifo {
     }
 
     fn dequeue(&mut self, sch: &mut Sch, _now: Instant) -> Dequeued {
-        // Count from the queued packet, then move it out whole: the packet is
-        // copied into the answer as one block (no field stored separately), so the
-        // caller's loads of it forward from the stores.
-        let Some(p) = self.q.front() else { return Dequeued::Empty };
+        // Count from the queued packet, then move it out whole, as a `Packet` and
+        // not through `pop_front`'s `Option`: checking that one's tag (the flags
+        // byte, the niche) splits the copy into 63 bytes and that byte, and the
+        // caller's 16-byte load of the packet's last quarter, spanning both stores,
+        // then stalls instead of being forwarded from them. The empty packet left
+        // in its place owns nothing and is not charged, so it is popped unread.
+        let Some(p) = self.q.front_mut() else { return Dequeued::Empty };
         sch.stats.unqueued(p.len);
         sch.stats.sent(p);
-        self.q.pop_front().map_or(Dequeued::Empty, Dequeued::Packet)
+        let p = std::mem::replace(p, Packet::new(0, 0));
+        std::mem::forget(self.q.pop_front());
+        Dequeued::Packet(p)
     }
 
     fn peek<'a>(&'a mut self, _sch: &'a mut Sch, _now: Instant) -> Option<&'a Packet> {

@@ -1646,7 +1646,7 @@ mod tests {
         assert_eq!(deq, both + 84);
         assert_eq!(end!(cstats, CodelStats), deq + 64);
         assert_eq!(end!(cparams, CodelParams), deq + 44);
-        assert_eq!(size_of::<Option<Packet>>(), 72);
+        assert_eq!(size_of::<Option<Packet>>(), 64);
         eprintln!("fq_codel: {} bytes", size_of::<FqCodel>());
     }
 

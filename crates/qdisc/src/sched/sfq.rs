@@ -304,7 +304,7 @@ pub fn siphash24(k0: u64, k1: u64, data: &[u8]) -> u64 {
 
 /// The keyed flow hash standing in for `skb_get_hash_perturb` (32 bits).
 pub(crate) fn flow_hash(key: (u64, u64), pkt: &Packet) -> u32 {
-    let h = match pkt.flow.as_deref() {
+    let h = match pkt.flow() {
         Some(f) => {
             let mut b = [0u8; 37];
             b[..16].copy_from_slice(&f.src);

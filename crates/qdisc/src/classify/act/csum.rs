@@ -141,7 +141,7 @@ impl Csum {
         if self.action == TC_ACT_SHOT {
             return None;
         }
-        if pkt.flow.is_none() {
+        if pkt.flow().is_none() {
             return Some(self.action);
         }
         let h = Headers::of(pkt);

@@ -196,7 +196,7 @@ mod tests {
         let mut p = Packet::new(1, 100).with_flow(FlowKey { src, dst, sport: 1, dport: 2, proto: 17 });
         let n = spec("nat egress 10.0.0.0/8 192.168.0.0").unwrap().params;
         assert_eq!(n.act(&mut p), Some(TC_ACT_OK));
-        assert_eq!(p.flow.as_deref().unwrap().src[12..], [192, 1, 2, 3]);
+        assert_eq!(p.flow().unwrap().src[12..], [192, 1, 2, 3]);
         // Ingress looks at the destination, which is not in the prefix.
         let n = spec("nat ingress 10.0.0.0/8 192.168.0.0").unwrap().params;
         let before = p.clone();

@@ -661,9 +661,10 @@ impl Pedit {
     /// (the caller counts the overlimit).
     pub fn act(&self, pkt: &mut Packet) -> bool {
         let h = Headers::of(pkt);
-        let mut f = Frame { bytes: h.bytes(), len: pkt.len as i64, protocol: pkt.flow.is_some().then_some(h.protocol) };
+        let mut f =
+            Frame { bytes: h.bytes(), len: pkt.len as i64, protocol: pkt.flow().is_some().then_some(h.protocol) };
         let ok = self.keys.iter().all(|k| self.apply(&mut f, k));
-        if pkt.flow.is_some() {
+        if pkt.flow().is_some() {
             h.write_back(&f.bytes, pkt);
         }
         ok
@@ -843,7 +844,7 @@ mod tests {
         let mut p = tcp4();
         p.tos = 0x01;
         assert!(e.act(&mut p));
-        let f = p.flow.as_deref().unwrap();
+        let f = p.flow().unwrap();
         // `retain 0xfc` keeps the ECN bits; the TTL is not carried.
         assert_eq!((p.tos, f.src[12..].to_vec(), f.dport, f.sport), (0xb9, vec![192, 168, 1, 1], 8080, 1000));
         // add: 0xb8 + 4 under the byte's mask.
@@ -853,7 +854,7 @@ mod tests {
         // A udp key on a TCP/IPv4 packet edits the same transport header (IHL 5).
         let e = spec("pedit ex munge udp sport set 7").unwrap().params;
         assert!(e.act(&mut p));
-        assert_eq!(p.flow.as_deref().unwrap().sport, 7);
+        assert_eq!(p.flow().unwrap().sport, 7);
         // Past the packet: an overlimit, nothing changed.
         let e = spec("pedit munge offset 84 u32 set 1 munge ip tos set 0").unwrap().params;
         let before = p.clone();

@@ -201,7 +201,7 @@ impl Skbedit {
             pkt.priority = p;
         }
         if self.inheritdsfield {
-            let need = match pkt.flow.is_some().then(|| Headers::of(pkt).protocol) {
+            let need = match pkt.flow().is_some().then(|| Headers::of(pkt).protocol) {
                 Some(ETH_P_IP) => Some(20),
                 Some(ETH_P_IPV6) => Some(40),
                 Some(_) => None,
