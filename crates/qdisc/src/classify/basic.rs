@@ -59,17 +59,7 @@ NOTE: CLASSID is parsed as hexadecimal input.
 
 /// tc side: `basic_parse_opt`.
 pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, BasicOpts), TcError> {
-    let h = match handle {
-        Some(s) => {
-            // strtol(…, 0) unchecked but for its saturation.
-            let v = crate::tc::units::strtol0_prefix(s.as_bytes()).map_or(0, |(v, _)| v);
-            if v == i64::MIN || v == i64::MAX {
-                return Err(TcError::usage(format!("Illegal handle \"{s}\", must be numeric.\n")));
-            }
-            v as u32
-        }
-        None => 0,
-    };
+    let h = super::strtol_handle(handle)?;
     let mut o = BasicOpts::default();
     if a.is_empty() {
         return Ok((h, o));

@@ -12,8 +12,8 @@
 //! [`classify::TmpltOps`]), which a new filter of the chain must match in kind
 //! ("Chain template is set to a different filter kind") and the kind checks further.
 //!
-//! Limits: no shared blocks (`block N`), no estimators; the route and cgroup
-//! classifiers are refused by name ([`classify::REFUSED`]).
+//! Limits: no shared blocks (`block N`), no estimators; the route classifier is
+//! refused by name ([`classify::REFUSED`]).
 
 use std::any::Any;
 
