@@ -252,7 +252,10 @@ mod tests {
         let add = "filter add dev eth0 parent 1: protocol ip prio 1";
         // No handle: EINVAL.
         let (c, _, e) = run(&mut t, &format!("{add} cgroup"));
-        assert_eq!((c, e.as_str()), (2, "RTNETLINK answers: Invalid argument\nWe have an error talking to the kernel\n"));
+        assert_eq!(
+            (c, e.as_str()),
+            (2, "RTNETLINK answers: Invalid argument\nWe have an error talking to the kernel\n")
+        );
         assert_eq!(run(&mut t, &format!("{add} handle 1 cgroup action pass")).0, 0);
         // add again with the same handle replaces (get never finds it).
         assert_eq!(run(&mut t, &format!("{add} handle 1 cgroup action drop")).0, 0);
@@ -265,7 +268,10 @@ mod tests {
             (2, "RTNETLINK answers: No such file or directory\nWe have an error talking to the kernel\n")
         );
         let (c, _, e) = run(&mut t, "filter del dev eth0 parent 1: protocol ip prio 1 handle 1 cgroup");
-        assert_eq!((c, e.as_str()), (2, "Error: Specified filter handle not found.\nWe have an error talking to the kernel\n"));
+        assert_eq!(
+            (c, e.as_str()),
+            (2, "Error: Specified filter handle not found.\nWe have an error talking to the kernel\n")
+        );
         assert_eq!(run(&mut t, "filter del dev eth0 parent 1: protocol ip prio 1 cgroup").0, 0);
         assert_eq!(run(&mut t, "filter show dev eth0").1, "");
     }
@@ -279,6 +285,9 @@ mod tests {
             (1, "What is \"classid\"?\nUsage: ... cgroup [ match EMATCH_TREE ]\n                  [ action ACTION_SPEC ]\n")
         );
         let (c, _, e) = run(&mut t, "filter add dev eth0 parent 1: prio 1 handle zz9 cgroup");
-        assert_eq!((c, e.as_str()), (2, "RTNETLINK answers: Invalid argument\nWe have an error talking to the kernel\n"));
+        assert_eq!(
+            (c, e.as_str()),
+            (2, "RTNETLINK answers: Invalid argument\nWe have an error talking to the kernel\n")
+        );
     }
 }

@@ -848,7 +848,10 @@ fn scan_hex(b: &[u8]) -> Option<(u32, usize)> {
         }
         _ => false,
     };
-    if b.get(i) == Some(&b'0') && matches!(b.get(i + 1), Some(b'x' | b'X')) && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit) {
+    if b.get(i) == Some(&b'0')
+        && matches!(b.get(i + 1), Some(b'x' | b'X'))
+        && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
+    {
         i += 2;
     }
     let digits = b[i..].iter().take_while(|c| c.is_ascii_hexdigit()).count();
@@ -1114,7 +1117,8 @@ impl Kind {
             Kind::Canid(rules) => {
                 out.fprintf(format_args!("canid("));
                 for (i, &(id, mask)) in rules.iter().enumerate() {
-                    let (name, full) = if id & CAN_EFF_FLAG != 0 { ("eff", CAN_EFF_MASK) } else { ("sff", CAN_SFF_MASK) };
+                    let (name, full) =
+                        if id & CAN_EFF_FLAG != 0 { ("eff", CAN_EFF_MASK) } else { ("sff", CAN_SFF_MASK) };
                     out.fprintf(format_args!("{name} 0x{:X}", id & full));
                     if mask != CAN_EFF_FLAG | full {
                         out.fprintf(format_args!(":0x{:X}", mask & full));

@@ -261,7 +261,12 @@ fn new<T: Classifier + Default + 'static>(_: Option<Shared>, _: u16) -> Result<B
 /// one entry here.
 pub const CLASSIFIERS: &[ClassifierOps] = &[
     ClassifierOps { kind: "basic", parse: |h, _, a| opts(basic::parse(h, a)), init: new::<basic::Basic>, tmplt: None },
-    ClassifierOps { kind: "cgroup", parse: |h, _, a| opts(cgroup::parse(h, a)), init: new::<cgroup::Cgroup>, tmplt: None },
+    ClassifierOps {
+        kind: "cgroup",
+        parse: |h, _, a| opts(cgroup::parse(h, a)),
+        init: new::<cgroup::Cgroup>,
+        tmplt: None,
+    },
     ClassifierOps { kind: "flow", parse: |h, _, a| opts(flow::parse(h, a)), init: flow::Flow::new_proto, tmplt: None },
     ClassifierOps {
         kind: "flower",
