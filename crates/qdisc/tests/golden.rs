@@ -174,6 +174,7 @@ const TRUESIZE_CASES: &[&str] = &["fq_pie-traffic"];
 const ACTION_AGE_CASES: &[&str] = &[
     "filter-chains",
     "filter-basic",
+    "filter-cgroup",
     "pedit-actions",
     "pedit-filters",
     "nat-actions",
@@ -183,9 +184,11 @@ const ACTION_AGE_CASES: &[&str] = &[
     "vlan-actions",
 ];
 
-/// Remove ` installed N sec`, ` used N sec` and ` firstused N sec`.
+/// Remove ` installed N sec`, ` used N sec` and ` firstused N sec`, and in `-j`
+/// output `,"installed":N`, `,"last_used":N` and `,"first_used":N` (`print_tm`).
 fn strip_action_ages(s: &str) -> String {
-    let mut out = s.to_string();
+    let re = regex::Regex::new(r#","(installed|last_used|first_used)":[0-9]+"#).expect("pattern");
+    let mut out = re.replace_all(s, "").into_owned();
     for word in [" installed ", " used ", " firstused "] {
         let mut kept = String::with_capacity(out.len());
         let mut rest = out.as_str();

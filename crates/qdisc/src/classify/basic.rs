@@ -173,7 +173,7 @@ impl Basic {
     /// `basic_walk` + `basic_dump` + tc's `basic_print_opt`.
     fn print(&self, ctx: &super::DumpCtx, out: &mut Out) {
         for f in &self.filters {
-            ctx.entry(out, f.handle, |out| {
+            ctx.entry(out, f.handle, Some(&f.exts), |out| {
                 // print_hex: the JSON value is the bare hex digits.
                 let h = format!("{:x}", f.handle);
                 out.string("handle", format_args!("handle 0x{h} "), &h);

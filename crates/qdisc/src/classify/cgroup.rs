@@ -153,7 +153,7 @@ impl super::Classifier for Cgroup {
     /// `cls_cgroup_walk` + `cls_cgroup_dump` + tc's `cgroup_print_opt`.
     fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         let Some(h) = &self.head else { return };
-        ctx.entry(out, h.handle, |out| {
+        ctx.entry(out, h.handle, Some(&h.exts), |out| {
             // print_0xhex: "%#llx" in text and JSON alike (the handle is never 0).
             let x = format!("{:#x}", h.handle);
             out.string("handle", format_args!("handle {x} "), &x);

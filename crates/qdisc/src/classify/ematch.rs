@@ -558,21 +558,24 @@ fn flatten(root: &[Node], out: &mut Vec<Ematch>, words: &[String]) -> Result<(),
 }
 
 /// `em_parse_error` from a kind's parser: the message, the word trace, the kind's
-/// arguments with `carg` marked, the kind's usage.
+/// arguments from where its parser stands (none: no such line, as for C's NULL)
+/// with `carg` marked, the kind's usage.
 fn em_err(words: &[String], kind: &str, args: &[Arg], carg: Option<usize>, msg: &str, usage: &str) -> String {
     let mut s = format!("{msg}\n{}", trace(words));
-    s.push_str(&format!("... {kind}("));
-    for (i, a) in args.iter().enumerate() {
-        let mark = carg == Some(i);
-        s.push_str(&format!(
-            "{}{}{}{}",
-            if mark { ">>" } else { "" },
-            a.ascii(),
-            if mark { "<<" } else { "" },
-            if i + 1 < args.len() { " " } else { "" }
-        ));
+    if !args.is_empty() {
+        s.push_str(&format!("... {kind}("));
+        for (i, a) in args.iter().enumerate() {
+            let mark = carg == Some(i);
+            s.push_str(&format!(
+                "{}{}{}{}",
+                if mark { ">>" } else { "" },
+                a.ascii(),
+                if mark { "<<" } else { "" },
+                if i + 1 < args.len() { " " } else { "" }
+            ));
+        }
+        s.push_str(")...\n");
     }
-    s.push_str(")...\n");
     s.push_str(usage);
     s
 }
@@ -797,12 +800,10 @@ Example: canid(sff 0x123 sff 0x124 sff 0x125:0xf)
 ";
 
 /// tc's `canid_parse_eopt` (at most 400 rules, its array's growth limit), then the
-/// kernel's `em_canid_change` order: extended-frame rules first.
+/// kernel's `em_canid_change` order: extended-frame rules first. Its errors list the
+/// arguments from the one it stands on (C's moving `args`).
 fn parse_canid(args: &[Arg], words: &[String]) -> Result<Kind, String> {
-    let err = |c: Option<usize>, m: &str| em_err(words, "canid", args, c, m, CANID_USAGE);
-    if args.is_empty() {
-        return Err(err(None, "canid: missing arguments"));
-    }
+    let err = |at: usize, m: &str| em_err(words, "canid", &args[at.min(args.len())..], Some(0), m, CANID_USAGE);
     let mut rules = Vec::new();
     let mut i = 0;
     while i < args.len() {
@@ -811,20 +812,20 @@ fn parse_canid(args: &[Arg], words: &[String]) -> Result<Kind, String> {
         } else if args[i].is("eff") {
             true
         } else {
-            return Err(err(Some(i), "canid: invalid key"));
+            return Err(err(i, "canid: invalid key"));
         };
         i += 1;
-        let Some(a) = args.get(i) else { return Err(err(None, "canid: missing argument")) };
+        let Some(a) = args.get(i) else { return Err(err(i, "canid: missing argument")) };
         // sscanf "%x:%x", else "%x" with the frame format's full mask.
         let (id, mask) = match scan_hex(&a.data) {
             Some((id, n)) => match a.data[n..].strip_prefix(b":").and_then(scan_hex) {
                 Some((mask, _)) => (id, mask),
                 None => (id, if eff { CAN_EFF_MASK } else { CAN_SFF_MASK }),
             },
-            None => return Err(err(Some(i), "canid: Improperly formed CAN ID & mask\n")),
+            None => return Err(err(i, "canid: Improperly formed CAN ID & mask\n")),
         };
         if rules.len() == 400 {
-            return Err(err(Some(i), "canid: Too many arguments on input\n"));
+            return Err(err(i, "canid: Too many arguments on input\n"));
         }
         rules.push((id | if eff { CAN_EFF_FLAG } else { 0 }, mask | CAN_EFF_FLAG));
         i += 1;
@@ -1290,10 +1291,13 @@ mod tests {
         let e = |s: &str| tree(s).unwrap_err().msg;
         assert_eq!(
             e("canid(sff zz) x"),
-            format!("canid: Improperly formed CAN ID & mask\n\n... canid(sff >>zz)<< ...\n... canid(sff >>zz<<)...\n{CANID_USAGE}Illegal \"ematch\"\n")
+            format!("canid: Improperly formed CAN ID & mask\n\n... canid(sff >>zz)<< ...\n... canid(>>zz<<)...\n{CANID_USAGE}Illegal \"ematch\"\n")
         );
         assert!(e("canid(foo 1) x").starts_with("canid: invalid key\n"));
-        assert!(e("canid(sff) x").starts_with("canid: missing argument\n"));
+        assert_eq!(
+            e("canid(sff) x"),
+            format!("canid: missing argument\n... >>canid(sff)<< ...\n{CANID_USAGE}Illegal \"ematch\"\n")
+        );
         let many: Vec<String> = (0..401).map(|i| format!("sff {i}")).collect();
         assert!(e(&format!("canid({}) x", many.join(" "))).starts_with("canid: Too many arguments on input\n"));
         assert_eq!(scan_hex(b"-1"), Some((u32::MAX, 2)));

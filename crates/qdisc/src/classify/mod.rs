@@ -791,7 +791,15 @@ pub struct DumpCtx<'a> {
 
 impl DumpCtx<'_> {
     /// One dumped filter with `handle`: the head, its options, the line end.
-    pub fn entry(&self, out: &mut crate::tc::Out, handle: u32, f: impl FnOnce(&mut crate::tc::Out)) {
+    /// `exts`: the filter's actions, whose legacy police the kernel also dumps as the
+    /// filter's own statistics (`tcf_exts_dump_stats`), which `-s` prints after it.
+    pub fn entry(
+        &self,
+        out: &mut crate::tc::Out,
+        handle: u32,
+        exts: Option<&action::Exts>,
+        f: impl FnOnce(&mut crate::tc::Out),
+    ) {
         if self.only.is_some_and(|h| h != handle) {
             return;
         }
@@ -800,6 +808,9 @@ impl DumpCtx<'_> {
         f(out);
         out.close_object();
         out.nl();
+        if let Some(e) = exts {
+            e.print_filter_stats(out);
+        }
         out.close_object();
     }
     /// A dumped filter without TCA_OPTIONS (an empty fw filter).
@@ -955,7 +966,7 @@ mod tests {
 
     #[test]
     fn the_table_names_each_kind_once() {
-        assert_eq!(KINDS, ["basic", "flow", "flower", "fw", "matchall", "u32"]);
+        assert_eq!(KINDS, ["basic", "cgroup", "flow", "flower", "fw", "matchall", "u32"]);
         for ops in CLASSIFIERS {
             assert_eq!((ops.init)(None, 1).unwrap().kind(), ops.kind);
             assert_eq!(lookup(ops.kind).map(|o| o.kind), Some(ops.kind));
