@@ -66,24 +66,12 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, BasicOpts), TcE
     }
     o.present = true;
     while let Some(w) = a.next() {
-        if matches(w, "match") {
-            if a.is_empty() {
-                return Err(TcError::incomplete());
-            }
-            o.tree = super::ematch::parse(a)?;
-        } else if matches(w, "classid") || w == "flowid" {
+        if super::parse_tree_or_exts(w, a, &mut o.tree, &mut o.exts)? {
+            continue;
+        }
+        if matches(w, "classid") || w == "flowid" {
             let v = a.value()?;
             o.classid = Some(crate::tc::get_tc_classid(v).ok_or_else(|| TcError::tc("Illegal \"classid\"\n"))?);
-        } else if matches(w, "action") {
-            if a.is_empty() {
-                return Err(TcError::incomplete());
-            }
-            super::action::parse_action(a, &mut o.exts)?;
-        } else if matches(w, "police") {
-            if a.is_empty() {
-                return Err(TcError::incomplete());
-            }
-            super::action::parse_legacy_police(a, &mut o.exts)?;
         } else if w == "help" {
             return Err(TcError::tc(USAGE));
         } else {

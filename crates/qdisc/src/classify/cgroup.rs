@@ -36,7 +36,7 @@ use super::action::{ActCtx, Exts, ExtsSpec};
 use super::ematch::Tree;
 use super::{Binds, FilterError, Headers, TcfResult};
 use crate::packet::Packet;
-use crate::tc::{matches, Args, Out, TcError};
+use crate::tc::{Args, Out, TcError};
 use crate::time::Instant;
 
 /// The one filter of a proto (`struct cls_cgroup_head`).
@@ -69,22 +69,10 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, CgroupOpts), Tc
     let h = super::strtol_handle(handle)?;
     let mut o = CgroupOpts::default();
     while let Some(w) = a.next() {
-        if matches(w, "match") {
-            if a.is_empty() {
-                return Err(TcError::incomplete());
-            }
-            o.tree = super::ematch::parse(a)?;
-        } else if matches(w, "action") {
-            if a.is_empty() {
-                return Err(TcError::incomplete());
-            }
-            super::action::parse_action(a, &mut o.exts)?;
-        } else if matches(w, "police") {
-            if a.is_empty() {
-                return Err(TcError::incomplete());
-            }
-            super::action::parse_legacy_police(a, &mut o.exts)?;
-        } else if w == "help" {
+        if super::parse_tree_or_exts(w, a, &mut o.tree, &mut o.exts)? {
+            continue;
+        }
+        if w == "help" {
             return Err(TcError::tc(USAGE));
         } else {
             return Err(TcError::tc(format!("What is \"{w}\"?\n{USAGE}")));
