@@ -337,9 +337,9 @@ size = "1400"
 /// than what it gets, so nothing waits or drops and the counters are the senders':
 /// 2 Mbit/s and 4 Mbit/s of 1000-byte datagrams for 2 s are 500 and 1000 datagrams
 /// (250 and 500 per second), each a 1042-byte frame at htb (1000 + UDP 8 + IPv4 20 +
-/// Ethernet 14); the 20 pings every 100 ms are 98-byte frames (56 + ICMP 8 + IPv4 20
-/// + Ethernet 14). The ping's socket is in no net_cls cgroup (classid 0): no match,
-/// so it falls to the default class.
+/// Ethernet 14); the 20 pings every 100 ms are 98-byte frames (56, ICMP 8, IPv4 20,
+/// Ethernet 14). The ping's socket is in no net_cls cgroup (classid 0): no match, so
+/// it falls to the default class.
 #[test]
 fn a_cgroup_filter_puts_each_net_cls_cgroup_in_its_class() {
     let r = run(&(with(
