@@ -368,6 +368,10 @@ pub struct Traffic {
     /// `receiver_cpus`: the same for the receiving threads on `to` (tcp and udp only:
     /// a ping is answered by the kernel, with no thread to place).
     pub receiver_cpus: Option<Vec<u32>>,
+    /// `net_cls_classid = "1:10"` (tcp, udp, ping): the sending application runs in a
+    /// net_cls cgroup with this `net_cls.classid` (0x00010010 here), which its sockets
+    /// carry and the cgroup classifier reads; 0: none (the root cgroup's).
+    pub net_cls_classid: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -531,6 +535,13 @@ pub fn cpumask_string(cpus: &[u32]) -> String {
         }
     }
     out
+}
+
+/// A `net_cls_classid`: `MAJ:MIN` in hexadecimal, as tc writes a class (not 0, not
+/// `root`); the value `net_cls.classid` takes (`0xMMMMmmmm`).
+fn parse_net_cls_classid(s: &str) -> Option<u32> {
+    let c = qdisc::tc::get_tc_classid(s)?;
+    (s.contains(':') && c != 0 && c != u32::MAX).then_some(c)
 }
 
 /// A cpulist as `taskset -c` reads it (util-linux `cpulist_parse`): `N`, `N-M` or
@@ -728,6 +739,7 @@ struct RawTraffic {
     interval: Option<Spanned<String>>,
     sender_cpus: Option<Spanned<String>>,
     receiver_cpus: Option<Spanned<String>>,
+    net_cls_classid: Option<Spanned<String>>,
 }
 
 // ---------------------------------------------------------------------------------
@@ -1218,10 +1230,10 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
         let f = |name: &str| format!("traffic[{i}].{name}");
         let kind = r.kind.get_ref().as_str();
         let takes: &[&str] = match kind {
-            "tcp" => &["flows", "cc", "rate", "sender_cpus", "receiver_cpus"],
-            "udp" => &["rate", "size", "flows", "sender_cpus", "receiver_cpus"],
+            "tcp" => &["flows", "cc", "rate", "sender_cpus", "receiver_cpus", "net_cls_classid"],
+            "udp" => &["rate", "size", "flows", "sender_cpus", "receiver_cpus", "net_cls_classid"],
             "pktgen" => &["rate", "size", "flows", "sender_cpus"],
-            "ping" => &["interval", "sender_cpus"],
+            "ping" => &["interval", "sender_cpus", "net_cls_classid"],
             _ => {
                 return Err(cx.at(
                     r.kind.span(),
@@ -1230,7 +1242,7 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                 ))
             }
         };
-        let optional: [(&str, Option<Range<usize>>); 7] = [
+        let optional: [(&str, Option<Range<usize>>); 8] = [
             ("flows", r.flows.as_ref().map(|v| v.span())),
             ("cc", r.cc.as_ref().map(|v| v.span())),
             ("rate", r.rate.as_ref().map(|v| v.span())),
@@ -1238,6 +1250,7 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
             ("interval", r.interval.as_ref().map(|v| v.span())),
             ("sender_cpus", r.sender_cpus.as_ref().map(|v| v.span())),
             ("receiver_cpus", r.receiver_cpus.as_ref().map(|v| v.span())),
+            ("net_cls_classid", r.net_cls_classid.as_ref().map(|v| v.span())),
         ];
         for (name, span) in optional {
             if let Some(span) = span {
@@ -1312,6 +1325,16 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
         };
         let sender_cpus = pins(&r.sender_cpus, "sender_cpus", &from)?;
         let receiver_cpus = pins(&r.receiver_cpus, "receiver_cpus", &to)?;
+        let net_cls_classid = match &r.net_cls_classid {
+            None => 0,
+            Some(v) => parse_net_cls_classid(v.get_ref().trim()).ok_or_else(|| {
+                cx.at(
+                    v.span(),
+                    f("net_cls_classid"),
+                    format!("{:?} is not a class id MAJ:MIN (hexadecimal, as tc writes it: \"1:10\")", v.get_ref()),
+                )
+            })?,
+        };
         let kind = match kind {
             "tcp" => {
                 let cc = match &r.cc {
@@ -1418,6 +1441,7 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
             line: cx.line_of(&t.span()),
             sender_cpus,
             receiver_cpus,
+            net_cls_classid,
         });
     }
 

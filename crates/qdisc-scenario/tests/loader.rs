@@ -377,7 +377,7 @@ fn mistakes_are_named_exactly() {
         (with("class add dev eth0", "-n foo class add dev eth0"), "t.toml:16:1: tc.a.script: script line 2: option \"-n\" is not allowed: each script runs in its host's namespace"),
         // Traffic kinds and their fields.
         (with("kind = \"tcp\"", "kind = \"tpc\""), "t.toml:20:8: traffic[0].kind: unknown traffic kind \"tpc\" (expected \"tcp\", \"udp\", \"pktgen\" or \"ping\")"),
-        (with("flows = 4", "flows = 4\ninterval = \"1s\""), "t.toml:24:12: traffic[0].interval: does not apply to kind \"tcp\" (tcp takes: from, to, start, duration, flows, cc, rate, sender_cpus, receiver_cpus)"),
+        (with("flows = 4", "flows = 4\ninterval = \"1s\""), "t.toml:24:12: traffic[0].interval: does not apply to kind \"tcp\" (tcp takes: from, to, start, duration, flows, cc, rate, sender_cpus, receiver_cpus, net_cls_classid)"),
         (with("flows = 4", "flows = 0"), "t.toml:23:9: traffic[0].flows: must be between 1 and 128"),
         (with("flows = 4", "flows = 4\ncc = \"cu bic\""), "t.toml:24:6: traffic[0].cc: unknown congestion control \"cu bic\" (the simulator models cubic, reno, bbr, dctcp)"),
         (with("flows = 4", "flows = 4\ncc = \"BBR\""), "t.toml:24:6: traffic[0].cc: unknown congestion control \"BBR\" (the simulator models cubic, reno, bbr, dctcp)"),
@@ -397,7 +397,11 @@ fn mistakes_are_named_exactly() {
         (with("name = \"b\"", "name = \"b\"\ncpus = 1").replace("flows = 4", "flows = 4\nreceiver_cpus = \"0,1\""), "t.toml:25:17: traffic[0].receiver_cpus: host b has 1 cpu (0): cpu 1 does not exist"),
         (with("flows = 4", "flows = 4\nsender_cpus = \"0-\""), "t.toml:24:15: traffic[0].sender_cpus: invalid cpu list \"0-\" (taskset -c syntax, e.g. \"0-3\", \"0,2\", \"0-47:2\")"),
         (with("flows = 4", "flows = 4\nsender_cpus = \"3-1\""), "t.toml:24:15: traffic[0].sender_cpus: invalid cpu list \"3-1\" (taskset -c syntax, e.g. \"0-3\", \"0,2\", \"0-47:2\")"),
-        (with("interval = \"10ms\"", "interval = \"10ms\"\nreceiver_cpus = \"0\""), "t.toml:30:17: traffic[1].receiver_cpus: does not apply to kind \"ping\" (ping takes: from, to, start, duration, interval, sender_cpus)"),
+        (with("interval = \"10ms\"", "interval = \"10ms\"\nreceiver_cpus = \"0\""), "t.toml:30:17: traffic[1].receiver_cpus: does not apply to kind \"ping\" (ping takes: from, to, start, duration, interval, sender_cpus, net_cls_classid)"),
+        // net_cls cgroups: a class id as tc writes one.
+        (with("flows = 4", "flows = 4\nnet_cls_classid = \"0x10010\""), "t.toml:24:19: traffic[0].net_cls_classid: \"0x10010\" is not a class id MAJ:MIN (hexadecimal, as tc writes it: \"1:10\")"),
+        (with("flows = 4", "flows = 4\nnet_cls_classid = \"root\""), "t.toml:24:19: traffic[0].net_cls_classid: \"root\" is not a class id MAJ:MIN (hexadecimal, as tc writes it: \"1:10\")"),
+        (with("flows = 4", "flows = 4\nnet_cls_classid = \"0:0\""), "t.toml:24:19: traffic[0].net_cls_classid: \"0:0\" is not a class id MAJ:MIN (hexadecimal, as tc writes it: \"1:10\")"),
         // udp: flows, "unlimited".
         (with("flows = 4", "flows = 4\nrate = \"fast\""), "t.toml:24:8: traffic[0].rate: invalid rate \"fast\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")"),
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"lots\""), "t.toml:29:8: traffic[1].rate: invalid rate \"lots\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")"),
@@ -860,6 +864,20 @@ fn pktgen_traffic_is_parsed_and_checked() {
     for (extra, want) in cases {
         assert_eq!(load(&pktgen(extra)).unwrap_err(), want, "{extra}");
     }
+}
+
+#[test]
+fn net_cls_classid_is_a_class_id_of_the_sending_application() {
+    let s = load(&with("flows = 4", "flows = 4\nnet_cls_classid = \"1:10\"")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((s.traffic[0].net_cls_classid, s.traffic[1].net_cls_classid), (0x0001_0010, 0));
+    let pktgen = with(
+        "kind = \"tcp\"\nfrom = \"a\"\nto = \"b\"\nflows = 4",
+        "kind = \"pktgen\"\nfrom = \"a\"\nto = \"b\"\nnet_cls_classid = \"1:10\"",
+    );
+    assert_eq!(
+        load(&pktgen).unwrap_err(),
+        "t.toml:23:19: traffic[0].net_cls_classid: does not apply to kind \"pktgen\" (pktgen takes: from, to, start, duration, rate, size, flows, sender_cpus)"
+    );
 }
 
 #[test]

@@ -65,7 +65,7 @@ pub struct Conn {
     pub src: u32,
     pub dst: u32,
     key: FlowKey,
-    sk: Arc<Socket>,
+    pub(crate) sk: Arc<Socket>,
     rsk: Arc<Socket>,
     snd_cpu: u32,
     rcv_cpu: u32,
@@ -224,7 +224,7 @@ pub struct UdpApp {
     pub src: u32,
     pub dst: u32,
     key: FlowKey,
-    sk: Arc<Socket>,
+    pub(crate) sk: Arc<Socket>,
     /// Payload bytes per second; `None`: as fast as the sender's CPU goes (iperf3 -b 0).
     pub rate: Option<u64>,
     /// The CPUs of the sender's and the receiver's threads.
@@ -311,7 +311,7 @@ pub struct PingApp {
     pub src: u32,
     pub dst: u32,
     key: FlowKey,
-    sk: Arc<Socket>,
+    pub(crate) sk: Arc<Socket>,
     pub interval: u64,
     pub start: Instant,
     pub end: Instant,

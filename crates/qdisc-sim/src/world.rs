@@ -852,6 +852,8 @@ impl Sim {
                         let mut c =
                             Conn::new(Some(id), src, dst, k, conn, (f.snd_cpu, f.rcv_cpu), streams.clone(), &f.cfg);
                         c.next = (stream + 1 < *flows).then_some(conn + 1);
+                        in_net_cls(&mut f.sk, t.net_cls_classid);
+                        in_net_cls(&mut c.sk, t.net_cls_classid);
                         self.conns.push(c);
                         self.tcp.push(f);
                     }
@@ -863,6 +865,7 @@ impl Sim {
                     let mut c =
                         Conn::new(None, src, dst, k, ctrl, (f.snd_cpu, f.rcv_cpu), streams.clone(), &f.cfg.clone());
                     c.next = (*flows > 0).then_some(first_conn);
+                    in_net_cls(&mut c.sk, t.net_cls_classid);
                     self.conns.push(c);
                     self.events.at(start, Ev::Connect { conn: ctrl });
                 }
@@ -874,6 +877,7 @@ impl Sim {
                         let mut u = UdpApp::new(ti, src, dst, k, *rate, *size, start, end, id);
                         u.cpu = place(self, src, &t.sender_cpus, stream);
                         u.rcv_cpu = place(self, dst, &t.receiver_cpus, stream);
+                        in_net_cls(&mut u.sk, t.net_cls_classid);
                         self.udp.push(u);
                         self.events.at(start, Ev::Udp { app: id });
                     }
@@ -895,6 +899,7 @@ impl Sim {
                     let k = key(0, 0, 1);
                     let mut p = PingApp::new(ti, src, dst, k, *interval, start, end, id);
                     p.cpu = place(self, src, &t.sender_cpus, 0);
+                    in_net_cls(&mut p.sk, t.net_cls_classid);
                     self.ping.push(p);
                     self.events.at(start, Ev::Ping { app: id });
                 }
@@ -1391,8 +1396,15 @@ impl Sim {
         }
     }
 
-    /// A socket for a local endpoint.
+    /// A socket for a local endpoint (in the root cgroup: net_cls classid 0).
     pub fn socket(id: u64, hash: u32, tcp: bool) -> Arc<Socket> {
         Arc::new(Socket { id, hash, tcp, ..Default::default() })
     }
+}
+
+/// The sending application of a traffic entry runs in a net_cls cgroup
+/// (`net_cls_classid`): its sockets, new, take the cgroup's classid
+/// (`sock_update_classid`); 0 leaves them in the root cgroup's.
+fn in_net_cls(sk: &mut Arc<Socket>, classid: u32) {
+    Arc::get_mut(sk).expect("a socket no packet holds yet").net_cls_classid = classid;
 }

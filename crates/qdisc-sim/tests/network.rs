@@ -458,3 +458,58 @@ size = "1400"
     let got = received as f64;
     assert!((got / expect - 1.0).abs() < 0.01, "{got} vs {expect}");
 }
+
+/// The cgroup classifier steers each application's traffic by the net_cls classid of
+/// its cgroup: two UDP senders in cgroups 1:10 and 1:20 and a ping in none, through
+/// one `cgroup` filter on an htb root whose default is 1:30. Every class is faster
+/// than what it gets, so nothing waits or drops and the counters are the senders':
+/// 2 Mbit/s and 4 Mbit/s of 1000-byte datagrams for 2 s are 500 and 1000 datagrams
+/// (250 and 500 per second), each a 1042-byte frame at htb (1000 + UDP 8 + IPv4 20 +
+/// Ethernet 14); the 20 pings every 100 ms are 98-byte frames (56, ICMP 8, IPv4 20,
+/// Ethernet 14). The ping's socket is in no net_cls cgroup (classid 0): no match, so
+/// it falls to the default class.
+#[test]
+fn a_cgroup_filter_puts_each_net_cls_cgroup_in_its_class() {
+    let r = run(&(with(
+        r#"
+[tc.client]
+script = """
+qdisc add dev eth0 root handle 1: htb default 30
+class add dev eth0 parent 1: classid 1:10 htb rate 100mbit
+class add dev eth0 parent 1: classid 1:20 htb rate 100mbit
+class add dev eth0 parent 1: classid 1:30 htb rate 100mbit
+filter add dev eth0 parent 1: protocol ip prio 1 handle 1 cgroup
+"""
+[[traffic]]
+kind = "udp"
+from = "client"
+to = "server"
+rate = "2mbit"
+size = "1000"
+net_cls_classid = "1:10"
+[[traffic]]
+kind = "udp"
+from = "client"
+to = "server"
+rate = "4mbit"
+size = "1000"
+net_cls_classid = "1:20"
+"#,
+    ) + PING));
+    let sent: Vec<u64> = r.throughput.iter().map(|t| t.sender.packets.unwrap()).collect();
+    assert_eq!(sent, [500, 1000]);
+    assert_eq!(r.rtt[0].transmitted, 20);
+    let classes = r.tc.end[0].class.as_array().unwrap();
+    let class = |id: &str| {
+        let c = classes.iter().find(|c| c["handle"] == id).unwrap_or_else(|| panic!("{id}: {classes:?}"));
+        let st = &c["stats"];
+        (st["packets"].as_u64().unwrap(), st["bytes"].as_u64().unwrap(), st["drops"].as_u64().unwrap())
+    };
+    assert_eq!(class("1:10"), (500, 500 * 1042, 0));
+    assert_eq!(class("1:20"), (1000, 1000 * 1042, 0));
+    assert_eq!(class("1:30"), (20, 20 * 98, 0));
+    // The root counts them all.
+    let root = &r.tc.end[0].qdisc[0];
+    assert_eq!(root["packets"].as_u64(), Some(1520));
+    assert_eq!(root["bytes"].as_u64(), Some(1500 * 1042 + 20 * 98));
+}

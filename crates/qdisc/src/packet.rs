@@ -71,6 +71,10 @@ pub struct Socket {
     /// `sk_wmem_alloc`: truesize of this socket's charged packets not yet freed
     /// (see [`Packet::set_owner_w`]).
     pub wmem_alloc: AtomicU64,
+    /// The net_cls classid of the socket's cgroup (`sock_cgroup_classid`: the
+    /// `net_cls.classid` of the cgroup its task was in; 0 = none), which the cgroup
+    /// classifier reads.
+    pub net_cls_classid: u32,
 }
 
 impl Socket {
@@ -101,6 +105,7 @@ impl Default for Socket {
             state: SockState::Connected,
             tcp: true,
             wmem_alloc: AtomicU64::new(0),
+            net_cls_classid: 0,
         }
     }
 }
@@ -116,6 +121,7 @@ impl Clone for Socket {
             state: self.state,
             tcp: self.tcp,
             wmem_alloc: AtomicU64::new(0),
+            net_cls_classid: self.net_cls_classid,
         }
     }
 }
@@ -123,8 +129,8 @@ impl Clone for Socket {
 /// Sockets are equal when their identity and settings are (not their accounting).
 impl PartialEq for Socket {
     fn eq(&self, o: &Self) -> bool {
-        (self.id, self.hash, self.pacing_rate(), self.max_pacing_rate, self.state, self.tcp)
-            == (o.id, o.hash, o.pacing_rate(), o.max_pacing_rate, o.state, o.tcp)
+        (self.id, self.hash, self.pacing_rate(), self.max_pacing_rate, self.state, self.tcp, self.net_cls_classid)
+            == (o.id, o.hash, o.pacing_rate(), o.max_pacing_rate, o.state, o.tcp, o.net_cls_classid)
     }
 }
 

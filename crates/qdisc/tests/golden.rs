@@ -192,6 +192,7 @@ const ACTION_AGE_CASES: &[&str] = &[
     "flower-mac",
     "filter-chains",
     "filter-basic",
+    "filter-cgroup",
     "pedit-actions",
     "pedit-filters",
     "nat-actions",
@@ -266,9 +267,11 @@ fn tolerance_reads_rates_and_counts() {
 }
 
 /// Remove ` installed N sec`, ` used N sec` and ` firstused N sec`, and their JSON
-/// twins `"installed":N,`, `"last_used":N,` and `"first_used":N,`.
+/// twins `"installed":N`, `"last_used":N` and `"first_used":N` with the comma
+/// before or after them (`print_tm`).
 fn strip_action_ages(s: &str) -> String {
-    let mut out = s.to_string();
+    let re = regex::Regex::new(r#","(installed|last_used|first_used)":[0-9]+"#).expect("pattern");
+    let mut out = re.replace_all(s, "").into_owned();
     let words = [
         (" installed ", " sec"),
         (" used ", " sec"),

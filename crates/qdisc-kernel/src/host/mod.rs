@@ -2,7 +2,8 @@
 //!
 //! 1. **Preflight** (changes nothing that outlives it): root, tools (`ip`, tc, iperf3,
 //!    ping, ethtool for `ethtool -K` lines), whole-second iperf3 durations, what the lab
-//!    cannot do on any kernel ([`settings::unsupported`]: `veth_bql`, `ethtool -C`/`-G`),
+//!    cannot do on any kernel ([`settings::unsupported`]: `veth_bql`, `ethtool -C`/`-G`,
+//!    pktgen, `net_cls_classid`),
 //!    and what the kernel must have — every qdisc
 //!    kind the tc scripts add and the links need (netem for delay/loss, tbf for a rate)
 //!    is tried in a scratch namespace; a missing one, or a missing congestion control,

@@ -8,7 +8,8 @@
 //! no rings (`veth_ethtool_ops` has neither `set_coalesce` nor `set_ringparam`), so
 //! `ethtool -C` and `ethtool -G` lines are refused before anything changes, as is a
 //! link's `veth_bql` other than "off": no released kernel has BQL on veth (the patch
-//! series of seed 004). See [`unsupported`].
+//! series of seed 004). Nor does the lab drive pktgen or run its applications in a
+//! net_cls cgroup (a traffic entry's `net_cls_classid`). See [`unsupported`].
 //!
 //! ## Which sysctls a network namespace has
 //!
@@ -458,6 +459,14 @@ pub fn unsupported(s: &Scenario) -> Vec<String> {
                 s.file, t.line
             ));
         }
+        if t.net_cls_classid != 0 {
+            out.push(format!(
+                "{}:{}: traffic[{i}]: net_cls_classid: the kernel lab does not run its iperf3 and ping in a \
+                 net_cls cgroup (a cgroup v1 net_cls hierarchy's net_cls.classid) yet, so the kernel's cgroup \
+                 classifier would see classid 0 for this traffic",
+                s.file, t.line
+            ));
+        }
     }
     out
 }
@@ -652,7 +661,8 @@ mod tests {
                     [[link]]\nbetween = [\"a:eth0\", \"b:eth0\"]\nkind = \"veth-pair\"\nveth_bql = \"bytes\"\n\
                     [[link]]\nbetween = [\"a:eth1\", \"c:eth0\"]\n\
                     [tc.a]\nscript = \"\"\"\nethtool -K eth1 gro off\nethtool -C eth1 rx-usecs 8\nethtool -G eth1 tx 512\n\"\"\"\n\
-                    [[traffic]]\nkind = \"pktgen\"\nfrom = \"a\"\nto = \"c\"\n";
+                    [[traffic]]\nkind = \"pktgen\"\nfrom = \"a\"\nto = \"c\"\n\
+                    [[traffic]]\nkind = \"ping\"\nfrom = \"a\"\nto = \"c\"\nnet_cls_classid = \"1:10\"\n";
         let s = Scenario::from_bytes(text.as_bytes(), "u.toml").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             unsupported(&s),
@@ -665,6 +675,9 @@ mod tests {
                  kind): no rings to size (ethtool: Operation not supported)",
                 "u.toml:20: traffic[0]: kind = \"pktgen\": the kernel lab does not drive the kernel's pktgen (its \
                  module, /proc/net/pktgen) yet",
+                "u.toml:24: traffic[1]: net_cls_classid: the kernel lab does not run its iperf3 and ping in a net_cls \
+                 cgroup (a cgroup v1 net_cls hierarchy's net_cls.classid) yet, so the kernel's cgroup classifier would \
+                 see classid 0 for this traffic",
             ]
         );
         let e = refuse_unsupported(&s).unwrap_err();
@@ -675,7 +688,8 @@ mod tests {
         let fine = text
             .replace("veth_bql = \"bytes\"\n", "")
             .replace("ethtool -C eth1 rx-usecs 8\nethtool -G eth1 tx 512\n", "")
-            .replace("kind = \"pktgen\"", "kind = \"ping\"");
+            .replace("kind = \"pktgen\"", "kind = \"ping\"")
+            .replace("net_cls_classid = \"1:10\"\n", "");
         let s = Scenario::from_bytes(fine.as_bytes(), "u.toml").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(unsupported(&s), Vec::<String>::new());
         assert_eq!(refuse_unsupported(&s), Ok(()));

@@ -174,6 +174,7 @@ pub struct WireTraffic {
     pub line: usize,
     pub sender_cpus: Option<Vec<u32>>,
     pub receiver_cpus: Option<Vec<u32>>,
+    pub net_cls_classid: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -269,6 +270,7 @@ impl From<&Scenario> for WireScenario {
                     line: t.line,
                     sender_cpus: t.sender_cpus.clone(),
                     receiver_cpus: t.receiver_cpus.clone(),
+                    net_cls_classid: t.net_cls_classid,
                 })
                 .collect(),
         }
@@ -349,6 +351,7 @@ impl From<WireScenario> for Scenario {
                     line: t.line,
                     sender_cpus: t.sender_cpus,
                     receiver_cpus: t.receiver_cpus,
+                    net_cls_classid: t.net_cls_classid,
                 })
                 .collect(),
         }

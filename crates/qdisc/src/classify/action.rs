@@ -1919,6 +1919,22 @@ impl Exts {
         }
     }
 
+    /// `tcf_exts_dump_stats` + tc's `print_tcstats_attr` with `-s`: a legacy police's
+    /// counters as the filter's own (compat TCA_STATS: no estimator, no queue here, so
+    /// no rate or backlog line).
+    pub fn print_filter_stats(&self, out: &mut Out) {
+        if !self.legacy_police || !out.show_stats() {
+            return;
+        }
+        let s = lock(&self.acts[0]).stats;
+        out.fp(format_args!(" "));
+        out.uint("bytes", format_args!("Sent {} bytes", s.bytes), s.bytes);
+        out.uint("packets", format_args!(" {} pkts", s.packets as u32), s.packets as u32 as u64);
+        out.uint("dropped", format_args!(" (dropped {},", s.drops), s.drops as u64);
+        out.uint("overlimits", format_args!(" overlimits {}) ", s.overlimits), s.overlimits as u64);
+        out.nl();
+    }
+
     /// `tcf_exts_dump` + tc's printing: the legacy police (the classifier prints the
     /// newline before it) or the action list (`tc_print_action`).
     pub fn print(&self, out: &mut Out, now: Instant) {
@@ -1926,10 +1942,9 @@ impl Exts {
             return;
         }
         if self.legacy_police {
+            // tc_print_police: its keys sit in the filter's options, no object of their own.
             out.nl();
-            out.open_object(Some("police"));
             print_police(out, &lock(&self.acts[0]), 1, 1, now);
-            out.close_object();
             return;
         }
         out.open_array("actions", "");

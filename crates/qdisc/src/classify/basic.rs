@@ -59,41 +59,19 @@ NOTE: CLASSID is parsed as hexadecimal input.
 
 /// tc side: `basic_parse_opt`.
 pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, BasicOpts), TcError> {
-    let h = match handle {
-        Some(s) => {
-            // strtol(…, 0) unchecked but for its saturation.
-            let v = crate::tc::units::strtol0_prefix(s.as_bytes()).map_or(0, |(v, _)| v);
-            if v == i64::MIN || v == i64::MAX {
-                return Err(TcError::usage(format!("Illegal handle \"{s}\", must be numeric.\n")));
-            }
-            v as u32
-        }
-        None => 0,
-    };
+    let h = super::strtol_handle(handle)?;
     let mut o = BasicOpts::default();
     if a.is_empty() {
         return Ok((h, o));
     }
     o.present = true;
     while let Some(w) = a.next() {
-        if matches(w, "match") {
-            if a.is_empty() {
-                return Err(TcError::incomplete());
-            }
-            o.tree = super::ematch::parse(a)?;
-        } else if matches(w, "classid") || w == "flowid" {
+        if super::parse_tree_or_exts(w, a, &mut o.tree, &mut o.exts)? {
+            continue;
+        }
+        if matches(w, "classid") || w == "flowid" {
             let v = a.value()?;
             o.classid = Some(crate::tc::get_tc_classid(v).ok_or_else(|| TcError::tc("Illegal \"classid\"\n"))?);
-        } else if matches(w, "action") {
-            if a.is_empty() {
-                return Err(TcError::incomplete());
-            }
-            super::action::parse_action(a, &mut o.exts)?;
-        } else if matches(w, "police") {
-            if a.is_empty() {
-                return Err(TcError::incomplete());
-            }
-            super::action::parse_legacy_police(a, &mut o.exts)?;
         } else if w == "help" {
             return Err(TcError::tc(USAGE));
         } else {
@@ -183,7 +161,7 @@ impl Basic {
     /// `basic_walk` + `basic_dump` + tc's `basic_print_opt`.
     fn print(&self, ctx: &super::DumpCtx, out: &mut Out) {
         for f in &self.filters {
-            ctx.entry(out, f.handle, |out| {
+            ctx.entry(out, f.handle, Some(&f.exts), |out| {
                 // print_hex: the JSON value is the bare hex digits.
                 let h = format!("{:x}", f.handle);
                 out.string("handle", format_args!("handle 0x{h} "), &h);

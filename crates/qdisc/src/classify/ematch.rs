@@ -1,7 +1,8 @@
-//! Extended matches (ematch trees) of the basic classifier: net/sched/ematch.c with
-//! em_cmp.c, em_u32.c, em_nbyte.c and em_meta.c on the kernel side; tc/m_ematch.c,
-//! its lexer and grammar (emp_ematch.l, emp_ematch.y) and em_cmp.c, em_u32.c,
-//! em_nbyte.c, em_meta.c on the tc side.
+//! Extended matches (ematch trees) of the basic and cgroup classifiers:
+//! net/sched/ematch.c with em_cmp.c, em_u32.c, em_nbyte.c, em_meta.c and em_canid.c
+//! on the kernel side; tc/m_ematch.c, its lexer and grammar (emp_ematch.l,
+//! emp_ematch.y) and em_cmp.c, em_u32.c, em_nbyte.c, em_meta.c, em_canid.c on the tc
+//! side.
 //!
 //! # The tree
 //!
@@ -33,8 +34,16 @@
 //! `pkt_type`, `data_len` and `mac_len` (no `sk_buff` layout), `rt_classid` (no
 //! routes with realms), `vlan` (no VLAN tags), and every `sk_*` key (the packet's
 //! socket is not modelled field by field). Quoted (string) meta values are refused
-//! too: the only string keys are `dev` and `sk_bind_if`. The other ematch kinds tc
-//! knows (`canid`, `ipset`, `ipt`) are refused by name.
+//! too: the only string keys are `dev` and `sk_bind_if`.
+//!
+//! `canid` matches CAN identifiers, and em_canid_match does not look at the
+//! protocol: it reads the first four bytes of `skb->data` (the Ethernet header here,
+//! on x86 in host order) as a `can_id` whenever the packet has 16 bytes
+//! (`CAN_MTU`). There are no CAN devices here, so it only ever sees Ethernet frames,
+//! and answers for them as the kernel does: an extended-frame rule compares the id
+//! under its mask, a standard-frame rule the low 11 bits (the kernel's bitmap of the
+//! 2048 standard ids, computed per rule here). The other kinds tc knows (`ipset`,
+//! `ipt`) are refused by name: no ipsets or xtables here.
 
 use crate::tc::{Args, Out, TcError};
 
@@ -102,7 +111,15 @@ enum Kind {
     Nbyte { off: u16, layer: u8, needle: Vec<u8> },
     /// `struct tcf_meta_hdr` + the two values.
     Meta { left: MetaObj, opnd: Opnd, right: MetaObj },
+    /// `struct can_filter` rules (`can_id`, `can_mask`) as em_canid_change keeps
+    /// them: the extended-frame rules first, then the standard-frame ones.
+    Canid(Vec<(u32, u32)>),
 }
+
+/// `CAN_EFF_FLAG`, `CAN_EFF_MASK`, `CAN_SFF_MASK` (linux/can.h).
+const CAN_EFF_FLAG: u32 = 0x8000_0000;
+const CAN_EFF_MASK: u32 = 0x1FFF_FFFF;
+const CAN_SFF_MASK: u32 = 0x7FF;
 
 /// One side of a meta comparison (`struct tcf_meta_val` + its value TLV).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -541,21 +558,24 @@ fn flatten(root: &[Node], out: &mut Vec<Ematch>, words: &[String]) -> Result<(),
 }
 
 /// `em_parse_error` from a kind's parser: the message, the word trace, the kind's
-/// arguments with `carg` marked, the kind's usage.
+/// arguments from where its parser stands (none: no such line, as for C's NULL)
+/// with `carg` marked, the kind's usage.
 fn em_err(words: &[String], kind: &str, args: &[Arg], carg: Option<usize>, msg: &str, usage: &str) -> String {
     let mut s = format!("{msg}\n{}", trace(words));
-    s.push_str(&format!("... {kind}("));
-    for (i, a) in args.iter().enumerate() {
-        let mark = carg == Some(i);
-        s.push_str(&format!(
-            "{}{}{}{}",
-            if mark { ">>" } else { "" },
-            a.ascii(),
-            if mark { "<<" } else { "" },
-            if i + 1 < args.len() { " " } else { "" }
-        ));
+    if !args.is_empty() {
+        s.push_str(&format!("... {kind}("));
+        for (i, a) in args.iter().enumerate() {
+            let mark = carg == Some(i);
+            s.push_str(&format!(
+                "{}{}{}{}",
+                if mark { ">>" } else { "" },
+                a.ascii(),
+                if mark { "<<" } else { "" },
+                if i + 1 < args.len() { " " } else { "" }
+            ));
+        }
+        s.push_str(")...\n");
     }
-    s.push_str(")...\n");
     s.push_str(usage);
     s
 }
@@ -611,9 +631,8 @@ fn parse_match(args: &[Arg], words: &[String]) -> Result<Kind, String> {
         "u32" => parse_u32(a, words),
         "nbyte" => parse_nbyte(a, words),
         "meta" => parse_meta(a, words),
-        "canid" | "ipset" | "ipt" => {
-            Err(format!("qdisc-lab: ematch \"{kind}\" is not supported (no CAN frames, ipsets or xtables here)\n"))
-        }
+        "canid" => parse_canid(a, words),
+        "ipset" | "ipt" => Err(format!("qdisc-lab: ematch \"{kind}\" is not supported (no ipsets or xtables here)\n")),
         k => Err(format!("Unknown ematch \"{k}\"\n")),
     }
 }
@@ -770,6 +789,82 @@ fn parse_nbyte(args: &[Arg], words: &[String]) -> Result<Kind, String> {
     }
     let Some(off) = off else { return Err(err(None, "nbyte: offset required")) };
     Ok(Kind::Nbyte { off: off as u16, layer: lay as u8, needle: needle.data.clone() })
+}
+
+const CANID_USAGE: &str = "Usage: canid(IDLIST)
+where: IDLIST := IDSPEC [ IDLIST ]
+       IDSPEC := { ’sff’ CANID | ’eff’ CANID }
+       CANID := ID[:MASK]
+       ID, MASK := hexadecimal number (i.e. 0x123)
+Example: canid(sff 0x123 sff 0x124 sff 0x125:0xf)
+";
+
+/// tc's `canid_parse_eopt` (at most 400 rules, its array's growth limit), then the
+/// kernel's `em_canid_change` order: extended-frame rules first. Its errors list the
+/// arguments from the one it stands on (C's moving `args`).
+fn parse_canid(args: &[Arg], words: &[String]) -> Result<Kind, String> {
+    let err = |at: usize, m: &str| em_err(words, "canid", &args[at.min(args.len())..], Some(0), m, CANID_USAGE);
+    let mut rules = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let eff = if args[i].is("sff") {
+            false
+        } else if args[i].is("eff") {
+            true
+        } else {
+            return Err(err(i, "canid: invalid key"));
+        };
+        i += 1;
+        let Some(a) = args.get(i) else { return Err(err(i, "canid: missing argument")) };
+        // sscanf "%x:%x", else "%x" with the frame format's full mask.
+        let (id, mask) = match scan_hex(&a.data) {
+            Some((id, n)) => match a.data[n..].strip_prefix(b":").and_then(scan_hex) {
+                Some((mask, _)) => (id, mask),
+                None => (id, if eff { CAN_EFF_MASK } else { CAN_SFF_MASK }),
+            },
+            None => return Err(err(i, "canid: Improperly formed CAN ID & mask\n")),
+        };
+        if rules.len() == 400 {
+            return Err(err(i, "canid: Too many arguments on input\n"));
+        }
+        rules.push((id | if eff { CAN_EFF_FLAG } else { 0 }, mask | CAN_EFF_FLAG));
+        i += 1;
+    }
+    rules.sort_by_key(|r| r.0 & CAN_EFF_FLAG == 0);
+    Ok(Kind::Canid(rules))
+}
+
+/// C `sscanf`'s `%x` into an `unsigned int`: blanks, a sign, an optional `0x`, hex
+/// digits (strtoul's saturation, then truncation); the value and the bytes used.
+fn scan_hex(b: &[u8]) -> Option<(u32, usize)> {
+    let mut i = b.iter().take_while(|c| c.is_ascii_whitespace()).count();
+    let neg = match b.get(i) {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    if b.get(i) == Some(&b'0')
+        && matches!(b.get(i + 1), Some(b'x' | b'X'))
+        && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
+    {
+        i += 2;
+    }
+    let digits = b[i..].iter().take_while(|c| c.is_ascii_hexdigit()).count();
+    if digits == 0 {
+        return None;
+    }
+    let v = b[i..i + digits].iter().fold(0u64, |v, &c| {
+        let d = (c as char).to_digit(16).expect("hex digit") as u64;
+        v.checked_mul(16).and_then(|v| v.checked_add(d)).unwrap_or(u64::MAX)
+    });
+    let v = if neg && v != u64::MAX { v.wrapping_neg() } else { v };
+    Some((v as u32, i + digits))
 }
 
 /// em_meta.c's `list_meta_ids`.
@@ -973,6 +1068,20 @@ impl Kind {
                 let (Some(l), Some(r)) = (left.get(pkt, hdr), right.get(pkt, hdr)) else { return false };
                 opnd.holds(l, r)
             }
+            Kind::Canid(rules) => {
+                // pskb_may_pull(skb, CAN_MTU), then the can_id at skb->data.
+                let mut b = [0u8; 16];
+                if !hdr.bytes_at(0, &mut b) {
+                    return false;
+                }
+                let id = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                if id & CAN_EFF_FLAG != 0 {
+                    rules.iter().take_while(|r| r.0 & CAN_EFF_FLAG != 0).any(|r| (r.0 ^ id) & r.1 == 0)
+                } else {
+                    // em_canid_sff_match_add's bitmap: the id under the rule's 11-bit mask.
+                    rules.iter().filter(|r| r.0 & CAN_EFF_FLAG == 0).any(|r| (r.0 ^ id) & r.1 & CAN_SFF_MASK == 0)
+                }
+            }
         }
     }
 
@@ -1005,6 +1114,21 @@ impl Kind {
                     out.fprintf(format_args!("{b:02x} "));
                 }
                 out.fprintf(format_args!("\"{}\" at {off} layer {layer})\n", ascii(needle)));
+            }
+            Kind::Canid(rules) => {
+                out.fprintf(format_args!("canid("));
+                for (i, &(id, mask)) in rules.iter().enumerate() {
+                    let (name, full) =
+                        if id & CAN_EFF_FLAG != 0 { ("eff", CAN_EFF_MASK) } else { ("sff", CAN_SFF_MASK) };
+                    out.fprintf(format_args!("{name} 0x{:X}", id & full));
+                    if mask != CAN_EFF_FLAG | full {
+                        out.fprintf(format_args!(":0x{:X}", mask & full));
+                    }
+                    if i + 1 < rules.len() {
+                        out.fprintf(format_args!(" "));
+                    }
+                }
+                out.fprintf(format_args!(")\n"));
             }
             Kind::Meta { left, opnd, right } => {
                 out.fprintf(format_args!("meta("));
@@ -1140,6 +1264,44 @@ mod tests {
         assert!(m("meta(priority eq priority)"));
         let (t, _) = tree("meta(fwmark shift 2 mask 0xff gt 0xffffffff)").unwrap();
         assert_eq!(printed(&t), "\n  meta(nf_mark shift 2 mask 0x000000ff gt -1)\n");
+    }
+
+    #[test]
+    fn canid_rules_print_and_match_as_the_kernel_keeps_them() {
+        // Extended-frame rules first; a full mask is not printed; sff ids keep 11 bits.
+        let (t, _) = tree("canid(sff 0x01:0xf eff 0x02:0xf sff 0xaabb:0x00ff eff 1) x").unwrap();
+        assert_eq!(printed(&t), "\n  canid(eff 0x2:0xF eff 0x1 sff 0x1:0xF sff 0x2BB:0xFF)\n");
+        // The can_id is the Ethernet header's first four bytes read little-endian:
+        // the destination MAC 02:00:00:00:00:02 and 00:00 of the source gives 0x2 (sff).
+        let p = tcp(100);
+        let h = Headers::of(&p);
+        let mut b = [0u8; 4];
+        assert!(h.bytes_at(0, &mut b));
+        let id = u32::from_le_bytes(b);
+        assert_eq!(id & CAN_EFF_FLAG, 0, "a standard-frame id: {id:#x}");
+        let m = |s: &str| tree(s).unwrap().0.matches(&p, &h);
+        assert!(m(&format!("canid(sff {:#x})", id & 0x7ff)));
+        assert!(!m(&format!("canid(sff {:#x})", (id + 1) & 0x7ff)));
+        // Mask 0 matches every standard id; extended rules never match one.
+        assert!(m("canid(sff 0x5:0x0)"));
+        assert!(!m(&format!("canid(eff {:#x}:0x0)", id)));
+        // Shorter than CAN_MTU (16 bytes) or without bytes: no match.
+        let raw = Packet::new(2, 100);
+        assert!(!tree("canid(sff 0:0)").unwrap().0.matches(&raw, &Headers::of(&raw)));
+        let e = |s: &str| tree(s).unwrap_err().msg;
+        assert_eq!(
+            e("canid(sff zz) x"),
+            format!("canid: Improperly formed CAN ID & mask\n\n... canid(sff >>zz)<< ...\n... canid(>>zz<<)...\n{CANID_USAGE}Illegal \"ematch\"\n")
+        );
+        assert!(e("canid(foo 1) x").starts_with("canid: invalid key\n"));
+        assert_eq!(
+            e("canid(sff) x"),
+            format!("canid: missing argument\n... >>canid(sff)<< ...\n{CANID_USAGE}Illegal \"ematch\"\n")
+        );
+        let many: Vec<String> = (0..401).map(|i| format!("sff {i}")).collect();
+        assert!(e(&format!("canid({}) x", many.join(" "))).starts_with("canid: Too many arguments on input\n"));
+        assert_eq!(scan_hex(b"-1"), Some((u32::MAX, 2)));
+        assert_eq!(scan_hex(b"0x"), Some((0, 1)));
     }
 
     #[test]

@@ -567,7 +567,7 @@ impl Flow {
     /// `flow_walk` + `flow_dump` + tc's `flow_print_opt`.
     fn print(&self, ctx: &super::DumpCtx, out: &mut Out) {
         for f in &self.filters {
-            ctx.entry(out, f.handle, |out| {
+            ctx.entry(out, f.handle, Some(&f.exts), |out| {
                 let h = c_hex(f.handle);
                 out.string("handle", format_args!("handle {h} "), &h);
                 let mode = if f.mode == MODE_HASH { "hash" } else { "map" };

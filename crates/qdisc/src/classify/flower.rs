@@ -438,7 +438,7 @@ impl Flower {
     pub fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         for f in self.filters.values() {
             let o = &f.o;
-            ctx.entry(out, f.handle, |out| {
+            ctx.entry(out, f.handle, None, |out| {
                 out.uint("handle", format_args!("handle {:#x} ", f.handle), f.handle as u64);
                 if let Some(c) = o.classid {
                     let c = crate::tc::show_classid(c);

@@ -160,7 +160,7 @@ impl Fw {
                 ctx.bare_filter(out, f.id);
                 continue;
             }
-            ctx.entry(out, f.id, |out| {
+            ctx.entry(out, f.id, Some(&f.exts), |out| {
                 out.open_object(Some("fw"));
                 let m = format!("{:#x}", f.id);
                 if mask != u32::MAX {

@@ -118,7 +118,7 @@ impl Matchall {
     /// `mall_dump` + tc's `matchall_print_opt`.
     pub fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         let Some(h) = &self.head else { return };
-        ctx.entry(out, h.handle, |out| {
+        ctx.entry(out, h.handle, None, |out| {
             out.uint("handle", format_args!("handle {:#x} ", h.handle), h.handle as u64);
             if h.classid != 0 {
                 let c = crate::tc::show_classid(h.classid);

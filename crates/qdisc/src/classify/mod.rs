@@ -1,6 +1,6 @@
 //! Classifiers: the filter blocks of classful qdiscs and the filter kinds
 //! (net/sched/cls_api.c, cls_u32.c, cls_fw.c, cls_flower.c, cls_matchall.c,
-//! cls_basic.c with its ematches, cls_flow.c).
+//! cls_basic.c with its ematches, cls_flow.c, cls_cgroup.c).
 //!
 //! # Model
 //!
@@ -9,9 +9,10 @@
 //! [`Chain`]s (`struct tcf_chain`) in creation order; each chain holds *protos*
 //! (`struct tcf_proto`), kept sorted by `pref` (the kernel's `prio`), each with an
 //! ethertype (`protocol`) and one classifier kind holding that kind's filters (u32
-//! knodes, fw handles, flower handles, one matchall, basic and flow filters). A chain
-//! lives while it has protos, was made by `tc chain add`, or an action's `goto chain`
-//! names it ([`Block::settle`]). Classification starts in chain 0.
+//! knodes, fw handles, flower handles, one matchall, basic and flow filters, one
+//! cgroup filter). A chain lives while it has protos, was made by `tc chain add`,
+//! or an action's `goto chain` names it ([`Block::settle`]). Classification starts
+//! in chain 0.
 //!
 //! # Kinds
 //!
@@ -68,6 +69,7 @@
 pub mod act;
 pub mod action;
 pub mod basic;
+pub mod cgroup;
 pub mod ematch;
 pub mod flow;
 pub mod flower;
@@ -239,6 +241,38 @@ pub(crate) fn with_opts<T: Any + Default, R>(
     }
 }
 
+/// The filter handle as f_basic.c and f_cgroup.c read it: `strtol(…, 0)`, unchecked
+/// but for its saturation.
+pub(crate) fn strtol_handle(handle: Option<&str>) -> Result<u32, TcError> {
+    let Some(s) = handle else { return Ok(0) };
+    let v = crate::tc::units::strtol0_prefix(s.as_bytes()).map_or(0, |(v, _)| v);
+    if v == i64::MIN || v == i64::MAX {
+        return Err(TcError::usage(format!("Illegal handle \"{s}\", must be numeric.\n")));
+    }
+    Ok(v as u32)
+}
+
+/// The words f_basic.c and f_cgroup.c read alike: `match EMATCH_TREE`, `action …`
+/// and the legacy `police …` (each wants a word after it). False: `w` is none of them.
+pub(crate) fn parse_tree_or_exts(
+    w: &str,
+    a: &mut crate::tc::Args,
+    tree: &mut ematch::Tree,
+    exts: &mut action::ExtsSpec,
+) -> Result<bool, TcError> {
+    let which = ["match", "action", "police"].into_iter().find(|k| crate::tc::matches(w, k));
+    let Some(k) = which else { return Ok(false) };
+    if a.is_empty() {
+        return Err(TcError::incomplete());
+    }
+    match k {
+        "match" => *tree = ematch::parse(a)?,
+        "action" => action::parse_action(a, exts)?,
+        _ => action::parse_legacy_police(a, exts)?,
+    }
+    Ok(true)
+}
+
 /// `init` of a kind whose new proto is its default (no qdisc-wide state).
 fn new<T: Classifier + Default + 'static>(_: Option<Shared>, _: u16) -> Result<Box<dyn Classifier>, FilterError> {
     Ok(Box::<T>::default())
@@ -248,6 +282,12 @@ fn new<T: Classifier + Default + 'static>(_: Option<Shared>, _: u16) -> Result<B
 /// one entry here.
 pub const CLASSIFIERS: &[ClassifierOps] = &[
     ClassifierOps { kind: "basic", parse: |h, _, a| opts(basic::parse(h, a)), init: new::<basic::Basic>, tmplt: None },
+    ClassifierOps {
+        kind: "cgroup",
+        parse: |h, _, a| opts(cgroup::parse(h, a)),
+        init: new::<cgroup::Cgroup>,
+        tmplt: None,
+    },
     ClassifierOps { kind: "flow", parse: |h, _, a| opts(flow::parse(h, a)), init: flow::Flow::new_proto, tmplt: None },
     ClassifierOps {
         kind: "flower",
@@ -269,12 +309,9 @@ pub const CLASSIFIERS: &[ClassifierOps] = &[
 /// `route` (cls_route.c) matches the realms of the route a packet took (`to`/`from
 /// REALM`, set by `ip route … realm`) or its input interface (`fromif`); the
 /// simulator's routes carry no realms and egress packets no input interface, so
-/// every route filter would silently never match. `cgroup` (cls_cgroup.c) takes the
-/// net_cls classid of the sending socket's cgroup; sockets here belong to no cgroup.
-pub const REFUSED: &[(&str, &str)] = &[
-    ("route", "routes carry no realms and packets no input interface here (ip route … realm, fromif)"),
-    ("cgroup", "sockets belong to no net_cls cgroup here"),
-];
+/// every route filter would silently never match.
+pub const REFUSED: &[(&str, &str)] =
+    &[("route", "routes carry no realms and packets no input interface here (ip route … realm, fromif)")];
 
 /// The kinds' names, in [`CLASSIFIERS`] order.
 pub const KINDS: &[&str] = &{
@@ -818,7 +855,15 @@ pub struct DumpCtx<'a> {
 
 impl DumpCtx<'_> {
     /// One dumped filter with `handle`: the head, its options, the line end.
-    pub fn entry(&self, out: &mut crate::tc::Out, handle: u32, f: impl FnOnce(&mut crate::tc::Out)) {
+    /// `exts`: the filter's actions, whose legacy police the kernel also dumps as the
+    /// filter's own statistics (`tcf_exts_dump_stats`), which `-s` prints after it.
+    pub fn entry(
+        &self,
+        out: &mut crate::tc::Out,
+        handle: u32,
+        exts: Option<&action::Exts>,
+        f: impl FnOnce(&mut crate::tc::Out),
+    ) {
         if self.only.is_some_and(|h| h != handle) {
             return;
         }
@@ -827,6 +872,9 @@ impl DumpCtx<'_> {
         f(out);
         out.close_object();
         out.nl();
+        if let Some(e) = exts {
+            e.print_filter_stats(out);
+        }
         out.close_object();
     }
     /// A dumped filter without TCA_OPTIONS (an empty fw filter).
@@ -982,7 +1030,7 @@ mod tests {
 
     #[test]
     fn the_table_names_each_kind_once() {
-        assert_eq!(KINDS, ["basic", "flow", "flower", "fw", "matchall", "u32"]);
+        assert_eq!(KINDS, ["basic", "cgroup", "flow", "flower", "fw", "matchall", "u32"]);
         for ops in CLASSIFIERS {
             assert_eq!((ops.init)(None, 1).unwrap().kind(), ops.kind);
             assert_eq!(lookup(ops.kind).map(|o| o.kind), Some(ops.kind));

@@ -771,13 +771,13 @@ impl Tp {
         let c = read_common(&self.common);
         for ht in c.hts.iter().filter(|h| h.prio == self.pref) {
             flush_stops(ht);
-            ctx.entry(out, ht.handle, |out| {
+            ctx.entry(out, ht.handle, None, |out| {
                 print_handle(out, ht.handle);
                 out.int("ht_divisor", format_args!("ht divisor {} ", ht.divisor + 1), ht.divisor as i64 + 1);
             });
             for b in &ht.buckets {
                 for n in b {
-                    ctx.entry(out, n.handle, |out| print_knode(out, n, ctx));
+                    ctx.entry(out, n.handle, Some(&n.exts), |out| print_knode(out, n, ctx));
                 }
             }
         }

@@ -17,7 +17,7 @@
 //! one refuses edits by device ("This filter block is shared…") and dumps it with
 //! `block N` in place of the parent, as `tcf_fill_node` answers with no qdisc.
 //!
-//! Limits: the route and cgroup classifiers are refused by name
+//! Limits: the route classifier is refused by name
 //! ([`classify::REFUSED`]).
 
 use std::any::Any;
