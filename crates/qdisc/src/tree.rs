@@ -1038,6 +1038,21 @@ impl Device {
         Xmit::Queued(self.enqueue(pkt, now))
     }
 
+    /// [`Device::xmit_on`] of a packet that took the route `dst` (`skb_dst`): its
+    /// realms and input interface are what route filters and the `rt_classid` /
+    /// `rt_iif` meta keys read while its qdiscs classify it (see
+    /// [`crate::classify::Dst`]).
+    pub fn xmit_routed(
+        &mut self,
+        pkt: Packet,
+        txq: usize,
+        now: Instant,
+        driver_idle: bool,
+        dst: Option<crate::classify::Dst>,
+    ) -> Xmit {
+        crate::classify::with_dst(dst, || self.xmit_on(pkt, txq, now, driver_idle))
+    }
+
     /// The tx queue `skb_tx_hash` picks for a packet (`reciprocal_scale(hash, n)`,
     /// §2.2; no XPS): among all real tx queues, or, when the root qdisc gave the
     /// device traffic classes (mqprio), among those of the packet's class.

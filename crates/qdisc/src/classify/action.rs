@@ -1802,17 +1802,24 @@ impl Exts {
         }
     }
 
-    /// `tcf_exts_dump` + tc's printing: the legacy police (the classifier prints the
-    /// newline before it) or the action list (`tc_print_action`).
+    /// `tcf_exts_dump` + tc's printing: the legacy police (on a line of its own, as
+    /// most classifiers print it) or the action list (`tc_print_action`).
     pub fn print(&self, out: &mut Out, now: Instant) {
+        self.print_police_nl(out, now, true)
+    }
+
+    /// [`Exts::print`], with the legacy police on the filter's line unless `nl`
+    /// (f_route.c, f_fw.c and f_flow.c call `tc_print_police` without `print_nl`).
+    pub fn print_police_nl(&self, out: &mut Out, now: Instant, nl: bool) {
         if self.acts.is_empty() {
             return;
         }
         if self.legacy_police {
-            out.nl();
-            out.open_object(Some("police"));
+            if nl {
+                out.nl();
+            }
+            // tc_print_police prints into the filter's options, with no object of its own.
             print_police(out, &lock(&self.acts[0]), 1, 1, now);
-            out.close_object();
             return;
         }
         out.open_array("actions", "");
@@ -1820,6 +1827,25 @@ impl Exts {
             print_one(out, a, i as u64 + 1, true, now);
         }
         out.close_array("");
+    }
+}
+
+impl Exts {
+    /// The legacy police's counters as a filter dump carries them
+    /// (`tcf_action_copy_stats(…, compat)`: the old `struct tc_stats`, TCA_STATS) and
+    /// tc's `print_tcstats_attr` prints them: its rate and backlog are 0 here, so
+    /// one line.
+    pub fn print_compat_stats(&self, out: &mut Out) {
+        if !self.legacy_police || self.acts.is_empty() {
+            return;
+        }
+        let s = lock(&self.acts[0]).stats;
+        out.fp(format_args!(" "));
+        out.uint("bytes", format_args!("Sent {} bytes", s.bytes), s.bytes);
+        out.uint("packets", format_args!(" {} pkts", s.packets as u32), s.packets as u32 as u64);
+        out.uint("dropped", format_args!(" (dropped {},", s.drops), s.drops as u64);
+        out.uint("overlimits", format_args!(" overlimits {}) ", s.overlimits), s.overlimits as u64);
+        out.nl();
     }
 }
 
