@@ -414,3 +414,132 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, RouteOpts), TcE
     }
     Ok((h, o))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::action::ActionTable;
+    use crate::classify::{with_dst, Dst};
+    use crate::testing::argv;
+
+    /// A proto of the filters `lines` (tc's words after `route`, `handle` first when
+    /// given as `handle H …`), over devices lo (1), eth0 (2), … eth31 (33).
+    fn proto(lines: &[&str]) -> Route {
+        let mut r = Route::default();
+        let mut tb = ActionTable::default();
+        let mut acts = ActCtx {
+            table: &mut tb,
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant::ZERO,
+            at_ingress: false,
+        };
+        let mut links: Vec<String> = vec!["lo".into()];
+        links.extend((0..32).map(|i| format!("eth{i}")));
+        for l in lines {
+            let v = argv(l);
+            let (h, rest) = match v.first().map(String::as_str) {
+                Some("handle") => (Some(v[1].as_str()), &v[2..]),
+                _ => (None, &v[..]),
+            };
+            let mut a = Args::new(rest);
+            a.set_links(links.clone());
+            let (h, o) = parse(h, &mut a).unwrap();
+            r.change_opts(h, &o, None, &mut acts, &mut Binds::default()).unwrap();
+        }
+        r
+    }
+
+    fn cls(r: &Route, dst: Option<Dst>) -> Option<u32> {
+        let mut p = Packet::new(1, 100);
+        with_dst(dst, || {
+            let hdr = Headers::of(&p);
+            r.lookup(&mut p, &hdr, Instant::ZERO).map(|(_, res)| res.classid)
+        })
+    }
+
+    fn dst(to: u32, from: u32, iif: u32) -> Option<Dst> {
+        Some(Dst { tclassid: from << 16 | to, iif })
+    }
+
+    #[test]
+    fn tc_encodes_the_keys_in_the_handle() {
+        let h = |s: &str| {
+            let v = argv(s);
+            parse(None, &mut Args::new(&v)).unwrap().0
+        };
+        assert_eq!(h("to 10"), 0xFFFF_000A);
+        assert_eq!(h("from 1"), 0x0001_8000);
+        assert_eq!(h("to 10 from 1"), 0x0001_000A);
+        assert_eq!(h("to 3 order 200"), 0xFFFF_4803);
+        assert_eq!(h("to cosmos from 0"), 0);
+        let v = argv("fromif eth0 to 2");
+        let mut a = Args::new(&v);
+        a.set_links(vec!["lo".into(), "eth0".into()]);
+        assert_eq!(parse(None, &mut a).unwrap().0, 0x8002_0002);
+        assert_eq!(realm_name(0), "cosmos");
+        assert_eq!((realm_parse("0x10"), realm_parse("256"), realm_parse("x")), (Some(16), None, None));
+    }
+
+    #[test]
+    fn lookup_order_and_the_second_pass_without_to() {
+        let r = proto(&[
+            "to 10 classid 1:1",
+            "to 10 from 1 classid 1:2",
+            "from 1 classid 1:3",
+            "from 17 classid 1:4",
+            "to 20 fromif eth14 classid 1:5",
+            "to 20 fromif eth30 classid 1:6",
+        ]);
+        // to 10 from 1: the exact pair before the to-only wildcard.
+        assert_eq!(cls(&r, dst(10, 1, 0)), Some(0x10002));
+        // to 10 from 2: no pair; the wildcard of bucket 10.
+        assert_eq!(cls(&r, dst(10, 2, 0)), Some(0x10001));
+        // to 11 from 1: nothing in bucket 11; bucket 256 with the TO half cleared.
+        assert_eq!(cls(&r, dst(11, 1, 0)), Some(0x10003));
+        // from 17 shares from 1's list (17 & 0xF) but not its realm.
+        assert_eq!(cls(&r, dst(0, 17, 0)), Some(0x10004));
+        assert_eq!(cls(&r, dst(0, 2, 0)), None);
+        // fromif: eth14 is ifindex 16, kept in list 16 + 0, which the lookup reads
+        // for any ifindex below 65536; eth30 (ifindex 32) likewise. A fromif filter of
+        // another ifindex (eth0, 2: list 18) is never read.
+        assert_eq!(cls(&r, dst(20, 0, 16)), Some(0x10005));
+        assert_eq!(cls(&r, dst(20, 0, 32)), Some(0x10006));
+        let r2 = proto(&["to 20 fromif eth0 classid 1:7"]);
+        assert_eq!(cls(&r2, dst(20, 0, 2)), None);
+        // No route: no match, whatever the filters.
+        assert_eq!(cls(&r, None), None);
+    }
+
+    #[test]
+    fn continue_goes_on_and_change_moves_the_filter() {
+        let mut r = proto(&["to 5 classid 1:1 action continue", "to 5 from 3 classid 1:2 action continue"]);
+        assert_eq!(cls(&r, dst(5, 3, 0)), None);
+        let mut tb = ActionTable::default();
+        let mut acts = ActCtx {
+            table: &mut tb,
+            available: &|_| true,
+            kernel: Default::default(),
+            now: Instant::ZERO,
+            at_ingress: false,
+        };
+        let v = argv("from 4 classid 1:9");
+        let (_, o) = parse(None, &mut Args::new(&v)).unwrap();
+        let mut binds = Binds::default();
+        r.change_opts(0xFFFF_0005, &o, Some(0xFFFF_0005), &mut acts, &mut binds).unwrap();
+        assert_eq!(binds.split(), (vec![0x10001], vec![0x10009]));
+        // The old TO realm stays in `id`; the handle now says "from 4, no TO".
+        assert_eq!(r.get_handles(), vec![0x0003_0005, 0x0004_8000]);
+        assert_eq!(cls(&r, dst(7, 4, 0)), Some(0x10009));
+        let mut binds = Binds::default();
+        assert!(!r.delete_filter(0x0004_8000, &mut binds));
+        assert!(r.delete_filter(0x0003_0005, &mut binds));
+        assert_eq!(binds.split(), (vec![0x10002, 0x10009], vec![]));
+    }
+
+    impl Route {
+        fn get_handles(&self) -> Vec<u32> {
+            self.filters().map(|f| f.handle).collect()
+        }
+    }
+}
