@@ -394,8 +394,8 @@ fn upstream_tc_testing_cases() {
     run_files("tdc", &dir, &kinds, 45);
 }
 
-/// The filter files (the classifiers this engine implements, and route and cgroup,
-/// which it refuses by name), and the infrastructure file of `tc filter` / `tc
+/// The filter files (the classifiers this engine implements, and cgroup, which it
+/// refuses by name), and the infrastructure file of `tc filter` / `tc
 /// chain`.
 #[test]
 fn upstream_tc_testing_filter_cases() {

@@ -422,18 +422,16 @@ mod tests {
     use crate::classify::{with_dst, Dst};
     use crate::testing::argv;
 
+    fn ctx(table: &mut ActionTable) -> ActCtx<'_> {
+        ActCtx { table, available: &|_| true, kernel: Default::default(), now: Instant::ZERO, at_ingress: false }
+    }
+
     /// A proto of the filters `lines` (tc's words after `route`, `handle` first when
     /// given as `handle H …`), over devices lo (1), eth0 (2), … eth31 (33).
     fn proto(lines: &[&str]) -> Route {
         let mut r = Route::default();
         let mut tb = ActionTable::default();
-        let mut acts = ActCtx {
-            table: &mut tb,
-            available: &|_| true,
-            kernel: Default::default(),
-            now: Instant::ZERO,
-            at_ingress: false,
-        };
+        let mut acts = ctx(&mut tb);
         let mut links: Vec<String> = vec!["lo".into()];
         links.extend((0..32).map(|i| format!("eth{i}")));
         for l in lines {
@@ -516,13 +514,7 @@ mod tests {
         let mut r = proto(&["to 5 classid 1:1 action continue", "to 5 from 3 classid 1:2 action continue"]);
         assert_eq!(cls(&r, dst(5, 3, 0)), None);
         let mut tb = ActionTable::default();
-        let mut acts = ActCtx {
-            table: &mut tb,
-            available: &|_| true,
-            kernel: Default::default(),
-            now: Instant::ZERO,
-            at_ingress: false,
-        };
+        let mut acts = ctx(&mut tb);
         let v = argv("from 4 classid 1:9");
         let (_, o) = parse(None, &mut Args::new(&v)).unwrap();
         let mut binds = Binds::default();
