@@ -80,6 +80,7 @@ fn bundled_scenarios_load() {
             "ifb-download-cake.toml",
             "ifb-download-htb.toml",
             "netem-20ms.toml",
+            "route-realms-htb.toml",
             "seed-000.toml",
             "seed-001-htb.toml",
             "seed-001-mq.toml",
