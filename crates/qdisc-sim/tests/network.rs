@@ -380,7 +380,11 @@ filter add dev eth1 parent 1: protocol ip prio 1 route to 4 from 7 classid 1:1
 qdisc add dev eth2 root handle 1: htb default 9
 class add dev eth2 parent 1: classid 1:5 htb rate 100mbit
 class add dev eth2 parent 1: classid 1:9 htb rate 100mbit
-filter add dev eth2 parent 1: protocol ip prio 1 basic match meta(rt_iif gt 0) and meta(rt_classid eq 0x70000) classid 1:5
+filter add dev eth2 parent 1: protocol ip prio 1 basic match meta(rt_classid eq 0x70000) classid 1:5
+qdisc add dev eth0 root handle 1: htb default 9
+class add dev eth0 parent 1: classid 1:6 htb rate 100mbit
+class add dev eth0 parent 1: classid 1:9 htb rate 100mbit
+filter add dev eth0 parent 1: protocol ip prio 1 basic match meta(rt_iif gt 0) classid 1:6
 """
 [[traffic]]
 kind = "ping"
@@ -412,9 +416,8 @@ interval = "100ms"
     // Forwarded to a: the forward route's TO realm 4, FROM from the route back to snd
     // (its TO realm 7, shifted): 0x70004.
     assert_eq!(sent("rtr", "eth1"), want(&[("1:1", 10), ("1:9", 0)]));
-    // Forwarded to b: no realm on that route, FROM 7 all the same; an input interface
-    // (eth0: ifindex 2, after lo).
+    // Forwarded to b: no realm on that route, FROM 7 all the same.
     assert_eq!(sent("rtr", "eth2"), want(&[("1:5", 10), ("1:9", 0)]));
-    // The replies leave a and b by routes without realms.
-    assert_eq!(sent("rtr", "eth0"), want(&[]));
+    // The replies from a and b, forwarded back to snd: an input interface.
+    assert_eq!(sent("rtr", "eth0"), want(&[("1:6", 20), ("1:9", 0)]));
 }
