@@ -45,6 +45,8 @@ fn realms_steer_packets_into_htb_classes() {
     ] {
         run(&mut tc, c);
     }
+    // The route filters made eth0 keep each packet's route for its qdiscs.
+    assert!(tc.device("eth0").unwrap().keep_dst);
     let now = Instant::ZERO;
     let route = |to: u32, from: u32, iif: u32| Some(Dst { tclassid: from << 16 | to, iif });
     // (route, packets): what each group should meet.

@@ -664,6 +664,9 @@ impl super::Classifier for Flow {
     fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
         self.filters.iter().for_each(|x| f(&x.exts));
     }
+    fn keeps_dst(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

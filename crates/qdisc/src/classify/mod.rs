@@ -249,6 +249,12 @@ pub trait Classifier: Send + Sync {
         self.for_each_classid(&mut |c| binds.unbind(c));
         false
     }
+    /// Whether a change makes the device keep each packet's route for its qdiscs
+    /// (`tcf_block_netif_keep_dst`, which cls_route and cls_flow call): until then
+    /// `__dev_queue_xmit` drops it before the qdisc (IFF_XMIT_DST_RELEASE).
+    fn keeps_dst(&self) -> bool {
+        false
+    }
     /// The qdisc-wide state this proto uses, for the qdisc's block to keep and
     /// hand to the kind's next `init` (u32's `tc_u_common`).
     fn shared(&self) -> Option<Shared> {

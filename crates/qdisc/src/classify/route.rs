@@ -326,6 +326,9 @@ impl super::Classifier for Route {
     fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
         self.filters().for_each(|x| f(&x.exts));
     }
+    fn keeps_dst(&self) -> bool {
+        true
+    }
 }
 
 /// The realm names iproute2 reads from `rt_realms` (`rtnl_rtrealm_tab`): the file
