@@ -891,7 +891,7 @@ fn without_multiq_bands(s: &str) -> String {
 /// fprintf, inside the options object even with `-j`: goldens/kernel-6.12/filter-basic):
 /// left out, the rest is JSON.
 fn without_ematch_lines(s: &str) -> String {
-    const STARTS: &[&str] = &["cmp(", "u32(", "nbyte(", "meta(", "NOT ", "AND ", "OR ", "(", ")"];
+    const STARTS: &[&str] = &["cmp(", "u32(", "nbyte(", "meta(", "canid(", "NOT ", "AND ", "OR ", "(", ")"];
     s.lines().filter(|l| !STARTS.iter().any(|p| l.trim_start().starts_with(p))).collect::<Vec<_>>().join("\n")
 }
 

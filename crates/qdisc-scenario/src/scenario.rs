@@ -311,6 +311,50 @@ pub enum SettingKind {
     Features { dev: String, tso: Option<bool>, gso: Option<bool>, gro: Option<bool> },
     /// `ip link set [dev] DEV mtu N` / `txqueuelen N` (either or both on one line).
     IpLink { dev: String, mtu: Option<u32>, txqueuelen: Option<u32> },
+    /// `ip route change|replace 10.N.0.0/24 [via GW] dev DEV realms [FROM/]TO`: the
+    /// realms (RTA_FLOW: FROM in the high 16 bits, TO in the low) of the host's route
+    /// to link `link`'s subnet, restated exactly as the host has it ([`host_route`]).
+    IpRoute { link: usize, realms: u32 },
+}
+
+/// The route a host has to link `link`'s subnet `10.(link+1).0.0/24`, as every backend
+/// installs it: the connected route of its interface on that link, or (the link is
+/// elsewhere) a route via the next hop on the first link of the shortest path to the
+/// nearer end of that link. `None`: not connected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostRoute {
+    /// The host's interface the route leaves by.
+    pub dev: String,
+    /// The gateway's address (`None`: the connected route).
+    pub via: Option<String>,
+    /// The first link crossed (the route's own link for the connected route).
+    pub first_link: usize,
+}
+
+/// See [`HostRoute`].
+pub fn host_route(links: &[Link], host: &str, link: usize) -> Option<HostRoute> {
+    let l = links.get(link)?;
+    for e in [&l.a, &l.b] {
+        if e.host == host {
+            return Some(HostRoute { dev: e.iface.clone(), via: None, first_link: link });
+        }
+    }
+    let (pa, pb) = (path(links, host, &l.a.host), path(links, host, &l.b.host));
+    let p = [pa, pb].into_iter().flatten().min_by_key(|p| p.len())?;
+    let (first, from_b) = p[0];
+    let fl = &links[first];
+    let (me, next) = if from_b { (&fl.b, &fl.a) } else { (&fl.a, &fl.b) };
+    Some(HostRoute {
+        dev: me.iface.clone(),
+        via: Some(Link::address(first, fl.b.host == next.host)),
+        first_link: first,
+    })
+}
+
+/// The link whose subnet (`10.(i+1).0.0/24`) holds an IPv4 address, if any.
+pub fn link_of_address(a: [u8; 4], links: usize) -> Option<usize> {
+    let i = a[1] as usize;
+    (a[0] == 10 && a[2] == 0 && i >= 1 && i <= links).then(|| i - 1)
 }
 
 impl TcScript {
@@ -2095,7 +2139,8 @@ const IP_LINK_OTHERS: [&str; 38] = [
 /// by prefix; the queue length as `txqueuelen` or a prefix of it, `txqlen` or `qlen`.
 /// Errors in ip's words where it has them.
 fn ip_line(args: &[String], devs: &Devs) -> Result<SettingKind, String> {
-    const FORM: &str = "a script's ip lines are ip link set DEV mtu N | txqueuelen N";
+    const FORM: &str = "a script's ip lines are ip link set DEV mtu N | txqueuelen N, and ip route change PREFIX \
+                        [via GW] dev DEV realms [FROM/]TO";
     let prefix_of = |w: &str, word: &str| !w.is_empty() && word.starts_with(w);
     let Some(obj) = args.first().map(String::as_str) else {
         return Err(format!("ip without a command ({FORM})"));
@@ -2105,6 +2150,15 @@ fn ip_line(args: &[String], devs: &Devs) -> Result<SettingKind, String> {
             return Err(format!("option {obj:?} is not allowed: each script runs in its host's namespace"));
         }
         return Err(format!("ip option {obj:?} is not supported ({FORM})"));
+    }
+    if prefix_of(obj, "route") {
+        return ip_route_line(&args[1..], devs);
+    }
+    if prefix_of(obj, "rule") {
+        return Err(format!(
+            "ip {obj}: not modelled: policy routing (and the realms an `ip rule … realms` gives) has no \
+             counterpart here; an ip route line sets a route's realms ({FORM})"
+        ));
     }
     if !prefix_of(obj, "link") {
         return Err(format!("ip {obj}: not modelled ({FORM})"));
@@ -2187,6 +2241,83 @@ fn ip_line(args: &[String], devs: &Devs) -> Result<SettingKind, String> {
     }
     let mtu = mtu.map(|(n, _)| n as u32);
     Ok(SettingKind::IpLink { dev: dev.to_string(), mtu, txqueuelen: qlen })
+}
+
+/// `ip route change|replace PREFIX [via GW] dev DEV realms [FROM/]TO` (the words
+/// after `ip route`), as ip/iproute.c's `iproute_modify` reads them (`realm` and other
+/// prefixes of `realms`; the value by `get_rt_realms_or_raw`), restating a route the
+/// host has ([`host_route`]) with realms: routes themselves are the scenario's.
+fn ip_route_line(args: &[String], devs: &Devs) -> Result<SettingKind, String> {
+    const FORM: &str = "ip route change PREFIX [via GW] dev DEV realms [FROM/]TO, restating a route the host has";
+    let prefix_of = |w: &str, word: &str| !w.is_empty() && word.starts_with(w);
+    let Some(verb) = args.first().map(String::as_str) else {
+        return Err(format!("ip route without a command ({FORM})"));
+    };
+    if !(prefix_of(verb, "change") || verb == "chg" || prefix_of(verb, "replace")) {
+        return Err(format!(
+            "ip route {verb}: not modelled: the routes are the scenario's shortest paths; only their realms can be \
+             set ({FORM})"
+        ));
+    }
+    let (mut prefix, mut via, mut dev, mut realms) = (None, None, None, None);
+    let mut i = 1;
+    while i < args.len() {
+        let w = args[i].as_str();
+        let value = || {
+            args.get(i + 1)
+                .map(String::as_str)
+                .ok_or_else(|| "Command line is not complete. Try option \"help\"".to_string())
+        };
+        if w == "via" {
+            via = Some(value()?);
+        } else if w == "dev" || w == "oif" {
+            dev = Some(value()?);
+        } else if prefix_of(w, "realms") {
+            let v = value()?;
+            realms = Some(rt_realms_or_raw(v).ok_or_else(|| {
+                format!("Error: argument \"{v}\" is wrong: \"realm\" value is invalid\n").trim_end().to_string()
+            })?);
+        } else if prefix.is_none() && !w.starts_with('-') && w.contains('.') {
+            prefix = Some(w);
+            i += 1;
+            continue;
+        } else {
+            return Err(format!("ip route {verb} {w}: not modelled ({FORM})"));
+        }
+        i += 2;
+    }
+    let Some(prefix) = prefix else { return Err(format!("ip route {verb}: no prefix ({FORM})")) };
+    let link = (0..devs.links.len()).find(|&l| format!("10.{}.0.0/24", l + 1) == prefix).ok_or_else(|| {
+        format!("ip route {verb} {prefix}: not a route of this host: its routes are to the links' subnets 10.N.0.0/24")
+    })?;
+    let r = host_route(devs.links, &devs.host.name, link)
+        .ok_or_else(|| format!("ip route {verb} {prefix}: host {} has no route there", devs.host.name))?;
+    let Some(dev) = dev else { return Err(format!("ip route {verb} {prefix}: give its dev ({FORM})")) };
+    let has = match &r.via {
+        Some(gw) => format!("{prefix} via {gw} dev {}", r.dev),
+        None => format!("{prefix} dev {} (connected)", r.dev),
+    };
+    if dev != r.dev || via != r.via.as_deref() {
+        return Err(format!(
+            "ip route {verb} {prefix}: the host's route is {has}: a line may only add realms to it, not move it"
+        ));
+    }
+    let Some(realms) = realms else { return Err(format!("ip route {verb} {prefix}: no realms to set ({FORM})")) };
+    Ok(SettingKind::IpRoute { link, realms })
+}
+
+/// iproute2's `get_rt_realms_or_raw`: `[FROM/]TO` by realm names or numbers (0–255),
+/// else a raw 32-bit number (base 0).
+fn rt_realms_or_raw(v: &str) -> Option<u32> {
+    use qdisc::classify::route::realm_parse;
+    let realms = match v.split_once('/') {
+        Some((f, t)) => {
+            realm_parse(f).and_then(|f| if t.is_empty() { Some(f << 16) } else { Some(f << 16 | realm_parse(t)?) })
+        }
+        None if v.is_empty() => Some(0),
+        None => realm_parse(v),
+    };
+    realms.or_else(|| qdisc::tc::units::get_u32(v))
 }
 
 #[cfg(test)]

@@ -80,6 +80,7 @@ fn bundled_scenarios_load() {
             "ifb-download-cake.toml",
             "ifb-download-htb.toml",
             "netem-20ms.toml",
+            "route-realms-htb.toml",
             "seed-000.toml",
             "seed-001-htb.toml",
             "seed-001-mq.toml",
@@ -572,6 +573,21 @@ fn receive_side_and_interface_settings_are_parsed() {
 }
 
 #[test]
+fn ip_route_lines_set_the_realms_of_a_route() {
+    let s = load(&rx(
+        "off",
+        "ip route change 10.3.0.0/24 dev br0 realms cosmos/0x12\nip r replace 10.2.0.0/24 dev veth0 realm 7",
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let t = &s.tc[0];
+    let kinds: Vec<&SettingKind> = t.settings.iter().map(|st| &st.kind).collect();
+    assert_eq!(kinds, [&SettingKind::IpRoute { link: 2, realms: 0x12 }, &SettingKind::IpRoute { link: 1, realms: 7 }]);
+    // A routed subnet is restated with its gateway: b reaches link 0 through a.
+    let r = qdisc_scenario::scenario::host_route(&s.links, "b", 0).unwrap();
+    assert_eq!((r.dev.as_str(), r.via.as_deref(), r.first_link), ("veth0", Some("10.2.0.1"), 1));
+}
+
+#[test]
 fn veth_pair_links_and_local_traffic() {
     let s = load(&rx("time", "ethtool -K veth0 gro on")).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(s.links.iter().map(|l| l.kind).collect::<Vec<_>>(), [LinkKind::Eth, LinkKind::VethPair, LinkKind::Veth]);
@@ -656,13 +672,21 @@ fn receive_side_mistakes_are_named_exactly() {
         ("off", "ethtool -K eth0 tso on tcp-segmentation-offload off", "ethtool -K eth0 tcp-segmentation-offload: tso is given twice"),
         ("off", "ethtool -K veth0", "ethtool -K veth0: nothing to set (tso, gso, gro on|off)"),
         // ip.
-        ("off", "ip", "ip without a command (a script's ip lines are ip link set DEV mtu N | txqueuelen N)"),
-        ("off", "ip -s link set eth0 mtu 1400", "ip option \"-s\" is not supported (a script's ip lines are ip link set DEV mtu N | txqueuelen N)"),
+        ("off", "ip", "ip without a command (a script's ip lines are ip link set DEV mtu N | txqueuelen N, and ip route change PREFIX [via GW] dev DEV realms [FROM/]TO)"),
+        ("off", "ip -s link set eth0 mtu 1400", "ip option \"-s\" is not supported (a script's ip lines are ip link set DEV mtu N | txqueuelen N, and ip route change PREFIX [via GW] dev DEV realms [FROM/]TO)"),
         ("off", "ip -n x link set eth0 mtu 1400", "option \"-n\" is not allowed: each script runs in its host's namespace"),
-        ("off", "ip addr add 10.9.0.1/24 dev eth0", "ip addr: not modelled (a script's ip lines are ip link set DEV mtu N | txqueuelen N)"),
-        ("off", "ip route add default via 10.1.0.2", "ip route: not modelled (a script's ip lines are ip link set DEV mtu N | txqueuelen N)"),
-        ("off", "ip link", "ip link without a command (a script's ip lines are ip link set DEV mtu N | txqueuelen N)"),
-        ("off", "ip link add d0 type dummy", "ip link add: not modelled (a script's ip lines are ip link set DEV mtu N | txqueuelen N)"),
+        ("off", "ip addr add 10.9.0.1/24 dev eth0", "ip addr: not modelled (a script's ip lines are ip link set DEV mtu N | txqueuelen N, and ip route change PREFIX [via GW] dev DEV realms [FROM/]TO)"),
+        ("off", "ip route add default via 10.1.0.2", "ip route add: not modelled: the routes are the scenario's shortest paths; only their realms can be set (ip route change PREFIX [via GW] dev DEV realms [FROM/]TO, restating a route the host has)"),
+        ("off", "ip route change 10.9.0.0/24 dev eth0 realms 3", "ip route change 10.9.0.0/24: not a route of this host: its routes are to the links' subnets 10.N.0.0/24"),
+        ("off", "ip route change 10.1.0.0/24 dev veth0 realms 3", "ip route change 10.1.0.0/24: the host's route is 10.1.0.0/24 dev eth0 (connected): a line may only add realms to it, not move it"),
+        ("off", "ip route change 10.1.0.0/24 via 10.1.0.2 dev eth0 realms 3", "ip route change 10.1.0.0/24: the host's route is 10.1.0.0/24 dev eth0 (connected): a line may only add realms to it, not move it"),
+        ("off", "ip route change 10.1.0.0/24 dev eth0 realms 1/x", "Error: argument \"1/x\" is wrong: \"realm\" value is invalid"),
+        ("off", "ip route change 10.1.0.0/24 dev eth0", "ip route change 10.1.0.0/24: no realms to set (ip route change PREFIX [via GW] dev DEV realms [FROM/]TO, restating a route the host has)"),
+        ("off", "ip route change 10.1.0.0/24 realms 2", "ip route change 10.1.0.0/24: give its dev (ip route change PREFIX [via GW] dev DEV realms [FROM/]TO, restating a route the host has)"),
+        ("off", "ip route change 10.1.0.0/24 dev eth0 metric 5 realms 2", "ip route change metric: not modelled (ip route change PREFIX [via GW] dev DEV realms [FROM/]TO, restating a route the host has)"),
+        ("off", "ip rule add from all realms 3", "ip rule: not modelled: policy routing (and the realms an `ip rule … realms` gives) has no counterpart here; an ip route line sets a route's realms (a script's ip lines are ip link set DEV mtu N | txqueuelen N, and ip route change PREFIX [via GW] dev DEV realms [FROM/]TO)"),
+        ("off", "ip link", "ip link without a command (a script's ip lines are ip link set DEV mtu N | txqueuelen N, and ip route change PREFIX [via GW] dev DEV realms [FROM/]TO)"),
+        ("off", "ip link add d0 type dummy", "ip link add: not modelled (a script's ip lines are ip link set DEV mtu N | txqueuelen N, and ip route change PREFIX [via GW] dev DEV realms [FROM/]TO)"),
         ("off", "ip link set eth0 up", "ip link set eth0 up: not modelled (mtu and txqueuelen are)"),
         ("off", "ip link set dev eth0 address 02:00:00:00:00:01", "ip link set eth0 address: not modelled (mtu and txqueuelen are)"),
         ("off", "ip link set gso_max_size 1000 dev eth0", "ip link set gso_max_size: not modelled (mtu and txqueuelen are)"),

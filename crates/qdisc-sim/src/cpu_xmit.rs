@@ -308,7 +308,8 @@ impl Sim {
                     return self.take(h, c, producer, t);
                 }
                 let txq = t.txq as usize;
-                let r = self.device(iface).xmit_on(pkt, txq, now, idle);
+                let route = self.route_of(iface, &pkt);
+                let r = self.device(iface).xmit_routed(pkt, txq, now, idle, route);
                 self.cpus(h).charge(c, class, enq_f, enq_ns);
                 if t.nolock {
                     t.busylock = false;

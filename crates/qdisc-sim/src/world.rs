@@ -104,6 +104,12 @@ pub struct Host {
     pub machine: u32,
     /// Times one of its sockets' cached tx queue changed (`ooo_okay` let XPS move it).
     pub txq_changes: u64,
+    /// The realms (`nh_tclassid`) of its route to each link's subnet, by link index
+    /// (`ip route … realms`; 0: none). Empty for the wire, which routes nothing.
+    pub realms: Vec<u32>,
+    /// For traffic from host S to host D that this host forwards: the ifindex of the
+    /// interface it arrives on (`skb->skb_iif`), by (S, D).
+    pub iif: HashMap<(u32, u32), u32>,
 }
 
 pub struct TxQueue {
@@ -525,6 +531,8 @@ impl Sim {
                 cpu,
                 machine: m,
                 txq_changes: 0,
+                realms: if hi < s.hosts.len() { vec![0; s.links.len()] } else { Vec::new() },
+                iif: HashMap::new(),
             });
         }
         for (w, li, l) in wires {
@@ -555,6 +563,24 @@ impl Sim {
                 }));
             }
             hosts[hi].route = route;
+        }
+        // The interface each forwarding host receives a pair's packets on: the walk
+        // the routes above make from the sender, hop by hop.
+        let end = |li: usize, b: bool| if b { &s.links[li].b } else { &s.links[li].a };
+        for (si, src) in s.hosts.iter().enumerate() {
+            for (di, dst) in s.hosts.iter().enumerate() {
+                let mut x = src.name.as_str();
+                while x != dst.name {
+                    let Some(&(li, from_b)) = s.path(x, &dst.name).as_ref().and_then(|p| p.first()) else { break };
+                    let next = end(li, !from_b);
+                    x = next.host.as_str();
+                    if x != dst.name {
+                        let hx = host_ix(x) as usize;
+                        let ifindex = hosts[hx].tc.link_names().iter().position(|n| *n == next.iface).unwrap() + 1;
+                        hosts[hx].iif.insert((si as u32, di as u32), ifindex as u32);
+                    }
+                }
+            }
         }
         let mut sim = Sim {
             now: Instant::ZERO,
@@ -672,6 +698,10 @@ impl Sim {
                                 if let Some(q) = txqueuelen {
                                     d.info.tx_queue_len = *q;
                                 }
+                                Ok(())
+                            }
+                            SettingKind::IpRoute { link, realms } => {
+                                self.hosts[h].realms[*link] = *realms;
                                 Ok(())
                             }
                             // Interface settings: applied once the interfaces are built
@@ -1141,7 +1171,7 @@ impl Sim {
                     | SettingKind::Rings { dev, .. }
                     | SettingKind::Features { dev, .. }
                     | SettingKind::IpLink { dev, .. } => dev,
-                    SettingKind::Sysctl { .. } | SettingKind::XpsCpus { .. } => continue,
+                    SettingKind::Sysctl { .. } | SettingKind::XpsCpus { .. } | SettingKind::IpRoute { .. } => continue,
                 };
                 let Some(i) = self.ifaces.iter().position(|i| i.host == h && &i.name == dev) else {
                     return Err(RunError::TcScript {
@@ -1180,7 +1210,7 @@ impl Sim {
                         i.gro = gro.unwrap_or(i.gro);
                     }
                     SettingKind::IpLink { mtu, .. } => i.mtu = mtu.unwrap_or(i.mtu),
-                    SettingKind::Sysctl { .. } | SettingKind::XpsCpus { .. } => {}
+                    SettingKind::Sysctl { .. } | SettingKind::XpsCpus { .. } | SettingKind::IpRoute { .. } => {}
                 }
             }
         }
@@ -1394,6 +1424,39 @@ impl Sim {
             Payload::Udp { app, seq, sent_at } => self.udp_receive(app, seq, sent_at, alloc),
             Payload::Ping { app, seq, sent_at, reply } => self.ping_receive(app, seq, sent_at, reply, meta.src),
         }
+    }
+
+    /// The route a packet leaving by `iface` took (`skb_dst`), for the classifiers of
+    /// its qdiscs: the host's route to the packet's destination address, with that
+    /// route's realms (`rt_set_nexthop`), and for a packet the host forwards the
+    /// interface it came in on and, where the route has no FROM realm, the TO realm of
+    /// the route back to its source (`fib_validate_source` → `fib_combine_itag`,
+    /// `set_class_tag`). Local traffic (127.0.0.1) takes a local route without realms.
+    /// None where the kernel's skb has no route: pktgen's frames (`dev_queue_xmit`
+    /// straight from the generator), an ifb's and the wire's packets (received ones,
+    /// never routed there).
+    pub(crate) fn route_of(&self, iface: u32, pkt: &Packet) -> Option<qdisc::classify::Dst> {
+        use qdisc_scenario::scenario::link_of_address;
+        let i = &self.ifaces[iface as usize];
+        let host = &self.hosts[i.host as usize];
+        if i.ifb || host.realms.is_empty() {
+            return None;
+        }
+        let meta = self.metas.get(pkt.id as usize)?.as_ref()?;
+        if let Payload::Udp { app, .. } = meta.payload {
+            if self.udp[app as usize].pktgen {
+                return None;
+            }
+        }
+        let f = pkt.flow()?;
+        let v4 = |a: &[u8; 16]| -> [u8; 4] { a[12..].try_into().expect("4 bytes") };
+        let realm_to = |a: &[u8; 16]| link_of_address(v4(a), host.realms.len()).map_or(0, |l| host.realms[l]);
+        let mut dst = qdisc::classify::Dst { tclassid: realm_to(&f.dst), iif: 0 };
+        if meta.src != i.host {
+            dst.iif = *host.iif.get(&(meta.src, meta.dst))?;
+            dst.set_class_tag(realm_to(&f.src) << 16);
+        }
+        Some(dst)
     }
 
     /// A socket for a local endpoint (in the root cgroup: net_cls classid 0).

@@ -45,7 +45,8 @@ impl Sim {
         };
         let txq = self.qdisc_queue(iface, pick);
         let idle = self.txq_can_take(iface, txq);
-        let xmit = self.device(iface).xmit_on(pkt, pick as usize, now, idle);
+        let route = self.route_of(iface, &pkt);
+        let xmit = self.device(iface).xmit_routed(pkt, pick as usize, now, idle, route);
         // A mirred on an egress qdisc's filter: not modelled (ingress hooks only).
         let h = host as usize;
         if !self.hosts[h].tc.take_mirrored().is_empty() {

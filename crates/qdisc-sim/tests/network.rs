@@ -513,3 +513,98 @@ net_cls_classid = "1:20"
     assert_eq!(root["packets"].as_u64(), Some(1520));
     assert_eq!(root["bytes"].as_u64(), Some(1500 * 1042 + 20 * 98));
 }
+
+/// Route filters and the `rt_*` meta keys classify by the realms of the route each
+/// packet took: `ip route change … realms` on the sender (its output routes) and on a
+/// router (its forward routes, and the route back to the source for the FROM realm),
+/// with the router's input interface for forwarded packets. Ten pings to each of two
+/// hosts behind the router, counted by hand per class.
+#[test]
+fn realms_of_the_routes_taken_steer_packets_into_classes() {
+    let r = run(r#"
+duration = "1s"
+[[host]]
+name = "snd"
+profile = "tests/zero-cost.toml"
+[[host]]
+name = "rtr"
+profile = "tests/zero-cost.toml"
+[[host]]
+name = "a"
+profile = "tests/zero-cost.toml"
+[[host]]
+name = "b"
+profile = "tests/zero-cost.toml"
+[[link]]
+between = ["snd:eth0", "rtr:eth0"]
+[[link]]
+between = ["rtr:eth1", "a:eth0"]
+[[link]]
+between = ["rtr:eth2", "b:eth0"]
+[tc.snd]
+script = """
+ip route change 10.2.0.0/24 via 10.1.0.2 dev eth0 realms 2
+ip route change 10.3.0.0/24 via 10.1.0.2 dev eth0 realms 5/3
+qdisc add dev eth0 root handle 1: htb default 9
+class add dev eth0 parent 1: classid 1:2 htb rate 100mbit
+class add dev eth0 parent 1: classid 1:3 htb rate 100mbit
+class add dev eth0 parent 1: classid 1:9 htb rate 100mbit
+filter add dev eth0 parent 1: protocol ip prio 1 route to 2 classid 1:2
+filter add dev eth0 parent 1: protocol ip prio 1 route to 3 from 5 classid 1:3
+"""
+[tc.rtr]
+script = """
+ip route change 10.1.0.0/24 dev eth0 realm 7
+ip route change 10.2.0.0/24 dev eth1 realms 4
+qdisc add dev eth1 root handle 1: htb default 9
+class add dev eth1 parent 1: classid 1:1 htb rate 100mbit
+class add dev eth1 parent 1: classid 1:9 htb rate 100mbit
+filter add dev eth1 parent 1: protocol ip prio 1 route to 4 from 7 classid 1:1
+qdisc add dev eth2 root handle 1: htb default 9
+class add dev eth2 parent 1: classid 1:5 htb rate 100mbit
+class add dev eth2 parent 1: classid 1:9 htb rate 100mbit
+filter add dev eth2 parent 1: protocol ip prio 1 basic match meta(rt_classid eq 0x70000) classid 1:5
+filter add dev eth2 parent 1: protocol ip prio 2 route to 255 classid 1:9
+qdisc add dev eth0 root handle 1: htb default 9
+class add dev eth0 parent 1: classid 1:6 htb rate 100mbit
+class add dev eth0 parent 1: classid 1:9 htb rate 100mbit
+filter add dev eth0 parent 1: protocol ip prio 1 basic match meta(rt_iif gt 0) classid 1:6
+"""
+[[traffic]]
+kind = "ping"
+from = "snd"
+to = "a"
+interval = "100ms"
+[[traffic]]
+kind = "ping"
+from = "snd"
+to = "b"
+interval = "100ms"
+"#);
+    assert_eq!((r.rtt[0].received, r.rtt[1].received), (10, 10));
+    let sent = |host: &str, dev: &str| -> Vec<(String, u64)> {
+        let d = r.tc.end.iter().find(|d| d.host == host && d.dev == dev).unwrap();
+        let mut v: Vec<(String, u64)> = d
+            .class
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["handle"].as_str().unwrap().into(), c["stats"]["packets"].as_u64().unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    let want = |v: &[(&str, u64)]| v.iter().map(|&(c, n)| (c.to_string(), n)).collect::<Vec<_>>();
+    // The sender's output routes: realm 2 to a's subnet, 5/3 to b's.
+    assert_eq!(sent("snd", "eth0"), want(&[("1:2", 10), ("1:3", 10), ("1:9", 0)]));
+    // Forwarded to a: the forward route's TO realm 4, FROM from the route back to snd
+    // (its TO realm 7, shifted): 0x70004.
+    assert_eq!(sent("rtr", "eth1"), want(&[("1:1", 10), ("1:9", 0)]));
+    // Forwarded to b: no realm on that route, FROM 7 all the same.
+    assert_eq!(sent("rtr", "eth2"), want(&[("1:5", 10), ("1:9", 0)]));
+    // (eth2 keeps the route for its qdisc because a route filter is there, though it
+    // never matches.) eth0 has no route or flow filter: the kernel drops the route
+    // before the qdisc (IFF_XMIT_DST_RELEASE), so its rt_iif filter never matches the
+    // replies from a and b the router forwards back to snd.
+    assert_eq!(sent("rtr", "eth0"), want(&[("1:6", 0), ("1:9", 20)]));
+}

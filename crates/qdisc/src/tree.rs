@@ -202,6 +202,10 @@ pub struct Device {
     /// `default_qdisc_ops` (`net.core.default_qdisc`), which is kernel-global: the
     /// `Tc` owning the device keeps every device's copy the same.
     pub(crate) default_qdisc: &'static str,
+    /// IFF_XMIT_DST_RELEASE cleared (`netif_keep_dst`): a route or flow filter on one
+    /// of its qdiscs made the device keep each packet's route for them; until then
+    /// `__dev_queue_xmit` drops it before the qdisc ([`Device::xmit_routed`]).
+    pub keep_dst: bool,
     /// The warning the last `modify` left (see [`crate::qdisc::Qdisc::take_warning`]),
     /// for tc to print when the request succeeds.
     pub(crate) warning: Option<&'static str>,
@@ -405,6 +409,7 @@ impl Device {
             default_qdisc,
             warning: None,
             est_next: u64::MAX,
+            keep_dst: false,
         };
         d.root = d.default_root(now);
         d
@@ -1137,6 +1142,23 @@ impl Device {
             }
         }
         Xmit::Queued(self.root_enqueue(pkt, now))
+    }
+
+    /// [`Device::xmit_on`] of a packet that took the route `dst` (`skb_dst`): its
+    /// realms and input interface are what route filters and the `rt_classid` /
+    /// `rt_iif` meta keys read while its qdiscs classify it (see
+    /// [`crate::classify::Dst`]) — once a route or flow filter made the device keep
+    /// routes ([`Device::keep_dst`]); before, the packet reaches the qdisc without it.
+    pub fn xmit_routed(
+        &mut self,
+        pkt: Packet,
+        txq: usize,
+        now: Instant,
+        driver_idle: bool,
+        dst: Option<crate::classify::Dst>,
+    ) -> Xmit {
+        let dst = dst.filter(|_| self.keep_dst);
+        crate::classify::with_dst(dst, || self.xmit_on(pkt, txq, now, driver_idle))
     }
 
     /// The tx queue `skb_tx_hash` picks for a packet (`reciprocal_scale(hash, n)`,

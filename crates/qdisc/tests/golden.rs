@@ -104,34 +104,21 @@ const KNOWN_GAPS: &[(&str, &str, &str, &str)] = &[
         "kernel-6.12",
         "filter-basic",
         "filter add dev eth0 parent 1: protocol all prio 10 basic match meta(sk_rcvbuf gt 1) classid 1:1",
-        "the engine refuses meta keys it cannot give (sk_*: the socket is not modelled field by field; rt_*: no \
-         routes with realms; random: no random draws), which the kernel accepts and never or randomly matches",
-    ),
-    (
-        "kernel-6.12",
-        "filter-basic",
-        "filter add dev eth0 parent 1: protocol all prio 10 basic match meta(rt_classid eq 1) classid 1:1",
-        "the engine refuses meta keys it cannot give (sk_*: the socket is not modelled field by field; rt_*: no \
-         routes with realms; random: no random draws), which the kernel accepts and never or randomly matches",
+        "the engine refuses meta keys it cannot give (sk_*: the socket is not modelled field by field; random: no \
+         random draws), which the kernel accepts and never or randomly matches",
     ),
     (
         "kernel-6.12",
         "filter-basic",
         "filter add dev eth0 parent 1: protocol all prio 10 basic match meta(random gt 1) classid 1:1",
-        "the engine refuses meta keys it cannot give (sk_*: the socket is not modelled field by field; rt_*: no \
-         routes with realms; random: no random draws), which the kernel accepts and never or randomly matches",
+        "the engine refuses meta keys it cannot give (sk_*: the socket is not modelled field by field; random: no \
+         random draws), which the kernel accepts and never or randomly matches",
     ),
     (
         "kernel-6.12",
         "filter-basic",
         "filter show dev eth0 prio 10",
-        "the three filters with meta keys the engine refuses are not there (the fourth is)",
-    ),
-    (
-        "kernel-6.12",
-        "filter-flow",
-        "filter add dev eth0 parent 1: protocol all prio 3 handle 2 flow hash keys rt-classid divisor 16",
-        "the engine refuses this flow key: routes carry no realms here",
+        "the two filters with meta keys the engine refuses are not there (the others are)",
     ),
     (
         "kernel-6.12",
@@ -155,7 +142,7 @@ const KNOWN_GAPS: &[(&str, &str, &str, &str)] = &[
         "kernel-6.12",
         "filter-flow",
         "filter show dev eth0 prio 3",
-        "the four flow filters with keys the engine refuses are not there (the first is)",
+        "the three flow filters with keys the engine refuses are not there (the others are)",
     ),
 ];
 
@@ -193,6 +180,7 @@ const ACTION_AGE_CASES: &[&str] = &[
     "filter-chains",
     "filter-basic",
     "filter-cgroup",
+    "filter-route",
     "pedit-actions",
     "pedit-filters",
     "nat-actions",

@@ -746,8 +746,8 @@ fn upstream_tc_testing_cases() {
     run_files("tdc", &dir, &kinds, 45);
 }
 
-/// The filter files (the classifiers this engine implements, and route, which it
-/// refuses by name), and the infrastructure file of `tc filter` / `tc chain`.
+/// The filter files (every classifier tc 6.15 and 6.12 share), and the infrastructure
+/// file of `tc filter` / `tc chain`.
 #[test]
 fn upstream_tc_testing_filter_cases() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tdc");

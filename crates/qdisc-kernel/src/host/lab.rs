@@ -50,7 +50,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use qdisc::tc::units::fmt_rate;
-use qdisc_scenario::scenario::{Link, LinkKind, Scenario};
+use qdisc_scenario::scenario::{host_route, Link, LinkKind, Scenario};
 
 use crate::proc;
 
@@ -360,25 +360,15 @@ pub struct Route {
 }
 
 /// For every host and every link it is not on, the route towards the nearer end of
-/// that link (the scenario's shortest-path rule, so every backend forwards alike).
+/// that link (the scenario's shortest-path rule, so every backend forwards alike:
+/// [`host_route`]).
 pub fn routes(s: &Scenario) -> Vec<Route> {
     let mut out = Vec::new();
     for h in &s.hosts {
-        for (i, l) in s.links.iter().enumerate() {
-            if l.a.host == h.name || l.b.host == h.name {
-                continue;
-            }
-            let (pa, pb) = (s.path(&h.name, &l.a.host), s.path(&h.name, &l.b.host));
-            let Some(p) = [pa, pb].into_iter().flatten().min_by_key(|p| p.len()) else { continue };
-            let (first, from_b) = p[0];
-            let fl = &s.links[first];
-            let (me, next) = if from_b { (&fl.b, &fl.a) } else { (&fl.a, &fl.b) };
-            out.push(Route {
-                host: h.name.clone(),
-                subnet: format!("10.{}.0.0/24", i + 1),
-                via: s.address_on(first, &next.host),
-                dev: me.iface.clone(),
-            });
+        for i in 0..s.links.len() {
+            let Some(r) = host_route(&s.links, &h.name, i) else { continue };
+            let Some(via) = r.via else { continue };
+            out.push(Route { host: h.name.clone(), subnet: format!("10.{}.0.0/24", i + 1), via, dev: r.dev });
         }
     }
     out

@@ -449,6 +449,7 @@ impl HostBackend {
                             SettingKind::IpLink { dev, mtu, txqueuelen } => {
                                 settings::set_ip_link(&ns, dev, *mtu, *txqueuelen)
                             }
+                            SettingKind::IpRoute { .. } => settings::set_ip_route(&ns, &st.text),
                             // Refused by preflight (settings::unsupported); never reached.
                             SettingKind::Coalesce { .. } | SettingKind::Rings { .. } => {
                                 Err("the kernel lab's interfaces are veths: no coalescing or rings \

@@ -405,6 +405,13 @@ pub fn set_ip_link(ns: &str, dev: &str, mtu: Option<u32>, txqueuelen: Option<u32
         .map_err(|e| e.trim().to_string())
 }
 
+/// An `ip route change … realms …` line (validated by the loader: it restates the
+/// route the lab installed, with realms) run as written in the host's namespace.
+pub fn set_ip_route(ns: &str, line: &str) -> Result<(), String> {
+    let args = qdisc::tc::makeargs(line);
+    super::lab::run(Command::new("ip").args(["-n", ns]).args(&args[1..])).map(|_| ()).map_err(|e| e.trim().to_string())
+}
+
 /// [`unsupported`] as the error of a run (before anything changes; the host and the
 /// VM backend both refuse with it).
 pub fn refuse_unsupported(s: &Scenario) -> Result<(), qdisc_scenario::RunError> {
@@ -555,7 +562,8 @@ pub fn preflight(s: &Scenario) -> (Vec<String>, Vec<String>) {
                 | SettingKind::Coalesce { .. }
                 | SettingKind::Rings { .. }
                 | SettingKind::Features { .. }
-                | SettingKind::IpLink { .. } => {}
+                | SettingKind::IpLink { .. }
+                | SettingKind::IpRoute { .. } => {}
             }
         }
         for (k, (v, line)) in last {

@@ -117,7 +117,7 @@ pub struct WireSetting {
 }
 
 /// [`SettingKind`], variant for variant (`"kind": "sysctl" | "xps_cpus" | "rps_cpus" |
-/// "rps_flow_cnt" | "threaded" | "coalesce" | "rings" | "features" | "ip_link"`).
+/// "rps_flow_cnt" | "threaded" | "coalesce" | "rings" | "features" | "ip_link" | "ip_route"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WireSettingKind {
@@ -130,6 +130,7 @@ pub enum WireSettingKind {
     Rings { dev: String, rx: Option<u32>, tx: Option<u32> },
     Features { dev: String, tso: Option<bool>, gso: Option<bool>, gro: Option<bool> },
     IpLink { dev: String, mtu: Option<u32>, txqueuelen: Option<u32> },
+    IpRoute { link: usize, realms: u32 },
 }
 
 impl From<&SettingKind> for WireSettingKind {
@@ -144,6 +145,7 @@ impl From<&SettingKind> for WireSettingKind {
             SettingKind::Rings { dev, rx, tx } => WireSettingKind::Rings { dev, rx, tx },
             SettingKind::Features { dev, tso, gso, gro } => WireSettingKind::Features { dev, tso, gso, gro },
             SettingKind::IpLink { dev, mtu, txqueuelen } => WireSettingKind::IpLink { dev, mtu, txqueuelen },
+            SettingKind::IpRoute { link, realms } => WireSettingKind::IpRoute { link, realms },
         }
     }
 }
@@ -160,6 +162,7 @@ impl From<WireSettingKind> for SettingKind {
             WireSettingKind::Rings { dev, rx, tx } => SettingKind::Rings { dev, rx, tx },
             WireSettingKind::Features { dev, tso, gso, gro } => SettingKind::Features { dev, tso, gso, gro },
             WireSettingKind::IpLink { dev, mtu, txqueuelen } => SettingKind::IpLink { dev, mtu, txqueuelen },
+            WireSettingKind::IpRoute { link, realms } => SettingKind::IpRoute { link, realms },
         }
     }
 }

@@ -1935,15 +1935,23 @@ impl Exts {
         out.nl();
     }
 
-    /// `tcf_exts_dump` + tc's printing: the legacy police (the classifier prints the
-    /// newline before it) or the action list (`tc_print_action`).
+    /// `tcf_exts_dump` + tc's printing: the legacy police (on a line of its own, as
+    /// most classifiers print it) or the action list (`tc_print_action`).
     pub fn print(&self, out: &mut Out, now: Instant) {
+        self.print_police_nl(out, now, true)
+    }
+
+    /// [`Exts::print`], with the legacy police on the filter's line unless `nl`
+    /// (f_route.c, f_fw.c and f_flow.c call `tc_print_police` without `print_nl`).
+    pub fn print_police_nl(&self, out: &mut Out, now: Instant, nl: bool) {
         if self.acts.is_empty() {
             return;
         }
         if self.legacy_police {
-            // tc_print_police: its keys sit in the filter's options, no object of their own.
-            out.nl();
+            if nl {
+                out.nl();
+            }
+            // tc_print_police prints into the filter's options, with no object of its own.
             print_police(out, &lock(&self.acts[0]), 1, 1, now);
             return;
         }
@@ -1955,12 +1963,6 @@ impl Exts {
     }
 }
 
-/// `tc_dump_action`'s entry for one action (`tcf_action_dump_1` +
-/// `tc_print_one_action`): `order`, the kind's own lines, the statistics, and the
-/// hardware lines — `not_in_hw` only in `tc actions` dumps (`bind` false: a
-/// filter's dump is a bind dump), `used_hw_stats` for an action `tc actions` made.
-/// A `tc actions` dump holds a reference of its own to each action while it prints
-/// (`a`), which the counts leave out.
 /// How many of `acts` each netlink message of a `tc actions ls` dump holds
 /// (`tc_dump_action` over `tcf_dump_walker`, which tc asks for with
 /// TCA_ACT_FLAG_LARGE_DUMP_ON: as many as fit, whole). A message is an skb of
@@ -1992,6 +1994,12 @@ pub fn dump_messages(acts: &[ActRef]) -> Vec<usize> {
     counts
 }
 
+/// `tc_dump_action`'s entry for one action (`tcf_action_dump_1` +
+/// `tc_print_one_action`): `order`, the kind's own lines, the statistics, and the
+/// hardware lines — `not_in_hw` only in `tc actions` dumps (`bind` false: a
+/// filter's dump is a bind dump), `used_hw_stats` for an action `tc actions` made.
+/// A `tc actions` dump holds a reference of its own to each action while it prints
+/// (`a`), which the counts leave out.
 pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant) {
     let refs = Arc::strong_count(a) as i64 - !bind as i64;
     let mut a = lock(a);

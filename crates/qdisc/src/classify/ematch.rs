@@ -27,12 +27,13 @@
 //! packet fails the match (`tcf_valid_offset`), and a packet without a flow has no
 //! readable bytes. `meta` reads the packet's metadata; the keys are iproute2's, and
 //! those the engine can give are: `priority`, `protocol`, `pkt_len`, `nf_mark` /
-//! `fwmark`, and `tc_index` (always 0: nothing here writes `skb->tc_index`; dsmark and
-//! tcindex left the kernel in 6.3). The others are refused by name with the reason:
-//! the random and load-average keys (no random draws or CPU load in a
-//! deterministic engine), `dev` and `rt_iif` (no device is attached to a packet),
-//! `pkt_type`, `data_len` and `mac_len` (no `sk_buff` layout), `rt_classid` (no
-//! routes with realms), `vlan` (no VLAN tags), and every `sk_*` key (the packet's
+//! `fwmark`, `tc_index` (always 0: nothing here writes `skb->tc_index`; dsmark and
+//! tcindex left the kernel in 6.3), and `rt_classid` and `rt_iif` (the realms and
+//! `inet_iif` of the route the packet took, [`super::Dst`]; a packet without one
+//! fails the match, as `meta_get` errs without `skb_dst`). The others are refused by
+//! name with the reason: the random and load-average keys (no random draws or CPU
+//! load in a deterministic engine), `dev` (no device is attached to a packet),
+//! `pkt_type`, `data_len` and `mac_len` (no `sk_buff` layout), `vlan` (no VLAN tags), and every `sk_*` key (the packet's
 //! socket is not modelled field by field). Quoted (string) meta values are refused
 //! too: the only string keys are `dev` and `sk_bind_if`.
 //!
@@ -139,6 +140,8 @@ enum MetaId {
     PktLen,
     NfMark,
     TcIndex,
+    RtClassid,
+    RtIif,
 }
 
 /// iproute2's meta table (em_meta.c `meta_table`): name, type letters, description,
@@ -164,8 +167,8 @@ const META_TABLE: &[(&str, &str, &str, Result<MetaId, &str>)] = &[
     ("Traffic Control", "", "", Err("")),
     ("tc_index", "i", "TC Index", Ok(MetaId::TcIndex)),
     ("Routing", "", "", Err("")),
-    ("rt_classid", "i", "Routing ClassID (cls_route)", Err("routes carry no realms here")),
-    ("rt_iif", "i", "Incoming interface index", Err("no device is attached to a packet")),
+    ("rt_classid", "i", "Routing ClassID (cls_route)", Ok(MetaId::RtClassid)),
+    ("rt_iif", "i", "Incoming interface index", Ok(MetaId::RtIif)),
     ("vlan", "i", "Vlan tag", Err("packets carry no VLAN tags here")),
     ("Sockets", "", "", Err("")),
     ("sk_family", "i", "Address family", Err(SK)),
@@ -1152,6 +1155,8 @@ impl MetaObj {
             MetaId::PktLen => pkt.len as u64,
             MetaId::NfMark => pkt.mark as u64,
             MetaId::TcIndex => 0,
+            MetaId::RtClassid => hdr.dst?.tclassid as u64,
+            MetaId::RtIif => hdr.dst?.iif as u64,
         };
         if self.shift != 0 {
             v = v.checked_shr(self.shift as u32).unwrap_or(0);

@@ -18,10 +18,11 @@
 //! XOR the ethertype as the kernel reads a big-endian value on x86 for `dst` and
 //! `proto-dst`. `priority` and `mark` are the packet's; `vlan-tag` is 0 (packets
 //! carry no VLAN tags here, the kernel's answer for an untagged packet); `rxhash`
-//! is the packet's hash (the flow's hash when none was set). Refused by name:
-//! `iif` (packets carry no input interface), the conntrack keys `nfct*` (no
-//! conntrack), `rt-classid` (routes carry no realms) and `sk-uid`/`sk-gid`
-//! (sockets carry no credentials).
+//! is the packet's hash (the flow's hash when none was set); `rt-classid` is the
+//! realms of the route the packet took ([`super::Dst`]; 0 without one). Refused by
+//! name: `iif` (`skb->skb_iif`: a received packet's device, which the classifier is
+//! not told at ingress), the conntrack keys `nfct*` (no conntrack) and
+//! `sk-uid`/`sk-gid` (sockets carry no credentials).
 //!
 //! # Randomness
 //!
@@ -68,7 +69,6 @@ fn refused(key: usize) -> Option<&'static str> {
     match key {
         5 => Some("packets carry no input interface here"),
         8..=12 => Some("connection tracking is not modelled"),
-        13 => Some("routes carry no realms here"),
         14 | 15 => Some("sockets carry no credentials here"),
         _ => None,
     }
@@ -343,6 +343,7 @@ fn key_get(key: usize, pkt: &Packet, hdr: &Headers) -> u32 {
         4 => ports.map_or_else(|| dst_fold(hdr), |f| f.dport as u32),
         6 => pkt.priority,
         7 => pkt.mark,
+        13 => hdr.dst.map_or(0, |d| d.tclassid),
         16 => 0,
         17 => {
             if pkt.hash != 0 {
@@ -662,6 +663,9 @@ impl super::Classifier for Flow {
     fn for_each_classid(&self, _: &mut dyn FnMut(u32)) {}
     fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
         self.filters.iter().for_each(|x| f(&x.exts));
+    }
+    fn keeps_dst(&self) -> bool {
+        true
     }
 }
 

@@ -1,6 +1,6 @@
 //! Classifiers: the filter blocks of classful qdiscs and the filter kinds
 //! (net/sched/cls_api.c, cls_u32.c, cls_fw.c, cls_flower.c, cls_matchall.c,
-//! cls_basic.c with its ematches, cls_flow.c, cls_cgroup.c).
+//! cls_basic.c with its ematches, cls_flow.c, cls_cgroup.c, cls_route.c).
 //!
 //! # Model
 //!
@@ -75,6 +75,7 @@ pub mod flow;
 pub mod flower;
 pub mod fw;
 pub mod matchall;
+pub mod route;
 pub mod u32;
 
 use std::any::Any;
@@ -107,6 +108,55 @@ pub enum Verdict {
     Shot,
     /// TC_ACT_STOLEN / QUEUED / TRAP: consumed; not a drop.
     Stolen,
+}
+
+/// What the route a packet took tells classifiers (`skb_dst(skb)`): its realms
+/// (`dst->tclassid`: TO in the low 16 bits, FROM in the high 16) and the packet's
+/// input interface as `inet_iif` gives it (0 for a packet this host sent, the
+/// receiving device's ifindex for one it forwards).
+///
+/// [`Packet`] has no field for it (it is kept small): the device owner hands it with
+/// the transmit call ([`crate::tree::Device::xmit_routed`]), which makes it the
+/// packet's route for the classifications of that call, through [`Headers::dst`].
+/// Everywhere else (ingress, where the kernel has not routed the packet yet; frames
+/// sent without a route) a packet has none, and route filters and the `rt_*` meta
+/// keys do not match it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dst {
+    pub tclassid: u32,
+    pub iif: u32,
+}
+
+impl Dst {
+    /// `set_class_tag`: fill the TO and FROM halves of `tclassid` that are still 0
+    /// from `tag`.
+    pub fn set_class_tag(&mut self, tag: u32) {
+        if self.tclassid & 0xFFFF == 0 {
+            self.tclassid |= tag & 0xFFFF;
+        }
+        if self.tclassid & 0xFFFF_0000 == 0 {
+            self.tclassid |= tag & 0xFFFF_0000;
+        }
+    }
+}
+
+thread_local! {
+    /// The route of the packet being transmitted by the current
+    /// [`crate::tree::Device::xmit_routed`] call: the engine is single-threaded per
+    /// netns, and the slot lives exactly for that call.
+    static DST: std::cell::Cell<Option<Dst>> = const { std::cell::Cell::new(None) };
+}
+
+/// Run `f` with `dst` as the route of the packet it transmits (see [`Dst`]).
+pub(crate) fn with_dst<R>(dst: Option<Dst>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Dst>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DST.with(|d| d.set(self.0));
+        }
+    }
+    let _restore = Restore(DST.with(|d| d.replace(dst)));
+    f()
 }
 
 /// One classifier instance of a block (`struct tcf_proto`).
@@ -199,6 +249,12 @@ pub trait Classifier: Send + Sync {
     /// qdisc-wide [`Shared`] state went with this proto.
     fn destroy(self: Box<Self>, binds: &mut Binds) -> bool {
         self.for_each_classid(&mut |c| binds.unbind(c));
+        false
+    }
+    /// Whether a change makes the device keep each packet's route for its qdiscs
+    /// (`tcf_block_netif_keep_dst`, which cls_route and cls_flow call): until then
+    /// `__dev_queue_xmit` drops it before the qdisc (IFF_XMIT_DST_RELEASE).
+    fn keeps_dst(&self) -> bool {
         false
     }
     /// The qdisc-wide state this proto uses, for the qdisc's block to keep and
@@ -302,16 +358,15 @@ pub const CLASSIFIERS: &[ClassifierOps] = &[
         init: new::<matchall::Matchall>,
         tmplt: None,
     },
+    ClassifierOps { kind: "route", parse: |h, _, a| opts(route::parse(h, a)), init: new::<route::Route>, tmplt: None },
     ClassifierOps { kind: "u32", parse: |h, _, a| opts(u32::parse(h, a)), init: u32::Tp::new_proto, tmplt: None },
 ];
 
 /// Classifier kinds the kernel has that this engine refuses, with the reason.
-/// `route` (cls_route.c) matches the realms of the route a packet took (`to`/`from
-/// REALM`, set by `ip route … realm`) or its input interface (`fromif`); the
-/// simulator's routes carry no realms and egress packets no input interface, so
-/// every route filter would silently never match.
-pub const REFUSED: &[(&str, &str)] =
-    &[("route", "routes carry no realms and packets no input interface here (ip route … realm, fromif)")];
+/// Classifier kinds the kernel has that this engine refuses, with the reason: none
+/// of the kinds tc 6.15 and 6.12 share is refused now (route and cgroup were, until
+/// routes carried realms and sockets net_cls classids).
+pub const REFUSED: &[(&str, &str)] = &[];
 
 /// The kinds' names, in [`CLASSIFIERS`] order.
 pub const KINDS: &[&str] = &{
@@ -654,11 +709,14 @@ pub struct Headers {
     len: usize,
     /// The flow's L4 protocol and ports (flower reads them parsed), if any.
     pub ip_proto: Option<u8>,
+    /// The route the packet took, if any (see [`Dst`]).
+    pub dst: Option<Dst>,
 }
 
 impl Headers {
     pub fn of(pkt: &Packet) -> Self {
-        let mut h = Headers { protocol: ETH_P_IP, bytes: [0; 74], filled: 0, len: 0, ip_proto: None };
+        let dst = DST.with(|d| d.get());
+        let mut h = Headers { protocol: ETH_P_IP, bytes: [0; 74], filled: 0, len: 0, ip_proto: None, dst };
         let Some(f) = pkt.flow() else { return h };
         let v4 = f.src[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
         h.protocol = if v4 { ETH_P_IP } else { ETH_P_IPV6 };
@@ -808,6 +866,9 @@ impl Headers {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FilterError {
     Ext(String),
+    /// `NL_REQ_ATTR_CHECK` failed: the missing attribute's type (tc prints it from
+    /// NLMSGERR_ATTR_MISS_TYPE) and the extack message.
+    Missing(u16, &'static str),
     Errno(&'static str),
     /// Something this engine does not model, refused with tc's exit status 1.
     Tc(String),
@@ -825,6 +886,7 @@ impl FilterError {
     pub fn into_tc(self) -> crate::tc::TcError {
         let m = match self {
             FilterError::Ext(m) => format!("Error: {m}.\n"),
+            FilterError::Missing(t, m) => format!("Missing required attribute type {t}\nError: {m}.\n"),
             FilterError::Errno(e) => format!("RTNETLINK answers: {e}\n"),
             FilterError::Tc(m) => return crate::tc::TcError::tc(m),
         };
@@ -1030,12 +1092,12 @@ mod tests {
 
     #[test]
     fn the_table_names_each_kind_once() {
-        assert_eq!(KINDS, ["basic", "cgroup", "flow", "flower", "fw", "matchall", "u32"]);
+        assert_eq!(KINDS, ["basic", "cgroup", "flow", "flower", "fw", "matchall", "route", "u32"]);
         for ops in CLASSIFIERS {
             assert_eq!((ops.init)(None, 1).unwrap().kind(), ops.kind);
             assert_eq!(lookup(ops.kind).map(|o| o.kind), Some(ops.kind));
         }
-        assert!(lookup("route").is_none());
+        assert!(lookup("rsvp").is_none());
     }
 
     #[test]

@@ -430,11 +430,12 @@ impl Tc {
     pub(crate) fn kernel(&self) -> KernelVersion {
         self.kernel
     }
-    /// The netns's device names by ifindex from 1: `lo` (which every netns has),
-    /// then the devices in the order they were given.
+    /// The netns's device names by ifindex from 1: `lo` (which every netns has, and
+    /// makes first, whether or not it is one of the devices here), then the other
+    /// devices in the order they were given.
     pub fn link_names(&self) -> Vec<String> {
-        let lo = (!self.devices.iter().any(|d| d.info.name == "lo")).then(|| "lo".to_string());
-        lo.into_iter().chain(self.devices.iter().map(|d| d.info.name.clone())).collect()
+        let others = self.devices.iter().filter(|d| d.info.name != "lo").map(|d| d.info.name.clone());
+        std::iter::once("lo".to_string()).chain(others).collect()
     }
     /// The device with `ifindex` (as [`Tc::link_names`] numbers them), if it is one
     /// of the devices (`lo` is not).

@@ -549,13 +549,22 @@ fn new_tfilter(
         }
         // A request without a kind on an existing proto: the kind's change with no options.
         let keys = tmplt.map(|t| &*t.keys as &dyn Any);
-        tp.kind.change(handle, ko, keys, fh, acts, binds).map_err(FilterError::into_tc)
+        tp.kind.change(handle, ko, keys, fh, acts, binds).map_err(FilterError::into_tc)?;
+        Ok(tp.kind.keeps_dst())
     })();
     if r.is_err() && created {
         let gone = block_mut(tc, &at).destroy(ci, idx, binds);
         drop_shared(tc, &at, gone);
     }
-    r
+    // tcf_block_netif_keep_dst: from now on the device keeps each packet's route for
+    // its qdiscs (not for the ingress/clsact qdisc, ffff:, whose blocks are skipped).
+    // A shared block is bound only to ingress and clsact, whose routes are not kept.
+    if r == Ok(true) && parent >> 16 != 0xFFFF {
+        if let At::Qdisc { di, .. } = &at {
+            tc.devices[*di].keep_dst = true;
+        }
+    }
+    r.map(|_| ())
 }
 
 #[allow(clippy::too_many_arguments)]
