@@ -722,6 +722,26 @@ impl Sim {
                 }
             }
         }
+        // sch_handle_egress is not run here: filters on a clsact's egress hook would see
+        // no packet. Refused rather than silently idle.
+        use qdisc::sched::ingress::TC_H_MIN_EGRESS;
+        for h in &self.hosts {
+            for d in &h.tc.devices {
+                let Some(c) = d.ingress.as_ref().filter(|q| q.kind() == "clsact").and_then(|q| q.q.as_classful())
+                else {
+                    continue;
+                };
+                let egress =
+                    c.block_index(TC_H_MIN_EGRESS) != 0 || c.block(TC_H_MIN_EGRESS).is_some_and(|b| !b.is_empty());
+                if egress {
+                    return Err(RunError::Unsupported(format!(
+                        "host {}: filters on {}'s clsact egress hook are not modelled by the simulator \
+                         (it runs the ingress hook only); use --backend host or vm",
+                        h.name, d.info.name
+                    )));
+                }
+            }
+        }
         Ok(())
     }
 
