@@ -188,16 +188,7 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, FlowOpts), TcEr
             o.baseclass = Some(c);
         } else if matches(w, "perturb") {
             o.perturb = Some(units::get_u32(a.value()?).ok_or_else(|| ill("perturb"))?);
-        } else if matches(w, "police") {
-            if a.is_empty() {
-                return Err(TcError::incomplete());
-            }
-            super::action::parse_legacy_police(a, &mut o.exts)?;
-        } else if matches(w, "action") {
-            if a.is_empty() {
-                return Err(TcError::incomplete());
-            }
-            super::action::parse_action(a, &mut o.exts)?;
+        } else if super::parse_exts(w, a, &mut o.exts)? {
         } else if matches(w, "match") {
             if a.is_empty() {
                 return Err(TcError::incomplete());

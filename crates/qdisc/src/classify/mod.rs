@@ -308,21 +308,33 @@ pub(crate) fn strtol_handle(handle: Option<&str>) -> Result<u32, TcError> {
     Ok(v as u32)
 }
 
-/// The words f_basic.c and f_cgroup.c read alike: `match EMATCH_TREE`, `action …`
-/// and the legacy `police …` (each wants a word after it). False: `w` is none of them.
+/// The words f_basic.c and f_cgroup.c read alike: `match EMATCH_TREE` and those of
+/// [`parse_exts`]. False: `w` is none of them.
 pub(crate) fn parse_tree_or_exts(
     w: &str,
     a: &mut crate::tc::Args,
     tree: &mut ematch::Tree,
     exts: &mut action::ExtsSpec,
 ) -> Result<bool, TcError> {
-    let which = ["match", "action", "police"].into_iter().find(|k| crate::tc::matches(w, k));
+    if !crate::tc::matches(w, "match") {
+        return parse_exts(w, a, exts);
+    }
+    if a.is_empty() {
+        return Err(TcError::incomplete());
+    }
+    *tree = ematch::parse(a)?;
+    Ok(true)
+}
+
+/// `action …` and the legacy `police …` as f_basic.c, f_cgroup.c, f_flow.c and
+/// f_route.c read them: each wants a word after it. False: `w` is neither.
+pub(crate) fn parse_exts(w: &str, a: &mut crate::tc::Args, exts: &mut action::ExtsSpec) -> Result<bool, TcError> {
+    let which = ["action", "police"].into_iter().find(|k| crate::tc::matches(w, k));
     let Some(k) = which else { return Ok(false) };
     if a.is_empty() {
         return Err(TcError::incomplete());
     }
     match k {
-        "match" => *tree = ematch::parse(a)?,
         "action" => action::parse_action(a, exts)?,
         _ => action::parse_legacy_police(a, exts)?,
     }

@@ -391,16 +391,7 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, RouteOpts), TcE
         } else if matches(w, "classid") || w == "flowid" {
             let v = a.value()?;
             o.classid = Some(crate::tc::get_tc_classid(v).ok_or_else(|| TcError::tc("Illegal \"classid\"\n"))?);
-        } else if matches(w, "police") {
-            if a.is_empty() {
-                return Err(TcError::incomplete());
-            }
-            super::action::parse_legacy_police(a, &mut o.exts)?;
-        } else if matches(w, "action") {
-            if a.is_empty() {
-                return Err(TcError::incomplete());
-            }
-            super::action::parse_action(a, &mut o.exts)?;
+        } else if super::parse_exts(w, a, &mut o.exts)? {
         } else if matches(w, "order") {
             order = crate::tc::units::get_u32(a.value()?).ok_or_else(|| TcError::tc("Illegal \"order\"\n"))?;
         } else if w == "help" {
