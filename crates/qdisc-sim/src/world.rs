@@ -1041,9 +1041,9 @@ impl Sim {
     /// Free the metas of packets the qdiscs dropped with no answer saying so
     /// ([`qdisc::drops`]: head drops, AQM drops at dequeue, netem's losses, expired
     /// packets): without this a run's memory would grow with its drops.
-    fn reclaim_dropped(&mut self, watch: &qdisc::drops::Watch) {
+    fn reclaim_dropped(&mut self) {
         let mut ids = std::mem::take(&mut self.dropped_ids);
-        watch.take(&mut ids);
+        qdisc::drops::take_freed(&mut ids);
         for &id in &ids {
             let whole = id & ((1 << qdisc::packet::PART_SHIFT) - 1);
             if whole == id {
@@ -1241,12 +1241,12 @@ impl Sim {
     /// endless work at one instant, e.g. traffic on a path that costs no time).
     pub fn run(&mut self, mut on_sample: impl FnMut(&mut Sim)) -> Result<(), RunError> {
         let mut same = (self.now, 0u64);
-        let drops = qdisc::drops::watch();
+        let _drops = qdisc::drops::watch();
         let mut n = 0u32;
         while let Some((at, ev)) = self.events.pop_until(self.end) {
             n = n.wrapping_add(1);
             if n % RECLAIM_EVERY == 0 {
-                self.reclaim_dropped(&drops);
+                self.reclaim_dropped();
             }
             assert!(at >= self.now, "event {ev:?} at {at} scheduled before now ({})", self.now);
             if at == same.0 {
@@ -1276,7 +1276,7 @@ impl Sim {
                 }
             }
         }
-        self.reclaim_dropped(&drops);
+        self.reclaim_dropped();
         self.now = self.end;
         Ok(())
     }

@@ -54,11 +54,10 @@ fn with_seen(f: impl FnOnce(&mut Seen)) {
     });
 }
 
-impl Watch {
-    /// Move the ids freed so far into `out` (appended, in the order freed).
-    pub fn take(&self, out: &mut Vec<u64>) {
-        with_seen(|s| out.append(&mut s.freed));
-    }
+/// Move the ids of the packets freed so far, under the watch installed on this
+/// thread, into `out` (appended, in the order freed; nothing without a watch).
+pub fn take_freed(out: &mut Vec<u64>) {
+    with_seen(|s| out.append(&mut s.freed));
 }
 
 /// Move the ids of the packets cloned so far, under the watch installed on this
@@ -105,11 +104,11 @@ mod tests {
         let outer = watch();
         Packet::new(2, 100).kfree_skb();
         {
-            let inner = watch();
+            let _inner = watch();
             Packet::new(3, 100).kfree_skb();
             cloned(4);
             let mut got = Vec::new();
-            inner.take(&mut got);
+            take_freed(&mut got);
             assert_eq!(got, [3]);
             let mut got = Vec::new();
             take_cloned(&mut got);
@@ -117,9 +116,9 @@ mod tests {
         }
         Packet::new(5, 100).kfree_skb();
         let mut got = Vec::new();
-        outer.take(&mut got);
+        take_freed(&mut got);
         assert_eq!(got, [2, 5]);
-        outer.take(&mut got);
+        take_freed(&mut got);
         assert_eq!(got, [2, 5]);
         let mut none = Vec::new();
         take_cloned(&mut none);
