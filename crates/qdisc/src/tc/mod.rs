@@ -225,7 +225,8 @@ impl<'a> Args<'a> {
         if !v.contains('%') {
             return units::get_rate64(v);
         }
-        let Some((dev, speed)) = self.dev else {
+        // tc's parse_percent_rate tests the name, not whether `dev` was given.
+        let Some((dev, speed)) = self.dev.filter(|(name, _)| !name.is_empty()) else {
             self.notes.push_str("No device specified; specify device to rate limit by percentage\n");
             return None;
         };

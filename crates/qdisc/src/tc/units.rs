@@ -188,12 +188,20 @@ pub fn get_time(s: &str) -> Option<u32> {
             _ => return None,
         };
     }
-    if t.is_nan() || t.is_infinite() {
-        return None;
-    }
     // iproute2 stores the double into an unsigned int unchecked; on x86-64 that
-    // conversion goes through a 64-bit integer and keeps the low 32 bits.
-    Some((t as i64) as u32)
+    // conversion goes through a signed 64-bit integer (cvttsd2si: NaN and values out of
+    // its range become INT64_MIN) and keeps the low 32 bits, so `nan` and `inf` read as 0.
+    Some(cvttsd2si(t) as u32)
+}
+
+/// C's double → integer conversion on x86-64 (`cvttsd2si` to 64 bits): truncation, with
+/// NaN and out-of-range values giving INT64_MIN where Rust's `as` would saturate.
+fn cvttsd2si(t: f64) -> i64 {
+    if t.is_nan() || !(-9.223372036854775808e18..9.223372036854775807e18).contains(&t) {
+        i64::MIN
+    } else {
+        t as i64
+    }
 }
 
 /// `get_time64`'s reading: `strtod`, then a unit (s/ms/us/ns and their long forms; none
@@ -227,8 +235,7 @@ pub fn get_time64(s: &str) -> Option<u64> {
 /// and the kernel's to refuse).
 pub fn get_stime64(s: &str) -> Option<i64> {
     let t = time64_ns(s)?;
-    // C's double → s64 conversion: NaN and out-of-range values become INT64_MIN on x86-64.
-    Some(if t.is_nan() || t >= 9.223372036854775807e18 || t < -9.223372036854775808e18 { i64::MIN } else { t as i64 })
+    Some(cvttsd2si(t))
 }
 
 /// tc/tc_util.c `parse_percent`: `strtod` / 100, within [0, 1], then nothing or `%`.
@@ -593,6 +600,13 @@ mod tests {
         assert_eq!(get_time("5 ms"), None);
         assert_eq!(get_time("4294967296"), Some(0));
         assert_eq!(get_time("4294967297us"), Some(1));
+        // Through x86-64's cvttsd2si: NaN, infinities and |t| ≥ 2^63 give INT64_MIN, low
+        // 32 bits 0 (tc takes `estimator nan 1s` as a zero interval); −1 wraps.
+        assert_eq!(
+            (get_time("nan"), get_time("inf"), get_time("-inf"), get_time("1e30s")),
+            (Some(0), Some(0), Some(0), Some(0))
+        );
+        assert_eq!(get_time("-1"), Some(u32::MAX));
         assert_eq!(get_percent("10%"), Some(0.1));
         assert_eq!(get_percent("10%x"), Some(0.1));
         assert_eq!(get_percent("x"), None);
