@@ -767,14 +767,7 @@ struct Known {
     matches: fn(&Case, &Run, &Run) -> bool,
 }
 
-const KNOWN: &[Known] = &[Known {
-    reason: "dev \"\": the engine looks the device up as it reads `dev`, tc after the \
-                 whole line (and an empty name there means no device)",
-    matches: |c, _, ours| {
-        matches!(c, Case::Argv(a) if a.windows(2).any(|w| w[0] == "dev" && w[1].is_empty()))
-            && String::from_utf8_lossy(&ours.stderr).contains("Cannot find device \"\"")
-    },
-}];
+const KNOWN: &[Known] = &[];
 
 // ---- running ---------------------------------------------------------------------
 

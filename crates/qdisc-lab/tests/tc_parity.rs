@@ -408,3 +408,46 @@ fn ingress_filters_survive_a_new_root() {
 fn graph_without_classes() {
     check("graph_without_classes", &["-g", "class", "show", "dev", "eth0"], None, (0, "", ""));
 }
+
+/// Seed 31: `dev ""` is no device at all (tc tests the name's first byte), so the
+/// kernel answers ENODEV to a change with ifindex 0, a class dump of ifindex 0 is
+/// empty, and `N%` has no device to take a share of.
+#[test]
+fn empty_dev_is_no_device() {
+    let enodev = "RTNETLINK answers: No such device\n";
+    check("empty_dev_qdisc", &["qdisc", "add", "dev", "", "root", "handle", "1:", "htb"], None, (2, "", enodev));
+    check("empty_dev_class_show", &["class", "show", "dev", ""], None, (0, "", ""));
+    check(
+        "empty_dev_filter",
+        &["filter", "add", "dev", "", "parent", "1:", "u32", "match", "ip", "dst", "1.2.3.4/32"],
+        None,
+        (2, "", "RTNETLINK answers: No such device\nWe have an error talking to the kernel\n"),
+    );
+    let out = Command::new(BIN)
+        .args(["tc", "--kernel", "6.18", "--dev", DEV, "class", "add", "dev", "", "parent", "1:", "classid", "1:1"])
+        .args(["htb", "rate", "1mbit", "ceil", "10%"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        err.starts_with("No device specified; specify device to rate limit by percentage\nIllegal \"ceil\"\nUsage: "),
+        "{err}"
+    );
+}
+
+/// Seed 31: tc's get_time stores its double into an unsigned int through x86-64's
+/// signed 64-bit conversion, so `nan` and `inf` are 0: an estimator interval of 0
+/// has no ewma_log, and tbf's `latency 0` counts as no latency.
+#[test]
+fn nan_and_inf_times_are_zero() {
+    let args = ["qdisc", "add", "dev", "eth0", "estimator", "nan", "1s", "root", "handle", "1:", "htb"];
+    check("nan_estimator", &args, None, (255, "", "Error: estimator parameters are out of range.\n"));
+    let out = Command::new(BIN)
+        .args(["tc", "--kernel", "6.18", "--dev", DEV, "qdisc", "add", "dev", "eth0", "root", "handle", "1:"])
+        .args(["tbf", "rate", "1mbit", "burst", "10k", "latency", "inf"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("tbf: either \"limit\" or \"latency\" is required.\n"));
+}

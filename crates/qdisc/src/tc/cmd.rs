@@ -647,7 +647,9 @@ impl Tc {
                     if dev.is_some() {
                         return Err(duparg("dev", v));
                     }
-                    dev = Some(v);
+                    // tc copies the name into a buffer and tests its first byte: an empty
+                    // name is no device (nor a duplicate).
+                    dev = Some(v).filter(|v| !v.is_empty());
                 }
                 "handle" => {
                     if handle != 0 {
@@ -782,7 +784,9 @@ impl Tc {
             };
             while let Some(w) = a.next() {
                 match w {
-                    "dev" => dev = Some(a.value()?),
+                    // tc copies the name into a buffer and tests its first byte: an empty
+                    // name is no device (`dev ""` dumps them all).
+                    "dev" => dev = Some(a.value()?).filter(|v| !v.is_empty()),
                     "root" => {
                         taken(&st, w)?;
                         st.root = true;
@@ -888,7 +892,9 @@ impl Tc {
                     if dev.is_some() {
                         return Err(duparg("dev", v));
                     }
-                    dev = Some(v);
+                    // tc copies the name into a buffer and tests its first byte: an empty
+                    // name is no device (nor a duplicate).
+                    dev = Some(v).filter(|v| !v.is_empty());
                 }
                 "classid" => {
                     let v = a.value()?;
@@ -1005,7 +1011,9 @@ impl Tc {
                     if dev.is_some() {
                         return Err(duparg("dev", v));
                     }
-                    dev = Some(v);
+                    // tc copies the name into a buffer and tests its first byte: an empty
+                    // name is no device (nor a duplicate).
+                    dev = Some(v).filter(|v| !v.is_empty());
                 }
                 "root" => {
                     if parent.is_some() {

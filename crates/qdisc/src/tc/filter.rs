@@ -172,7 +172,9 @@ fn parse_request<'a>(tc: &mut Tc, a: &mut Args<'a>, modify: bool, raw: bool) -> 
                 if r.block.is_some() {
                     return Err(exclusive());
                 }
-                r.dev = Some(v);
+                // tc copies the name into a buffer and tests its first byte: an empty
+                // name is no device (nor a duplicate).
+                r.dev = Some(v).filter(|v| !v.is_empty());
             }
             w if matches(w, "block") => {
                 let v = a.value()?;
@@ -783,7 +785,9 @@ fn list(tc: &mut Tc, argv: &[String], o: TcOpts, chains: bool) -> Result<String,
                 if block.is_some() {
                     return Err(TcError::usage("Error: \"dev\" cannot be used in the same time as \"block\"\n"));
                 }
-                dev = Some(v);
+                // tc copies the name into a buffer and tests its first byte: an empty
+                // name is no device (nor a duplicate).
+                dev = Some(v).filter(|v| !v.is_empty());
             }
             w if matches(w, "block") => {
                 let v = a.value()?;

@@ -225,8 +225,7 @@ impl<'a> Args<'a> {
         if !v.contains('%') {
             return units::get_rate64(v);
         }
-        // tc's parse_percent_rate tests the name, not whether `dev` was given.
-        let Some((dev, speed)) = self.dev.filter(|(name, _)| !name.is_empty()) else {
+        let Some((dev, speed)) = self.dev else {
             self.notes.push_str("No device specified; specify device to rate limit by percentage\n");
             return None;
         };
