@@ -19,10 +19,14 @@
 //! `proto-dst`. `priority` and `mark` are the packet's; `vlan-tag` is 0 (packets
 //! carry no VLAN tags here, the kernel's answer for an untagged packet); `rxhash`
 //! is the packet's hash (the flow's hash when none was set); `rt-classid` is the
-//! realms of the route the packet took ([`super::Dst`]; 0 without one). Refused by
-//! name: `iif` (`skb->skb_iif`: a received packet's device, which the classifier is
-//! not told at ingress), the conntrack keys `nfct*` (no conntrack) and
-//! `sk-uid`/`sk-gid` (sockets carry no credentials).
+//! realms of the route the packet took ([`super::Dst`]; 0 without one). `iif` is
+//! `skb->skb_iif` ([`Headers::iif`]: the receiving device at ingress and on a
+//! forwarded packet, 0 on one this host sent). No packet here has a conntrack entry
+//! (`skb_nfct` is NULL), so `nfct` — the entry's address — is 0 and `nfct-src`,
+//! `nfct-dst`, `nfct-proto-src`, `nfct-proto-dst` take the kernel's fallback to
+//! `src`, `dst`, `proto-src`, `proto-dst`. `sk-uid`/`sk-gid` are the sending
+//! socket's fsuid/fsgid ([`crate::packet::Socket::uid`]; a request mini-socket
+//! answers for its listener, `skb_to_full_sk`), 0 without a socket.
 //!
 //! # Randomness
 //!
@@ -63,16 +67,6 @@ const KEYS: [&str; 18] = [
     "vlan-tag",
     "rxhash",
 ];
-
-/// Why a key cannot be given here, by key number.
-fn refused(key: usize) -> Option<&'static str> {
-    match key {
-        5 => Some("packets carry no input interface here"),
-        8..=12 => Some("connection tracking is not modelled"),
-        14 | 15 => Some("sockets carry no credentials here"),
-        _ => None,
-    }
-}
 
 /// `FLOW_MODE_MAP` / `FLOW_MODE_HASH`.
 const MODE_MAP: u32 = 0;
@@ -321,7 +315,7 @@ fn dst_fold(hdr: &Headers) -> u32 {
     hdr.protocol.swap_bytes() as u32
 }
 
-/// `flow_key_get` for the keys the engine gives.
+/// `flow_key_get`.
 fn key_get(key: usize, pkt: &Packet, hdr: &Headers) -> u32 {
     let f = pkt.flow();
     let addr = |a: &[u8; 16]| u32::from_be_bytes(a[12..].try_into().expect("4 bytes"));
@@ -332,9 +326,17 @@ fn key_get(key: usize, pkt: &Packet, hdr: &Headers) -> u32 {
         2 => f.map_or(0, |f| f.proto as u32),
         3 => ports.map_or_else(|| sk_fold(pkt), |f| f.sport as u32),
         4 => ports.map_or_else(|| dst_fold(hdr), |f| f.dport as u32),
+        5 => hdr.iif,
         6 => pkt.priority,
         7 => pkt.mark,
+        // flow_get_nfct: addr_fold(skb_nfct(skb)), no entry.
+        8 => 0,
+        // flow_get_nfct_*: CTTUPLE finds no entry and jumps to the fallback.
+        9 | 10 => key_get(key - 9, pkt, hdr),
+        11 | 12 => key_get(key - 8, pkt, hdr),
         13 => hdr.dst.map_or(0, |d| d.tclassid),
+        14 => pkt.sk.as_ref().map_or(0, |s| s.uid),
+        15 => pkt.sk.as_ref().map_or(0, |s| s.gid),
         16 => 0,
         17 => {
             if pkt.hash != 0 {
@@ -343,7 +345,7 @@ fn key_get(key: usize, pkt: &Packet, hdr: &Headers) -> u32 {
                 f.map_or(0, |f| f.hash())
             }
         }
-        _ => unreachable!("refused at change"),
+        _ => unreachable!("keys above FLOW_KEY_MAX are refused at change"),
     }
 }
 
@@ -403,14 +405,6 @@ impl Flow {
             }
             if 31 - k.leading_zeros() > 17 {
                 return Err(FilterError::Errno("Operation not supported"));
-            }
-            if let Some((key, why)) =
-                (0..KEYS.len()).filter(|i| k & (1 << i) != 0).find_map(|i| refused(i).map(|w| (i, w)))
-            {
-                return Err(FilterError::Tc(format!(
-                    "qdisc-lab: flow key \"{}\" is not supported: {why}\n",
-                    KEYS[key]
-                )));
             }
         }
         let exts = acts.init(&o.exts)?;
