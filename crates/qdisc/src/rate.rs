@@ -214,16 +214,16 @@ mod tests {
 
     #[test]
     fn packet_rate_reciprocal() {
-        // 1 pkt/s: 1e9 has no bit 31, 2e9 does: mult 2e9, shift 1, exactly 1 s a packet.
+        // 1 pkt/s: 1e9 and 2e9 lack bit 31, 4e9 has it: mult 4e9, shift 2, 1 s a packet.
         let r = PschedPktrate::precompute(1);
-        assert_eq!((r.mult, r.shift, r.pkt2t_ns(1)), (2_000_000_000, 1, 1_000_000_000));
-        // 1000 pkt/s: 1e6 ns a packet, by 1e9 << 11 / 1000 = 2048000000 (bit 31 set).
+        assert_eq!((r.mult, r.shift, r.pkt2t_ns(1)), (4_000_000_000, 2, 1_000_000_000));
+        // 1000 pkt/s: (1e9 << 12) / 1000 = 4096000000, 1e6 ns a packet.
         let r = PschedPktrate::precompute(1000);
-        assert_eq!((r.mult, r.shift, r.pkt2t_ns(1), r.pkt2t_ns(3)), (2_048_000_000, 11, 1_000_000, 3_000_000));
-        // 7 pkt/s: the reciprocal truncates, as the kernel's does (142857142.86 ns).
+        assert_eq!((r.mult, r.shift, r.pkt2t_ns(1), r.pkt2t_ns(3)), (4_096_000_000, 12, 1_000_000, 3_000_000));
+        // 7 pkt/s: (1e9 << 4) / 7 = 2285714285 truncates, as the kernel's does
+        // (142857142.86 ns a packet).
         let r = PschedPktrate::precompute(7);
-        assert_eq!(r.pkt2t_ns(1), (r.mult as u64) >> r.shift);
-        assert_eq!(r.pkt2t_ns(1), 142_857_142);
+        assert_eq!((r.mult, r.shift, r.pkt2t_ns(1)), (2_285_714_285, 4, 142_857_142));
     }
 
     #[test]

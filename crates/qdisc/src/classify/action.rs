@@ -824,6 +824,9 @@ fn parse_actions(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
             a.next();
             flags |= TCA_ACT_FLAGS_NO_PERCPU_STATS;
         }
+        if let Some(w) = a.peek().filter(|w| ["skip_sw", "skip_hw"].contains(w)) {
+            return Err(TcError::tc(format!("qdisc-lab: action flag \"{w}\" is not supported\n")));
+        }
         spec.flags.push(flags);
         ok += 1;
     }
@@ -2487,6 +2490,40 @@ mod tests {
         // Refill is capped at the burst.
         assert_eq!(run(&e, 1, 10_000_000_000), TC_ACT_OK);
         assert_eq!(p().0, 81_920_000 - 8_000);
+    }
+
+    /// The packet-rate bucket (`pkts_rate 1000 pkts_burst 3`: 1 ms a packet, a 3 ms
+    /// burst): `tcfp_pkttoks` starts empty, so a new policer first earns its credit;
+    /// a conforming packet restarts the clock (`tcfp_t_c`), an exceeding one does not.
+    #[test]
+    fn police_packet_rate_bucket_at_exact_boundaries() {
+        let (e, _t) = exts("police pkts_rate 1000 pkts_burst 3 conform-exceed drop/pipe", 0);
+        let (pps, burst) = match &lock(&e.acts[0]).kind {
+            ActKind::Police(p) => p.pps.expect("a packet rate"),
+            _ => unreachable!(),
+        };
+        // tc sends the burst as ticks: ceil(3 ms × 15.625) = 46875, exactly 3 ms.
+        assert_eq!((pps.rate_pkts_ps, pps.pkt2t_ns(1), burst), (1000, 1_000_000, 3_000_000));
+        // At creation: no credit, the packet costs 1 ms: over the limit (drop).
+        assert_eq!(run(&e, 100, 0), TC_ACT_SHOT);
+        // 1 ms - 1 ns later the credit is still short by 1 ns; at 1 ms it is exactly
+        // enough (0 left), and the next packet at the same instant is over again.
+        assert_eq!(run(&e, 100, 999_999), TC_ACT_SHOT);
+        assert_eq!(run(&e, 100, 1_000_000), TC_ACT_PIPE);
+        assert_eq!(run(&e, 100, 1_000_000), TC_ACT_SHOT);
+        // A long pause fills the bucket to the burst alone: three packets, not more.
+        let t = 1_000_000_000;
+        let v: Vec<i32> = (0..4).map(|_| run(&e, 1500, t)).collect();
+        assert_eq!(v, [TC_ACT_PIPE, TC_ACT_PIPE, TC_ACT_PIPE, TC_ACT_SHOT]);
+        // The length does not matter, the byte rate is absent; the MTU still does.
+        let s = lock(&e.acts[0]).stats;
+        assert_eq!((s.packets, s.drops, s.overlimits), (8, 4, 4));
+        // tc reads the burst back as packets (tc_calc_xmitsize of the dumped ticks).
+        let mut out = Out::text();
+        print_police(&mut out, &lock(&e.acts[0]), 1, 1, Instant(t));
+        assert!(out
+            .into_string()
+            .contains(" rate 0bit burst 0b mtu 4096Mb pkts_rate 1000 pkts_burst 3 action drop/pipe "));
     }
 
     #[test]

@@ -1572,6 +1572,52 @@ mod tests {
             est: None,
         }
     }
+    /// `indev`: a terminal node takes only packets whose skb_iif is the device's
+    /// (checked after its keys): not one this host sends, one forwarded from the
+    /// device (its route's input interface, whether or not the device keeps routes),
+    /// one received on it at its ingress hook. Devices: lo 1, eth0 2, eth1 3.
+    #[test]
+    fn indev_matches_the_input_device() {
+        use crate::classify::{with_origin, Dst, Verdict};
+        use crate::tc::{makeargs, Tc};
+        use crate::tree::{DevSpec, Ingress};
+        let mut tc = Tc::new(&[DevSpec::new("eth0"), DevSpec::new("eth1")]);
+        for l in [
+            "qdisc add dev eth0 root handle 1: prio",
+            "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.2/32 indev eth1 flowid 1:1",
+            "qdisc add dev eth1 ingress",
+            "filter add dev eth1 ingress protocol ip prio 1 u32 match ip dst 10.0.0.2/32 indev eth1 action drop",
+            "filter add dev eth1 ingress protocol ip prio 2 u32 match ip dst 10.0.0.3/32 indev eth0 action drop",
+        ] {
+            let r = tc.run(&makeargs(l));
+            assert_eq!(r.code, 0, "{l}: {}", r.stderr);
+        }
+        let to = |d: u8| pkt([10, 0, 0, 1], [10, 0, 0, d], 1, 2, 17, 0);
+        let block =
+            |tc: &Tc| tc.devices[0].root.q.as_classful().unwrap().block(0).unwrap().classify(&mut to(2), Instant::ZERO);
+        assert_eq!(block(&tc), None, "sent here: skb_iif 0");
+        assert_eq!(with_origin(None, 2, || block(&tc)), None, "from eth0");
+        assert_eq!(with_origin(None, 3, || block(&tc)), Some(Verdict::Class(TcfResult { classid: 0x1_0001 })));
+        // Through the transmit path: forwarded from eth1, a device that keeps no routes.
+        let dst = Some(Dst { tclassid: 0, iif: 3 });
+        let _ = tc.devices[0].xmit_routed(to(2), 0, Instant::ZERO, false, dst);
+        let _ = tc.devices[0].dequeue(Instant::ZERO);
+        let s = tc.run(&makeargs("-s class show dev eth0")).stdout;
+        assert!(s.starts_with("class prio 1:1 parent 1: \n Sent 1000 bytes 1 pkt"), "{s}");
+        // At eth1's ingress: received there, skb_iif is eth1's.
+        assert!(matches!(tc.ingress(1, to(2), Instant::ZERO), Ingress::Dropped));
+        assert!(matches!(tc.ingress(1, to(3), Instant::ZERO), Ingress::Pass(_)));
+        // The dump names the device; a name the netns lacks is refused.
+        let r = tc.run(&makeargs("filter show dev eth0"));
+        assert!(r.stdout.contains("  match 0a000002/ffffffff at 16\n  input dev eth1\n"), "{}", r.stdout);
+        let r = tc
+            .run(&makeargs("filter add dev eth0 parent 1: protocol ip prio 2 u32 match u8 0 0 indev eth9 flowid 1:1"));
+        assert_eq!(
+            (r.code, r.stderr.as_str()),
+            (2, "Error: Network device not found.\nWe have an error talking to the kernel\n")
+        );
+    }
+
     fn tp_with(rules: &[&str]) -> Tp {
         let mut tp = Tp::init(None, 1).unwrap();
         for r in rules {
