@@ -75,6 +75,12 @@ pub struct Socket {
     /// `net_cls.classid` of the cgroup its task was in; 0 = none), which the cgroup
     /// classifier reads.
     pub net_cls_classid: u32,
+    /// The fsuid and fsgid of the credentials its file was opened with
+    /// (`sk->sk_socket->file->f_cred`), which flow's `sk-uid`/`sk-gid` keys read;
+    /// 0 (root) unless the embedder says otherwise, as every socket of the simulator
+    /// and the kernel lab is root's.
+    pub uid: u32,
+    pub gid: u32,
 }
 
 impl Socket {
@@ -106,6 +112,8 @@ impl Default for Socket {
             tcp: true,
             wmem_alloc: AtomicU64::new(0),
             net_cls_classid: 0,
+            uid: 0,
+            gid: 0,
         }
     }
 }
@@ -122,6 +130,8 @@ impl Clone for Socket {
             tcp: self.tcp,
             wmem_alloc: AtomicU64::new(0),
             net_cls_classid: self.net_cls_classid,
+            uid: self.uid,
+            gid: self.gid,
         }
     }
 }
@@ -131,6 +141,7 @@ impl PartialEq for Socket {
     fn eq(&self, o: &Self) -> bool {
         (self.id, self.hash, self.pacing_rate(), self.max_pacing_rate, self.state, self.tcp, self.net_cls_classid)
             == (o.id, o.hash, o.pacing_rate(), o.max_pacing_rate, o.state, o.tcp, o.net_cls_classid)
+            && (self.uid, self.gid) == (o.uid, o.gid)
     }
 }
 

@@ -170,6 +170,27 @@ impl PschedRatecfg {
 
 /// `psched_ratecfg_precompute__`: (mult, shift) with mult/2^shift ≈ 1e9/rate.
 /// A zero rate gives (1, 0).
+/// `struct psched_pktrate`: a packet rate (police `pkts_rate`) as time per packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PschedPktrate {
+    pub rate_pkts_ps: u64,
+    pub mult: u32,
+    pub shift: u8,
+}
+
+impl PschedPktrate {
+    /// Mirrors `psched_ppscfg_precompute`: the same reciprocal as a byte rate's.
+    pub fn precompute(rate_pkts_ps: u64) -> Self {
+        let (mult, shift) = precompute_mult_shift(rate_pkts_ps);
+        PschedPktrate { rate_pkts_ps, mult, shift }
+    }
+
+    /// Mirrors `psched_pkt2t_ns`: nanoseconds for `pkts` packets.
+    pub fn pkt2t_ns(&self, pkts: u32) -> u64 {
+        (pkts as u64).wrapping_mul(self.mult as u64) >> self.shift
+    }
+}
+
 fn precompute_mult_shift(rate: u64) -> (u32, u8) {
     if rate == 0 {
         return (1, 0);
@@ -190,6 +211,20 @@ fn precompute_mult_shift(rate: u64) -> (u32, u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packet_rate_reciprocal() {
+        // 1 pkt/s: 1e9 and 2e9 lack bit 31, 4e9 has it: mult 4e9, shift 2, 1 s a packet.
+        let r = PschedPktrate::precompute(1);
+        assert_eq!((r.mult, r.shift, r.pkt2t_ns(1)), (4_000_000_000, 2, 1_000_000_000));
+        // 1000 pkt/s: (1e9 << 12) / 1000 = 4096000000, 1e6 ns a packet.
+        let r = PschedPktrate::precompute(1000);
+        assert_eq!((r.mult, r.shift, r.pkt2t_ns(1), r.pkt2t_ns(3)), (4_096_000_000, 12, 1_000_000, 3_000_000));
+        // 7 pkt/s: (1e9 << 4) / 7 = 2285714285 truncates, as the kernel's does
+        // (142857142.86 ns a packet).
+        let r = PschedPktrate::precompute(7);
+        assert_eq!((r.mult, r.shift, r.pkt2t_ns(1)), (2_285_714_285, 4, 142_857_142));
+    }
 
     #[test]
     fn mult_shift_exact_values() {

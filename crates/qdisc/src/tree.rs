@@ -1069,7 +1069,8 @@ impl Device {
     ///
     /// A hook bound to a shared block runs that block of the netns (`shared`): every
     /// device bound to it runs the same filters and actions, with the same counters.
-    pub fn ingress(&mut self, mut pkt: Packet, now: Instant, shared: &SharedBlocks) -> Ingress {
+    /// `ifindex` is this device's: the packet's `skb_iif` from here on.
+    pub fn ingress(&mut self, mut pkt: Packet, now: Instant, shared: &SharedBlocks, ifindex: u32) -> Ingress {
         self.estimators(now);
         let Some(node) = self.ingress.as_mut() else { return Ingress::Pass(pkt) };
         node.sch.stats.sent(&pkt);
@@ -1078,7 +1079,7 @@ impl Device {
             Some(0) | None => c.and_then(|c| c.block(TC_H_MIN_INGRESS)),
             Some(i) => shared.get(i),
         };
-        let verdict = block.and_then(|b| b.classify(&mut pkt, now));
+        let verdict = crate::classify::with_origin(None, ifindex, || block.and_then(|b| b.classify(&mut pkt, now)));
         match verdict {
             Some(crate::classify::Verdict::Shot) => {
                 node.sch.stats.dropped();
@@ -1149,6 +1150,8 @@ impl Device {
     /// `rt_iif` meta keys read while its qdiscs classify it (see
     /// [`crate::classify::Dst`]) — once a route or flow filter made the device keep
     /// routes ([`Device::keep_dst`]); before, the packet reaches the qdisc without it.
+    /// Its input interface is also its `skb_iif` (flow's `iif` key, u32's `indev`),
+    /// which the packet keeps whether or not the device keeps routes.
     pub fn xmit_routed(
         &mut self,
         pkt: Packet,
@@ -1157,8 +1160,9 @@ impl Device {
         driver_idle: bool,
         dst: Option<crate::classify::Dst>,
     ) -> Xmit {
+        let iif = dst.map_or(0, |d| d.iif);
         let dst = dst.filter(|_| self.keep_dst);
-        crate::classify::with_dst(dst, || self.xmit_on(pkt, txq, now, driver_idle))
+        crate::classify::with_origin(dst, iif, || self.xmit_on(pkt, txq, now, driver_idle))
     }
 
     /// The tx queue `skb_tx_hash` picks for a packet (`reciprocal_scale(hash, n)`,

@@ -120,30 +120,6 @@ const KNOWN_GAPS: &[(&str, &str, &str, &str)] = &[
         "filter show dev eth0 prio 10",
         "the two filters with meta keys the engine refuses are not there (the others are)",
     ),
-    (
-        "kernel-6.12",
-        "filter-flow",
-        "filter add dev eth0 parent 1: protocol all prio 3 handle 3 flow hash keys sk-uid,sk-gid divisor 16",
-        "the engine refuses this flow key: sockets carry no credentials here",
-    ),
-    (
-        "kernel-6.12",
-        "filter-flow",
-        "filter add dev eth0 parent 1: protocol all prio 3 handle 4 flow map key iif",
-        "the engine refuses this flow key: packets carry no input interface here",
-    ),
-    (
-        "kernel-6.12",
-        "filter-flow",
-        "filter add dev eth0 parent 1: protocol all prio 3 handle 5 flow map key nfct",
-        "the engine refuses this flow key: connection tracking is not modelled",
-    ),
-    (
-        "kernel-6.12",
-        "filter-flow",
-        "filter show dev eth0 prio 3",
-        "the three flow filters with keys the engine refuses are not there (the others are)",
-    ),
 ];
 
 /// Cases whose netem was given no `seed`: the kernel drew one at random, so the seed
@@ -190,6 +166,7 @@ const ACTION_AGE_CASES: &[&str] = &[
     "vlan-actions",
     "estimator-filter",
     "blocks-chains",
+    "police-pps",
 ];
 
 /// Cases with paced traffic (`# send DEV LEN COUNT GAP_US`) through rate estimators,

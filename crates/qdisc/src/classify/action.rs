@@ -45,16 +45,18 @@
 //!
 //! Not modelled (refused with a qdisc-lab message): other action kinds (those that
 //! act on conntrack state — ct, connmark, ctinfo — say so), gact `random netrand` (needs a
-//! random source), police `pkts_rate`,
-//! `hw_stats` and `no_percpu`. Action cookies are kept and printed (tc's quirk kept:
-//! a cookie also goes to the actions after it in the same list).
+//! random source), `hw_stats`, and the offload flags `skip_sw`/`skip_hw` of an
+//! action. Action cookies are kept and printed (tc's quirk kept: a cookie also goes
+//! to the actions after it in the same list). The generic flag `no_percpu`
+//! (TCA_ACT_FLAGS_NO_PERCPU_STATS) is stored by the action it creates and printed;
+//! it changes only how the kernel keeps the counters, not their values.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::estimator::{EstSpec, Estimator};
 use crate::packet::Packet;
-use crate::rate::{LinkLayer, PschedRatecfg, RateSpec};
+use crate::rate::{LinkLayer, PschedPktrate, PschedRatecfg, RateSpec};
 use crate::tc::{matches, units, Args, Out, TcError};
 use crate::time::Instant;
 
@@ -149,6 +151,9 @@ pub struct PoliceSpec {
     pub mtu: u32,
     /// TCA_POLICE_AVRATE, bytes/s (0 = not sent).
     pub avrate: u32,
+    /// TCA_POLICE_PKTRATE64 and TCA_POLICE_PKTBURST64 (ticks: the time of the burst's
+    /// packets at the rate), sent together when `pkts_rate` is not 0.
+    pub pps: Option<(u64, u64)>,
 }
 
 /// One action as tc sends it (TCA_ACT_KIND + TCA_ACT_OPTIONS).
@@ -203,6 +208,9 @@ pub struct ExtsSpec {
     pub acts: Vec<ActSpec>,
     /// Each action's TCA_ACT_COOKIE, in step with `acts` (None: not sent).
     pub cookies: Vec<Option<Vec<u8>>>,
+    /// Each action's TCA_ACT_FLAGS (its user flags: [`TCA_ACT_FLAGS_NO_PERCPU_STATS`]),
+    /// in step with `acts`.
+    pub flags: Vec<u32>,
     pub police: Option<PoliceSpec>,
 }
 
@@ -646,14 +654,14 @@ fn parse_police(a: &mut Args, named: bool) -> Result<PoliceSpec, Fail> {
             if pps != 0 {
                 return Err(duparg("pkts_rate", v));
             }
-            pps = v.parse().map_err(|_| invarg("pkts_rate", v))?;
+            pps = units::get_u64_base10(v).ok_or_else(|| invarg("pkts_rate", v))?;
         } else if matches(w, "pkts_burst") {
             a.next();
             let v = a.value()?;
             if ppsburst != 0 {
                 return Err(duparg("pkts_burst", v));
             }
-            ppsburst = v.parse().map_err(|_| invarg("pkts_burst", v))?;
+            ppsburst = units::get_u64_base10(v).ok_or_else(|| invarg("pkts_burst", v))?;
         } else if w == "help" {
             return Err(Fail::Exit(TcError::usage(POLICE_USAGE)));
         } else {
@@ -687,9 +695,6 @@ fn parse_police(a: &mut Args, named: bool) -> Result<PoliceSpec, Fail> {
             return Err(Fail::Ret("'mtu' is required, if 'peakrate' is requested.\n".into()));
         }
     }
-    if pps != 0 {
-        return Err(Fail::Exit(TcError::tc("qdisc-lab: police \"pkts_rate\" is not supported\n")));
-    }
     let spec = |r64: u64, cell: Option<u8>| RateSpec {
         rate: r64.min(u32::MAX as u64) as u32,
         mpu: mpu as u16,
@@ -717,6 +722,10 @@ fn parse_police(a: &mut Args, named: bool) -> Result<PoliceSpec, Fail> {
     }
     p.result = presult;
     p.avrate = avrate;
+    if pps != 0 {
+        // tc_calc_xmittime takes the burst as an unsigned int.
+        p.pps = Some((pps, units::calc_xmittime(pps, ppsburst as u32) as u64));
+    }
     Ok(p)
 }
 
@@ -752,6 +761,7 @@ fn parse_actions(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
     a.peek().ok_or_else(TcError::incomplete)?;
     spec.acts.clear();
     spec.cookies.clear();
+    spec.flags.clear();
     // tc keeps the last cookie for the actions after it (`act_ck_len` is not reset).
     let mut cookie = None;
     let illegal = |m: String| TcError::tc(format!("{m}Illegal \"action\"\n"));
@@ -806,11 +816,18 @@ fn parse_actions(a: &mut Args, spec: &mut ExtsSpec) -> Result<(), TcError> {
             cookie = Some(parse_cookie(a.value()?)?);
         }
         spec.cookies.push(cookie.clone());
-        if let Some(w) = a.peek() {
-            if matches(w, "hw_stats") || w == "no_percpu" {
-                return Err(TcError::tc(format!("qdisc-lab: action \"{w}\" is not supported\n")));
-            }
+        if let Some(w) = a.peek().filter(|w| matches(w, "hw_stats")) {
+            return Err(TcError::tc(format!("qdisc-lab: action \"{w}\" is not supported\n")));
         }
+        let mut flags = 0;
+        if a.peek() == Some("no_percpu") {
+            a.next();
+            flags |= TCA_ACT_FLAGS_NO_PERCPU_STATS;
+        }
+        if let Some(w) = a.peek().filter(|w| ["skip_sw", "skip_hw"].contains(w)) {
+            return Err(TcError::tc(format!("qdisc-lab: action flag \"{w}\" is not supported\n")));
+        }
+        spec.flags.push(flags);
         ok += 1;
     }
     if eap {
@@ -864,8 +881,14 @@ pub struct Police {
     pub peak: Option<PschedRatecfg>,
     /// `tcfp_ewma_rate` (avrate), bytes/s; 0 = none.
     pub ewma_rate: u32,
+    /// `ppsrate` and `tcfp_pkt_burst` (ns), when a packet rate was given
+    /// (`pps_present`).
+    pub pps: Option<(PschedPktrate, i64)>,
     toks: i64,
     ptoks: i64,
+    /// `tcfp_pkttoks`: ns of packet credit; starts at 0 (only `tcf_police_act`
+    /// sets it), so a new packet-rate policer first earns its credit.
+    pkttoks: i64,
     t_c: u64,
 }
 
@@ -979,7 +1002,8 @@ impl ActKind {
             ActKind::Police(p) => {
                 let r64 =
                     |r: &Option<PschedRatecfg>| r.as_ref().filter(|r| r.rate_bytes_ps >= 1 << 32).map_or(0, |_| nla(8));
-                nla(56) + r64(&p.rate) + r64(&p.peak) + if p.result != 0 { nla(4) } else { 0 } + TM
+                let pps = if p.pps.is_some() { 2 * nla(8) } else { 0 };
+                nla(56) + r64(&p.rate) + r64(&p.peak) + pps + if p.result != 0 { nla(4) } else { 0 } + TM
             }
             // tc_mirred (tc_gen, eaction, ifindex); the block when it redirects to one.
             ActKind::Mirred(m) => nla(TC_GEN + 8) + TM + if m.blockid != 0 { nla(4) } else { 0 },
@@ -1039,6 +1063,9 @@ pub struct Action {
     hw_stats: bool,
     /// `user_cookie` (TCA_ACT_COOKIE): kept for the user, printed in dumps.
     cookie: Option<Vec<u8>>,
+    /// `tcfa_flags & TCA_ACT_FLAGS_USER_MASK`: the TCA_ACT_FLAGS of the request that
+    /// created it (a bind or a replace leaves them).
+    flags: u32,
     /// `tcfa_rate_est`: from the filter's `estimator` of the request that made it.
     est: Option<Estimator>,
     /// Where the action reports its end (`tcf_idr_release` freeing its index), for
@@ -1060,6 +1087,10 @@ impl Drop for Action {
 
 pub type ActRef = Arc<Mutex<Action>>;
 
+/// TCA_ACT_FLAGS_NO_PERCPU_STATS: the action keeps its counters without per-CPU
+/// copies (`tcf_idr_create_from_flags`).
+pub const TCA_ACT_FLAGS_NO_PERCPU_STATS: u32 = 1;
+
 fn lock(a: &ActRef) -> std::sync::MutexGuard<'_, Action> {
     a.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -1075,7 +1106,8 @@ impl Action {
         let stats = 4 + nla(16) + nla(16) + pkt64 + nla(20);
         let cookie = self.cookie.as_ref().map_or(0, |c| nla(c.len()));
         let used_hw = if self.hw_stats { nla(8) } else { 0 };
-        4 + nla(self.kind().name().len() + 1) + stats + cookie + used_hw + nla(4) + 4 + self.kind.dump_size()
+        let flags = if self.flags != 0 { nla(8) } else { 0 };
+        4 + nla(self.kind().name().len() + 1) + stats + cookie + flags + used_hw + nla(4) + 4 + self.kind.dump_size()
     }
 
     fn kind(&self) -> Kind {
@@ -1145,27 +1177,31 @@ impl Action {
                 let over_avrate =
                     p.ewma_rate != 0 && self.est.as_ref().is_none_or(|e| e.read().0 >= p.ewma_rate as u64);
                 if !over_avrate && len <= p.mtu {
-                    match &p.rate {
-                        None => {
-                            ret = p.result;
-                            early = true;
+                    if p.rate.is_none() && p.pps.is_none() {
+                        ret = p.result;
+                        early = true;
+                    } else {
+                        let elapsed = t.wrapping_sub(p.t_c) as i64;
+                        let mut toks = elapsed.min(p.burst);
+                        let (mut ptoks, mut pkttoks) = (0i64, 0i64);
+                        if let Some(peak) = &p.peak {
+                            ptoks = (toks + p.ptoks).min(p.mtu_ptoks);
+                            ptoks -= peak.l2t_ns(len) as i64;
                         }
-                        Some(rate) => {
-                            let mut toks = (t.wrapping_sub(p.t_c) as i64).min(p.burst);
-                            let mut ptoks = 0i64;
-                            if let Some(peak) = &p.peak {
-                                ptoks = (toks + p.ptoks).min(p.mtu_ptoks);
-                                ptoks -= peak.l2t_ns(len) as i64;
-                            }
+                        if let Some(rate) = &p.rate {
                             toks = (toks + p.toks).min(p.burst);
                             toks -= rate.l2t_ns(len) as i64;
-                            if (toks | ptoks) >= 0 {
-                                p.t_c = t;
-                                p.toks = toks;
-                                p.ptoks = ptoks;
-                                ret = p.result;
-                                conform = true;
-                            }
+                        } else if let Some((pps, burst)) = &p.pps {
+                            pkttoks = (elapsed.min(*burst) + p.pkttoks).min(*burst);
+                            pkttoks -= pps.pkt2t_ns(1) as i64;
+                        }
+                        if (toks | ptoks | pkttoks) >= 0 {
+                            p.t_c = t;
+                            p.toks = toks;
+                            p.ptoks = ptoks;
+                            p.pkttoks = pkttoks;
+                            ret = p.result;
+                            conform = true;
                         }
                     }
                 }
@@ -1578,7 +1614,7 @@ impl ActCtx<'_> {
                         warning = lock(&a).kind.offload_warning().or(warning);
                         continue;
                     }
-                    Err(idx) => self.create(s, idx, false)?,
+                    Err(idx) => self.create(s, idx, false, spec.flags.get(i).copied().unwrap_or(0))?,
                 };
                 set_cookie(&a, cookie);
                 warning = lock(&a).kind.offload_warning().or(warning);
@@ -1617,7 +1653,8 @@ impl ActCtx<'_> {
             return Err(FilterError::action());
         }
         for (i, s) in list.iter().enumerate().take(TCA_ACT_MAX_PRIO) {
-            let a = self.init_1(s)?;
+            let flags = if legacy_police { 0 } else { spec.flags.get(i).copied().unwrap_or(0) };
+            let a = self.init_1(s, flags)?;
             if !legacy_police {
                 set_cookie(&a, spec.cookies.get(i).cloned().flatten());
             }
@@ -1631,10 +1668,10 @@ impl ActCtx<'_> {
 
     /// `tcf_action_init_1` of a filter's action (TCA_ACT_FLAGS_BIND): an existing
     /// index binds to that action as it is; otherwise a new one.
-    fn init_1(&mut self, s: &ActSpec) -> Result<ActRef, FilterError> {
+    fn init_1(&mut self, s: &ActSpec, flags: u32) -> Result<ActRef, FilterError> {
         match self.check(s, true, false)? {
             Ok(a) => Ok(a),
-            Err(idx) => self.create(s, idx, true),
+            Err(idx) => self.create(s, idx, true, flags),
         }
     }
 
@@ -1702,8 +1739,8 @@ impl ActCtx<'_> {
         Ok(Ok(existing))
     }
 
-    /// A new action with index `idx`, in the table.
-    fn create(&mut self, s: &ActSpec, idx: u32, tp: bool) -> Result<ActRef, FilterError> {
+    /// A new action with index `idx` and the request's TCA_ACT_FLAGS, in the table.
+    fn create(&mut self, s: &ActSpec, idx: u32, tp: bool, flags: u32) -> Result<ActRef, FilterError> {
         let kind = self.kind_of(s, true, tp, false)?;
         let k = s.kind().expect("checked");
         let est = match self.est {
@@ -1723,6 +1760,7 @@ impl ActCtx<'_> {
             standalone: false,
             hw_stats: false,
             cookie: None,
+            flags,
             est,
             freed: Some(self.table.freed.clone()),
         }));
@@ -1768,6 +1806,8 @@ impl ActCtx<'_> {
                 }
                 let burst = units::ticks2ns(p.burst);
                 let mtu_ptoks = peak.as_ref().map(|pk| pk.l2t_ns(mtu) as i64).unwrap_or(0);
+                // PSCHED_TICKS2NS of the 64-bit burst.
+                let pps = p.pps.map(|(rate, burst)| (PschedPktrate::precompute(rate), (burst as i64) << 6));
                 Ok(ActKind::Police(Police {
                     action: p.action,
                     result: p.result,
@@ -1777,8 +1817,10 @@ impl ActCtx<'_> {
                     rate,
                     peak,
                     ewma_rate: p.avrate,
+                    pps,
                     toks: burst,
                     ptoks: mtu_ptoks,
+                    pkttoks: 0,
                     t_c: now,
                 }))
             }
@@ -1941,6 +1983,19 @@ impl Exts {
         self.print_police_nl(out, now, true)
     }
 
+    /// `tcf_exts_terse_dump` + tc's printing: each action's terse dump
+    /// (`tcf_action_dump_terse`: kind, counters, cookie).
+    pub fn print_terse(&self, out: &mut Out, now: Instant) {
+        if self.acts.is_empty() {
+            return;
+        }
+        out.open_array("actions", "");
+        for (i, a) in self.acts.iter().enumerate() {
+            print_one_terse(out, a, i as u64 + 1, now);
+        }
+        out.close_array("");
+    }
+
     /// [`Exts::print`], with the legacy police on the filter's line unless `nl`
     /// (f_route.c, f_fw.c and f_flow.c call `tc_print_police` without `print_nl`).
     pub fn print_police_nl(&self, out: &mut Out, now: Instant, nl: bool) {
@@ -2055,6 +2110,54 @@ pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant
             print_refs(out, "\t index", &a, refs, binds, now);
         }
     }
+    print_stats(out, &a);
+    print_cookie(out, &a);
+    // TCA_ACT_FLAGS, then TCA_ACT_IN_HW_COUNT (`tc actions` dumps only: 0), on one line.
+    if a.flags & TCA_ACT_FLAGS_NO_PERCPU_STATS != 0 {
+        out.boolean("no_percpu", format_args!("\tno_percpu"), true);
+    }
+    if !bind {
+        out.boolean("not_in_hw", format_args!("\tnot_in_hw"), true);
+    }
+    if a.flags != 0 || !bind {
+        out.nl();
+    }
+    if a.hw_stats {
+        out.fp(format_args!("\t"));
+        out.open_array("used_hw_stats", "used_hw_stats");
+        out.bare_string(format_args!(" disabled"), "disabled");
+        out.close_array("");
+        out.nl();
+    }
+    out.close_object();
+}
+
+/// A filter's action in a terse dump (`tcf_action_dump_terse`, no options): what
+/// each kind's tc printer gives for absent options — its kind, in text or only in
+/// JSON (police), or nothing (simple) — then the counters and the cookie.
+fn print_one_terse(out: &mut Out, a: &ActRef, order: u64, now: Instant) {
+    let mut a = lock(a);
+    let (bytes, packets) = (a.stats.bytes, a.stats.packets);
+    if let Some(e) = &mut a.est {
+        e.catch_up(now, bytes, packets);
+    }
+    out.open_object(None);
+    out.nl();
+    out.uint("order", format_args!("\taction order {order}: "), order);
+    match a.kind() {
+        Kind::Police => out.string("kind", format_args!(""), "police"),
+        Kind::Simple => {}
+        Kind::Pedit => out.string("kind", format_args!(" pedit "), "pedit"),
+        Kind::Nat => out.string("type", format_args!(" nat "), "nat"),
+        k => out.string("kind", format_args!("{} ", k.name()), k.name()),
+    }
+    print_stats(out, &a);
+    print_cookie(out, &a);
+    out.close_object();
+}
+
+/// `print_tcstats2_attr` of an action's counters with `-s`.
+fn print_stats(out: &mut Out, a: &Action) {
     if out.show_stats() {
         out.fp(format_args!("\tAction statistics:"));
         out.nl();
@@ -2077,23 +2180,15 @@ pub fn print_one(out: &mut Out, a: &ActRef, order: u64, bind: bool, now: Instant
         out.close_object();
         out.nl();
     }
+}
+
+/// TCA_ACT_COOKIE.
+fn print_cookie(out: &mut Out, a: &Action) {
     if let Some(c) = &a.cookie {
         let hex: String = c.iter().map(|b| format!("{b:02x}")).collect();
         out.string("cookie", format_args!("\tcookie {hex}"), &hex);
         out.nl();
     }
-    if !bind {
-        out.boolean("not_in_hw", format_args!("\tnot_in_hw"), true);
-        out.nl();
-    }
-    if a.hw_stats {
-        out.fp(format_args!("\t"));
-        out.open_array("used_hw_stats", "used_hw_stats");
-        out.bare_string(format_args!(" disabled"), "disabled");
-        out.close_array("");
-        out.nl();
-    }
-    out.close_object();
 }
 
 /// `tcf_tm_dump` + `print_tm`: ages in USER_HZ ticks, printed as whole seconds.
@@ -2191,16 +2286,27 @@ fn print_police(out: &mut Out, a: &Action, refs: i64, binds: i64, now: Instant) 
     if p.ewma_rate != 0 {
         out.fp(format_args!("avrate {} ", units::fmt_rate(p.ewma_rate as u64, out.iec())));
     }
+    if let Some((pps, burst)) = &p.pps {
+        // TCA_POLICE_PKTBURST64 is PSCHED_NS2TICKS of the burst; tc reads it back as
+        // a number of packets (tc_calc_xmitsize, the ticks as an unsigned int).
+        let pkts = units::calc_xmitsize(pps.rate_pkts_ps, units::ns2ticks(*burst) as u32) as u64;
+        out.uint("pkts_rate", format_args!("pkts_rate {} ", pps.rate_pkts_ps), pps.rate_pkts_ps);
+        out.uint("pkts_burst", format_args!("pkts_burst {pkts} "), pkts);
+    }
     print_action_control(out, "action ", p.action, "");
     if p.result != 0 {
         print_action_control(out, "/", p.result, " ");
     } else {
         out.fp(format_args!(" "));
     }
-    let (overhead, ll) = p.rate.map(|r| (r.overhead, r.linklayer)).unwrap_or((0, LinkLayer::Ethernet));
+    // Without a byte rate the dumped ratespec is zeroed: linklayer 0, "unspec".
+    let (overhead, ll) = match p.rate {
+        Some(r) => (r.overhead, r.linklayer.name()),
+        None => (0, "unspec"),
+    };
     out.size("overhead", "overhead ", overhead as u32, " ");
-    if ll != LinkLayer::Ethernet || out.details() {
-        out.string("linklayer", format_args!("linklayer {} ", ll.name()), ll.name());
+    if p.rate.is_some_and(|r| r.linklayer != LinkLayer::Ethernet) || out.details() {
+        out.string("linklayer", format_args!("linklayer {ll} "), ll);
     }
     out.nl();
     out.int("ref", format_args!("\tref {refs} "), refs);
@@ -2384,6 +2490,40 @@ mod tests {
         // Refill is capped at the burst.
         assert_eq!(run(&e, 1, 10_000_000_000), TC_ACT_OK);
         assert_eq!(p().0, 81_920_000 - 8_000);
+    }
+
+    /// The packet-rate bucket (`pkts_rate 1000 pkts_burst 3`: 1 ms a packet, a 3 ms
+    /// burst): `tcfp_pkttoks` starts empty, so a new policer first earns its credit;
+    /// a conforming packet restarts the clock (`tcfp_t_c`), an exceeding one does not.
+    #[test]
+    fn police_packet_rate_bucket_at_exact_boundaries() {
+        let (e, _t) = exts("police pkts_rate 1000 pkts_burst 3 conform-exceed drop/pipe", 0);
+        let (pps, burst) = match &lock(&e.acts[0]).kind {
+            ActKind::Police(p) => p.pps.expect("a packet rate"),
+            _ => unreachable!(),
+        };
+        // tc sends the burst as ticks: ceil(3 ms × 15.625) = 46875, exactly 3 ms.
+        assert_eq!((pps.rate_pkts_ps, pps.pkt2t_ns(1), burst), (1000, 1_000_000, 3_000_000));
+        // At creation: no credit, the packet costs 1 ms: over the limit (drop).
+        assert_eq!(run(&e, 100, 0), TC_ACT_SHOT);
+        // 1 ms - 1 ns later the credit is still short by 1 ns; at 1 ms it is exactly
+        // enough (0 left), and the next packet at the same instant is over again.
+        assert_eq!(run(&e, 100, 999_999), TC_ACT_SHOT);
+        assert_eq!(run(&e, 100, 1_000_000), TC_ACT_PIPE);
+        assert_eq!(run(&e, 100, 1_000_000), TC_ACT_SHOT);
+        // A long pause fills the bucket to the burst alone: three packets, not more.
+        let t = 1_000_000_000;
+        let v: Vec<i32> = (0..4).map(|_| run(&e, 1500, t)).collect();
+        assert_eq!(v, [TC_ACT_PIPE, TC_ACT_PIPE, TC_ACT_PIPE, TC_ACT_SHOT]);
+        // The length does not matter, the byte rate is absent; the MTU still does.
+        let s = lock(&e.acts[0]).stats;
+        assert_eq!((s.packets, s.drops, s.overlimits), (8, 4, 4));
+        // tc reads the burst back as packets (tc_calc_xmitsize of the dumped ticks).
+        let mut out = Out::text();
+        print_police(&mut out, &lock(&e.acts[0]), 1, 1, Instant(t));
+        assert!(out
+            .into_string()
+            .contains(" rate 0bit burst 0b mtu 4096Mb pkts_rate 1000 pkts_burst 3 action drop/pipe "));
     }
 
     #[test]

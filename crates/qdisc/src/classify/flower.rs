@@ -434,17 +434,24 @@ impl Flower {
         None
     }
 
-    /// `fl_walk` + `fl_dump` + tc's `flower_print_opt` for the modelled keys.
+    /// `fl_walk` + `fl_dump` + tc's `flower_print_opt` for the modelled keys; a
+    /// terse dump (`fl_terse_dump`) gives only the handle, the flags and the actions'
+    /// terse dumps (tc still opens the empty `keys` object).
     pub fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         for f in self.filters.values() {
             let o = &f.o;
             ctx.entry(out, f.handle, None, |out| {
                 out.uint("handle", format_args!("handle {:#x} ", f.handle), f.handle as u64);
-                if let Some(c) = o.classid {
-                    let c = crate::tc::show_classid(c);
-                    out.string("classid", format_args!("classid {c} "), &c);
+                if ctx.terse {
+                    out.open_object(Some("keys"));
+                    out.close_object();
+                } else {
+                    if let Some(c) = o.classid {
+                        let c = crate::tc::show_classid(c);
+                        out.string("classid", format_args!("classid {c} "), &c);
+                    }
+                    print_keys(o, false, out);
                 }
-                print_keys(o, false, out);
                 if o.flags & super::u32::SKIP_HW != 0 {
                     out.nl();
                     out.boolean("skip_hw", format_args!("  skip_hw"), true);
@@ -459,7 +466,11 @@ impl Flower {
                 if o.flags & super::u32::SKIP_HW == 0 {
                     f.exts.hw_stats_update();
                 }
-                f.exts.print(out, ctx.now);
+                if ctx.terse {
+                    f.exts.print_terse(out, ctx.now);
+                } else {
+                    f.exts.print(out, ctx.now);
+                }
             });
         }
     }
@@ -496,6 +507,9 @@ impl super::Classifier for Flower {
     }
     fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         Flower::dump(self, ctx, out)
+    }
+    fn terse_dump(&self) -> bool {
+        true
     }
     fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
         self.filters.values().filter_map(|x| x.o.classid).for_each(f);

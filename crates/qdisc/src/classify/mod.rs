@@ -140,22 +140,37 @@ impl Dst {
     }
 }
 
-thread_local! {
-    /// The route of the packet being transmitted by the current
-    /// [`crate::tree::Device::xmit_routed`] call: the engine is single-threaded per
-    /// netns, and the slot lives exactly for that call.
-    static DST: std::cell::Cell<Option<Dst>> = const { std::cell::Cell::new(None) };
+/// What the stack knows of the packet being classified besides its bytes: the route
+/// it took ([`Dst`], when the device keeps routes) and `skb->skb_iif`, the ifindex of
+/// the device it was received on — set by `__netif_receive_skb_core` before the
+/// ingress hook and kept while the packet is forwarded, 0 for a packet this host
+/// sent. The device owner hands both with the call (`Device::xmit_routed` — the
+/// route's `inet_iif`, which for a forwarded packet is its `skb_iif` —, `Tc::ingress`
+/// — the receiving device); they are read through [`Headers::dst`] and
+/// [`Headers::iif`].
+#[derive(Clone, Copy, Debug, Default)]
+struct Origin {
+    dst: Option<Dst>,
+    iif: u32,
 }
 
-/// Run `f` with `dst` as the route of the packet it transmits (see [`Dst`]).
-pub(crate) fn with_dst<R>(dst: Option<Dst>, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<Dst>);
+thread_local! {
+    /// The [`Origin`] of the packet being transmitted or received by the current
+    /// call: the engine is single-threaded per netns, and the slot lives exactly for
+    /// that call.
+    static ORIGIN: std::cell::Cell<Origin> = const { std::cell::Cell::new(Origin { dst: None, iif: 0 }) };
+}
+
+/// Run `f` with `dst` as the route of the packet it transmits or receives and
+/// `iif` as its `skb_iif` (see [`Origin`]).
+pub(crate) fn with_origin<R>(dst: Option<Dst>, iif: u32, f: impl FnOnce() -> R) -> R {
+    struct Restore(Origin);
     impl Drop for Restore {
         fn drop(&mut self) {
-            DST.with(|d| d.set(self.0));
+            ORIGIN.with(|d| d.set(self.0));
         }
     }
-    let _restore = Restore(DST.with(|d| d.replace(dst)));
+    let _restore = Restore(ORIGIN.with(|d| d.replace(Origin { dst, iif })));
     f()
 }
 
@@ -237,8 +252,14 @@ pub trait Classifier: Send + Sync {
     /// `ops->delete` of the filter `handle` (which `get` found); answers `last`: no
     /// filter left, the proto goes.
     fn delete(&mut self, handle: u32, binds: &mut Binds) -> Result<bool, FilterError>;
-    /// `ops->walk` + `ops->dump`: every filter after the proto's own line.
+    /// `ops->walk` + `ops->dump`: every filter after the proto's own line; with
+    /// [`DumpCtx::terse`], `ops->terse_dump`.
     fn dump(&self, ctx: &DumpCtx, out: &mut crate::tc::Out);
+    /// The kind has `ops->terse_dump` (flower alone): `tcf_fill_node` refuses a terse
+    /// dump of any other kind's filters.
+    fn terse_dump(&self) -> bool {
+        false
+    }
     /// `ops->walk` + `ops->bind_class`: the classid each filter names (as
     /// `tcf_node_bind` visits them when a class is created).
     fn for_each_classid(&self, f: &mut dyn FnMut(u32));
@@ -723,12 +744,14 @@ pub struct Headers {
     pub ip_proto: Option<u8>,
     /// The route the packet took, if any (see [`Dst`]).
     pub dst: Option<Dst>,
+    /// `skb->skb_iif` (see [`Origin`]): 0 for a packet this host sent.
+    pub iif: u32,
 }
 
 impl Headers {
     pub fn of(pkt: &Packet) -> Self {
-        let dst = DST.with(|d| d.get());
-        let mut h = Headers { protocol: ETH_P_IP, bytes: [0; 74], filled: 0, len: 0, ip_proto: None, dst };
+        let Origin { dst, iif } = ORIGIN.with(|d| d.get());
+        let mut h = Headers { protocol: ETH_P_IP, bytes: [0; 74], filled: 0, len: 0, ip_proto: None, dst, iif };
         let Some(f) = pkt.flow() else { return h };
         let v4 = f.src[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
         h.protocol = if v4 { ETH_P_IP } else { ETH_P_IPV6 };
@@ -925,6 +948,9 @@ pub struct DumpCtx<'a> {
     /// `tc filter get`: only the filter with this handle (`tfilter_notify` of one
     /// `fh`).
     pub only: Option<u32>,
+    /// A terse dump (`tc -brief filter show`, TCA_DUMP_FLAGS_TERSE): only kinds with
+    /// [`Classifier::terse_dump`] get here.
+    pub terse: bool,
 }
 
 impl DumpCtx<'_> {

@@ -413,7 +413,7 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, RouteOpts), TcE
 mod tests {
     use super::*;
     use crate::classify::action::ActionTable;
-    use crate::classify::{with_dst, Dst};
+    use crate::classify::{with_origin, Dst};
     use crate::testing::argv;
 
     fn ctx(table: &mut ActionTable) -> ActCtx<'_> {
@@ -451,7 +451,7 @@ mod tests {
 
     fn cls(r: &Route, dst: Option<Dst>) -> Option<u32> {
         let mut p = Packet::new(1, 100);
-        with_dst(dst, || {
+        with_origin(dst, 0, || {
             let hdr = Headers::of(&p);
             r.lookup(&mut p, &hdr, Instant::ZERO).map(|(_, res)| res.classid)
         })

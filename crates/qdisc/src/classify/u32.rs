@@ -18,8 +18,12 @@
 //! `mark VALUE MASK` is CONFIG_CLS_U32_MARK: Debian's 6.12 is built with it (every key
 //! node then has a mark match, 0/0 unless given, counting its successes, and dumps it
 //! when given); this CI host's 6.18 is not, and ignores the attribute
-//! ([`crate::tree::KernelVersion::u32_mark`]). Not modelled: `indev` (refused: egress
-//! packets have no input device).
+//! ([`crate::tree::KernelVersion::u32_mark`]).
+//!
+//! `indev DEV` (TCA_U32_INDEV) makes a terminal node match only packets whose
+//! `skb_iif` is that device's ifindex (`tcf_match_indev`, checked after the keys and
+//! before the hit is counted): a packet received on DEV, at its ingress hook or
+//! forwarded from it; never one this host sent (`skb_iif` 0).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +42,8 @@ pub const TC_U32_OFFSET: u8 = 2;
 pub const TC_U32_VAROFFSET: u8 = 4;
 pub const TC_U32_EAT: u8 = 8;
 const TC_U32_ROOT: u32 = 0xFFF0_0000;
+/// IFNAMSIZ: a device name's buffer, its NUL included.
+const IFNAMSIZ: usize = 16;
 const TC_U32_MAXDEPTH: usize = 8;
 /// TCA_CLS_FLAGS_SKIP_HW / SKIP_SW / NOT_IN_HW.
 pub const SKIP_HW: u32 = 1;
@@ -94,6 +100,11 @@ pub struct U32Opts {
     pub flags: Option<u32>,
     /// TCA_U32_MARK: value and mask (the last `mark` given).
     pub mark: Option<(u32, u32)>,
+    /// TCA_U32_INDEV: the name tc sends (at most IFNAMSIZ bytes), with the ifindex
+    /// `tcf_change_indev`'s `__dev_get_by_name` finds for it in the netns, looked up
+    /// where the request is parsed, which knows the netns's links (None: no such
+    /// device).
+    pub indev: Option<(String, Option<u32>)>,
     /// `action …` / `police …`.
     pub exts: ExtsSpec,
 }
@@ -137,6 +148,8 @@ pub struct Knode {
     /// CONFIG_CLS_U32_MARK's match (`val`, `mask`, `pcpu_success`); None on kernels
     /// built without it.
     pub mark: Option<Mark>,
+    /// `ifindex` (0: any) and the device's name, which the dump gives.
+    pub indev: (u32, String),
     pub exts: Exts,
 }
 
@@ -188,6 +201,7 @@ impl Fast {
             // every packet and counts each visit.
             let plain = n.mark.as_ref().is_none_or(|m| m.mask == 0 && m.val == 0)
                 && n.link == 0
+                && n.indev.0 == 0
                 && n.sel.flags & TC_U32_TERMINAL != 0
                 && n.flags & SKIP_SW == 0
                 && k.offmask == 0
@@ -519,6 +533,7 @@ impl Tp {
                 return Err(FilterError::ext("cls_u32: Key node flags do not match passed flags"));
             }
             let exts = acts.init(&o.exts)?;
+            let indev = change_indev(o)?;
             let mut n = old.clone();
             n.exts = exts;
             if let Some(l) = o.link {
@@ -526,6 +541,9 @@ impl Tp {
             }
             if let Some(cl) = o.classid {
                 n.classid = cl;
+            }
+            if let Some(i) = indev {
+                n.indev = i;
             }
             if n.classid != old.classid {
                 c.log_bound(old.classid, -1);
@@ -594,6 +612,7 @@ impl Tp {
         };
         let Some(sel) = &o.sel else { return Err(FilterError::ext("cls_u32: Selector not specified")) };
         let exts = acts.init(&o.exts)?;
+        let indev = change_indev(o)?.unwrap_or_default();
         let link = match o.link {
             Some(l) => check_link(&c, l)?,
             None => 0,
@@ -613,6 +632,7 @@ impl Tp {
                 let (val, mask) = o.mark.unwrap_or((0, 0));
                 Mark { val, mask, success: Arc::new(AtomicU64::new(0)) }
             }),
+            indev,
             exts,
         };
         let t = c.ht_mut(ht).expect("table");
@@ -624,9 +644,9 @@ impl Tp {
         Ok(())
     }
 
-    /// Mirrors `u32_classify` (without the indev part): the verdict of
-    /// the first terminal node that matches and whose actions do not say
-    /// "continue" (TC_ACT_OK without actions), with its result.
+    /// Mirrors `u32_classify`: the verdict of the first terminal node that matches
+    /// (its `indev` too) and whose actions do not say "continue" (TC_ACT_OK without
+    /// actions), with its result.
     pub fn classify(&self, hdr: &Headers, pkt: &mut Packet, now: Instant) -> Option<(i32, TcfResult)> {
         let c = read_common(&self.common);
         let mut stack: Vec<(u32, usize, usize, i64)> = Vec::with_capacity(TC_U32_MAXDEPTH);
@@ -671,7 +691,7 @@ impl Tp {
                     }
                     if n.link == 0 {
                         if n.sel.flags & TC_U32_TERMINAL != 0 {
-                            if let Some(r) = Self::terminal(n, pkt, now) {
+                            if let Some(r) = Self::terminal(n, hdr, pkt, now) {
                                 return Some(r);
                             }
                         }
@@ -722,7 +742,7 @@ impl Tp {
             off = o;
             let n = &ht.buckets[sel][idx];
             if n.sel.flags & TC_U32_TERMINAL != 0 {
-                if let Some(r) = Self::terminal(n, pkt, now) {
+                if let Some(r) = Self::terminal(n, hdr, pkt, now) {
                     return Some(r);
                 }
             }
@@ -748,7 +768,7 @@ impl Tp {
         for &p in f.by_val.get(&(data & f.mask)).map_or(&[][..], |v| &v[..]) {
             let n = &bucket[p];
             inc(&n.pf.kcnts[0]);
-            if let Some(r) = Self::terminal(n, pkt, now) {
+            if let Some(r) = Self::terminal(n, hdr, pkt, now) {
                 stop(n);
                 return Some(r);
             }
@@ -757,8 +777,12 @@ impl Tp {
         None
     }
 
-    /// `check_terminal`: count the hit, run the node's actions; `None` = continue.
-    fn terminal(n: &Knode, pkt: &mut Packet, now: Instant) -> Option<(i32, TcfResult)> {
+    /// `check_terminal`: the node's `indev` (`tcf_match_indev`), then count the hit
+    /// and run the node's actions; `None` = continue.
+    fn terminal(n: &Knode, hdr: &Headers, pkt: &mut Packet, now: Instant) -> Option<(i32, TcfResult)> {
+        if n.indev.0 != 0 && n.indev.0 != hdr.iif {
+            return None;
+        }
         let mut res = TcfResult { classid: n.classid };
         inc(&n.pf.rhit);
         let r = n.exts.exec(pkt, now, &mut res);
@@ -781,6 +805,19 @@ impl Tp {
                 }
             }
         }
+    }
+}
+
+/// `u32_set_parms`' `tcf_change_indev`: the device TCA_U32_INDEV names, if sent.
+fn change_indev(o: &U32Opts) -> Result<Option<(u32, String)>, FilterError> {
+    let Some((name, ifindex)) = &o.indev else { return Ok(None) };
+    // nla_strscpy into char[IFNAMSIZ]: the name and its NUL must fit.
+    if name.len() >= IFNAMSIZ {
+        return Err(FilterError::ext("Interface name too long"));
+    }
+    match ifindex {
+        Some(i) => Ok(Some((*i, name.clone()))),
+        None => Err(FilterError::ext("Network device not found")),
     }
 }
 
@@ -1262,9 +1299,14 @@ pub fn parse(handle: Option<&str>, a: &mut Args) -> Result<(u32, U32Opts), TcErr
             htid = ((hash % divisor) << 12) | (htid & 0xFFF0_0000);
             sample_ok = true;
         } else if w == "indev" {
-            return Err(TcError::tc(
-                "qdisc-lab: u32 \"indev\" is not supported (egress packets have no input device)\n",
-            ));
+            let Some(v) = a.next() else { return Err(TcError::tc("Illegal indev\n")) };
+            // strncpy into char[IFNAMSIZ + 1]: at most IFNAMSIZ bytes go.
+            let mut name = v.to_string();
+            while name.len() > IFNAMSIZ {
+                name.pop();
+            }
+            let ifindex = a.link_index(&name);
+            o.indev = Some((name, ifindex));
         } else if matches(w, "action") {
             super::action::parse_action(a, &mut o.exts)?;
             terminal = true;
@@ -1388,7 +1430,21 @@ fn print_knode(out: &mut Out, n: &Knode, ctx: &super::DumpCtx) {
         out.string("hash_mask", format_args!("    hash mask {:08x} ", s.hmask), &format!("{:x}", s.hmask));
         out.int("hash_off", format_args!("at {} ", s.hoff), s.hoff as i64);
     }
-    n.exts.print(out, ctx.now);
+    // The legacy police (TCA_U32_POLICE), then TCA_U32_INDEV, then the actions.
+    let indev = |out: &mut Out| {
+        if n.indev.0 != 0 {
+            out.nl();
+            out.string("input_dev", format_args!("  input dev {}", n.indev.1), &n.indev.1);
+            out.nl();
+        }
+    };
+    if n.exts.legacy_police {
+        n.exts.print(out, ctx.now);
+        indev(out);
+    } else {
+        indev(out);
+        n.exts.print(out, ctx.now);
+    }
 }
 
 /// `show_keys`: the raw form, or with `-p` the protocol's pretty printer.
@@ -1516,6 +1572,52 @@ mod tests {
             est: None,
         }
     }
+    /// `indev`: a terminal node takes only packets whose skb_iif is the device's
+    /// (checked after its keys): not one this host sends, one forwarded from the
+    /// device (its route's input interface, whether or not the device keeps routes),
+    /// one received on it at its ingress hook. Devices: lo 1, eth0 2, eth1 3.
+    #[test]
+    fn indev_matches_the_input_device() {
+        use crate::classify::{with_origin, Dst, Verdict};
+        use crate::tc::{makeargs, Tc};
+        use crate::tree::{DevSpec, Ingress};
+        let mut tc = Tc::new(&[DevSpec::new("eth0"), DevSpec::new("eth1")]);
+        for l in [
+            "qdisc add dev eth0 root handle 1: prio",
+            "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.2/32 indev eth1 flowid 1:1",
+            "qdisc add dev eth1 ingress",
+            "filter add dev eth1 ingress protocol ip prio 1 u32 match ip dst 10.0.0.2/32 indev eth1 action drop",
+            "filter add dev eth1 ingress protocol ip prio 2 u32 match ip dst 10.0.0.3/32 indev eth0 action drop",
+        ] {
+            let r = tc.run(&makeargs(l));
+            assert_eq!(r.code, 0, "{l}: {}", r.stderr);
+        }
+        let to = |d: u8| pkt([10, 0, 0, 1], [10, 0, 0, d], 1, 2, 17, 0);
+        let block =
+            |tc: &Tc| tc.devices[0].root.q.as_classful().unwrap().block(0).unwrap().classify(&mut to(2), Instant::ZERO);
+        assert_eq!(block(&tc), None, "sent here: skb_iif 0");
+        assert_eq!(with_origin(None, 2, || block(&tc)), None, "from eth0");
+        assert_eq!(with_origin(None, 3, || block(&tc)), Some(Verdict::Class(TcfResult { classid: 0x1_0001 })));
+        // Through the transmit path: forwarded from eth1, a device that keeps no routes.
+        let dst = Some(Dst { tclassid: 0, iif: 3 });
+        let _ = tc.devices[0].xmit_routed(to(2), 0, Instant::ZERO, false, dst);
+        let _ = tc.devices[0].dequeue(Instant::ZERO);
+        let s = tc.run(&makeargs("-s class show dev eth0")).stdout;
+        assert!(s.starts_with("class prio 1:1 parent 1: \n Sent 1000 bytes 1 pkt"), "{s}");
+        // At eth1's ingress: received there, skb_iif is eth1's.
+        assert!(matches!(tc.ingress(1, to(2), Instant::ZERO), Ingress::Dropped));
+        assert!(matches!(tc.ingress(1, to(3), Instant::ZERO), Ingress::Pass(_)));
+        // The dump names the device; a name the netns lacks is refused.
+        let r = tc.run(&makeargs("filter show dev eth0"));
+        assert!(r.stdout.contains("  match 0a000002/ffffffff at 16\n  input dev eth1\n"), "{}", r.stdout);
+        let r = tc
+            .run(&makeargs("filter add dev eth0 parent 1: protocol ip prio 2 u32 match u8 0 0 indev eth9 flowid 1:1"));
+        assert_eq!(
+            (r.code, r.stderr.as_str()),
+            (2, "Error: Network device not found.\nWe have an error talking to the kernel\n")
+        );
+    }
+
     fn tp_with(rules: &[&str]) -> Tp {
         let mut tp = Tp::init(None, 1).unwrap();
         for r in rules {

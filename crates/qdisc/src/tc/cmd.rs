@@ -22,6 +22,8 @@ pub struct TcOpts {
     pub oneline: bool,
     /// `-graph`: only `class show` draws differently, which is not implemented.
     pub graph: bool,
+    /// `-brief`: `filter show` asks for a terse dump (TCA_DUMP_FLAGS_TERSE).
+    pub brief: bool,
 }
 
 /// What one tc invocation printed.
@@ -41,6 +43,9 @@ pub struct Tc {
     pub now: Instant,
     /// What the current command wrote to stderr without failing (usage texts, warnings).
     pub(crate) warn: String,
+    /// What the current command printed to stdout before it failed (a dump the kernel
+    /// cut short), which tc has already written.
+    pub(crate) printed: String,
     /// What `qdisc show` filters on: tc keeps it in statics (`filter_ifindex`,
     /// `filter_parent`, `filter_handle`) that a later `qdisc show` of the same batch
     /// only overwrites with what it names itself.
@@ -287,12 +292,13 @@ pub fn parse_global(argv: &[String]) -> Result<Global, TcError> {
         } else if matches(o, "-Numeric")
             || matches(o, "-color")
             || ["-color=always", "-color=never", "-color=auto"].contains(&o)
-            || matches(o, "-brief")
             || o == "-echo"
             || matches(o, "-timestamp")
             || matches(o, "-tshort")
         {
             // These only change names, colours, monitor output or netlink echoes.
+        } else if matches(o, "-brief") {
+            g.opts.brief = true;
         } else if matches(o, "-json") {
             g.opts.json = true;
         } else if matches(o, "-oneline") {
@@ -339,6 +345,7 @@ impl Tc {
             autohandle: 0x8000_0000,
             now: Instant::ZERO,
             warn: String::new(),
+            printed: String::new(),
             qdisc_show: QdiscShowState::default(),
             actions: Default::default(),
             blocks: Default::default(),
@@ -454,9 +461,18 @@ impl Tc {
         self.actions.take_mirrored()
     }
     /// `sch_handle_ingress` on device `dev` ([`Device::ingress`]), with the netns's
-    /// shared blocks its ingress hook may be bound to.
+    /// shared blocks its ingress hook may be bound to; the packet's `skb_iif` is the
+    /// device's ifindex.
     pub fn ingress(&mut self, dev: usize, pkt: crate::packet::Packet, now: Instant) -> tree::Ingress {
-        self.devices[dev].ingress(pkt, now, &self.blocks)
+        let ifindex = self.ifindex(dev);
+        self.devices[dev].ingress(pkt, now, &self.blocks, ifindex)
+    }
+    /// The ifindex of device `dev`, as [`Tc::link_names`] numbers them.
+    pub fn ifindex(&self, dev: usize) -> u32 {
+        if self.devices[dev].info.name == "lo" {
+            return 1;
+        }
+        2 + self.devices[..dev].iter().filter(|d| d.info.name != "lo").count() as u32
     }
     /// The shared blocks some qdisc hook binds (what keeps each alive), across the
     /// netns's devices; tc's `tc_qdisc_block_exists` asks the same of a qdisc dump.
@@ -493,7 +509,7 @@ impl Tc {
             Ok(stdout) => Output { stdout, stderr, code: 0 },
             Err(e) => {
                 stderr.push_str(&e.msg);
-                Output { stdout: String::new(), stderr, code: e.code }
+                Output { stdout: std::mem::take(&mut self.printed), stderr, code: e.code }
             }
         }
     }
@@ -556,6 +572,7 @@ impl Tc {
             match r {
                 Ok(out) => res.stdout.push_str(&out),
                 Err(e) => {
+                    res.stdout.push_str(&std::mem::take(&mut self.printed));
                     res.stderr.push_str(&e.msg);
                     if e.exits() {
                         res.code = 255;

@@ -863,15 +863,21 @@ fn list(tc: &mut Tc, argv: &[String], o: TcOpts, chains: bool) -> Result<String,
     let mut out = if o.json { Out::json(o.pretty) } else { Out::text() };
     out = out.with_flags(o.details, o.raw, o.iec, o.oneline).with_stats(o.stats > 0);
     out.start_top();
+    let mut complete = true;
     if let Some((b, tcm)) = found {
         let shown = Shown { parent, block: block.unwrap_or(0), prio, protocol, chain };
         if chains {
             dump_chains(b, &shown, chain_owner(b, tcm), &mut out);
         } else {
-            dump(tc, kernel, b, &shown, tcm, o, &mut out);
+            complete = dump(tc, kernel, b, &shown, tcm, o, &mut out);
         }
     }
+    // tc closes its JSON array on a failed dump too (delete_json_obj).
     out.end_top();
+    if !complete {
+        tc.printed = out.into_string();
+        return Err(TcError::tc("Error: Buffer too small for object.\nDump terminated\n"));
+    }
     Ok(out.into_string())
 }
 
@@ -1005,7 +1011,10 @@ fn dump_chains(b: &Block, shown: &Shown, owner: Tcm, out: &mut Out) {
     }
 }
 
-fn dump(tc: &Tc, kernel: KernelVersion, b: &Block, shown: &Shown, tcm: Tcm, o: TcOpts, out: &mut Out) {
+/// `tc_dump_tfilter`. False when a terse dump met a kind without one: `tcf_fill_node`
+/// fails on its first filter, netlink's next round finds it again with nothing in the
+/// message, and the dump ends in EMSGSIZE.
+fn dump(tc: &Tc, kernel: KernelVersion, b: &Block, shown: &Shown, tcm: Tcm, o: TcOpts, out: &mut Out) -> bool {
     for ch in &b.chains {
         if shown.chain.is_some_and(|c| c != ch.index) {
             continue;
@@ -1017,9 +1026,12 @@ fn dump(tc: &Tc, kernel: KernelVersion, b: &Block, shown: &Shown, tcm: Tcm, o: T
             if shown.protocol != 0 && shown.protocol != tp.protocol {
                 continue;
             }
-            dump_proto(tc, kernel, b, tp, ch.index, shown, tcm, None, o, out);
+            if !dump_proto(tc, kernel, b, tp, ch.index, shown, tcm, None, o, out) {
+                return false;
+            }
         }
     }
+    true
 }
 
 /// One proto's lines (`tcf_fill_node` + `print_filter`): its own line and each
@@ -1037,7 +1049,7 @@ fn dump_proto(
     only: Option<u32>,
     o: TcOpts,
     out: &mut Out,
-) {
+) -> bool {
     let kind = tp.kind.kind();
     let head = |out: &mut Out| {
         out.open_object(None);
@@ -1064,11 +1076,17 @@ fn dump_proto(
         now: tc.now,
         q_handle: b.q_handle,
         only,
+        // tc_filter_get sends no dump flags.
+        terse: o.brief && only.is_none(),
     };
     if only.is_none() {
         ctx.bare(out);
     }
+    if ctx.terse && !tp.kind.terse_dump() {
+        return false;
+    }
     tp.kind.dump(&ctx, out);
+    true
 }
 
 #[cfg(test)]
