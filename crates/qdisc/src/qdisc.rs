@@ -336,19 +336,26 @@ macro_rules! classful {
 
 /// The state the kernel keeps in `struct Qdisc` for every kind, kept in the tree's
 /// [`Node`] and handed to the kind's operations.
+///
+/// In declaration order (`repr(C)`): what every enqueue and dequeue writes first, the
+/// parked packet, read only when `is_parked` says there is one, after; see [`Node`].
 #[derive(Default)]
+#[repr(C)]
 pub struct Sch {
     /// bstats + qstats, qlen and backlog included.
     pub stats: Stats,
     /// Backlog reductions to report to the parent (`qdisc_tree_reduce_backlog`),
     /// collected by the parent after the call (see [`Child`]).
     pub reduce: Reduce,
-    /// `sch->gso_skb` as `qdisc_peek_dequeued` uses it (§1.4): a packet dequeued by a
-    /// peek, still counted in qlen/backlog until dequeued.
-    parked: Option<Packet>,
     /// `netif_schedule_queue`: the qdisc asked, outside a dequeue, that its device
     /// run its queue (plug's release); taken by [`crate::tree::Device::take_scheduled`].
     pub schedule: bool,
+    /// `parked.is_some()`, for [`Node::dequeue`]'s test on every packet: the
+    /// option's tag is the packet's last byte, a cache line further on.
+    is_parked: bool,
+    /// `sch->gso_skb` as `qdisc_peek_dequeued` uses it (§1.4): a packet dequeued by a
+    /// peek, still counted in qlen/backlog until dequeued.
+    parked: Option<Packet>,
 }
 
 impl Sch {
@@ -357,10 +364,12 @@ impl Sch {
     pub fn park(&mut self, p: Packet) {
         self.stats.queued(p.len);
         self.parked = Some(p);
+        self.is_parked = true;
     }
     /// `qdisc_dequeue_peeked`'s first step: the parked packet leaves the queue (it was
     /// counted as sent when it was parked).
     pub fn take_parked(&mut self) -> Option<Packet> {
+        self.is_parked = false;
         let p = self.parked.take()?;
         self.stats.unqueued(p.len);
         Some(p)
@@ -576,7 +585,15 @@ impl<T: OneClass> Classful for T {
 /// (`q`), the state every kind has ([`Sch`]) and the tree facts (handle, parent,
 /// refcount, invisibility). Generic so that a kind's unit tests can hold a concrete
 /// qdisc (`Node<Tbf>`); the tree holds `Node<dyn Qdisc>`.
+///
+/// Fields in declaration order (`repr(C)`): the kind and the counters every packet
+/// touches come first, in the node's first two cache lines, so that a class holding
+/// its node (qfq's, with 10,000 of them) is reached in as few lines as the kernel's
+/// `struct Qdisc`; the tree facts follow.
+#[repr(C)]
 pub struct Node<Q: ?Sized + Qdisc = dyn Qdisc> {
+    pub q: Box<Q>,
+    pub sch: Sch,
     /// `major << 16`, minor 0.
     pub handle: u32,
     /// Parent classid, or TC_H_ROOT.
@@ -598,8 +615,6 @@ pub struct Node<Q: ?Sized + Qdisc = dyn Qdisc> {
     /// The rate estimators of the qdisc and its classes (`estimator …`), ticked by
     /// the device ([`crate::estimator`]).
     pub est: Option<Box<crate::estimator::QdiscEst>>,
-    pub sch: Sch,
-    pub q: Box<Q>,
 }
 
 /// Creation counter for [`Node::seq`]. Only the relative order of one device's nodes
@@ -659,7 +674,7 @@ impl<Q: ?Sized + Qdisc> Node<Q> {
     /// `qdisc_dequeue_peeked`: a packet parked by a peek first, else `ops->dequeue`.
     #[inline]
     pub fn dequeue(&mut self, now: Instant) -> Dequeued {
-        if self.sch.parked.is_some() {
+        if self.sch.is_parked {
             return self.dequeue_parked();
         }
         self.q.dequeue(&mut self.sch, now)
@@ -679,6 +694,7 @@ impl<Q: ?Sized + Qdisc> Node<Q> {
     pub fn reset(&mut self, now: Instant) {
         self.q.reset(&mut self.sch, now);
         self.sch.parked = None;
+        self.sch.is_parked = false;
         self.sch.stats.qlen = 0;
         self.sch.stats.backlog = 0;
     }

@@ -155,25 +155,39 @@ fn calc_index(inv_w: u32, maxlen: u32, min_slot_shift: u32) -> usize {
     index.max(0) as usize
 }
 
-/// `struct qfq_class`.
+/// `struct qfq_class`. Fields in declaration order (`repr(C)`): what enqueue and
+/// dequeue read — the DRR state, the counters, then the child node's kind and
+/// counters ([`Node`] puts them first) — is the first 114 bytes, two or three cache
+/// lines; with 10,000 classes each packet's class is a cache miss per line, and the
+/// default layout spread it over four or five. (Aligning the class to a line made
+/// the simulated misses fewer but the bench slower: a larger footprint.)
+#[repr(C)]
 struct Class {
-    classid: u32,
-    /// The aggregate it belongs to (an index into `Qfq::aggs`).
-    agg: usize,
-    /// That aggregate's lmax and class weight (fixed for an aggregate's life), kept
+    /// DRR deficit within the aggregate (an `int`, compared unsigned as the kernel's).
+    deficit: i32,
+    /// The aggregate's lmax and class weight (fixed for an aggregate's life), kept
     /// here for enqueue's check without a visit to the aggregate.
     lmax: u32,
     weight: u32,
-    /// DRR deficit within the aggregate (an `int`, compared unsigned as the kernel's).
-    deficit: i32,
     /// On its aggregate's active list (`cl_is_active`).
     active: bool,
-    /// Counted at enqueue, as `qfq_enqueue` does.
-    bstats: Stats,
+    /// The aggregate it belongs to (an index into `Qfq::aggs`).
+    agg: usize,
+    /// `bstats`, counted at enqueue as `qfq_enqueue` does.
+    bytes: u64,
+    packets: u64,
+    leaf: Node,
+    classid: u32,
     /// Filters whose result names this class (`qdisc_class_get` by `qfq_bind_tcf`).
     filter_cnt: u32,
-    leaf: Node,
 }
+
+// What every packet reads of its class (up to its child's counters and parked flag,
+// which follow `schedule`) is at most two cache lines' worth of bytes.
+const _: () = assert!(
+    std::mem::offset_of!(Class, leaf) + std::mem::offset_of!(Node, sch) + std::mem::offset_of!(Sch, schedule) + 2
+        <= 128
+);
 
 /// `struct qfq_aggregate`.
 #[derive(Default)]
@@ -781,8 +795,11 @@ impl Qfq {
     /// packet (None: its qdisc would not give one).
     fn peek_head(&mut self, sch: &mut Sch, a: usize, now: Instant) -> (u32, Option<u32>) {
         let m = *self.agg(a).active.front().expect("active aggregate has classes");
-        let len = self.cl_mut(m).leaf.peek(now).map(|p| p.len);
-        self.collect(sch, m);
+        let c = self.cl_mut(m);
+        let len = c.leaf.peek(now).map(|p| p.len);
+        if !c.leaf.sch.reduce.is_zero() {
+            self.collect(sch, m);
+        }
         (m, len)
     }
 }
@@ -809,16 +826,21 @@ impl Qdisc for Qfq {
         }
         let c = self.cl_mut(m);
         let r = c.leaf.enqueue(pkt, now);
-        self.collect(sch, m);
+        // (The class is looked up again only after a reduction, which may move it.)
+        let c = if c.leaf.sch.reduce.is_zero() {
+            c
+        } else {
+            self.collect(sch, m);
+            self.cl_mut(m)
+        };
         if r != Enqueued::Success {
             if r.counts_as_drop() {
                 sch.stats.dropped();
             }
             return r;
         }
-        let c = self.cl_mut(m);
-        c.bstats.bytes += len as u64;
-        c.bstats.packets += segs.max(1) as u64;
+        c.bytes += len as u64;
+        c.packets += segs.max(1) as u64;
         sch.stats.queued(len);
         let a = c.agg;
         if c.active {
@@ -891,13 +913,17 @@ impl Qdisc for Qfq {
         };
         let c = self.cl_mut(m);
         let d = c.leaf.dequeue(now);
-        self.collect(sch, m);
+        let c = if c.leaf.sch.reduce.is_zero() {
+            c
+        } else {
+            self.collect(sch, m);
+            self.cl_mut(m)
+        };
         let Dequeued::Packet(p) = d else { return Dequeued::Empty };
         sch.stats.unqueued(p.len);
         sch.stats.sent(&p);
         // agg_dequeue: charge the class; an empty class leaves the list, one whose
         // deficit no longer covers its next packet gets lmax more and goes last.
-        let c = self.cl_mut(m);
         c.deficit = c.deficit.wrapping_sub(len as i32);
         let head = |g: &mut Agg| {
             // The class served is the head, unless a reduction above moved it.
@@ -914,13 +940,16 @@ impl Qdisc for Qfq {
             }
         } else {
             let next = c.leaf.peek(now).map_or(0, |p| p.len);
+            let reduced = !c.leaf.sch.reduce.is_zero();
             if (c.deficit as u32) < next {
                 c.deficit = c.deficit.wrapping_add(c.lmax as i32);
                 let g = self.agg_mut(a);
                 head(g);
                 g.active.push_back(m);
             }
-            self.collect(sch, m);
+            if reduced {
+                self.collect(sch, m);
+            }
         }
         let g = self.agg_mut(a);
         g.budget = g.budget.saturating_sub(len);
@@ -1043,7 +1072,8 @@ impl Classful for Qfq {
                 weight,
                 deficit: lmax as i32,
                 active: false,
-                bstats: Stats::default(),
+                bytes: 0,
+                packets: 0,
                 filter_cnt: 0,
                 leaf,
             };
@@ -1095,7 +1125,7 @@ impl Classful for Qfq {
     /// backlog and drops are its qdisc's.
     fn class_stats(&self, minor: u32) -> Option<Stats> {
         let Some(c) = self.get(minor) else { return Some(Stats::default()) };
-        Some(Stats { bytes: c.bstats.bytes, packets: c.bstats.packets, ..c.leaf.stats().clone() })
+        Some(Stats { bytes: c.bytes, packets: c.packets, ..c.leaf.stats().clone() })
     }
 
     /// q_qfq.c `qfq_print_opt` on `qfq_dump_class`'s attributes: a plain fprintf, so
