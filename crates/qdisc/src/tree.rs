@@ -14,7 +14,7 @@ use crate::classify::SharedBlocks;
 use crate::estimator::{EstSpec, Estimator, QdiscEst};
 use crate::packet::Packet;
 use crate::qdisc::{tc_h_maj, tc_h_min, Dequeued, DevInfo, Enqueued, Node, TC_H_ROOT, TC_H_UNSPEC};
-use crate::sched::ingress::{INGRESS_HANDLE, TC_H_INGRESS, TC_H_MIN_INGRESS};
+use crate::sched::ingress::{INGRESS_HANDLE, TC_H_INGRESS, TC_H_MIN_EGRESS, TC_H_MIN_INGRESS};
 use crate::sched::{self, noqueue, Opts};
 use crate::stab::{SizeTable, StabRequest};
 use crate::stats::Reduce;
@@ -1063,23 +1063,41 @@ impl Device {
 
     /// `sch_handle_ingress` → `tc_run` (net/core/dev.c): a received packet meets the
     /// ingress qdisc's filters (clsact's ingress hook), after RPS and before the IP
-    /// layer. The mini-qdisc counts every packet it sees (bstats) and the ones a
-    /// filter shoots (qstats drop); without an ingress qdisc the packet passes
-    /// untouched.
+    /// layer. See [`Device::hook`]; without an ingress qdisc the packet passes untouched.
+    pub fn ingress(&mut self, pkt: Packet, now: Instant, shared: &SharedBlocks) -> Ingress {
+        self.hook(TC_H_MIN_INGRESS, pkt, now, shared)
+    }
+
+    /// `sch_handle_egress` → `tc_run`: in `__dev_queue_xmit`, before the tx queue is
+    /// picked and the root qdisc sees the packet, it meets clsact's egress hook (an
+    /// `ingress` qdisc has none). What its actions change (skbedit's priority and mark,
+    /// pedit's header bytes) is what the qdisc then classifies; the caller hands a
+    /// [`Ingress::Pass`] packet on to [`Device::xmit_on`].
+    pub fn egress(&mut self, pkt: Packet, now: Instant, shared: &SharedBlocks) -> Ingress {
+        if self.ingress.as_ref().is_none_or(|q| q.kind() != "clsact") {
+            return Ingress::Pass(pkt);
+        }
+        self.hook(TC_H_MIN_EGRESS, pkt, now, shared)
+    }
+
+    /// `tc_run` on one hook of the ingress/clsact qdisc. The hook's mini-qdisc exists
+    /// only while chain 0 of its block has filters (`mini_qdisc_pair_swap` follows the
+    /// chain's head): then it counts every packet it sees (bstats) and the ones a
+    /// filter shoots (qstats drop); otherwise the packet passes uncounted.
     ///
     /// A hook bound to a shared block runs that block of the netns (`shared`): every
     /// device bound to it runs the same filters and actions, with the same counters.
-    pub fn ingress(&mut self, mut pkt: Packet, now: Instant, shared: &SharedBlocks) -> Ingress {
+    fn hook(&mut self, minor: u32, mut pkt: Packet, now: Instant, shared: &SharedBlocks) -> Ingress {
         self.estimators(now);
         let Some(node) = self.ingress.as_mut() else { return Ingress::Pass(pkt) };
-        node.sch.stats.sent(&pkt);
         let c = node.q.as_classful();
-        let block = match c.map(|c| c.block_index(TC_H_MIN_INGRESS)) {
-            Some(0) | None => c.and_then(|c| c.block(TC_H_MIN_INGRESS)),
+        let block = match c.map(|c| c.block_index(minor)) {
+            Some(0) | None => c.and_then(|c| c.block(minor)),
             Some(i) => shared.get(i),
         };
-        let verdict = block.and_then(|b| b.classify(&mut pkt, now));
-        match verdict {
+        let Some(block) = block.filter(|b| !b.is_empty()) else { return Ingress::Pass(pkt) };
+        node.sch.stats.sent(&pkt);
+        match block.classify(&mut pkt, now) {
             Some(crate::classify::Verdict::Shot) => {
                 node.sch.stats.dropped();
                 Ingress::Dropped

@@ -892,6 +892,50 @@ impl Mirred {
     }
 }
 
+/// MIRRED_NEST_LIMIT (act_mirred.c): how deep mirred forwards may nest.
+pub const MIRRED_NEST_LIMIT: u32 = 4;
+
+thread_local! {
+    static MIRRED_NEST: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// How many mirred forwards the running classification is inside: 6.12's per-CPU
+/// `mirred_nest_level`, which `tcf_mirred_act` raises around its forward. The device
+/// owner forwards what mirred left in the [`Outbox`] one level deeper
+/// ([`set_mirred_nest`]) when the forward runs the target's hooks in place
+/// (`dev_queue_xmit` → its egress hook and qdisc filters, `netif_receive_skb` → its
+/// ingress hook), and from 0 when it is deferred (`netif_rx`'s backlog, a device queue
+/// drained later). A mirred that runs at the limit shoots the packet uncounted
+/// ("Packet exceeded mirred recursion limit"). Per thread, as the kernel's is per CPU.
+pub fn mirred_nest() -> u32 {
+    MIRRED_NEST.with(|n| n.get())
+}
+
+/// Set the depth [`mirred_nest`] reports; the caller restores the old one after.
+pub fn set_mirred_nest(level: u32) {
+    MIRRED_NEST.with(|n| n.set(level));
+}
+
+thread_local! {
+    static SKIP_CLASSIFY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `skb->tc_skip_classify` of the packet being handed to the engine: an ifb sets it on
+/// what it gives back (`ifb_ri_tasklet`), and the first `tcf_action_exec` that packet
+/// meets (`skb_skip_tc_classify`) clears it and answers TC_ACT_OK without running its
+/// actions — on egress, where nothing else checks it, that keeps the filter that sent
+/// the packet to the ifb from sending it again. [`Packet`] has no field for it: the
+/// device owner sets it around the one transmit call and reads it back after
+/// ([`take_skip_classify`]).
+pub fn set_skip_classify(skip: bool) {
+    SKIP_CLASSIFY.with(|s| s.set(skip));
+}
+
+/// Read and clear what [`set_skip_classify`] set.
+pub fn take_skip_classify() -> bool {
+    SKIP_CLASSIFY.with(|s| s.replace(false))
+}
+
 /// What lets the taker of a [`Mirrored`] report a refusal after taking its packet.
 #[derive(Debug)]
 pub struct Refusal(Weak<Mutex<Action>>);
@@ -1184,7 +1228,11 @@ impl Action {
                 ret
             }
             ActKind::Mirred(m) => {
-                // tcf_mirred_act: counters, then the target. The engine's devices
+                // tcf_mirred_act: past the nest limit the packet is shot, uncounted.
+                if mirred_nest() >= MIRRED_NEST_LIMIT {
+                    return TC_ACT_SHOT;
+                }
+                // Counters, then the target. The engine's devices
                 // are always up (tcf_mirred_to_dev's "device is down" never applies);
                 // a blockid finds no shared block (tcf_blockcast: an overlimit).
                 let verdict = m.action;
@@ -1391,6 +1439,12 @@ impl ActionTable {
             a.hw_stats |= a.kind.offloadable();
         }
         listed
+    }
+
+    /// Some skbedit action sets `queue_mapping` (which only a clsact egress hook acts on).
+    pub fn sets_queue_mapping(&mut self) -> bool {
+        let sets = |a: &ActRef| matches!(&lock(a).kind, ActKind::Skbedit(e) if e.queue_mapping.is_some());
+        self.all(Kind::Skbedit).iter().any(sets)
     }
 
     /// Every action of `kind`, by index.
@@ -1870,6 +1924,9 @@ impl Exts {
     /// `tcf_exts_exec` → `tcf_action_exec` for `pkt` at `now`; TC_ACT_OK without
     /// actions.
     pub fn exec(&self, pkt: &mut Packet, now: Instant, _res: &mut TcfResult) -> i32 {
+        if take_skip_classify() {
+            return TC_ACT_OK;
+        }
         let n = self.acts.len();
         let mut ret = TC_ACT_OK;
         let mut jmp_prgcnt = 0u32;
@@ -2431,6 +2488,40 @@ mod tests {
         m.failed();
         let s = lock(&e.acts[0]).stats;
         assert_eq!((s.bytes, s.packets, s.drops, s.overlimits), (1000, 1, 0, 1));
+    }
+
+    #[test]
+    fn mirred_past_the_nest_limit_shoots_uncounted() {
+        let mut t = ActionTable::default();
+        let e = mirred_exts("mirred egress redirect dev ifb0", &mut t);
+        let mut run = |level| {
+            set_mirred_nest(level);
+            let v = e.exec(&mut Packet::new(1, 100), Instant(0), &mut TcfResult { classid: 0 });
+            set_mirred_nest(0);
+            v
+        };
+        // Levels 0 to 3 forward (the kernel's nest level 1 to 4); the 5th nested one
+        // is shot before it counts or forwards anything.
+        for level in 0..MIRRED_NEST_LIMIT {
+            assert_eq!(run(level), TC_ACT_STOLEN);
+        }
+        assert_eq!(run(MIRRED_NEST_LIMIT), TC_ACT_SHOT);
+        assert_eq!(t.take_mirrored().len(), 4);
+        let s = lock(&e.acts[0]).stats;
+        assert_eq!((s.packets, s.drops, s.overlimits), (4, 0, 0));
+    }
+
+    #[test]
+    fn skip_classify_passes_the_first_action_list_only() {
+        let mut t = ActionTable::default();
+        let e = mirred_exts("mirred egress redirect dev ifb0", &mut t);
+        let mut res = TcfResult { classid: 0 };
+        set_skip_classify(true);
+        assert_eq!(e.exec(&mut Packet::new(1, 100), Instant(0), &mut res), TC_ACT_OK);
+        assert!(!take_skip_classify(), "the first exec cleared it");
+        assert_eq!(e.exec(&mut Packet::new(1, 100), Instant(0), &mut res), TC_ACT_STOLEN);
+        assert_eq!(t.take_mirrored().len(), 1);
+        assert_eq!(lock(&e.acts[0]).stats.packets, 1);
     }
 
     #[test]
