@@ -28,7 +28,9 @@
 //!   takes it from there right after the classification that produced it, as the
 //!   kernel's `tcf_mirred_forward` calls `dev_queue_xmit` / `netif_receive_skb` in
 //!   place. The verdict is the action's control (`stolen` for redirect, `pipe` or
-//!   the given one for mirror). A target that refuses the packet is reported back
+//!   the given one for mirror). The owner forwards at the nest level
+//!   [`mirred_nest`] tells the next classification (6.12's `mirred_nest_level`,
+//!   MIRRED_NEST_LIMIT), and hands an ifb's returns in with [`set_skip_classify`]. A target that refuses the packet is reported back
 //!   with [`Mirrored::failed`] (the action's overlimit, as `tcf_mirred_to_dev`
 //!   counts a forward error). `blockid` targets are accepted and printed, but no
 //!   shared block exists here, so they reach no device (`tcf_blockcast`'s empty
