@@ -237,7 +237,6 @@ impl Sim {
                             self.packets += 1;
                             if v == qdisc::Enqueued::Dropped {
                                 self.take_meta(id);
-                                self.forget(id);
                             }
                             return self.xmit_done(h, c, &t, 0);
                         }
@@ -326,6 +325,7 @@ impl Sim {
                 let txq = t.txq as usize;
                 let route = self.route_of(iface, &pkt);
                 let id = pkt.id;
+                self.mirred_sees(id);
                 let r = self.device(iface).xmit_routed(pkt, txq, now, idle, route);
                 self.after_qdisc_filters(iface, id, &r);
                 self.cpus(h).charge(c, class, enq_f, enq_ns);

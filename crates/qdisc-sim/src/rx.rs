@@ -157,21 +157,19 @@ impl Sim {
             let Some((from, from_ingress)) = self.ifb_from.remove(&id) else {
                 self.ifaces[iface as usize].tx_dropped += 1;
                 self.take_meta(p.id);
-                self.forget(p.id);
                 return Ok(());
             };
             // The tasklet runs outside any mirred nesting.
-            let level = qdisc::classify::action::mirred_nest();
-            qdisc::classify::action::set_mirred_nest(0);
+            let nest = qdisc::classify::action::mirred_nest();
+            qdisc::classify::action::set_mirred_nest(Default::default());
             if !from_ingress {
                 // Back to the sending device's dev_queue_xmit (its filters' actions
                 // skipped once); the tasklet's hop costs no CPU time in the model.
                 let v = self.dev_queue_xmit_skb(from, p, true);
                 if v == qdisc::Enqueued::Dropped {
                     self.take_meta(id);
-                    self.forget(id);
                 }
-                qdisc::classify::action::set_mirred_nest(level);
+                qdisc::classify::action::set_mirred_nest(nest);
                 return Ok(());
             }
             self.skip_ingress.insert(p.id);
@@ -180,7 +178,7 @@ impl Sim {
             } else if let Some(p) = self.ingress_hook(from, p) {
                 self.ip_rcv(h, p);
             }
-            qdisc::classify::action::set_mirred_nest(level);
+            qdisc::classify::action::set_mirred_nest(nest);
             return Ok(());
         }
         let Some(peer) = self.ifaces[iface as usize].peer else {
@@ -536,10 +534,7 @@ impl Sim {
             let host = self.ifaces[iface as usize].host;
             self.cpus(h).charge(c, Class::Softirq, Func::IpRcv as u16, ip);
             ns += ip;
-            if self.otherhost.remove(&pkt.id) {
-                // PACKET_OTHERHOST (a frame mirred sent here): ip_rcv drops it.
-                self.take_meta(pkt.id);
-                self.forget(pkt.id);
+            if self.otherhost_dropped(pkt.id) {
                 continue;
             }
             let Some(meta) = self.metas.get(pkt.id as usize).and_then(|m| m.as_ref()) else { continue };

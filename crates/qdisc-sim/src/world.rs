@@ -270,6 +270,9 @@ pub struct Sim {
     /// receives them takes them as PACKET_OTHERHOST — its ingress hook sees them, and
     /// `ip_rcv` drops them.
     pub otherhost: HashSet<u64>,
+    /// `skb->tc_depth` of packets mirred sent into a receive path (absent: 0), which
+    /// its loop guard reads ([`qdisc::classify::action::MirredNest`]).
+    pub tc_depth: HashMap<u64, u8>,
     /// Packets `netif_rx` queued on a host without CPUs (a mirred from egress into a
     /// receive path), received in order, each at an event of its own (`Ev::NetifRx`):
     /// the deferral that ends the mirred nesting, as the backlog does on the kernel.
@@ -622,6 +625,7 @@ impl Sim {
             ifb_from: HashMap::new(),
             skip_ingress: HashSet::new(),
             otherhost: HashSet::new(),
+            tc_depth: HashMap::new(),
             rx_later: VecDeque::new(),
             fatal: None,
         };
@@ -1007,6 +1011,7 @@ impl Sim {
         let m = self.metas.get_mut(id as usize)?.take();
         if m.is_some() {
             self.free_metas.push(id);
+            self.forget(id);
         }
         m
     }
@@ -1045,7 +1050,6 @@ impl Sim {
         if *left == 0 {
             self.parts.remove(&whole);
             self.take_meta(whole);
-            self.forget(whole);
         }
     }
 
@@ -1059,7 +1063,6 @@ impl Sim {
             let whole = id & ((1 << qdisc::packet::PART_SHIFT) - 1);
             if whole == id {
                 self.take_meta(id);
-                self.forget(id);
                 continue;
             }
             // A piece still shares its skb's meta (see own_part).
@@ -1393,6 +1396,7 @@ impl Sim {
             return Ok(pkt);
         }
         let (now, id) = (self.now, pkt.id);
+        self.mirred_sees(id);
         let i = &self.ifaces[iface as usize];
         let r = self.hosts[i.host as usize].tc.ingress(i.dev, pkt, now);
         let dropped = matches!(r, qdisc::tree::Ingress::Dropped);
@@ -1400,7 +1404,6 @@ impl Sim {
         p.ok_or_else(|| {
             if !kept {
                 self.take_meta(id);
-                self.forget(id);
             }
             dropped
         })
@@ -1413,6 +1416,7 @@ impl Sim {
     /// refusal; a stolen one's is freed here unless a redirect took it on.
     pub(crate) fn egress_hook(&mut self, iface: u32, pkt: Packet) -> Result<Packet, qdisc::Enqueued> {
         let (now, id) = (self.now, pkt.id);
+        self.mirred_sees(id);
         let i = &self.ifaces[iface as usize];
         let r = self.hosts[i.host as usize].tc.egress(i.dev, pkt, now);
         let dropped = matches!(r, qdisc::tree::Ingress::Dropped);
@@ -1422,7 +1426,6 @@ impl Sim {
             (None, kept) => {
                 if !kept {
                     self.take_meta(id);
-                    self.forget(id);
                 }
                 Err(qdisc::Enqueued::Success)
             }
@@ -1441,9 +1444,17 @@ impl Sim {
     }
 
     /// The simulator's records of packet `id` beyond its meta.
-    pub(crate) fn forget(&mut self, id: u64) {
+    fn forget(&mut self, id: u64) {
         self.ifb_from.remove(&id);
         self.otherhost.remove(&id);
+        self.tc_depth.remove(&id);
+    }
+
+    /// Before the engine classifies packet `id`: mirred's loop guards see its
+    /// `tc_depth`.
+    pub(crate) fn mirred_sees(&self, id: u64) {
+        use qdisc::classify::action::{mirred_nest, set_mirred_nest};
+        set_mirred_nest(mirred_nest().with_depth(self.tc_depth.get(&id).copied().unwrap_or(0)));
     }
 
     /// `tcf_mirred_to_dev` → `tcf_mirred_forward` for what the filters run on `from`'s
@@ -1451,16 +1462,16 @@ impl Sim {
     /// is a clone (`skb_clone`): a packet of its own, with a copy of the meta; a
     /// redirect of a packet its filters consumed (`consumed`) goes on as that packet.
     /// To the target's transmit path (`dev_queue_xmit`: its egress hook, then its
-    /// qdisc, in place) or receive path — in place from an ingress hook
-    /// (`netif_receive_skb`: the target's ingress hook, then the stack), deferred from
-    /// egress (`netif_rx`). Forwards in place run one mirred nest level deeper
-    /// (MIRRED_NEST_LIMIT, [`qdisc::classify::action::mirred_nest`]). A target that
-    /// does not take the packet counts an overlimit on the action. `true`: a redirect
+    /// qdisc, in place, inside mirred's nest of transmit targets) or receive path — in
+    /// place from an ingress hook (`netif_receive_skb`: the target's ingress hook, then
+    /// the stack), deferred from egress (`netif_rx`), the packet's `tc_depth` one more
+    /// ([`qdisc::classify::action::MirredNest`]). A target that does not take the
+    /// packet counts an overlimit on the action. `true`: a redirect
     /// took the consumed packet on.
     pub(crate) fn forward_mirrored(&mut self, from: u32, at_ingress: bool, mut consumed: Option<u64>) -> bool {
         use qdisc::classify::action::{mirred_nest, set_mirred_nest};
         let h = self.ifaces[from as usize].host;
-        let level = mirred_nest();
+        let nest = mirred_nest();
         let mut kept = false;
         for m in self.hosts[h as usize].tc.take_mirrored() {
             let tc = &self.hosts[h as usize].tc;
@@ -1471,7 +1482,7 @@ impl Sim {
                 ));
                 continue;
             };
-            let (redirect, ingress) = (m.redirect, m.ingress);
+            let (redirect, ingress, m_ifindex) = (m.redirect, m.ingress, m.ifindex);
             let (mut pkt, refusal) = m.split();
             if redirect && consumed == Some(pkt.id) {
                 consumed = None;
@@ -1487,8 +1498,14 @@ impl Sim {
                     continue;
                 };
                 pkt.id = self.new_meta(meta);
+                if nest.depth > 0 {
+                    self.tc_depth.insert(pkt.id, nest.depth);
+                }
             }
             let id = pkt.id;
+            if ingress {
+                self.tc_depth.insert(id, nest.depth + 1);
+            }
             let ok = if !ingress {
                 // skb_set_redirected: only a redirect reaches an ifb's tasklet
                 // (`ifb_xmit` drops the rest); anything else leaves as a frame
@@ -1500,21 +1517,19 @@ impl Sim {
                 } else {
                     self.otherhost.insert(id);
                 }
-                set_mirred_nest(level + 1);
+                set_mirred_nest(nest.enter(m_ifindex));
                 let v = self.dev_queue_xmit(t, pkt);
-                set_mirred_nest(level);
+                set_mirred_nest(nest);
                 if v == qdisc::Enqueued::Dropped {
                     self.take_meta(id);
-                    self.forget(id);
                 }
                 v == qdisc::Enqueued::Success
             } else if at_ingress {
-                set_mirred_nest(level + 1);
                 let ok = match self.ingress_verdict(t, pkt) {
                     Ok(p) => self.ip_rcv(self.ifaces[t as usize].host, p),
                     Err(dropped) => !dropped,
                 };
-                set_mirred_nest(level);
+                set_mirred_nest(nest);
                 ok
             } else {
                 self.netif_rx_from_egress(t, pkt)
@@ -1554,12 +1569,20 @@ impl Sim {
     /// `ip_rcv` on host `h`: a frame addressed elsewhere (PACKET_OTHERHOST) is
     /// dropped, the rest delivered or forwarded ([`Sim::receive`]). `false`: dropped.
     pub(crate) fn ip_rcv(&mut self, h: u32, pkt: Packet) -> bool {
-        if self.otherhost.remove(&pkt.id) {
-            self.take_meta(pkt.id);
-            self.forget(pkt.id);
+        if self.otherhost_dropped(pkt.id) {
             return false;
         }
         self.receive(h, pkt);
+        true
+    }
+
+    /// `ip_rcv`'s drop of a frame addressed elsewhere ([`Sim::otherhost`]): `true` if
+    /// packet `id` was one (its meta is freed).
+    pub(crate) fn otherhost_dropped(&mut self, id: u64) -> bool {
+        if !self.otherhost.remove(&id) {
+            return false;
+        }
+        self.take_meta(id);
         true
     }
 

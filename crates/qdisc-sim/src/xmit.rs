@@ -65,6 +65,7 @@ impl Sim {
         let idle = self.txq_can_take(iface, txq);
         let route = self.route_of(iface, &pkt);
         let id = pkt.id;
+        self.mirred_sees(id);
         let xmit = self.device(iface).xmit_routed(pkt, pick as usize, now, idle, route);
         set_skip_classify(false);
         self.after_qdisc_filters(iface, id, &xmit);
@@ -87,7 +88,6 @@ impl Sim {
         let stolen = matches!(xmit, Xmit::Queued(Enqueued::Stolen)).then_some(id);
         if !self.forward_mirrored(iface, false, stolen) && stolen.is_some() {
             self.take_meta(id);
-            self.forget(id);
         }
     }
 
