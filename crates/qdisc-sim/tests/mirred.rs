@@ -110,6 +110,39 @@ filter add dev eth0 egress protocol ip pref 1 u32 match ip protocol 17 0xff acti
     assert_eq!(received(&sim), N);
 }
 
+/// TCP's segments take the synchronous transmit path (the sender needs the verdict):
+/// the egress hook sees every skb the root qdisc then gets, and its mark steers them
+/// by an fw filter into prio's band 1:3.
+#[test]
+fn egress_hook_runs_on_tcp_segments_too() {
+    let text = HOSTS.replace(r#"kind = "udp""#, r#"kind = "tcp""#).replace("rate = \"10mbit\"\nsize = \"1000\"\n", "");
+    let text = format!(
+        "{text}{}",
+        r#"
+[tc.client]
+script = """
+qdisc add dev eth0 root handle 1: prio
+filter add dev eth0 parent 1: protocol ip pref 1 handle 7 fw classid 1:3
+qdisc add dev eth0 clsact
+filter add dev eth0 egress protocol ip pref 1 matchall action skbedit mark 7
+"""
+"#
+    );
+    let s = Scenario::from_bytes(text.as_bytes(), "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = Sim::new(&s, KernelVersion(6, 12)).unwrap();
+    sim.run(|_| {}).unwrap();
+    let (seen, dropped) = qdisc(&mut sim, "client", "eth0", "clsact");
+    assert_eq!(dropped, 0);
+    assert!(seen > 1000, "{seen}");
+    let v = tc_json(&mut sim, "client", "class show dev eth0");
+    let bands: Vec<u64> = v.as_array().unwrap().iter().map(|c| c["stats"]["packets"].as_u64().unwrap()).collect();
+    // Every skb (counted per segment: gso_segs) in band 3, none in the others.
+    assert_eq!(bands.len(), 3);
+    assert_eq!((bands[0], bands[1]), (0, 0));
+    assert_eq!(qdisc(&mut sim, "client", "eth0", "prio").0, bands[2]);
+    assert_eq!(seen, bands[2]);
+}
+
 /// A policer on the egress hook: what it drops never reaches the qdisc or the wire;
 /// seen − dropped = what the root qdisc sent = what the server received.
 #[test]
@@ -176,6 +209,27 @@ filter add dev ifb0 ingress protocol ip pref 1 matchall action pass
     assert_eq!(qdisc(&mut sim, "server", "ifb0", "clsact"), (N, 0));
     assert_eq!(mirred(&mut sim, "server", 1), (N, 0));
     assert_eq!(received(&sim), 2 * N);
+}
+
+/// `mirred ingress mirror` from eth0's egress hook: `netif_rx` into ifb0's receive
+/// path (the CPU's backlog); ifb0's ingress hook sees every copy (and drops it here,
+/// before the stack), the original goes out to the server.
+#[test]
+fn egress_mirror_into_a_receive_path_goes_through_the_backlog() {
+    let mut sim = sim(r#"
+[tc.client]
+script = """
+qdisc add dev eth0 clsact
+filter add dev eth0 egress protocol ip pref 1 matchall action mirred ingress mirror dev ifb0
+qdisc add dev ifb0 clsact
+filter add dev ifb0 ingress protocol ip pref 1 matchall action drop
+"""
+"#);
+    assert_eq!(qdisc(&mut sim, "client", "eth0", "clsact"), (N, 0));
+    assert_eq!(mirred(&mut sim, "client", 1), (N, 0));
+    assert_eq!(qdisc(&mut sim, "client", "ifb0", "clsact"), (N, N));
+    assert_eq!(received(&sim), N);
+    assert_eq!(sim.metas.iter().filter(|m| m.is_some()).count(), 0);
 }
 
 /// `mirred ingress redirect` into ifb0's receive path: once, through ifb0's ingress

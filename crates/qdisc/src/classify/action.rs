@@ -2543,7 +2543,7 @@ mod tests {
     fn mirred_loop_guards() {
         let mut t = ActionTable::default();
         let e = mirred_exts("mirred egress redirect dev ifb0", &mut t);
-        let mut run = |nest: MirredNest| {
+        let run = |nest: MirredNest| {
             set_mirred_nest(nest);
             let v = e.exec(&mut Packet::new(1, 100), Instant(0), &mut TcfResult { classid: 0 });
             set_mirred_nest(MirredNest::default());
