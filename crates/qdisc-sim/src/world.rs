@@ -1454,7 +1454,8 @@ impl Sim {
     /// `tc_depth`.
     pub(crate) fn mirred_sees(&self, id: u64) {
         use qdisc::classify::action::{mirred_nest, set_mirred_nest};
-        set_mirred_nest(mirred_nest().with_depth(self.tc_depth.get(&id).copied().unwrap_or(0)));
+        let depth = if self.tc_depth.is_empty() { 0 } else { self.tc_depth.get(&id).copied().unwrap_or(0) };
+        set_mirred_nest(mirred_nest().with_depth(depth));
     }
 
     /// `tcf_mirred_to_dev` → `tcf_mirred_forward` for what the filters run on `from`'s

@@ -85,6 +85,11 @@ fn class(sim: &mut Sim, h: &str, dev: &str, classid: &str) -> (u64, u64) {
     (c["stats"]["packets"].as_u64().unwrap(), c["stats"]["qlen"].as_u64().unwrap())
 }
 
+/// Every packet's endpoint data is gone: delivered, dropped, or (a copy) freed.
+fn nothing_left(sim: &Sim) {
+    assert_eq!(sim.metas.iter().filter(|m| m.is_some()).count(), 0);
+}
+
 fn received(sim: &Sim) -> u64 {
     sim.udp[0].received
 }
@@ -188,7 +193,7 @@ filter add dev eth0 ingress protocol ip pref 1 matchall action pass
     assert_eq!(qdisc(&mut sim, "client", "eth0", "pfifo_fast").0, N);
     assert_eq!(qdisc(&mut sim, "mon", "eth0", "clsact"), (N, 0));
     assert_eq!(received(&sim), N);
-    assert_eq!(sim.metas.iter().filter(|m| m.is_some()).count(), 0);
+    nothing_left(&sim);
 }
 
 /// `mirred ingress mirror` from eth0's ingress into ifb0's receive path
@@ -229,7 +234,7 @@ filter add dev ifb0 ingress protocol ip pref 1 matchall action drop
     assert_eq!(mirred(&mut sim, "client", 1), (N, 0));
     assert_eq!(qdisc(&mut sim, "client", "ifb0", "clsact"), (N, N));
     assert_eq!(received(&sim), N);
-    assert_eq!(sim.metas.iter().filter(|m| m.is_some()).count(), 0);
+    nothing_left(&sim);
 }
 
 /// `mirred ingress redirect` into ifb0's receive path: once, through ifb0's ingress
@@ -252,7 +257,7 @@ filter add dev ifb0 ingress protocol ip pref 1 matchall action police rate 4mbit
     // netif_receive_skb's NET_RX_DROP is the mirred's overlimit.
     assert_eq!(mirred(&mut sim, "server", 1), (N, dropped));
     assert_eq!(received(&sim), N - dropped);
-    assert_eq!(sim.metas.iter().filter(|m| m.is_some()).count(), 0);
+    nothing_left(&sim);
 }
 
 /// A redirect of eth0's ingress into eth0's own receive path loops in place until the
@@ -274,7 +279,7 @@ filter add dev eth0 ingress protocol ip pref 1 matchall action mirred ingress re
     assert_eq!(qdisc(&mut sim, "server", "eth0", "clsact"), (4 * N, N));
     assert_eq!(mirred(&mut sim, "server", 1), (3 * N, N));
     assert_eq!(received(&sim), 0);
-    assert_eq!(sim.metas.iter().filter(|m| m.is_some()).count(), 0);
+    nothing_left(&sim);
 }
 
 /// An egress redirect of eth0 into eth0's own transmit path is a loop the second
@@ -294,7 +299,7 @@ filter add dev eth0 egress protocol ip pref 1 matchall action mirred egress redi
     assert_eq!(qdisc(&mut sim, "client", "eth0", "clsact"), (2 * N, N));
     assert_eq!(mirred(&mut sim, "client", 1), (2 * N, 2 * N));
     assert_eq!(received(&sim), 0);
-    assert_eq!(sim.metas.iter().filter(|m| m.is_some()).count(), 0);
+    nothing_left(&sim);
 }
 
 /// Egress shaping on an ifb: the egress hook redirects to ifb0, whose tbf shapes; the
@@ -318,7 +323,7 @@ qdisc add dev ifb0 root tbf rate 4mbit burst 10k limit 20k
     assert_eq!(qdisc(&mut sim, "client", "eth0", "clsact"), (N + sent, 0));
     assert_eq!(qdisc(&mut sim, "client", "eth0", "pfifo_fast").0, sent);
     assert_eq!(received(&sim), sent);
-    assert_eq!(sim.metas.iter().filter(|m| m.is_some()).count(), 0);
+    nothing_left(&sim);
 }
 
 /// mirred on a root qdisc's filter (egress, inside the enqueue): the mirror's copy
@@ -336,7 +341,7 @@ filter add dev eth0 parent 1: protocol ip pref 1 matchall classid 1:2 action mir
     assert_eq!(qdisc(&mut sim, "client", "eth1", "pfifo_fast").0, N);
     assert_eq!(qdisc(&mut sim, "client", "eth0", "prio").0, N);
     assert_eq!(received(&sim), N);
-    assert_eq!(sim.metas.iter().filter(|m| m.is_some()).count(), 0);
+    nothing_left(&sim);
 }
 
 /// skbedit queue_mapping on an egress hook would move packets between tx queues,
