@@ -227,6 +227,21 @@ impl Sim {
             Stage::Pick => {
                 // Its cost (`dev_queue_xmit` in the profile) is in the step that led
                 // here (see `XmitTask::send`).
+                if let Some(p) = t.pkt.take() {
+                    // sch_handle_egress, before the queue is picked; what it stole,
+                    // dropped or redirected ends the xmit here.
+                    let id = p.id;
+                    match self.egress_hook(iface, p) {
+                        Ok(p) => t.pkt = Some(p),
+                        Err(v) => {
+                            self.packets += 1;
+                            if v == qdisc::Enqueued::Dropped {
+                                self.take_meta(id);
+                            }
+                            return self.xmit_done(h, c, &t, 0);
+                        }
+                    }
+                }
                 let kind = self.device(iface).root.kind();
                 let mq = kind == "mq";
                 if let Some(p) = t.pkt.as_ref() {
@@ -309,7 +324,10 @@ impl Sim {
                 }
                 let txq = t.txq as usize;
                 let route = self.route_of(iface, &pkt);
+                let id = pkt.id;
+                self.mirred_sees(id);
                 let r = self.device(iface).xmit_routed(pkt, txq, now, idle, route);
+                self.after_qdisc_filters(iface, id, &r);
                 self.cpus(h).charge(c, class, enq_f, enq_ns);
                 if t.nolock {
                     t.busylock = false;

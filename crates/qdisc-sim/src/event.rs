@@ -35,6 +35,9 @@ pub enum Ev {
     TxIrq { iface: u32, txq: u32 },
     /// CPU `cpu` of host `host` ends a step or is handed a lock (cpu.rs).
     Cpu { host: u32, cpu: u32 },
+    /// The first packet of `Sim::rx_later` goes up its receive path (`netif_rx` on a
+    /// host without CPUs).
+    NetifRx,
     /// Reporting interval / tc snapshot boundary.
     Sample,
 }

@@ -149,20 +149,36 @@ impl Sim {
         let h = self.ifaces[iface as usize].host;
         let c = self.on_cpu.map_or(0, |x| x.1);
         if self.ifaces[iface as usize].ifb {
-            // ifb_xmit → ifb_ri_tasklet: a packet mirred redirected from an ingress
-            // goes back up the receive path of the device it came in on, its
-            // classification skipped; one that was not redirected is dropped.
-            let Some(from) = self.ifb_from.remove(&p.id) else {
+            // ifb_xmit → ifb_ri_tasklet: a packet mirred redirected here goes back to
+            // the device it came from — up its receive path, its ingress hook skipped,
+            // if taken at ingress, else to its transmit path; one that was not
+            // redirected (a mirror's copy, a packet routed here) is dropped.
+            let id = p.id;
+            let Some((from, from_ingress)) = self.ifb_from.remove(&id) else {
                 self.ifaces[iface as usize].tx_dropped += 1;
                 self.take_meta(p.id);
                 return Ok(());
             };
+            // The tasklet runs outside any mirred nesting.
+            let nest = qdisc::classify::action::mirred_nest();
+            qdisc::classify::action::set_mirred_nest(Default::default());
+            if !from_ingress {
+                // Back to the sending device's dev_queue_xmit (its filters' actions
+                // skipped once); the tasklet's hop costs no CPU time in the model.
+                let v = self.dev_queue_xmit_skb(from, p, true);
+                if v == qdisc::Enqueued::Dropped {
+                    self.take_meta(id);
+                }
+                qdisc::classify::action::set_mirred_nest(nest);
+                return Ok(());
+            }
             self.skip_ingress.insert(p.id);
             if self.has_cpus(h) {
                 self.netif_rx(h, c, from, 0, p);
             } else if let Some(p) = self.ingress_hook(from, p) {
-                self.receive(h, p);
+                self.ip_rcv(h, p);
             }
+            qdisc::classify::action::set_mirred_nest(nest);
             return Ok(());
         }
         let Some(peer) = self.ifaces[iface as usize].peer else {
@@ -226,7 +242,7 @@ impl Sim {
 
     /// `netif_rx` of a packet received by `iface` on rx queue `rxq`, on CPU `c`: RPS
     /// picks the CPU whose backlog takes it (by flow hash among `rps_cpus`), else this one.
-    fn netif_rx(&mut self, h: u32, c: u32, iface: u32, rxq: u32, p: Packet) {
+    pub(crate) fn netif_rx(&mut self, h: u32, c: u32, iface: u32, rxq: u32, p: Packet) {
         let target = self.rps_cpu(h, iface, rxq, &p).unwrap_or(c);
         self.enqueue_to_backlog(h, c, target, iface, p);
     }
@@ -518,6 +534,9 @@ impl Sim {
             let host = self.ifaces[iface as usize].host;
             self.cpus(h).charge(c, Class::Softirq, Func::IpRcv as u16, ip);
             ns += ip;
+            if self.otherhost_dropped(pkt.id) {
+                continue;
+            }
             let Some(meta) = self.metas.get(pkt.id as usize).and_then(|m| m.as_ref()) else { continue };
             let rest = |mut batch: Vec<(u32, Packet)>| {
                 if batch.is_empty() {

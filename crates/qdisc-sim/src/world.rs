@@ -257,12 +257,26 @@ pub struct Sim {
     pub ready: Vec<(u32, u32)>,
     /// The kernel whose behaviour is simulated (where versions differ).
     pub kernel: KernelVersion,
-    /// Packets mirred redirected from an interface's ingress to an ifb, by id: the
-    /// interface they came in on (`skb_iif`), where the ifb gives them back.
-    pub ifb_from: HashMap<u64, u32>,
+    /// Packets mirred redirected to an ifb, by id: the interface whose hook or qdisc
+    /// sent them (`skb_iif`), where the ifb gives them back, and whether that was its
+    /// ingress (`skb->from_ingress`: back up its receive path, else to its
+    /// `dev_queue_xmit`).
+    pub ifb_from: HashMap<u64, (u32, bool)>,
     /// Packets an ifb gave back: their next ingress skips classification
     /// (`tc_skip_classify`).
     pub skip_ingress: HashSet<u64>,
+    /// Packets mirred put on a device's transmit path (not an ifb's): their frame still
+    /// carries the destination MAC of the path they were taken from, so the host that
+    /// receives them takes them as PACKET_OTHERHOST — its ingress hook sees them, and
+    /// `ip_rcv` drops them.
+    pub otherhost: HashSet<u64>,
+    /// `skb->tc_depth` of packets mirred sent into a receive path (absent: 0), which
+    /// its loop guard reads ([`qdisc::classify::action::MirredNest`]).
+    pub tc_depth: HashMap<u64, u8>,
+    /// Packets `netif_rx` queued on a host without CPUs (a mirred from egress into a
+    /// receive path), received in order, each at an event of its own (`Ev::NetifRx`):
+    /// the deferral that ends the mirred nesting, as the backlog does on the kernel.
+    pub rx_later: VecDeque<(u32, Packet)>,
     /// Something the run cannot go on with (what the simulator does not model),
     /// reported when the current event is done.
     pub fatal: Option<String>,
@@ -610,6 +624,9 @@ impl Sim {
             kernel,
             ifb_from: HashMap::new(),
             skip_ingress: HashSet::new(),
+            otherhost: HashSet::new(),
+            tc_depth: HashMap::new(),
+            rx_later: VecDeque::new(),
             fatal: None,
         };
         sim.apply_scripts(s)?;
@@ -722,24 +739,22 @@ impl Sim {
                 }
             }
         }
-        // sch_handle_egress is not run here: filters on a clsact's egress hook would see
-        // no packet. Refused rather than silently idle.
+        // skbedit's queue_mapping picks the tx queue from a clsact egress hook
+        // (`netdev_xmit_skip_txqueue`); the engine's packets carry no queue mapping.
         use qdisc::sched::ingress::TC_H_MIN_EGRESS;
-        for h in &self.hosts {
-            for d in &h.tc.devices {
-                let Some(c) = d.ingress.as_ref().filter(|q| q.kind() == "clsact").and_then(|q| q.q.as_classful())
-                else {
-                    continue;
-                };
-                let egress =
-                    c.block_index(TC_H_MIN_EGRESS) != 0 || c.block(TC_H_MIN_EGRESS).is_some_and(|b| !b.is_empty());
-                if egress {
-                    return Err(RunError::Unsupported(format!(
-                        "host {}: filters on {}'s clsact egress hook are not modelled by the simulator \
-                         (it runs the ingress hook only); use --backend host or vm",
-                        h.name, d.info.name
-                    )));
-                }
+        for h in &mut self.hosts {
+            let hook = |d: &qdisc::tree::Device| {
+                let c = d.ingress.as_ref().filter(|q| q.kind() == "clsact").and_then(|q| q.q.as_classful());
+                c.is_some_and(|c| {
+                    c.block_index(TC_H_MIN_EGRESS) != 0 || c.block(TC_H_MIN_EGRESS).is_some_and(|b| !b.is_empty())
+                })
+            };
+            if h.tc.devices.iter().any(hook) && h.tc.sets_queue_mapping() {
+                return Err(RunError::Unsupported(format!(
+                    "host {}: skbedit queue_mapping on a clsact egress hook is not modelled by the simulator \
+                     (it does not move packets between tx queues); use --backend host or vm",
+                    h.name
+                )));
             }
         }
         Ok(())
@@ -996,6 +1011,7 @@ impl Sim {
         let m = self.metas.get_mut(id as usize)?.take();
         if m.is_some() {
             self.free_metas.push(id);
+            self.forget(id);
         }
         m
     }
@@ -1034,7 +1050,6 @@ impl Sim {
         if *left == 0 {
             self.parts.remove(&whole);
             self.take_meta(whole);
-            self.ifb_from.remove(&whole);
         }
     }
 
@@ -1048,7 +1063,6 @@ impl Sim {
             let whole = id & ((1 << qdisc::packet::PART_SHIFT) - 1);
             if whole == id {
                 self.take_meta(id);
-                self.ifb_from.remove(&id);
                 continue;
             }
             // A piece still shares its skb's meta (see own_part).
@@ -1341,6 +1355,7 @@ impl Sim {
             Ev::Cpu { host, cpu } => self.cpu_run(host, cpu),
             Ev::RxIrq { iface, rxq } => self.rx_irq(iface, rxq),
             Ev::TxIrq { iface, txq } => self.tx_irq(iface, txq),
+            Ev::NetifRx => self.netif_rx_later(),
             Ev::Sample => {}
         }
     }
@@ -1360,7 +1375,7 @@ impl Sim {
         let host = self.ifaces[to as usize].host;
         if !self.has_cpus(host) {
             if let Some(pkt) = self.ingress_hook(to, pkt) {
-                self.receive(host, pkt);
+                self.ip_rcv(host, pkt);
             }
             return;
         }
@@ -1369,59 +1384,207 @@ impl Sim {
 
     /// `sch_handle_ingress` on a packet `iface` received (after RPS, before `ip_rcv`),
     /// then what its filters' mirred actions handed on. `None`: it went no further
-    /// up this path (dropped, or redirected).
+    /// up this path (dropped, stolen or redirected).
     pub(crate) fn ingress_hook(&mut self, iface: u32, pkt: Packet) -> Option<Packet> {
+        self.ingress_verdict(iface, pkt).ok()
+    }
+
+    /// [`Sim::ingress_hook`], telling a drop (`Err(true)`: NET_RX_DROP) from a packet
+    /// stolen or redirected (`Err(false)`: NET_RX_SUCCESS).
+    fn ingress_verdict(&mut self, iface: u32, pkt: Packet) -> Result<Packet, bool> {
         if self.skip_ingress.remove(&pkt.id) {
-            return Some(pkt);
+            return Ok(pkt);
         }
         let (now, id) = (self.now, pkt.id);
+        self.mirred_sees(id);
         let i = &self.ifaces[iface as usize];
         let r = self.hosts[i.host as usize].tc.ingress(i.dev, pkt, now);
-
-        self.forward_mirrored(iface);
-        match r {
-            qdisc::tree::Ingress::Pass(p) => Some(p),
-            qdisc::tree::Ingress::Dropped => {
+        let dropped = matches!(r, qdisc::tree::Ingress::Dropped);
+        let (p, kept) = self.after_hook(iface, true, id, r);
+        p.ok_or_else(|| {
+            if !kept {
                 self.take_meta(id);
-                None
             }
-            qdisc::tree::Ingress::Stolen => None,
+            dropped
+        })
+    }
+
+    /// `sch_handle_egress` at the start of `iface`'s `dev_queue_xmit`, then what its
+    /// filters' mirred actions handed on. `Err`: it goes no further, with the NET_XMIT
+    /// code the stack sees (DROP for a filter's `drop`, SUCCESS for what was stolen or
+    /// redirected). A dropped packet's meta is the caller's to free, as for a qdisc's
+    /// refusal; a stolen one's is freed here unless a redirect took it on.
+    pub(crate) fn egress_hook(&mut self, iface: u32, pkt: Packet) -> Result<Packet, qdisc::Enqueued> {
+        let (now, id) = (self.now, pkt.id);
+        self.mirred_sees(id);
+        let i = &self.ifaces[iface as usize];
+        let r = self.hosts[i.host as usize].tc.egress(i.dev, pkt, now);
+        let dropped = matches!(r, qdisc::tree::Ingress::Dropped);
+        match self.after_hook(iface, false, id, r) {
+            (Some(p), _) => Ok(p),
+            (None, _) if dropped => Err(qdisc::Enqueued::Dropped),
+            (None, kept) => {
+                if !kept {
+                    self.take_meta(id);
+                }
+                Err(qdisc::Enqueued::Success)
+            }
         }
     }
 
-    /// `tcf_mirred_forward` for what the ingress filters of `from` handed on: an
-    /// egress redirect goes to the target's `dev_queue_xmit` (an ifb remembers where
-    /// to give it back); a refusal counts on the action. Mirror copies and redirects
-    /// into a receive path are not modelled: the run stops saying so.
-    fn forward_mirrored(&mut self, from: u32) {
-        let h = self.ifaces[from as usize].host as usize;
-        for m in self.hosts[h].tc.take_mirrored() {
-            let tc = &self.hosts[h].tc;
-            let target = tc.device_by_ifindex(m.ifindex).and_then(|d| self.hosts[h].ifaces[d]);
-            let Some(t) = target.filter(|_| m.redirect && !m.ingress) else {
+    /// A hook's verdict, after forwarding what its mirred actions handed on; `true`:
+    /// a redirect took the packet on with its id (its meta stays).
+    fn after_hook(&mut self, iface: u32, at_ingress: bool, id: u64, r: qdisc::tree::Ingress) -> (Option<Packet>, bool) {
+        let consumed = matches!(r, qdisc::tree::Ingress::Stolen).then_some(id);
+        let kept = self.forward_mirrored(iface, at_ingress, consumed);
+        match r {
+            qdisc::tree::Ingress::Pass(p) => (Some(p), kept),
+            _ => (None, kept),
+        }
+    }
+
+    /// The simulator's records of packet `id` beyond its meta.
+    fn forget(&mut self, id: u64) {
+        self.ifb_from.remove(&id);
+        self.otherhost.remove(&id);
+        self.tc_depth.remove(&id);
+    }
+
+    /// Before the engine classifies packet `id`: mirred's loop guards see its
+    /// `tc_depth`.
+    pub(crate) fn mirred_sees(&self, id: u64) {
+        use qdisc::classify::action::{mirred_nest, set_mirred_nest};
+        let depth = if self.tc_depth.is_empty() { 0 } else { self.tc_depth.get(&id).copied().unwrap_or(0) };
+        set_mirred_nest(mirred_nest().with_depth(depth));
+    }
+
+    /// `tcf_mirred_to_dev` → `tcf_mirred_forward` for what the filters run on `from`'s
+    /// ingress hook (`at_ingress`), egress hook or qdiscs handed on, in order. A mirror
+    /// is a clone (`skb_clone`): a packet of its own, with a copy of the meta; a
+    /// redirect of a packet its filters consumed (`consumed`) goes on as that packet.
+    /// To the target's transmit path (`dev_queue_xmit`: its egress hook, then its
+    /// qdisc, in place, inside mirred's nest of transmit targets) or receive path — in
+    /// place from an ingress hook (`netif_receive_skb`: the target's ingress hook, then
+    /// the stack), deferred from egress (`netif_rx`), the packet's `tc_depth` one more
+    /// ([`qdisc::classify::action::MirredNest`]). A target that does not take the
+    /// packet counts an overlimit on the action. `true`: a redirect
+    /// took the consumed packet on.
+    pub(crate) fn forward_mirrored(&mut self, from: u32, at_ingress: bool, mut consumed: Option<u64>) -> bool {
+        use qdisc::classify::action::{mirred_nest, set_mirred_nest};
+        let h = self.ifaces[from as usize].host;
+        let nest = mirred_nest();
+        let mut kept = false;
+        for m in self.hosts[h as usize].tc.take_mirrored() {
+            let tc = &self.hosts[h as usize].tc;
+            let Some(t) = tc.device_by_ifindex(m.ifindex).and_then(|d| self.hosts[h as usize].ifaces[d]) else {
                 self.fatal = Some(format!(
-                    "host {}: mirred {} {} is not modelled by the simulator (egress redirect only)",
-                    self.hosts[h].name,
-                    if m.ingress { "ingress" } else { "egress" },
-                    if m.redirect { "redirect" } else { "mirror" },
+                    "host {}: mirred to a device the simulator does not run is not modelled",
+                    self.hosts[h as usize].name
                 ));
                 continue;
             };
-            let (pkt, refusal) = m.split();
-            let id = pkt.id;
-            if self.ifaces[t as usize].ifb {
-                self.ifb_from.insert(id, from);
+            let (redirect, ingress, m_ifindex) = (m.redirect, m.ingress, m.ifindex);
+            let (mut pkt, refusal) = m.split();
+            if redirect && consumed == Some(pkt.id) {
+                consumed = None;
+                kept = true;
+            } else {
+                let whole = pkt.whole_id();
+                let Some(meta) = self.metas.get(whole as usize).and_then(|m| m.clone()).filter(|_| whole == pkt.id)
+                else {
+                    self.fatal = Some(format!(
+                        "host {}: mirred of a segment a qdisc cut from a GSO skb is not modelled by the simulator",
+                        self.hosts[h as usize].name
+                    ));
+                    continue;
+                };
+                pkt.id = self.new_meta(meta);
+                if nest.depth > 0 {
+                    self.tc_depth.insert(pkt.id, nest.depth);
+                }
             }
-            // A nonzero NET_XMIT code is the action's overlimit; only DROP lost it.
-            let v = self.dev_queue_xmit(t, pkt);
-            if v != qdisc::Enqueued::Success {
+            let id = pkt.id;
+            if ingress {
+                self.tc_depth.insert(id, nest.depth + 1);
+            }
+            let ok = if !ingress {
+                // skb_set_redirected: only a redirect reaches an ifb's tasklet
+                // (`ifb_xmit` drops the rest); anything else leaves as a frame
+                // addressed to where it was going.
+                if self.ifaces[t as usize].ifb {
+                    if redirect {
+                        self.ifb_from.insert(id, (from, at_ingress));
+                    }
+                } else {
+                    self.otherhost.insert(id);
+                }
+                set_mirred_nest(nest.enter(m_ifindex));
+                let v = self.dev_queue_xmit(t, pkt);
+                set_mirred_nest(nest);
+                if v == qdisc::Enqueued::Dropped {
+                    self.take_meta(id);
+                }
+                v == qdisc::Enqueued::Success
+            } else if at_ingress {
+                let ok = match self.ingress_verdict(t, pkt) {
+                    Ok(p) => self.ip_rcv(self.ifaces[t as usize].host, p),
+                    Err(dropped) => !dropped,
+                };
+                set_mirred_nest(nest);
+                ok
+            } else {
+                self.netif_rx_from_egress(t, pkt)
+            };
+            if !ok {
                 refusal.failed();
             }
-            if v == qdisc::Enqueued::Dropped {
-                self.ifb_from.remove(&id);
-                self.take_meta(id);
-            }
         }
+        kept
+    }
+
+    /// `netif_rx` of a packet mirred sent from an egress into `iface`'s receive path:
+    /// queued (a CPU's backlog, or [`Sim::rx_later`]) and received later, outside the
+    /// mirred nesting. `false`: the backlog was full (NET_RX_DROP).
+    fn netif_rx_from_egress(&mut self, iface: u32, pkt: Packet) -> bool {
+        let h = self.ifaces[iface as usize].host;
+        if !self.has_cpus(h) {
+            self.rx_later.push_back((iface, pkt));
+            self.events.at(self.now, Ev::NetifRx);
+            return true;
+        }
+        let m = self.machine(h);
+        let before = self.cpus(m).backlog_dropped;
+        let c = self.on_cpu.filter(|&(x, _)| x == m).map_or(0, |x| x.1);
+        self.netif_rx(h, c, iface, 0, pkt);
+        self.cpus(m).backlog_dropped == before
+    }
+
+    /// The packet `netif_rx` queued first on a host without CPUs goes up.
+    fn netif_rx_later(&mut self) {
+        let Some((iface, pkt)) = self.rx_later.pop_front() else { return };
+        if let Some(p) = self.ingress_hook(iface, pkt) {
+            self.ip_rcv(self.ifaces[iface as usize].host, p);
+        }
+    }
+
+    /// `ip_rcv` on host `h`: a frame addressed elsewhere (PACKET_OTHERHOST) is
+    /// dropped, the rest delivered or forwarded ([`Sim::receive`]). `false`: dropped.
+    pub(crate) fn ip_rcv(&mut self, h: u32, pkt: Packet) -> bool {
+        if self.otherhost_dropped(pkt.id) {
+            return false;
+        }
+        self.receive(h, pkt);
+        true
+    }
+
+    /// `ip_rcv`'s drop of a frame addressed elsewhere ([`Sim::otherhost`]): `true` if
+    /// packet `id` was one (its meta is freed).
+    pub(crate) fn otherhost_dropped(&mut self, id: u64) -> bool {
+        if !self.otherhost.remove(&id) {
+            return false;
+        }
+        self.take_meta(id);
+        true
     }
 
     /// `ip_rcv`: deliver locally or forward.

@@ -34,8 +34,26 @@ use crate::world::{Meta, Payload, Sim, ETH_WIRE_OVERHEAD, QDISC_QUOTA};
 impl Sim {
     /// `dev_queue_xmit` on interface `iface`: the qdisc's verdict for the packet.
     pub fn dev_queue_xmit(&mut self, iface: u32, pkt: Packet) -> Enqueued {
+        self.dev_queue_xmit_skb(iface, pkt, false)
+    }
+
+    /// [`Sim::dev_queue_xmit`] of a packet whose `tc_skip_classify` is `skip` (what an
+    /// ifb gives back to the device that sent it there: the first filter actions it
+    /// meets are not run, see [`qdisc::classify::action::set_skip_classify`]). First
+    /// the device's clsact egress hook (`sch_handle_egress`), then the tx queue pick
+    /// and the qdisc; what mirred actions of either handed on is forwarded after.
+    pub(crate) fn dev_queue_xmit_skb(&mut self, iface: u32, pkt: Packet, skip: bool) -> Enqueued {
+        use qdisc::classify::action::set_skip_classify;
         self.packets += 1;
         let now = self.now;
+        set_skip_classify(skip);
+        let pkt = match self.egress_hook(iface, pkt) {
+            Ok(p) => p,
+            Err(v) => {
+                set_skip_classify(false);
+                return v;
+            }
+        };
         // On a host with CPUs the sending CPU picks the queue (socket cache, XPS);
         // otherwise skb_tx_hash.
         let host = self.ifaces[iface as usize].host;
@@ -46,16 +64,11 @@ impl Sim {
         let txq = self.qdisc_queue(iface, pick);
         let idle = self.txq_can_take(iface, txq);
         let route = self.route_of(iface, &pkt);
+        let id = pkt.id;
+        self.mirred_sees(id);
         let xmit = self.device(iface).xmit_routed(pkt, pick as usize, now, idle, route);
-        // A mirred on an egress qdisc's filter: not modelled (ingress hooks only).
-        let h = host as usize;
-        if !self.hosts[h].tc.take_mirrored().is_empty() {
-            let (name, dev) = (&self.hosts[h].name, &self.ifaces[iface as usize].name);
-            self.fatal = Some(format!(
-                "host {name}: a mirred action on {dev}'s egress filters is not modelled by the simulator \
-                 (mirred runs from ingress filters only)"
-            ));
-        }
+        set_skip_classify(false);
+        self.after_qdisc_filters(iface, id, &xmit);
         match xmit {
             Xmit::Direct(p) => {
                 self.to_driver(iface, txq, p);
@@ -65,6 +78,16 @@ impl Sim {
                 self.qdisc_run(iface, txq);
                 v
             }
+        }
+    }
+
+    /// What the filters of `iface`'s qdiscs did beyond classifying packet `id`: their
+    /// mirred actions' packets are forwarded, and one they stole (`__NET_XMIT_STOLEN`)
+    /// and no redirect took on is freed.
+    pub(crate) fn after_qdisc_filters(&mut self, iface: u32, id: u64, xmit: &Xmit) {
+        let stolen = matches!(xmit, Xmit::Queued(Enqueued::Stolen)).then_some(id);
+        if !self.forward_mirrored(iface, false, stolen) && stolen.is_some() {
+            self.take_meta(id);
         }
     }
 

@@ -608,34 +608,3 @@ interval = "100ms"
     // replies from a and b the router forwards back to snd.
     assert_eq!(sent("rtr", "eth0"), want(&[("1:6", 0), ("1:9", 20)]));
 }
-
-/// The simulator runs clsact's ingress hook only: egress filters are refused, not
-/// left to see nothing.
-#[test]
-fn clsact_egress_filters_are_refused() {
-    let s = scenario(&with(
-        r#"
-[tc.client]
-script = """
-qdisc add dev eth0 clsact
-filter add dev eth0 egress protocol ip pref 1 matchall action drop
-"""
-"#,
-    ));
-    match Sim::new(&s, KernelVersion(6, 12)) {
-        Err(RunError::Unsupported(e)) => assert!(e.contains("eth0's clsact egress hook"), "{e}"),
-        Err(e) => panic!("{e}"),
-        Ok(_) => panic!("accepted"),
-    }
-    // Its ingress filters run.
-    let s = scenario(&with(
-        r#"
-[tc.client]
-script = """
-qdisc add dev eth0 clsact
-filter add dev eth0 ingress protocol ip pref 1 matchall action pass
-"""
-"#,
-    ));
-    assert!(Sim::new(&s, KernelVersion(6, 12)).is_ok());
-}

@@ -14,7 +14,7 @@ use crate::classify::SharedBlocks;
 use crate::estimator::{EstSpec, Estimator, QdiscEst};
 use crate::packet::Packet;
 use crate::qdisc::{tc_h_maj, tc_h_min, Dequeued, DevInfo, Enqueued, Node, TC_H_ROOT, TC_H_UNSPEC};
-use crate::sched::ingress::{INGRESS_HANDLE, TC_H_INGRESS, TC_H_MIN_INGRESS};
+use crate::sched::ingress::{INGRESS_HANDLE, TC_H_INGRESS, TC_H_MIN_EGRESS, TC_H_MIN_INGRESS};
 use crate::sched::{self, noqueue, Opts};
 use crate::stab::{SizeTable, StabRequest};
 use crate::stats::Reduce;
@@ -1063,24 +1063,45 @@ impl Device {
 
     /// `sch_handle_ingress` → `tc_run` (net/core/dev.c): a received packet meets the
     /// ingress qdisc's filters (clsact's ingress hook), after RPS and before the IP
-    /// layer. The mini-qdisc counts every packet it sees (bstats) and the ones a
-    /// filter shoots (qstats drop); without an ingress qdisc the packet passes
-    /// untouched.
+    /// layer. See [`Device::hook`]; without an ingress qdisc the packet passes untouched.
+    /// `ifindex` is this device's: the packet's `skb_iif` from here on.
+    pub fn ingress(&mut self, pkt: Packet, now: Instant, shared: &SharedBlocks, ifindex: u32) -> Ingress {
+        self.hook(TC_H_MIN_INGRESS, pkt, now, shared, ifindex)
+    }
+
+    /// `sch_handle_egress` → `tc_run`: in `__dev_queue_xmit`, before the tx queue is
+    /// picked and the root qdisc sees the packet, it meets clsact's egress hook (an
+    /// `ingress` qdisc has none). What its actions change (skbedit's priority and mark,
+    /// pedit's header bytes) is what the qdisc then classifies; the caller hands a
+    /// [`Ingress::Pass`] packet on to [`Device::xmit_on`]. Its filters see no route
+    /// and `skb_iif` 0, as for a packet this host sends: a forwarded packet's route
+    /// reaches only the qdisc ([`Device::xmit_routed`]).
+    pub fn egress(&mut self, pkt: Packet, now: Instant, shared: &SharedBlocks) -> Ingress {
+        if self.ingress.as_ref().is_none_or(|q| q.kind() != "clsact") {
+            return Ingress::Pass(pkt);
+        }
+        self.hook(TC_H_MIN_EGRESS, pkt, now, shared, 0)
+    }
+
+    /// `tc_run` on one hook of the ingress/clsact qdisc. The hook's mini-qdisc exists
+    /// only while chain 0 of its block has filters (`mini_qdisc_pair_swap` follows the
+    /// chain's head): then it counts every packet it sees (bstats) and the ones a
+    /// filter shoots (qstats drop); otherwise the packet passes uncounted.
     ///
     /// A hook bound to a shared block runs that block of the netns (`shared`): every
     /// device bound to it runs the same filters and actions, with the same counters.
-    /// `ifindex` is this device's: the packet's `skb_iif` from here on.
-    pub fn ingress(&mut self, mut pkt: Packet, now: Instant, shared: &SharedBlocks, ifindex: u32) -> Ingress {
+    /// `iif` is the packet's `skb_iif` as the hook's filters see it.
+    fn hook(&mut self, minor: u32, mut pkt: Packet, now: Instant, shared: &SharedBlocks, iif: u32) -> Ingress {
         self.estimators(now);
         let Some(node) = self.ingress.as_mut() else { return Ingress::Pass(pkt) };
-        node.sch.stats.sent(&pkt);
         let c = node.q.as_classful();
-        let block = match c.map(|c| c.block_index(TC_H_MIN_INGRESS)) {
-            Some(0) | None => c.and_then(|c| c.block(TC_H_MIN_INGRESS)),
+        let block = match c.map(|c| c.block_index(minor)) {
+            Some(0) | None => c.and_then(|c| c.block(minor)),
             Some(i) => shared.get(i),
         };
-        let verdict = crate::classify::with_origin(None, ifindex, || block.and_then(|b| b.classify(&mut pkt, now)));
-        match verdict {
+        let Some(block) = block.filter(|b| !b.is_empty()) else { return Ingress::Pass(pkt) };
+        node.sch.stats.sent(&pkt);
+        match crate::classify::with_origin(None, iif, || block.classify(&mut pkt, now)) {
             Some(crate::classify::Verdict::Shot) => {
                 node.sch.stats.dropped();
                 Ingress::Dropped

@@ -28,7 +28,9 @@
 //!   takes it from there right after the classification that produced it, as the
 //!   kernel's `tcf_mirred_forward` calls `dev_queue_xmit` / `netif_receive_skb` in
 //!   place. The verdict is the action's control (`stolen` for redirect, `pipe` or
-//!   the given one for mirror). A target that refuses the packet is reported back
+//!   the given one for mirror). The owner tells each classification where mirred's
+//!   loop guards stand ([`MirredNest`]: the transmit forwards in progress, the
+//!   packet's `tc_depth`), and hands an ifb's returns in with [`set_skip_classify`]. A target that refuses the packet is reported back
 //!   with [`Mirrored::failed`] (the action's overlimit, as `tcf_mirred_to_dev`
 //!   counts a forward error). `blockid` targets are accepted and printed, but no
 //!   shared block exists here, so they reach no device (`tcf_blockcast`'s empty
@@ -915,6 +917,89 @@ impl Mirred {
     }
 }
 
+/// MIRRED_NEST_LIMIT (act_mirred.c): how many forwards to a transmit path may nest.
+pub const MIRRED_NEST_LIMIT: usize = 4;
+/// MIRRED_DEFER_LIMIT: how many times one packet may be sent into a receive path
+/// (`skb->tc_depth`, a 2-bit field).
+pub const MIRRED_DEFER_LIMIT: u8 = 3;
+
+/// Where mirred's loop guards stand for the packet being classified: the per-CPU
+/// `netdev_xmit` state of the forwards to a transmit path in progress around it
+/// (`sched_mirred_nest` and `sched_mirred_dev`, their targets' ifindexes) and the
+/// packet's own `tc_depth` (raised by each forward into a receive path, kept across
+/// the backlog). As Debian's 6.12.117 and 6.18 have them (the 6.12.0 of the first
+/// release counted every forward against one per-CPU nest level instead).
+///
+/// The device owner sets it ([`set_mirred_nest`]) before each classification it runs
+/// and around each forward it makes from the [`Outbox`]: one nested in place for a
+/// transmit-path target ([`MirredNest::enter`]); the packet's depth, one more for what
+/// it sends into a receive path. Per thread, as the kernel's is per CPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MirredNest {
+    devs: [u32; MIRRED_NEST_LIMIT],
+    n: usize,
+    /// `skb->tc_depth` of the packet being classified.
+    pub depth: u8,
+}
+
+impl MirredNest {
+    /// Inside a forward to `ifindex`'s transmit path (`sched_mirred_dev[nest++]`).
+    pub fn enter(self, ifindex: u32) -> MirredNest {
+        let mut n = self;
+        if n.n < MIRRED_NEST_LIMIT {
+            n.devs[n.n] = ifindex;
+            n.n += 1;
+        }
+        n
+    }
+
+    /// The same forwards, for a packet of `tc_depth` `depth`.
+    pub fn with_depth(self, depth: u8) -> MirredNest {
+        MirredNest { depth, ..self }
+    }
+
+    /// A forward to `ifindex`'s transmit path is already in progress (a loop).
+    fn looping(&self, ifindex: u32) -> bool {
+        self.devs[..self.n].contains(&ifindex)
+    }
+}
+
+thread_local! {
+    static MIRRED_NEST: std::cell::Cell<MirredNest> = const {
+        std::cell::Cell::new(MirredNest { devs: [0; MIRRED_NEST_LIMIT], n: 0, depth: 0 })
+    };
+}
+
+/// The mirred loop guards the next classification on this thread sees.
+pub fn mirred_nest() -> MirredNest {
+    MIRRED_NEST.with(|n| n.get())
+}
+
+/// Set what [`mirred_nest`] reports; the caller restores the old state after a forward.
+pub fn set_mirred_nest(nest: MirredNest) {
+    MIRRED_NEST.with(|n| n.set(nest));
+}
+
+thread_local! {
+    static SKIP_CLASSIFY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `skb->tc_skip_classify` of the packet being handed to the engine: an ifb sets it on
+/// what it gives back (`ifb_ri_tasklet`), and the first `tcf_action_exec` that packet
+/// meets (`skb_skip_tc_classify`) clears it and answers TC_ACT_OK without running its
+/// actions — on egress, where nothing else checks it, that keeps the filter that sent
+/// the packet to the ifb from sending it again. [`Packet`] has no field for it: the
+/// device owner sets it around the one transmit call and reads it back after
+/// ([`take_skip_classify`]).
+pub fn set_skip_classify(skip: bool) {
+    SKIP_CLASSIFY.with(|s| s.set(skip));
+}
+
+/// Read and clear what [`set_skip_classify`] set.
+pub fn take_skip_classify() -> bool {
+    SKIP_CLASSIFY.with(|s| s.replace(false))
+}
+
 /// What lets the taker of a [`Mirrored`] report a refusal after taking its packet.
 #[derive(Debug)]
 pub struct Refusal(Weak<Mutex<Action>>);
@@ -1220,12 +1305,26 @@ impl Action {
                 ret
             }
             ActKind::Mirred(m) => {
-                // tcf_mirred_act: counters, then the target. The engine's devices
-                // are always up (tcf_mirred_to_dev's "device is down" never applies);
-                // a blockid finds no shared block (tcf_blockcast: an overlimit).
-                let verdict = m.action;
-                let to_block = m.blockid != 0;
-                if !to_block {
+                // tcf_mirred_act: past the nest or depth limit the packet is shot,
+                // uncounted ("Packet exceeded mirred recursion limit").
+                let nest = mirred_nest();
+                if nest.n >= MIRRED_NEST_LIMIT || nest.depth >= MIRRED_DEFER_LIMIT {
+                    return TC_ACT_SHOT;
+                }
+                // Counted, then the target. A blockid finds no shared block
+                // (tcf_blockcast: an overlimit); a transmit path already being
+                // forwarded to is a loop ("tc mirred: loop on device": an overlimit,
+                // and a redirect drops). The engine's devices are always up (no
+                // "device is down").
+                let looping = !m.wants_ingress() && nest.looping(m.ifindex);
+                let verdict = if m.blockid != 0 || looping {
+                    self.stats.overlimits = self.stats.overlimits.wrapping_add(1);
+                    if looping && m.is_redirect() {
+                        TC_ACT_SHOT
+                    } else {
+                        m.action
+                    }
+                } else {
                     let fwd = Mirrored {
                         ifindex: m.ifindex,
                         ingress: m.wants_ingress(),
@@ -1239,13 +1338,11 @@ impl Action {
                         action: Arc::downgrade(me),
                     };
                     m.outbox.0.lock().unwrap_or_else(|e| e.into_inner()).push(fwd);
-                }
+                    m.action
+                };
                 self.stats.bytes += len as u64;
                 self.stats.packets += 1;
                 self.used(t);
-                if to_block {
-                    self.stats.overlimits = self.stats.overlimits.wrapping_add(1);
-                }
                 verdict
             }
             ActKind::Skbedit(e) => {
@@ -1427,6 +1524,12 @@ impl ActionTable {
             a.hw_stats |= a.kind.offloadable();
         }
         listed
+    }
+
+    /// Some skbedit action sets `queue_mapping` (which only a clsact egress hook acts on).
+    pub fn sets_queue_mapping(&mut self) -> bool {
+        let sets = |a: &ActRef| matches!(&lock(a).kind, ActKind::Skbedit(e) if e.queue_mapping.is_some());
+        self.all(Kind::Skbedit).iter().any(sets)
     }
 
     /// Every action of `kind`, by index.
@@ -1912,6 +2015,9 @@ impl Exts {
     /// `tcf_exts_exec` → `tcf_action_exec` for `pkt` at `now`; TC_ACT_OK without
     /// actions.
     pub fn exec(&self, pkt: &mut Packet, now: Instant, _res: &mut TcfResult) -> i32 {
+        if take_skip_classify() {
+            return TC_ACT_OK;
+        }
         let n = self.acts.len();
         let mut ret = TC_ACT_OK;
         let mut jmp_prgcnt = 0u32;
@@ -2571,6 +2677,56 @@ mod tests {
         m.failed();
         let s = lock(&e.acts[0]).stats;
         assert_eq!((s.bytes, s.packets, s.drops, s.overlimits), (1000, 1, 0, 1));
+    }
+
+    #[test]
+    fn mirred_loop_guards() {
+        let mut t = ActionTable::default();
+        let e = mirred_exts("mirred egress redirect dev ifb0", &mut t);
+        let run = |nest: MirredNest| {
+            set_mirred_nest(nest);
+            let v = e.exec(&mut Packet::new(1, 100), Instant(0), &mut TcfResult { classid: 0 });
+            set_mirred_nest(MirredNest::default());
+            v
+        };
+        let root = MirredNest::default();
+        // Three forwards to other transmit paths in progress: this one may go.
+        assert_eq!(run(root.enter(1).enter(2).enter(4)), TC_ACT_STOLEN);
+        // Four: shot before it counts or forwards anything; so is a packet that went
+        // into a receive path three times.
+        assert_eq!(run(root.enter(1).enter(2).enter(4).enter(5)), TC_ACT_SHOT);
+        assert_eq!(run(root.with_depth(MIRRED_DEFER_LIMIT)), TC_ACT_SHOT);
+        assert_eq!(run(root.with_depth(MIRRED_DEFER_LIMIT - 1)), TC_ACT_STOLEN);
+        assert_eq!(t.take_mirrored().len(), 2);
+        let s = lock(&e.acts[0]).stats;
+        assert_eq!((s.packets, s.drops, s.overlimits), (2, 0, 0));
+        // ifb0 (ifindex 3) already being sent to: a loop, counted, an overlimit, and
+        // the redirect drops; nothing goes out.
+        assert_eq!(run(root.enter(3)), TC_ACT_SHOT);
+        assert!(t.take_mirrored().is_empty());
+        let s = lock(&e.acts[0]).stats;
+        assert_eq!((s.packets, s.drops, s.overlimits), (3, 0, 1));
+        // A mirror in a loop keeps its verdict; one into a receive path is no loop.
+        let e = mirred_exts("mirred egress mirror dev ifb0", &mut t);
+        set_mirred_nest(root.enter(3));
+        assert_eq!(e.exec(&mut Packet::new(1, 100), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_PIPE);
+        let e = mirred_exts("mirred ingress mirror dev ifb0", &mut t);
+        assert_eq!(e.exec(&mut Packet::new(1, 100), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_PIPE);
+        set_mirred_nest(root);
+        assert_eq!(t.take_mirrored().len(), 1);
+    }
+
+    #[test]
+    fn skip_classify_passes_the_first_action_list_only() {
+        let mut t = ActionTable::default();
+        let e = mirred_exts("mirred egress redirect dev ifb0", &mut t);
+        let mut res = TcfResult { classid: 0 };
+        set_skip_classify(true);
+        assert_eq!(e.exec(&mut Packet::new(1, 100), Instant(0), &mut res), TC_ACT_OK);
+        assert!(!take_skip_classify(), "the first exec cleared it");
+        assert_eq!(e.exec(&mut Packet::new(1, 100), Instant(0), &mut res), TC_ACT_STOLEN);
+        assert_eq!(t.take_mirrored().len(), 1);
+        assert_eq!(lock(&e.acts[0]).stats.packets, 1);
     }
 
     #[test]

@@ -455,6 +455,10 @@ impl Tc {
     pub fn has_mirred(&mut self) -> bool {
         self.actions.holds(crate::classify::action::Kind::Mirred)
     }
+    /// Some skbedit action sets `queue_mapping`.
+    pub fn sets_queue_mapping(&mut self) -> bool {
+        self.actions.sets_queue_mapping()
+    }
     /// What mirred actions forwarded since the last call, in order (see
     /// [`crate::classify::action::Outbox`]).
     pub fn take_mirrored(&mut self) -> Vec<crate::classify::action::Mirrored> {
@@ -473,6 +477,11 @@ impl Tc {
             return 1;
         }
         2 + self.devices[..dev].iter().filter(|d| d.info.name != "lo").count() as u32
+    }
+    /// `sch_handle_egress` on device `dev` ([`Device::egress`]): clsact's egress hook,
+    /// with the netns's shared blocks it may be bound to.
+    pub fn egress(&mut self, dev: usize, pkt: crate::packet::Packet, now: Instant) -> tree::Ingress {
+        self.devices[dev].egress(pkt, now, &self.blocks)
     }
     /// The shared blocks some qdisc hook binds (what keeps each alive), across the
     /// netns's devices; tc's `tc_qdisc_block_exists` asks the same of a qdisc dump.

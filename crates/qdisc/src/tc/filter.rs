@@ -1184,6 +1184,40 @@ mod tests {
         assert_eq!(r.stderr, "RTNETLINK answers: Invalid argument\nWe have an error talking to the kernel\n");
     }
 
+    #[test]
+    fn clsact_hooks_run_their_own_blocks_and_count_only_with_filters() {
+        use crate::tree::Ingress;
+        use crate::Packet;
+        let mut tc = Tc::new(&[DevSpec::new("eth0")]);
+        run(&mut tc, "qdisc add dev eth0 clsact");
+        let now = tc.now;
+        let pass = |r: Ingress| match r {
+            Ingress::Pass(p) => p,
+            r => panic!("{r:?}"),
+        };
+        // No filter in either hook: no mini-qdisc, nothing counted.
+        pass(tc.ingress(0, Packet::new(1, 100).with_flow(flow_to([10, 1, 1, 1])), now));
+        pass(tc.egress(0, Packet::new(2, 100).with_flow(flow_to([10, 1, 1, 1])), now));
+        assert_eq!(tc.devices[0].ingress.as_ref().unwrap().stats().packets, 0);
+        run(&mut tc, "filter add dev eth0 egress protocol ip pref 1 u32 match ip dst 10.9.0.0/16 action drop");
+        run(&mut tc, "filter add dev eth0 egress protocol ip pref 2 matchall action skbedit priority 1:20");
+        // Egress: the skbedit's priority is on the packet handed on; the drop counts.
+        let p = pass(tc.egress(0, Packet::new(3, 100).with_flow(flow_to([10, 1, 1, 1])), now));
+        assert_eq!(p.priority, 0x10020);
+        assert!(matches!(tc.egress(0, Packet::new(4, 200).with_flow(flow_to([10, 9, 1, 1])), now), Ingress::Dropped));
+        // Ingress has its own (empty) block: it passes uncounted, unedited.
+        let p = pass(tc.ingress(0, Packet::new(5, 100).with_flow(flow_to([10, 9, 1, 1])), now));
+        assert_eq!(p.priority, 0);
+        let s = tc.devices[0].ingress.as_ref().unwrap().stats();
+        assert_eq!((s.packets, s.bytes, s.drops), (2, 300, 1));
+        // An ingress qdisc has no egress hook.
+        let mut tc = Tc::new(&[DevSpec::new("eth0")]);
+        run(&mut tc, "qdisc add dev eth0 ingress");
+        run(&mut tc, "filter add dev eth0 parent ffff: protocol ip pref 1 matchall action drop");
+        pass(tc.egress(0, Packet::new(6, 100).with_flow(flow_to([10, 1, 1, 1])), now));
+        assert!(matches!(tc.ingress(0, Packet::new(7, 100).with_flow(flow_to([10, 1, 1, 1])), now), Ingress::Dropped));
+    }
+
     fn flow_to(dst: [u8; 4]) -> crate::FlowKey {
         crate::FlowKey { src: mapped([1, 2, 3, 4]), dst: mapped(dst), sport: 999, dport: 80, proto: 6 }
     }

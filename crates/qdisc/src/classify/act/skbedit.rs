@@ -16,9 +16,10 @@
 //!
 //! What the engine cannot show: `ptype` (`skb->pkt_type`) is read only by the IP
 //! stack above the devices, and `queue_mapping` moves a packet to another tx queue
-//! only before the queue is picked (clsact egress, which the engine does not run);
-//! both are accepted, validated, counted and dumped as the kernel does, and leave the
-//! engine's [`Packet`] as it was. iproute2 6.15 has no syntax for the kernel's
+//! only from clsact's egress hook, before the queue is picked, and [`Packet`] has no
+//! queue mapping to carry (the simulator refuses it there); both are accepted,
+//! validated, counted and dumped as the kernel does, and leave the engine's
+//! [`Packet`] as it was. iproute2 6.15 has no syntax for the kernel's
 //! queue-mapping range (`TCA_SKBEDIT_QUEUE_MAPPING_MAX` with `SKBEDIT_F_TXQ_SKBHASH`),
 //! so no request can carry it.
 //!
