@@ -620,6 +620,40 @@ mod tests {
         assert_eq!(rerun("[    1.0] booted\n", false, true, true, false, 0), None);
     }
 
+    /// A qdisc module the kernel lacks is refused before booting, with the lines that
+    /// need it; one built in is not.
+    #[test]
+    fn a_kernel_without_a_scenarios_qdisc_module_is_refused() {
+        let dir = std::env::temp_dir().join(format!("qdl-vm-modules-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("modules.dep"), "kernel/net/sched/sch_tbf.ko.xz:\n").unwrap();
+        std::fs::write(dir.join("modules.builtin"), "").unwrap();
+        let k = kernel::Kernel {
+            release: "6.18.15+deb13-amd64".into(),
+            dir: dir.clone(),
+            modules: dir.clone(),
+            vmlinux: None,
+            vmlinuz: dir.join("vmlinuz"),
+            package: "linux-image-6.18.15+deb13-amd64 6.18.15-1~bpo13+1".into(),
+        };
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let s = Scenario::load(root.join("scenarios/dualpi2-l4s.toml")).unwrap();
+        let RunError::Unsupported(m) = refuse_lacking_modules(&s, &k).unwrap_err() else { panic!() };
+        let file = &s.file;
+        assert_eq!(
+            m,
+            format!(
+                "the guest kernel (6.18.15+deb13-amd64, linux-image-6.18.15+deb13-amd64 6.18.15-1~bpo13+1) cannot run \
+                 this scenario:\n  no sch_dualpi2 module, and not built in; needed by:\n    {file}:32: tc.client: qdisc \
+                 add dev eth0 parent 1:1 handle 2: dualpi2\nChoose a kernel that has them: --kernel 6.12, 6.1, a \
+                 linux-image package or a .deb file (scripts/build-kernel-deb.sh builds Debian's 6.18 with sch_dualpi2)."
+            )
+        );
+        std::fs::write(dir.join("modules.builtin"), "kernel/net/sched/sch_dualpi2.ko\n").unwrap();
+        assert_eq!(refuse_lacking_modules(&s, &k), Ok(()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn guest_errors_are_worded_for_a_vm() {
         let env = |outcome| Envelope { format: ENVELOPE_FORMAT.into(), uptime_init_s: 1.0, uptime_end_s: 2.0, outcome };
