@@ -28,6 +28,7 @@ use pcap_file::pcap::PcapReader;
 use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
 use pcap_file::pcapng::{Block, PcapNgReader};
 use pcap_file::TsResolution;
+use qdisc::packet::rt_tos2priority;
 use qdisc::tc::units::{fmt_rate, fmt_time64, get_size, get_time64, get_u32};
 use qdisc::tc::{Tc, TcLib, TcOpts};
 use qdisc::tree::{Device, Xmit};
@@ -182,15 +183,6 @@ impl Traffic {
             Source::Flows { .. } => "--flow".into(),
         }
     }
-}
-
-/// `ip_tos2prio`, indexed by `IPTOS_TOS(tos) >> 1` (include/net/route.h; the
-/// ECN_OR_COST entries equal their neighbours since the ECN bits are masked off).
-const IP_TOS2PRIO: [u32; 16] = [0, 0, 0, 0, 2, 2, 2, 2, 6, 6, 6, 6, 4, 4, 4, 4];
-
-/// `rt_tos2priority`: the skb priority `ip_forward` gives a forwarded IPv4 packet.
-fn rt_tos2priority(tos: u8) -> u32 {
-    IP_TOS2PRIO[((tos & 0x1E) >> 1) as usize]
 }
 
 /// One `--flow` argument.
@@ -1134,15 +1126,6 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tos_to_priority_like_ip_forward() {
-        assert_eq!(rt_tos2priority(0x00), 0);
-        assert_eq!(rt_tos2priority(0x10), 6); // IPTOS_LOWDELAY
-        assert_eq!(rt_tos2priority(0x08), 2); // IPTOS_THROUGHPUT
-        assert_eq!(rt_tos2priority(0xB8), 4); // DSCP EF
-        assert_eq!(rt_tos2priority(0x03), 0); // ECN bits do not count
-    }
 
     #[test]
     fn nearest_rank_percentiles() {

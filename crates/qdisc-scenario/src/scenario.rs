@@ -55,7 +55,7 @@ pub const DEFAULT_CPUS: u32 = 4;
 /// The `sysctl` keys a script may set (`sysctl -w KEY=VALUE`), in the order the errors
 /// list them. The `net.core` ones are global to a kernel, the `net.ipv4` ones per
 /// network namespace (see docs/scenarios.md, "Settings", and [`per_netns_sysctl`]).
-pub const SYSCTL_KEYS: [&str; 17] = [
+pub const SYSCTL_KEYS: [&str; 18] = [
     "net.core.default_qdisc",
     "net.core.dev_weight",
     "net.core.dev_weight_tx_bias",
@@ -73,6 +73,7 @@ pub const SYSCTL_KEYS: [&str; 17] = [
     "net.ipv4.tcp_rmem",
     "net.ipv4.tcp_wmem",
     "net.ipv4.tcp_notsent_lowat",
+    "net.ipv4.tcp_ecn",
 ];
 
 /// The TCP congestion controls a scenario may name (`cc`, and `sysctl -w
@@ -426,8 +427,11 @@ pub enum TrafficKind {
     Tcp { flows: u32, cc: String, rate: Option<u64> },
     /// Constant-bitrate UDP: `flows` streams of `size`-byte payloads, each at `rate`
     /// bytes/s (iperf3's `-b` is per stream); `None`: `rate = "unlimited"`, as fast as
-    /// the sender can (iperf3 `-b 0`).
-    Udp { rate: Option<u64>, size: u32, flows: u32 },
+    /// the sender can (iperf3 `-b 0`). `tos`: the sockets' IP_TOS (iperf3 `--tos`), the
+    /// whole byte — DSCP and the ECN field, which a UDP socket keeps (`__ip_sock_set_tos`
+    /// masks it for TCP only): 1 sends ECT(1), 2 ECT(0); its `rt_tos2priority` becomes
+    /// `sk_priority`, every datagram's `skb->priority`.
+    Udp { rate: Option<u64>, size: u32, flows: u32, tos: u8 },
     /// ICMP echo every `interval` nanoseconds.
     Ping { interval: u64 },
     /// The kernel's packet generator (pktgen, `xmit_mode queue_xmit`: through the
@@ -784,6 +788,7 @@ struct RawTraffic {
     sender_cpus: Option<Spanned<String>>,
     receiver_cpus: Option<Spanned<String>>,
     net_cls_classid: Option<Spanned<String>>,
+    tos: Option<Spanned<i64>>,
 }
 
 // ---------------------------------------------------------------------------------
@@ -1275,7 +1280,7 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
         let kind = r.kind.get_ref().as_str();
         let takes: &[&str] = match kind {
             "tcp" => &["flows", "cc", "rate", "sender_cpus", "receiver_cpus", "net_cls_classid"],
-            "udp" => &["rate", "size", "flows", "sender_cpus", "receiver_cpus", "net_cls_classid"],
+            "udp" => &["rate", "size", "flows", "sender_cpus", "receiver_cpus", "net_cls_classid", "tos"],
             "pktgen" => &["rate", "size", "flows", "sender_cpus"],
             "ping" => &["interval", "sender_cpus", "net_cls_classid"],
             _ => {
@@ -1286,7 +1291,7 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                 ))
             }
         };
-        let optional: [(&str, Option<Range<usize>>); 8] = [
+        let optional: [(&str, Option<Range<usize>>); 9] = [
             ("flows", r.flows.as_ref().map(|v| v.span())),
             ("cc", r.cc.as_ref().map(|v| v.span())),
             ("rate", r.rate.as_ref().map(|v| v.span())),
@@ -1295,6 +1300,7 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
             ("sender_cpus", r.sender_cpus.as_ref().map(|v| v.span())),
             ("receiver_cpus", r.receiver_cpus.as_ref().map(|v| v.span())),
             ("net_cls_classid", r.net_cls_classid.as_ref().map(|v| v.span())),
+            ("tos", r.tos.as_ref().map(|v| v.span())),
         ];
         for (name, span) in optional {
             if let Some(span) = span {
@@ -1430,7 +1436,17 @@ fn validate(cx: &Cx, raw: RawScenario, sha256: String) -> Result<Scenario, LoadE
                         s
                     }
                 };
-                TrafficKind::Udp { rate, size, flows }
+                let tos = match &r.tos {
+                    None => 0,
+                    Some(v) => u8::try_from(*v.get_ref()).map_err(|_| {
+                        cx.at(
+                            v.span(),
+                            f("tos"),
+                            "the IP TOS byte is 0 to 255 (the ECN field its low two bits: 1 = ECT(1), 2 = ECT(0))",
+                        )
+                    })?,
+                };
+                TrafficKind::Udp { rate, size, flows, tos }
             }
             "pktgen" => {
                 let rate = match &r.rate {
@@ -1751,6 +1767,9 @@ pub fn sysctl_range(key: &str) -> Option<(i64, i64, &'static str)> {
         "net.ipv4.tcp_synack_retries" | "net.ipv4.tcp_slow_start_after_idle" => Some((0, 255, "")),
         // proc_douintvec: an unsigned int (no minus sign).
         "net.ipv4.tcp_notsent_lowat" => Some((0, u32::MAX as i64, "")),
+        // proc_dou8vec_minmax up to SYSCTL_TWO in 6.12; 6.18's AccECN modes (3 to 5) are
+        // not modelled.
+        "net.ipv4.tcp_ecn" => Some((0, 2, " (6.18's AccECN modes 3 to 5 are not modelled)")),
         _ => None,
     }
 }

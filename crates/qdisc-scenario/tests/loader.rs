@@ -76,6 +76,7 @@ fn bundled_scenarios_load() {
             "bufferbloat-fq_codel.toml",
             "bufferbloat-pfifo.toml",
             "dctcp-fq_codel-ce.toml",
+            "dualpi2-l4s.toml",
             "fq-flows-plimit.toml",
             "ifb-download-cake.toml",
             "ifb-download-htb.toml",
@@ -203,7 +204,7 @@ fn optional_things() {
     assert_eq!(s.tc[0].lines[0].args[0], "qdisc");
     assert_eq!(s.tc[0].lines[0].line, 19);
     assert_eq!((s.links[0].delay, s.links[0].loss), (20_000_000, 0.5));
-    assert_eq!(s.traffic[1].kind, TrafficKind::Udp { rate: Some(1_250_000), size: 1400, flows: 1 });
+    assert_eq!(s.traffic[1].kind, TrafficKind::Udp { rate: Some(1_250_000), size: 1400, flows: 1, tos: 0 });
     assert_eq!((s.traffic[1].start, s.traffic[1].duration), (1_000_000_000, 2_000_000_000));
 }
 
@@ -247,7 +248,7 @@ fn pins_and_udp_flows() {
     .unwrap();
     assert_eq!(s.traffic[0].sender_cpus, Some((0..48).collect()));
     assert_eq!(s.traffic[0].receiver_cpus, Some(vec![0, 2]));
-    assert_eq!(s.traffic[1].kind, TrafficKind::Udp { rate: None, size: 1400, flows: 48 });
+    assert_eq!(s.traffic[1].kind, TrafficKind::Udp { rate: None, size: 1400, flows: 48, tos: 0 });
     assert_eq!(s.traffic[1].sender_cpus, Some((0..48).step_by(2).collect()));
     assert_eq!(s.traffic[1].receiver_cpus, None);
     assert_eq!(load(BASE).unwrap().traffic[0].sender_cpus, None);
@@ -408,7 +409,7 @@ fn mistakes_are_named_exactly() {
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"lots\""), "t.toml:29:8: traffic[1].rate: invalid rate \"lots\" (tc units, e.g. \"100mbit\", \"1gbit\", \"500kbit\", or \"unlimited\")"),
         (with("kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"", "kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"unlimited\"\nflows = 129"), "t.toml:30:9: traffic[1].flows: must be between 1 and 128"),
         // Settings in a script: sysctl.
-        (with(CLASS, "sysctl -w net.core.foo=1"), "t.toml:16:1: tc.a.script: script line 2: unknown sysctl key \"net.core.foo\" (supported: net.core.default_qdisc, net.core.dev_weight, net.core.dev_weight_tx_bias, net.core.dev_weight_rx_bias, net.core.netdev_budget, net.core.netdev_budget_usecs, net.core.netdev_max_backlog, net.core.skb_defer_max, net.core.gro_normal_batch, net.core.rps_sock_flow_entries, net.ipv4.tcp_congestion_control, net.ipv4.tcp_syn_retries, net.ipv4.tcp_synack_retries, net.ipv4.tcp_slow_start_after_idle, net.ipv4.tcp_rmem, net.ipv4.tcp_wmem, net.ipv4.tcp_notsent_lowat)"),
+        (with(CLASS, "sysctl -w net.core.foo=1"), "t.toml:16:1: tc.a.script: script line 2: unknown sysctl key \"net.core.foo\" (supported: net.core.default_qdisc, net.core.dev_weight, net.core.dev_weight_tx_bias, net.core.dev_weight_rx_bias, net.core.netdev_budget, net.core.netdev_budget_usecs, net.core.netdev_max_backlog, net.core.skb_defer_max, net.core.gro_normal_batch, net.core.rps_sock_flow_entries, net.ipv4.tcp_congestion_control, net.ipv4.tcp_syn_retries, net.ipv4.tcp_synack_retries, net.ipv4.tcp_slow_start_after_idle, net.ipv4.tcp_rmem, net.ipv4.tcp_wmem, net.ipv4.tcp_notsent_lowat, net.ipv4.tcp_ecn)"),
         (with(CLASS, "sysctl -w net.core.dev_weight=0"), "t.toml:16:1: tc.a.script: script line 2: net.core.dev_weight = 0 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl net.core.dev_weight_rx_bias=2147483648"), "t.toml:16:1: tc.a.script: script line 2: net.core.dev_weight_rx_bias = 2147483648 is out of range: the kernel takes 1 to 2147483647"),
         (with(CLASS, "sysctl -w net.core.netdev_budget_usecs=2000"), "t.toml:16:1: tc.a.script: script line 2: net.core.netdev_budget_usecs = 2000 is out of range: the kernel takes 8000 to 2147483647 (at least 2 jiffies: 8000 µs at HZ=250)"),
@@ -901,6 +902,45 @@ fn net_cls_classid_is_a_class_id_of_the_sending_application() {
     assert_eq!(
         load(&pktgen).unwrap_err(),
         "t.toml:23:19: traffic[0].net_cls_classid: does not apply to kind \"pktgen\" (pktgen takes: from, to, start, duration, rate, size, flows, sender_cpus)"
+    );
+}
+
+#[test]
+fn tos_is_a_udp_sockets_ip_tos_byte() {
+    let udp = |extra: &str| {
+        with(
+            "kind = \"ping\"\nfrom = \"a\"\nto = \"b\"\ninterval = \"10ms\"",
+            &format!("kind = \"udp\"\nfrom = \"a\"\nto = \"b\"\nrate = \"1mbit\"{extra}"),
+        )
+    };
+    let s = load(&udp("\ntos = 1")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.traffic[1].kind, TrafficKind::Udp { rate: Some(125_000), size: 1400, flows: 1, tos: 1 });
+    let s = load(&udp("\ntos = 0xb9")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(s.traffic[1].kind, TrafficKind::Udp { tos: 0xb9, .. }));
+    let s = load(&udp("")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(s.traffic[1].kind, TrafficKind::Udp { tos: 0, .. }));
+    for bad in ["256", "-1"] {
+        assert_eq!(
+            load(&udp(&format!("\ntos = {bad}"))).unwrap_err(),
+            "t.toml:30:7: traffic[1].tos: the IP TOS byte is 0 to 255 (the ECN field its low two bits: 1 = ECT(1), 2 = ECT(0))"
+        );
+    }
+    // TCP takes ECN from net.ipv4.tcp_ecn (a TCP socket's IP_TOS keeps no ECN bits).
+    assert_eq!(
+        load(&with("flows = 4", "flows = 4\ntos = 1")).unwrap_err(),
+        "t.toml:24:7: traffic[0].tos: does not apply to kind \"tcp\" (tcp takes: from, to, start, duration, flows, cc, rate, sender_cpus, receiver_cpus, net_cls_classid)"
+    );
+}
+
+#[test]
+fn tcp_ecn_takes_0_to_2() {
+    let s = load(&with(CLASS, "sysctl -w net.ipv4.tcp_ecn=1")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        matches!(&s.tc[0].settings[0].kind, SettingKind::Sysctl { key, value } if key == "net.ipv4.tcp_ecn" && value == "1")
+    );
+    assert_eq!(
+        load(&with(CLASS, "sysctl -w net.ipv4.tcp_ecn=3")).unwrap_err(),
+        "t.toml:16:1: tc.a.script: script line 2: net.ipv4.tcp_ecn = 3 is out of range: the kernel takes 0 to 2 (6.18's AccECN modes 3 to 5 are not modelled)"
     );
 }
 

@@ -231,6 +231,9 @@ pub struct UdpApp {
     pub cpu: u32,
     pub rcv_cpu: u32,
     pub size: u32,
+    /// The socket's IP_TOS (a traffic entry's `tos`): every datagram's dsfield, ECN
+    /// field included, and (`rt_tos2priority`) its `skb->priority`.
+    pub tos: u8,
     pub start: Instant,
     pub end: Instant,
     next_seq: u64,
@@ -282,6 +285,7 @@ impl UdpApp {
             key,
             rate,
             size,
+            tos: 0,
             pktgen: false,
             start,
             end,
@@ -769,9 +773,11 @@ impl Sim {
         u.sent += 1;
         u.sent_bytes += u.size as u64;
         let len = if u.pktgen { u.size } else { u.size + UDP_HEADERS };
-        let (pktgen, truesize) = (u.pktgen, udp_truesize(u.size));
+        let (pktgen, truesize, tos) = (u.pktgen, udp_truesize(u.size), u.tos);
         let meta = Meta { src, dst, payload: Payload::Udp { app, seq, sent_at: now }, alloc: u32::MAX };
         let mut pkt = self.packet(len, 1, &key, meta);
+        pkt.tos = tos;
+        pkt.priority = qdisc::packet::rt_tos2priority(tos);
         if !pktgen {
             // Charged to the socket until freed (sock_wfree), as the kernel's skb is.
             pkt.truesize = truesize;

@@ -888,9 +888,17 @@ impl Sim {
                         // only when the server's listener needs ECN too. A dctcp socket
                         // without ECN is dctcp-reno; other modules send no ECT after
                         // TCP_CONGESTION (INET_ECN_dontxmit), as if not negotiated.
-                        f.cfg.ecn = cc == tcp::CongestionControl::Dctcp
+                        // Or the client asks for it with `tcp_ecn` = 1 (tcp_ecn_send_syn),
+                        // in a SYN that is not ECT unless its module needs ECN, which a
+                        // server with `tcp_ecn` not 0 accepts (tcp_ecn_create_request);
+                        // then every new data segment is ECT(0) (tcp_ecn_send).
+                        let ecn_sysctl = |host: &str| int(host, "net.ipv4.tcp_ecn", 2);
+                        f.cfg.ecn = (cc == tcp::CongestionControl::Dctcp
                             && default_cc(&t.from) == Some("dctcp")
-                            && default_cc(&t.to) == Some("dctcp");
+                            && default_cc(&t.to) == Some("dctcp"))
+                            || (ecn_sysctl(&t.from) == 1
+                                && default_cc(&t.from) != Some("dctcp")
+                                && ecn_sysctl(&t.to) != 0);
                         f.cfg.syn_retries = int(&t.from, "net.ipv4.tcp_syn_retries", f.cfg.syn_retries);
                         f.cfg.synack_retries = int(&t.to, "net.ipv4.tcp_synack_retries", f.cfg.synack_retries);
                         f.cfg.slow_start_after_idle = int(&t.from, "net.ipv4.tcp_slow_start_after_idle", 1) != 0;
@@ -934,12 +942,13 @@ impl Sim {
                     self.conns.push(c);
                     self.events.at(start, Ev::Connect { conn: ctrl });
                 }
-                TrafficKind::Udp { rate, size, flows } => {
+                TrafficKind::Udp { rate, size, flows, tos } => {
                     let base = ephemeral(*flows);
                     for stream in 0..*flows as usize {
                         let id = self.udp.len() as u32;
                         let k = key(base + 2 * stream as u16, 5201 + ti as u16, 17);
                         let mut u = UdpApp::new(ti, src, dst, k, *rate, *size, start, end, id);
+                        u.tos = *tos;
                         u.cpu = place(self, src, &t.sender_cpus, stream);
                         u.rcv_cpu = place(self, dst, &t.receiver_cpus, stream);
                         in_net_cls(&mut u.sk, t.net_cls_classid);

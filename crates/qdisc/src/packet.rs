@@ -467,6 +467,17 @@ pub fn truesize_of(len: u32) -> u32 {
     len.div_ceil(64) * 64 + 768
 }
 
+/// `ip_tos2prio`, indexed by `IPTOS_TOS(tos) >> 1` (include/net/route.h; the
+/// ECN_OR_COST entries equal their neighbours since the ECN bits are masked off).
+const IP_TOS2PRIO: [u32; 16] = [0, 0, 0, 0, 2, 2, 2, 2, 6, 6, 6, 6, 4, 4, 4, 4];
+
+/// `rt_tos2priority`: the skb priority a TOS byte stands for — what `ip_forward` gives
+/// a forwarded IPv4 packet and IP_TOS (`__ip_sock_set_tos`) gives a socket's
+/// `sk_priority`.
+pub fn rt_tos2priority(tos: u8) -> u32 {
+    IP_TOS2PRIO[((tos & 0x1E) >> 1) as usize]
+}
+
 #[cfg(test)]
 mod tests {
     use super::{FlowKey, Packet, Socket};
@@ -523,7 +534,16 @@ mod tests {
 
 #[cfg(test)]
 mod ecn_tests {
-    use super::Packet;
+    use super::{rt_tos2priority, Packet};
+
+    #[test]
+    fn tos_to_priority_like_rt_tos2priority() {
+        assert_eq!(rt_tos2priority(0x00), 0);
+        assert_eq!(rt_tos2priority(0x10), 6); // IPTOS_LOWDELAY
+        assert_eq!(rt_tos2priority(0x08), 2); // IPTOS_THROUGHPUT
+        assert_eq!(rt_tos2priority(0xB8), 4); // DSCP EF
+        assert_eq!(rt_tos2priority(0x03), 0); // ECN bits do not count
+    }
 
     #[test]
     fn set_ce_follows_inet_ecn_set_ce() {

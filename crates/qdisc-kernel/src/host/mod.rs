@@ -625,11 +625,15 @@ impl HostBackend {
                                     cmd.args(["-b", &(r * 8).to_string()]);
                                 }
                             }
-                            TrafficKind::Udp { rate, size, flows } => {
+                            TrafficKind::Udp { rate, size, flows, tos } => {
                                 // -b is per stream; 0: unlimited.
                                 let bits = rate.map_or(0, |r| r * 8);
                                 cmd.args(["-u", "-b", &bits.to_string(), "-l", &size.to_string()]);
                                 cmd.args(["-P", &flows.to_string()]);
+                                // IP_TOS on the data sockets; a UDP socket keeps the ECN bits.
+                                if *tos != 0 {
+                                    cmd.args(["--tos", &tos.to_string()]);
+                                }
                             }
                             // Refused before the run (settings::unsupported).
                             TrafficKind::Ping { .. } | TrafficKind::Pktgen { .. } => unreachable!(),

@@ -92,6 +92,18 @@ pub fn needed_qdiscs(s: &Scenario) -> BTreeMap<String, Vec<String>> {
     need
 }
 
+/// The module that provides a qdisc kind: `sch_KIND` (clsact lives in sch_ingress), or
+/// `None` for the kinds every kernel builds in (net/sched/Makefile's `obj-y` and the
+/// bool `CONFIG_NET_SCHED` objects: sch_generic's pfifo_fast and noqueue, sch_fifo's
+/// fifos, sch_mq, sch_blackhole).
+pub fn qdisc_module(kind: &str) -> Option<String> {
+    match kind {
+        "pfifo_fast" | "noqueue" | "pfifo" | "bfifo" | "pfifo_head_drop" | "mq" | "blackhole" => None,
+        "clsact" => Some("sch_ingress".into()),
+        k => Some(format!("sch_{k}")),
+    }
+}
+
 /// Options iproute2 insists on before it asks the kernel.
 fn probe_args(kind: &str) -> &'static [&'static str] {
     match kind {
@@ -363,6 +375,15 @@ mod tests {
         assert_eq!(split_shows(text, &[(1, 1), (1, 0)]), None);
         assert_eq!(split_shows(text, &[(2, 1)]), None);
         assert_eq!(split_shows("", &[(0, 0)]), Some(vec![(String::new(), String::new())]));
+    }
+
+    #[test]
+    fn modules_of_kinds() {
+        assert_eq!(qdisc_module("dualpi2").as_deref(), Some("sch_dualpi2"));
+        assert_eq!(qdisc_module("fq_codel").as_deref(), Some("sch_fq_codel"));
+        assert_eq!(qdisc_module("clsact").as_deref(), Some("sch_ingress"));
+        assert_eq!(qdisc_module("pfifo"), None);
+        assert_eq!(qdisc_module("mq"), None);
     }
 
     #[test]

@@ -80,24 +80,41 @@ fn result_port() -> Option<PathBuf> {
     None
 }
 
-/// Start loading the modules the scenario will need (veth, bridge, its qdiscs) on the
-/// other vCPU while the host backend's preflight runs; the kernel would autoload them
-/// one by one, each time the run waits.
-fn preload_modules(s: &Scenario) {
-    let mut mods = vec!["veth".to_string()];
+/// Load the modules the scenario needs — veth, bridge (links), its qdiscs' — one by
+/// one, before anything runs: the kernel's autoloader would load most of them, but
+/// only for kinds with a `net-sch-KIND` alias (6.18.15's sch_dualpi2 has none), and a
+/// load racing the command that needs it can lose (`ip link add … type bridge`:
+/// "Unknown device type" while a background modprobe still loads bridge). An error
+/// names the module. The host checked before booting that the kernel has every
+/// qdisc's module (`refuse_lacking_modules`): one not in `modules.dep` is built in.
+fn load_modules(s: &Scenario) -> Result<(), String> {
+    let mut want = vec![("veth".to_string(), "veth pairs".to_string())];
     if !s.links.is_empty() {
-        mods.push("bridge".into());
+        want.push(("bridge".into(), "links".into()));
     }
     for kind in crate::host::tc::needed_qdiscs(s).keys() {
-        mods.push(format!("sch_{}", if kind == "clsact" { "ingress" } else { kind.as_str() }));
+        if let Some(m) = crate::host::tc::qdisc_module(kind) {
+            want.push((m, format!("the {kind} qdisc")));
+        }
     }
-    let _ = std::process::Command::new("/sbin/modprobe")
-        .args(["-a", "-q"])
-        .args(&mods)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let dep = std::fs::read_to_string(Path::new("/usr/lib/modules").join(release.trim()).join("modules.dep"))
+        .map_err(|e| format!("guest: modules.dep of {}: {e}", release.trim()))?;
+    let modules = super::image::parse_modules_dep(&dep);
+    for (m, what) in want.iter().filter(|(m, _)| modules.contains_key(m)) {
+        let out = std::process::Command::new("/sbin/modprobe")
+            .arg(m)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("guest: modprobe {m}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "guest: modprobe {m} (for {what}) failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn run() -> Outcome {
@@ -113,8 +130,13 @@ fn run() -> Outcome {
         return Outcome::Failed { message: format!("guest: run format {:?}, expected {RUN_FORMAT:?}", run.format) };
     }
     let scenario = Scenario::from(run.scenario);
-    preload_modules(&scenario);
-    let tc = ["/usr/sbin/tc", "/usr/bin/tc"].iter().map(PathBuf::from).find(|p| p.exists());
+    if let Err(message) = load_modules(&scenario) {
+        return Outcome::Failed { message };
+    }
+    let tc = [&format!("/{}", super::GUEST_TC), "/usr/sbin/tc", "/usr/bin/tc"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists());
     let opts = RunOptions {
         interval: Duration::from_nanos(run.interval_ns),
         snapshot_interval: Duration::from_nanos(run.snapshot_interval_ns),

@@ -652,6 +652,14 @@ pub fn module_closure(dep: &str, builtin: &str) -> Result<BTreeSet<String>, Stri
     Ok(out)
 }
 
+/// Of the modules `wanted` (by name), those the kernel has neither as a module
+/// (`modules.dep`) nor built in (`modules.builtin`).
+pub fn lacking_modules<'a>(dep: &str, builtin: &str, wanted: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let mods = parse_modules_dep(dep);
+    let builtins: BTreeSet<String> = builtin.lines().map(module_name).collect();
+    wanted.into_iter().filter(|m| !mods.contains_key(*m) && !builtins.contains(*m)).collect()
+}
+
 fn run_tool(cmd: &mut Command) -> Result<(), String> {
     let out = cmd.stdin(Stdio::null()).output().map_err(|e| format!("{:?}: {e}", cmd.get_program()))?;
     if out.status.success() {
@@ -770,10 +778,19 @@ pub fn base(vm: &Path, k: &Kernel, debs: &[PathBuf], say: &mut dyn FnMut(&str)) 
 
 /// The archive carrying the program the guest runs as init (built if not cached), to
 /// go after `base`: the libraries `base` has already are left out.
-pub fn program(vm: &Path, exe: &Path, base: &Path) -> Result<PathBuf, String> {
+pub fn program(vm: &Path, exe: &Path, tc: Option<&Path>, base: &Path) -> Result<PathBuf, String> {
     let exe = exe.canonicalize().map_err(|e| format!("{}: {e}", exe.display()))?;
     let md = std::fs::metadata(&exe).map_err(|e| format!("{}: {e}", exe.display()))?;
-    let id = format!("{}:{}:{}:{}", exe.display(), md.len(), mtime_ns(&md), md.ino());
+    let mut id = format!("{}:{}:{}:{}", exe.display(), md.len(), mtime_ns(&md), md.ino());
+    let tc = match tc {
+        Some(t) => {
+            let t = t.canonicalize().map_err(|e| format!("QDL_VM_TC={}: {e}", t.display()))?;
+            let tmd = std::fs::metadata(&t).map_err(|e| format!("{}: {e}", t.display()))?;
+            id.push_str(&format!(" tc {}:{}:{}:{}", t.display(), tmd.len(), mtime_ns(&tmd), tmd.ino()));
+            Some((t, tmd.permissions().mode() & 0o7777))
+        }
+        None => None,
+    };
     let dir = vm.join("initramfs");
     let base_name = base.file_name().unwrap_or_default().to_string_lossy().into_owned();
     let path = dir.join(format!("exe-{}.cpio", cache_key(&[BUILDER, &id, &base_name])));
@@ -796,9 +813,12 @@ pub fn program(vm: &Path, exe: &Path, base: &Path) -> Result<PathBuf, String> {
     b.skip = base_manifest.lines().filter_map(|l| l.split('\t').next()).map(String::from).collect();
     let mode = md.permissions().mode() & 0o7777;
     b.tree.put(super::GUEST_INIT, Node::File { src, mode }, true);
-    let r = b
-        .add_needs(&image_path(super::GUEST_INIT), &exe.display().to_string())
-        .and_then(|_| store(&b.tree, &b.host_manifest(), &path));
+    let mut r = b.add_needs(&image_path(super::GUEST_INIT), &exe.display().to_string());
+    if let Some((t, mode)) = tc {
+        b.tree.put(super::GUEST_TC, Node::File { src: t.clone(), mode }, true);
+        r = r.and_then(|_| b.add_needs(&image_path(super::GUEST_TC), &t.display().to_string()));
+    }
+    let r = r.and_then(|_| store(&b.tree, &b.host_manifest(), &path));
     let _ = std::fs::remove_file(&stripped);
     r?;
     prune(&dir, "exe-", 4, &path);
@@ -994,6 +1014,12 @@ mod tests {
         .into();
         assert_eq!(got, want);
         assert_eq!(module_name("kernel/net/sched/sch_fq-codel.ko.zst"), "sch_fq_codel");
+        let dep = "kernel/net/sched/sch_tbf.ko:\nkernel/net/sched/sch_dualpi2.ko.xz:\n";
+        assert_eq!(
+            lacking_modules(dep, "kernel/net/sched/sch_htb.ko\n", ["sch_tbf", "sch_htb", "sch_dualpi2", "sch_cake"]),
+            ["sch_cake"]
+        );
+        assert_eq!(lacking_modules("kernel/net/sched/sch_tbf.ko:\n", "", ["sch_dualpi2"]), ["sch_dualpi2"]);
         let e = module_closure("kernel/net/sched/sch_tbf.ko:\n", "").unwrap_err();
         assert_eq!(e, "the kernel has no veth module and does not build it in");
     }

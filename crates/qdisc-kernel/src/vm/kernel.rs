@@ -3,11 +3,15 @@
 //! `--kernel 6.12` (default) is Debian 13's `linux-image-6.12.*-amd64` (what trixie's
 //! `linux-image-amd64` depends on), `--kernel 6.1` Debian 12's `linux-image-6.1.*-amd64`
 //! (bookworm's), `--kernel linux-image-…` a package by name (looked up in trixie, then
-//! bookworm), `--kernel FILE.deb` a package file. A kernel is kept in
-//! `vm/kernel-<release>/`: `root/` (the unpacked package, `depmod` run over it),
-//! `vmlinux` (the uncompressed ELF image, for qemu's direct PVH entry), `package` (what it
-//! came from) and `.complete`. A release-named choice (`6.12`, `6.1`) reuses the newest
-//! cached kernel of that release without asking the archive (`QDL_VM_REFRESH=1` asks).
+//! bookworm), `--kernel FILE.deb` a package file (e.g. scripts/build-kernel-deb.sh's
+//! 6.18.15 with sch_dualpi2). A kernel from the archive is kept in `vm/kernel-<release>/`,
+//! one from a file in `vm/kernel-deb-<sha256 of the file, 12 digits>/` — a rebuilt
+//! package has the release of the one it was built from, and must not be taken for it —:
+//! `root/` (the unpacked package, `depmod` run over it), `vmlinux` (the uncompressed ELF
+//! image, for qemu's direct PVH entry), `package` (what it came from; a file's with its
+//! digest), `release` and `.complete`. A release-named choice (`6.12`, `6.1`) reuses the
+//! newest cached archive kernel of that release without asking the archive
+//! (`QDL_VM_REFRESH=1` asks).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -100,7 +104,10 @@ impl Kernel {
         if !dir.join(".complete").exists() {
             return None;
         }
-        let release = dir.file_name()?.to_str()?.strip_prefix("kernel-")?.to_string();
+        let release = match std::fs::read_to_string(dir.join("release")) {
+            Ok(r) => r.trim().to_string(),
+            Err(_) => dir.file_name()?.to_str()?.strip_prefix("kernel-")?.to_string(),
+        };
         let modules = ["lib", "usr/lib"]
             .iter()
             .map(|l| dir.join("root").join(l).join("modules").join(&release))
@@ -121,12 +128,17 @@ impl Kernel {
     }
 }
 
-/// Cached kernels whose release starts with `series.` and belongs to `codename`, newest first.
+/// Cached archive kernels (not ones from a file, whatever their release) whose release
+/// starts with `series.` and belongs to `codename`, newest first.
 pub fn cached(vm: &Path, series: &str, codename: &str) -> Vec<Kernel> {
     let mut v: Vec<Kernel> = std::fs::read_dir(vm)
         .map(|d| d.flatten().filter_map(|e| Kernel::open(&e.path())).collect())
         .unwrap_or_default();
-    v.retain(|k| k.release.starts_with(&format!("{series}.")) && codename_of_release(&k.release) == Some(codename));
+    v.retain(|k| {
+        k.dir.file_name().is_some_and(|n| *n == *format!("kernel-{}", k.release))
+            && k.release.starts_with(&format!("{series}."))
+            && codename_of_release(&k.release) == Some(codename)
+    });
     v.sort_by(|a, b| compare_versions(&b.release, &a.release));
     v
 }
@@ -137,10 +149,13 @@ pub fn fetch(vm: &Path, choice: &KernelChoice, say: &mut dyn FnMut(&str)) -> Res
     let dl = vm.join("dl");
     let deb = match choice {
         KernelChoice::Deb(path) => {
-            if !path.is_file() {
-                return Err(format!("--kernel {}: no such file", path.display()));
+            let digest = file_digest(path).map_err(|e| format!("--kernel {}: {e}", path.display()))?;
+            let dir = vm.join(format!("kernel-deb-{digest}"));
+            if let Some(k) = Kernel::open(&dir) {
+                return Ok(k);
             }
-            path.clone()
+            say("unpacking the kernel");
+            return unpack_kernel(vm, path, Some(&dir), &format!(" (file sha256 {digest}…)"));
         }
         KernelChoice::Debian { series, codename } => {
             if !refresh {
@@ -190,7 +205,24 @@ pub fn fetch(vm: &Path, choice: &KernelChoice, say: &mut dyn FnMut(&str)) -> Res
         }
     };
     say("unpacking the kernel");
-    unpack_kernel(vm, &deb)
+    unpack_kernel(vm, &deb, None, "")
+}
+
+/// The first 12 hex digits of a file's sha256 (scripts/capture-goldens-vm.sh names its
+/// cached kernels the same way).
+fn file_digest(path: &Path) -> Result<String, String> {
+    use sha2::{Digest, Sha256};
+    let mut f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = std::io::Read::read(&mut f, &mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect())
 }
 
 /// A cached kernel unpacked from `package`.
@@ -199,9 +231,9 @@ fn find_cached_package(vm: &Path, package: &str) -> Option<Kernel> {
     Kernel::open(&vm.join(format!("kernel-{release}")))
 }
 
-/// Unpack a kernel package into `vm/kernel-<release>` (atomically: a temporary
-/// directory renamed into place).
-pub fn unpack_kernel(vm: &Path, deb: &Path) -> Result<Kernel, String> {
+/// Unpack a kernel package into `dir`, by default `vm/kernel-<release>` (atomically: a
+/// temporary directory renamed into place); `note` follows the package's name and version.
+pub fn unpack_kernel(vm: &Path, deb: &Path, dir: Option<&Path>, note: &str) -> Result<Kernel, String> {
     let tmp = vm.join(format!("kernel.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let root = tmp.join("root");
@@ -239,8 +271,9 @@ pub fn unpack_kernel(vm: &Path, deb: &Path) -> Result<Kernel, String> {
         }
         let name = deb.file_name().unwrap_or_default().to_string_lossy().replace("%3a", ":");
         let mut parts = name.trim_end_matches(".deb").split('_');
-        let package = format!("{} {}", parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let package = format!("{} {}{note}", parts.next().unwrap_or(""), parts.next().unwrap_or(""));
         std::fs::write(tmp.join("package"), package + "\n").map_err(|e| e.to_string())?;
+        std::fs::write(tmp.join("release"), format!("{release}\n")).map_err(|e| e.to_string())?;
         std::fs::write(tmp.join(".complete"), "").map_err(|e| e.to_string())?;
         Ok(release)
     })();
@@ -251,14 +284,15 @@ pub fn unpack_kernel(vm: &Path, deb: &Path) -> Result<Kernel, String> {
             return Err(e);
         }
     };
-    let dir = vm.join(format!("kernel-{release}"));
-    if Kernel::open(&dir).is_some() {
+    let dir = dir.map(Path::to_path_buf).unwrap_or_else(|| vm.join(format!("kernel-{release}")));
+    let dir = dir.as_path();
+    if Kernel::open(dir).is_some() {
         let _ = std::fs::remove_dir_all(&tmp);
     } else {
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::rename(&tmp, &dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::rename(&tmp, dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    Kernel::open(&dir).ok_or_else(|| format!("{}: unpacked kernel is incomplete", dir.display()))
+    Kernel::open(dir).ok_or_else(|| format!("{}: unpacked kernel is incomplete", dir.display()))
 }
 
 /// Where a bzImage keeps its compressed kernel: the setup header's `payload_offset` and
@@ -380,6 +414,34 @@ mod tests {
         assert_eq!(payload_codec(&[0xfd, b'7', b'z', b'X', b'Z', 0]), Some(("xz", 4)));
         assert_eq!(payload_codec(&[0x1f, 0x8b, 8]), Some(("gzip", 0)));
         assert_eq!(bzimage_payload(&[0u8; 100]), None);
+    }
+
+    /// A kernel from a file is kept by its digest and never stands in for the archive's
+    /// kernel of the same release (a rebuilt package keeps the release it was built from).
+    #[test]
+    fn kernels_from_files_are_kept_apart() {
+        let vm = std::env::temp_dir().join(format!("qdl-kernel-test-{}", std::process::id()));
+        let fake = |dir: &str, release: &str, release_file: bool| {
+            let d = vm.join(dir);
+            std::fs::create_dir_all(d.join("root/lib/modules").join(release)).unwrap();
+            std::fs::write(d.join("root/lib/modules").join(release).join("modules.dep"), "").unwrap();
+            std::fs::create_dir_all(d.join("root/boot")).unwrap();
+            std::fs::write(d.join(".complete"), "").unwrap();
+            if release_file {
+                std::fs::write(d.join("release"), format!("{release}\n")).unwrap();
+            }
+        };
+        fake("kernel-6.12.57+deb13-amd64", "6.12.57+deb13-amd64", false);
+        fake("kernel-deb-4b0ca59eb247", "6.12.99+deb13-amd64", true);
+        let k = Kernel::open(&vm.join("kernel-deb-4b0ca59eb247")).unwrap();
+        assert_eq!(k.release, "6.12.99+deb13-amd64");
+        let got: Vec<String> = cached(&vm, "6.12", "trixie").into_iter().map(|k| k.release).collect();
+        assert_eq!(got, ["6.12.57+deb13-amd64"]);
+        let deb = vm.join("k.deb");
+        std::fs::write(&deb, b"abc").unwrap();
+        // sha256("abc") = ba7816bf8f01cfea414140de5dae2223…
+        assert_eq!(file_digest(&deb).unwrap(), "ba7816bf8f01");
+        std::fs::remove_dir_all(&vm).unwrap();
     }
 
     /// The real thing, when a Debian kernel is in the cache.

@@ -35,7 +35,9 @@
 //! (kvm|tcg), `QDL_VM_REFRESH=1` (ask the archive again instead of reusing cached
 //! choices), `QDL_VM_KEEP=1` (keep the run directory: console log, initrd, result),
 //! `QDL_VM_APPEND` (more kernel parameters, e.g. `ignore_loglevel`), `QDL_VM_TIMING=1`
-//! (print where the time went), `QDL_DEBIAN_MIRROR`.
+//! (print where the time went), `QDL_DEBIAN_MIRROR`, `QDL_VM_TC` (a tc built for this
+//! machine that the guest runs instead of its Debian iproute2's — e.g.
+//! scripts/build-iproute2.sh's 6.18, the first that knows dualpi2; with its libraries).
 
 pub mod apt;
 pub mod guest;
@@ -61,6 +63,8 @@ use wire::{Envelope, GuestRun, Marker, ENVELOPE_FORMAT, RUN_FORMAT};
 
 /// Where the guest program sits in the image.
 pub const GUEST_INIT: &str = "usr/bin/qdisc-lab";
+/// Where a tc given with `QDL_VM_TC` sits in the image (the guest prefers it).
+pub const GUEST_TC: &str = "usr/local/sbin/tc";
 /// The argument that makes the guest program act as the guest's init
 /// (`qdisc-lab vm-guest`, which calls [`guest::main`]).
 pub const GUEST_ARG: &str = "vm-guest";
@@ -121,13 +125,16 @@ pub struct VmBackend {
     /// More kernel parameters (after the backend's own, so they can override them);
     /// `QDL_VM_APPEND` by default.
     pub kernel_args: String,
+    /// The guest's tc instead of Debian's (`QDL_VM_TC` by default).
+    pub tc: Option<PathBuf>,
     timing: Mutex<Option<VmTiming>>,
 }
 
 impl VmBackend {
     pub fn new(kernel: KernelChoice, guest_program: PathBuf) -> VmBackend {
         let kernel_args = std::env::var("QDL_VM_APPEND").unwrap_or_default();
-        VmBackend { kernel, guest_program, kernel_args, timing: Mutex::new(None) }
+        let tc = std::env::var_os("QDL_VM_TC").map(PathBuf::from);
+        VmBackend { kernel, guest_program, kernel_args, tc, timing: Mutex::new(None) }
     }
 
     /// How long the last run's steps took.
@@ -355,6 +362,33 @@ pub fn outcome_for_vm(env: Envelope, release: &str) -> Result<RunResult, RunErro
     }
 }
 
+/// A qdisc kind the scenario adds whose module the kernel has neither as a module nor
+/// built in: refused before booting, with the lines that need it (the guest loads the
+/// others before its tc scripts run: [`guest`]).
+fn refuse_lacking_modules(s: &Scenario, k: &kernel::Kernel) -> Result<(), RunError> {
+    let read = |n: &str| std::fs::read_to_string(k.modules.join(n)).unwrap_or_default();
+    let need = crate::host::tc::needed_qdiscs(s);
+    let modules: Vec<(String, &Vec<String>)> =
+        need.iter().filter_map(|(kind, why)| Some((crate::host::tc::qdisc_module(kind)?, why))).collect();
+    let lacking =
+        image::lacking_modules(&read("modules.dep"), &read("modules.builtin"), modules.iter().map(|m| m.0.as_str()));
+    if lacking.is_empty() {
+        return Ok(());
+    }
+    let mut msg = format!("the guest kernel ({}, {}) cannot run this scenario:", k.release, k.package);
+    for (m, why) in modules.iter().filter(|m| lacking.contains(&m.0.as_str())) {
+        msg.push_str(&format!("\n  no {m} module, and not built in; needed by:"));
+        for w in why.iter() {
+            msg.push_str(&format!("\n    {w}"));
+        }
+    }
+    msg.push_str(
+        "\nChoose a kernel that has them: --kernel 6.12, 6.1, a linux-image package or a .deb file \
+         (scripts/build-kernel-deb.sh builds Debian's 6.18 with sch_dualpi2).",
+    );
+    Err(RunError::Unsupported(msg))
+}
+
 impl Backend for VmBackend {
     fn name(&self) -> &'static str {
         "vm"
@@ -405,11 +439,12 @@ impl VmBackend {
             progress.phase("fetching kernel");
             let mut say = |m: &str| progress.phase(m);
             let kernel = kernel::fetch(&vm, &self.kernel, &mut say).map_err(prep)?;
+            refuse_lacking_modules(s, &kernel)?;
             cancelled()?;
             let debs = image::fetch_userland(&vm, &mut say).map_err(prep)?;
             cancelled()?;
             let base = image::base(&vm, &kernel, &debs, &mut say).map_err(prep)?;
-            let program = image::program(&vm, &self.guest_program, &base).map_err(prep)?;
+            let program = image::program(&vm, &self.guest_program, self.tc.as_deref(), &base).map_err(prep)?;
             (kernel, base, program)
         };
         cancelled()?;
@@ -583,6 +618,40 @@ mod tests {
         assert_eq!(rerun(&gp, false, false, true, true, 0), None);
         // No crash, no rerun.
         assert_eq!(rerun("[    1.0] booted\n", false, true, true, false, 0), None);
+    }
+
+    /// A qdisc module the kernel lacks is refused before booting, with the lines that
+    /// need it; one built in is not.
+    #[test]
+    fn a_kernel_without_a_scenarios_qdisc_module_is_refused() {
+        let dir = std::env::temp_dir().join(format!("qdl-vm-modules-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("modules.dep"), "kernel/net/sched/sch_tbf.ko.xz:\n").unwrap();
+        std::fs::write(dir.join("modules.builtin"), "").unwrap();
+        let k = kernel::Kernel {
+            release: "6.18.15+deb13-amd64".into(),
+            dir: dir.clone(),
+            modules: dir.clone(),
+            vmlinux: None,
+            vmlinuz: dir.join("vmlinuz"),
+            package: "linux-image-6.18.15+deb13-amd64 6.18.15-1~bpo13+1".into(),
+        };
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let s = Scenario::load(root.join("scenarios/dualpi2-l4s.toml")).unwrap();
+        let RunError::Unsupported(m) = refuse_lacking_modules(&s, &k).unwrap_err() else { panic!() };
+        let file = &s.file;
+        assert_eq!(
+            m,
+            format!(
+                "the guest kernel (6.18.15+deb13-amd64, linux-image-6.18.15+deb13-amd64 6.18.15-1~bpo13+1) cannot run \
+                 this scenario:\n  no sch_dualpi2 module, and not built in; needed by:\n    {file}:32: tc.client: qdisc \
+                 add dev eth0 parent 1:1 handle 2: dualpi2\nChoose a kernel that has them: --kernel 6.12, 6.1, a \
+                 linux-image package or a .deb file (scripts/build-kernel-deb.sh builds Debian's 6.18 with sch_dualpi2)."
+            )
+        );
+        std::fs::write(dir.join("modules.builtin"), "kernel/net/sched/sch_dualpi2.ko\n").unwrap();
+        assert_eq!(refuse_lacking_modules(&s, &k), Ok(()));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -184,7 +184,7 @@ pub struct WireTraffic {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WireKind {
     Tcp { flows: u32, cc: String, rate: Option<u64> },
-    Udp { rate: Option<u64>, size: u32, flows: u32 },
+    Udp { rate: Option<u64>, size: u32, flows: u32, tos: u8 },
     Pktgen { rate: Option<u64>, size: u32, flows: u32 },
     Ping { interval: u64 },
 }
@@ -258,8 +258,8 @@ impl From<&Scenario> for WireScenario {
                         TrafficKind::Tcp { flows, cc, rate } => {
                             WireKind::Tcp { flows: *flows, cc: cc.clone(), rate: *rate }
                         }
-                        TrafficKind::Udp { rate, size, flows } => {
-                            WireKind::Udp { rate: *rate, size: *size, flows: *flows }
+                        TrafficKind::Udp { rate, size, flows, tos } => {
+                            WireKind::Udp { rate: *rate, size: *size, flows: *flows, tos: *tos }
                         }
                         TrafficKind::Pktgen { rate, size, flows } => {
                             WireKind::Pktgen { rate: *rate, size: *size, flows: *flows }
@@ -343,7 +343,7 @@ impl From<WireScenario> for Scenario {
                 .map(|t| Traffic {
                     kind: match t.kind {
                         WireKind::Tcp { flows, cc, rate } => TrafficKind::Tcp { flows, cc, rate },
-                        WireKind::Udp { rate, size, flows } => TrafficKind::Udp { rate, size, flows },
+                        WireKind::Udp { rate, size, flows, tos } => TrafficKind::Udp { rate, size, flows, tos },
                         WireKind::Pktgen { rate, size, flows } => TrafficKind::Pktgen { rate, size, flows },
                         WireKind::Ping { interval } => TrafficKind::Ping { interval },
                     },
