@@ -1151,7 +1151,9 @@ impl MetaObj {
         let Some(id) = self.id else { return Some(self.val as u64) };
         let mut v: u64 = match id {
             MetaId::Priority => pkt.priority as u64,
-            MetaId::Protocol => hdr.protocol as u64,
+            // int_protocol hands over `skb_protocol()` as the __be16 it is ("let userspace
+            // take care of the byte ordering"): on x86 0x0800 reads as 0x0008.
+            MetaId::Protocol => hdr.protocol.swap_bytes() as u64,
             MetaId::PktLen => pkt.len as u64,
             MetaId::NfMark => pkt.mark as u64,
             MetaId::TcIndex => 0,
@@ -1248,7 +1250,8 @@ mod tests {
         assert!(m("nbyte(\"\\x45\\x00\" at 0)"));
         assert!(!m("cmp(u8 at 86 layer network eq 0)"));
         assert!(m("cmp(u8 at 85 layer network eq 0)"));
-        assert!(m("meta(pkt_len eq 100) and meta(protocol eq 0x800) and meta(tc_index eq 0)"));
+        assert!(m("meta(pkt_len eq 100) and meta(protocol eq 0x0008) and meta(tc_index eq 0)"));
+        assert!(!m("meta(protocol eq 0x800)"));
         // No header at all without a flow.
         let raw = Packet::new(2, 100);
         let hr = Headers::of(&raw);

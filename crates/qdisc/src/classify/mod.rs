@@ -710,6 +710,10 @@ impl SharedBlocks {
 ///   protocols: no transport header.
 /// * Beyond the synthesized headers, up to `len`, the payload reads as zeros; reads
 ///   past `len` fail.
+///
+/// A packet without a 5-tuple that carries its frame's head ([`Packet::frame`]) is
+/// read from those bytes instead ([`Headers::from_frame`]); one with neither reads as
+/// IPv4 with no readable byte.
 pub struct Headers {
     /// Ethertype (host order).
     pub protocol: u16,
@@ -728,8 +732,13 @@ pub struct Headers {
 impl Headers {
     pub fn of(pkt: &Packet) -> Self {
         let dst = DST.with(|d| d.get());
-        let mut h = Headers { protocol: ETH_P_IP, bytes: [0; 74], filled: 0, len: 0, ip_proto: None, dst };
-        let Some(f) = pkt.flow() else { return h };
+        let mut h = Headers { protocol: ETH_P_IP, bytes: [0; Self::LEN], filled: 0, len: 0, ip_proto: None, dst };
+        let Some(f) = pkt.flow() else {
+            if let Some(frame) = pkt.frame() {
+                h.from_frame(frame, pkt.skb_len());
+            }
+            return h;
+        };
         let v4 = f.src[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
         h.protocol = if v4 { ETH_P_IP } else { ETH_P_IPV6 };
         h.ip_proto = Some(f.proto);
@@ -780,8 +789,25 @@ impl Headers {
         h
     }
 
+    /// A frame's own bytes ([`Packet::frame`]), `len` long: `skb->protocol` is its
+    /// ethertype (`packet_parse_headers` → `eth_header_parse_protocol`, as for an
+    /// AF_PACKET frame) and its network header starts after the 14 Ethernet bytes
+    /// (`skb_reset_network_header` after `LL_RESERVED_SPACE`); an IPv4/IPv6 header
+    /// there gives flower its IP protocol.
+    fn from_frame(&mut self, frame: &[u8], len: u32) {
+        self.len = len as usize;
+        self.filled = frame.len();
+        self.bytes[..frame.len()].copy_from_slice(frame);
+        self.protocol = u16::from_be_bytes([self.bytes[12], self.bytes[13]]);
+        self.ip_proto = match self.protocol {
+            ETH_P_IP if self.len >= 14 + 20 => Some(self.bytes[14 + 9]),
+            ETH_P_IPV6 if self.len >= 14 + 40 => Some(self.bytes[14 + 6]),
+            _ => None,
+        };
+    }
+
     /// How many header bytes are synthesized at most.
-    pub const LEN: usize = 14 + 40 + 20;
+    pub const LEN: usize = crate::packet::FRAME_HEAD;
 
     /// The synthesized header bytes from the Ethernet header on (zeros past them).
     pub fn bytes(&self) -> [u8; Self::LEN] {
