@@ -525,7 +525,7 @@ const ETH_HLEN: u32 = 14;
 /// `skb->truesize` of `__alloc_skb(size)` (`kmalloc_reserve`, then `SKB_TRUESIZE` of
 /// the head's `skb_end_offset`): 1016 bytes → 1024 + 320 → the 2048 bucket → 2304;
 /// up to 384 bytes → the small head → 960.
-pub fn alloc_skb_truesize(size: u32) -> u32 {
+pub const fn alloc_skb_truesize(size: u32) -> u32 {
     let obj = size.div_ceil(SMP_CACHE_BYTES) * SMP_CACHE_BYTES + SKB_SHINFO_SIZE;
     let head = if obj <= SKB_SMALL_HEAD_CACHE_SIZE {
         SKB_SMALL_HEAD_CACHE_SIZE
@@ -545,12 +545,12 @@ pub fn alloc_skb_truesize(size: u32) -> u32 {
 /// of up to order 3, each adding its whole allocation (`alloc_skb_with_frags`). This
 /// is what the goldens' `# send` frames (qdl-sendraw) are, and the rule of
 /// [`Packet::new`].
-pub fn packet_snd_truesize(len: u32) -> u32 {
+pub const fn packet_snd_truesize(len: u32) -> u32 {
     let prepad = LL_RESERVED_SPACE_ETH;
     if prepad + len < PAGE_SIZE {
         return alloc_skb_truesize(prepad + len);
     }
-    let linear = len.min(ETH_HLEN);
+    let linear = if len < ETH_HLEN { len } else { ETH_HLEN };
     let mut truesize = alloc_skb_truesize(prepad + linear);
     let mut data_len = len - linear;
     let mut order = PAGE_ALLOC_COSTLY_ORDER;
@@ -558,7 +558,7 @@ pub fn packet_snd_truesize(len: u32) -> u32 {
         while order > 0 && data_len.div_ceil(PAGE_SIZE) * PAGE_SIZE < PAGE_SIZE << order {
             order -= 1;
         }
-        let chunk = data_len.min(PAGE_SIZE << order);
+        let chunk = if data_len < PAGE_SIZE << order { data_len } else { PAGE_SIZE << order };
         truesize += PAGE_SIZE << order;
         data_len -= chunk;
     }
@@ -569,7 +569,7 @@ pub fn packet_snd_truesize(len: u32) -> u32 {
 /// (`__ip_append_data`, one linear skb): `sock_alloc_send_skb` of the IPv4 and UDP
 /// headers and the payload plus `LL_RESERVED_SPACE` + 15 (`alloc_extra`). 1460 payload
 /// bytes: 1519 → 1536 + 320 → 2048 → 2304.
-pub fn ip_append_data_truesize(payload: u32) -> u32 {
+pub const fn ip_append_data_truesize(payload: u32) -> u32 {
     alloc_skb_truesize(payload + 8 + 20 + LL_RESERVED_SPACE_ETH + 15)
 }
 
@@ -578,7 +578,7 @@ pub fn ip_append_data_truesize(payload: u32) -> u32 {
 /// from the small head cache (960), plus the payload's bytes, which the page frags
 /// add exactly (`skb_copy_to_page_nocache`; `tso_fragment`, `tcp_fragment` and
 /// `skb_shift` move truesize with the bytes).
-pub fn tcp_skb_truesize(payload: u32) -> u32 {
+pub const fn tcp_skb_truesize(payload: u32) -> u32 {
     alloc_skb_truesize(MAX_TCP_HEADER) + payload
 }
 

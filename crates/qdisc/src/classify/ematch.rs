@@ -1259,6 +1259,25 @@ mod tests {
         assert!(tree("meta(pkt_len gt 99)").unwrap().0.matches(&raw, &hr));
     }
 
+    /// goldens/kernel-6.12/filter-raw-frames: the ematches on an AF_PACKET frame.
+    #[test]
+    fn ematches_read_a_frame() {
+        let head = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0x01, 0x88, 0xb5];
+        let p = Packet::new(1, 64).with_frame(&head);
+        let h = Headers::of(&p);
+        let m = |s: &str| tree(s).unwrap().0.matches(&p, &h);
+        assert!(m("cmp(u16 at 12 layer link mask 0xffff eq 0x88b5)"));
+        assert!(!m("cmp(u16 at 12 layer link mask 0xffff eq 0x88b6)"));
+        assert!(m("u32(u16 0x0200 0xffff at -8)"));
+        assert!(m("nbyte(\"\\x02\\x00\" at 6 layer link)"));
+        // skb->protocol as the __be16 it is: 0x88b5 reads 0xb588 on x86.
+        assert!(!m("meta(protocol eq 0x88b5) and u32(u16 0x0200 0xffff at -8)"));
+        assert!(m("meta(protocol eq 0xb588)"));
+        // 50 bytes after the Ethernet header: 44..48 is inside, 48..52 is not.
+        assert!(m("u32(u32 0 0xffffffff at 44)"));
+        assert!(!m("u32(u32 0 0 at 48)"));
+    }
+
     #[test]
     fn meta_shift_and_mask() {
         let mut p = Packet::new(1, 64);
