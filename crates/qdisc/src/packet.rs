@@ -143,8 +143,9 @@ pub const PART_SHIFT: u32 = 48;
 /// including all GSO segments' headers (§1.2 of docs/kernel-notes.md).
 ///
 /// Every enqueue and dequeue moves a packet by value, so it is kept to one 64-byte
-/// cache line (asserted below): what few packets carry — the 5-tuple, and `skb->len`
-/// while a size table's length is in `len` — is boxed in [`Rare`], and the socket is
+/// cache line (asserted below): what few packets carry — the 5-tuple, `skb->len`
+/// while a size table's length is in `len`, the head of a frame without a 5-tuple —
+/// is boxed in [`Rare`], and the socket is
 /// shared by reference like the kernel's `skb->sk`. The simulator gives every packet
 /// a 5-tuple, so its size-tabled packets pay nothing more; elsewhere a size-tabled
 /// packet pays one allocation, where an inline field would cost every packet a
@@ -175,8 +176,9 @@ pub struct Packet {
     pub enqueued_at: Instant,
     /// The sending socket, if any (`skb->sk`), shared by all its packets.
     pub sk: Option<Arc<Socket>>,
-    /// The 5-tuple ([`Packet::flow`]) and the size-tabled packet's `skb->len`; `None`
-    /// when the packet has neither, so equal packets compare equal.
+    /// The 5-tuple ([`Packet::flow`]), the size-tabled packet's `skb->len` and a
+    /// frame's head ([`Packet::frame`]); `None` when the packet has none, so equal
+    /// packets compare equal.
     rare: Option<Box<Rare>>,
     /// [`CHARGED`], [`NETEM_DUP`], [`CORRUPTED`], [`STABBED`]: one byte, with unused
     /// values left as a niche for `Option<Packet>`.
@@ -309,7 +311,9 @@ impl Packet {
         }
     }
     /// `skb_gso_segment` of a GSO packet: `gso_segs` new skbs sharing `len` as evenly
-    /// as possible (larger ones first). The socket's charge stays with the original.
+    /// as possible (larger ones first), each with the truesize of a frame of its
+    /// length ([`packet_snd_truesize`]: `skb_segment`'s own head sizes are not
+    /// modelled). The socket's charge stays with the original.
     /// Segment k (from 1) carries the original's id with k in its [`part`](Self::part),
     /// so the caller can tell which bytes of its skb each one holds.
     pub fn gso_segments(&self) -> impl Iterator<Item = Packet> + '_ {
