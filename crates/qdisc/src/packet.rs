@@ -1,5 +1,9 @@
 //! The packet as a qdisc sees it: the fields of `struct sk_buff` that the
 //! schedulers read (length, hash, priority, mark, dsfield, EDT timestamp, socket).
+//! The classifiers read its headers: synthesized from its 5-tuple when it has one,
+//! else from the head of its frame when the caller gave it (an AF_PACKET frame, a
+//! captured non-IP frame). Its `truesize` follows the kernel's allocation of the
+//! skb, one rule per way packets are made here (the section below `Packet`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
