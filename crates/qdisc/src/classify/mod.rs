@@ -712,7 +712,7 @@ impl SharedBlocks {
 ///   past `len` fail.
 ///
 /// A packet without a 5-tuple that carries its frame's head ([`Packet::frame`]) is
-/// read from those bytes instead ([`Headers::from_frame`]); one with neither reads as
+/// read from those bytes instead ([`Headers::read_frame`]); one with neither reads as
 /// IPv4 with no readable byte.
 pub struct Headers {
     /// Ethertype (host order).
@@ -744,7 +744,7 @@ impl Headers {
         let mut h = Headers { protocol: ETH_P_IP, bytes: [0; Self::LEN], filled: 0, len: 0, ip_proto: None, dst };
         let Some(f) = pkt.flow() else {
             if let Some(frame) = pkt.frame() {
-                h.from_frame(frame, pkt.skb_len());
+                h.read_frame(frame, pkt.skb_len());
             }
             return h;
         };
@@ -803,7 +803,7 @@ impl Headers {
     /// AF_PACKET frame) and its network header starts after the 14 Ethernet bytes
     /// (`skb_reset_network_header` after `LL_RESERVED_SPACE`); an IPv4/IPv6 header
     /// there gives flower its IP protocol.
-    fn from_frame(&mut self, frame: &[u8], len: u32) {
+    fn read_frame(&mut self, frame: &[u8], len: u32) {
         self.len = len as usize;
         self.filled = frame.len();
         self.bytes[..frame.len()].copy_from_slice(frame);
@@ -815,7 +815,7 @@ impl Headers {
         };
     }
 
-    /// What flower dissects from a frame's own IP header ([`Headers::from_frame`]): the
+    /// What flower dissects from a frame's own IP header ([`Headers::read_frame`]): the
     /// addresses (IPv4 ones IPv4-mapped), the DS field and, for TCP/UDP/SCTP after an
     /// option-less header, the ports. None for a packet whose headers were synthesized
     /// from its 5-tuple, or a frame without a whole IPv4/IPv6 header.
