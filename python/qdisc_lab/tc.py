@@ -63,7 +63,9 @@ class Tc:
         (``__dev_xmit_skb``). Fields: ``src``, ``dst`` (IP addresses), ``sport``,
         ``dport``, ``proto`` (6), ``priority``, ``mark``, ``tos``, ``hash`` (else the
         5-tuple's), ``id`` (else a counter), ``driver_idle`` (False: the driver is
-        busy, so no bypass). Returns "queued", "congested", "dropped", "stolen", or
+        busy, so no bypass), ``frame`` (bytes: the frame from its Ethernet header on,
+        which u32, the ematches and flower read when the packet has no addresses; its
+        ethertype is the packet's protocol; bytes past it read as zeros). Returns "queued", "congested", "dropped", "stolen", or
         "direct" (sent to the driver without queueing: noqueue, or a bypass)."""
         return self._tc.enqueue(dev, t_ns, length, **fields)
 

@@ -77,3 +77,19 @@ def test_batch_and_devices():
     with pytest.raises(TcError) as e:
         tc.batch("qdisc add dev eth0 root pfifo\nqdisc show\n")
     assert "Command failed -:1" in e.value.message
+
+
+def test_classifiers_read_a_frame_without_addresses():
+    # An AF_PACKET-like frame: broadcast, from 02:00:00:00:00:01, ethertype 0x88b5.
+    # u32 reads from the network header (offset 14), so -8 is the source MAC's first
+    # four bytes; a key past the frame's end (84 + 4 > 100 - 14) ends that filter and
+    # the next one is tried.
+    frame = bytes([0xFF] * 6 + [0x02, 0, 0, 0, 0, 0x01, 0x88, 0xB5])
+    tc = Tc()
+    tc.run("qdisc add dev eth0 root handle 1: prio bands 4")
+    tc.run("filter add dev eth0 parent 1: protocol all prio 1 u32 match u32 0 0xffffffff at 84 flowid 1:1")
+    tc.run("filter add dev eth0 parent 1: protocol all prio 2 u32 match u32 0x02000000 0xffffffff at -8 flowid 1:3")
+    tc.enqueue("eth0", 0, length=100, frame=frame, id=1)  # band 2 (1:3)
+    tc.enqueue("eth0", 0, length=100, id=2)  # no bytes to read: priomap's band 1
+    tc.enqueue("eth0", 0, length=100, frame=frame, id=3)  # band 2
+    assert [tc.dequeue("eth0", 0)["id"] for _ in range(3)] == [2, 1, 3]

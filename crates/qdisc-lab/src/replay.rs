@@ -145,7 +145,13 @@ struct Arrival {
     priority: u32,
     mark: u32,
     tos: u8,
+    /// A non-IP frame's head, in `Traffic::heads` ([`NO_HEAD`]: an IP packet, whose
+    /// headers the classifiers read from its 5-tuple).
+    head: u32,
 }
+
+/// `Arrival::head` of a packet that carries no frame head.
+const NO_HEAD: u32 = u32::MAX;
 
 /// What a flow is, for the report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -174,6 +180,9 @@ struct Traffic {
     flows: Vec<FlowInfo>,
     /// Sorted by time; ties keep their capture/generation order.
     arrivals: Vec<Arrival>,
+    /// The heads of the captured non-IP frames (`qdisc::packet::FRAME_HEAD` bytes at
+    /// most, from the Ethernet header on), which u32, the ematches and flower read.
+    heads: Vec<Box<[u8]>>,
 }
 
 impl Traffic {
@@ -383,7 +392,15 @@ fn generate(specs: &[FlowSpec], duration: u64, seed: u64) -> Result<Traffic, Str
                 if at >= end {
                     break;
                 }
-                arrivals.push(Arrival { at, len: f.size, flow: j, priority: f.priority, mark: f.mark, tos: f.tos });
+                arrivals.push(Arrival {
+                    at,
+                    len: f.size,
+                    flow: j,
+                    priority: f.priority,
+                    mark: f.mark,
+                    tos: f.tos,
+                    head: NO_HEAD,
+                });
             }
         }
     }
@@ -392,6 +409,7 @@ fn generate(specs: &[FlowSpec], duration: u64, seed: u64) -> Result<Traffic, Str
         source: Source::Flows { specs: specs.iter().map(|f| f.text.clone()).collect(), duration_ns: duration, seed },
         flows,
         arrivals,
+        heads: Vec::new(),
     })
 }
 
@@ -460,6 +478,31 @@ impl Link {
             Some((k, tos, prio)) => (FlowId::Ip(k), tos, prio, len),
             None => (FlowId::Ether(ethertype), 0, 0, len),
         }
+    }
+}
+
+impl Link {
+    /// A captured non-IP frame's head as the device would send it, from the Ethernet
+    /// header on (at most [`qdisc::packet::FRAME_HEAD`] bytes): an Ethernet capture's
+    /// own bytes; a header-less capture's behind zero MACs and its ethertype.
+    fn frame_head(self, data: &[u8]) -> Box<[u8]> {
+        let (mut head, rest) = match self {
+            Link::Ethernet => (Vec::new(), data),
+            Link::RawIp => {
+                let mut h = vec![0; 14];
+                h[12] = if data.first().map(|b| b >> 4) == Some(6) { 0x86 } else { 0x08 };
+                h[13] = if h[12] == 0x86 { 0xdd } else { 0 };
+                (h, data)
+            }
+            Link::Sll { header, proto_at } => {
+                let mut h = vec![0; 14];
+                h[12..].copy_from_slice(&be16(data, proto_at).unwrap_or(0).to_be_bytes());
+                (h, data.get(header..).unwrap_or(&[]))
+            }
+        };
+        let take = qdisc::packet::FRAME_HEAD.saturating_sub(head.len()).min(rest.len());
+        head.extend_from_slice(&rest[..take]);
+        head.into()
     }
 }
 
@@ -551,6 +594,8 @@ fn read_pcap(path: &str) -> Result<Traffic, String> {
     let err = |e: pcap_file::PcapError| format!("{path}: {}", pcap_err(e));
     // (timestamp ns, flow id, tos, priority, len)
     let mut frames: Vec<(u64, FlowId, u8, u32, u32)> = Vec::new();
+    // The heads of the non-IP frames, by their index in `frames`.
+    let mut heads: BTreeMap<usize, Box<[u8]>> = BTreeMap::new();
     const PCAP_MAGICS: [[u8; 4]; 4] =
         [[0xD4, 0xC3, 0xB2, 0xA1], [0xA1, 0xB2, 0xC3, 0xD4], [0x4D, 0x3C, 0xB2, 0xA1], [0xA1, 0xB2, 0x3C, 0x4D]];
     let pcapng = data.starts_with(&[0x0A, 0x0D, 0x0D, 0x0A]);
@@ -594,6 +639,9 @@ fn read_pcap(path: &str) -> Result<Traffic, String> {
                     let ns = (ticks * num / den).min(u64::MAX as u128) as u64;
                     let (id, tos, prio, len) = link.classify(&p.data, p.original_len);
                     too_long(path, frames.len() + 1, p.original_len)?;
+                    if let FlowId::Ether(_) = id {
+                        heads.insert(frames.len(), link.frame_head(&p.data));
+                    }
                     frames.push((ns, id, tos, prio, len));
                 }
                 Block::SimplePacket(_) | Block::Packet(_) => {
@@ -623,6 +671,9 @@ fn read_pcap(path: &str) -> Result<Traffic, String> {
             let ns = p.ts_sec as u64 * 1_000_000_000 + p.ts_frac as u64 * frac_ns;
             let (id, tos, prio, len) = link.classify(&p.data, p.orig_len);
             too_long(path, frames.len() + 1, p.orig_len)?;
+            if let FlowId::Ether(_) = id {
+                heads.insert(frames.len(), link.frame_head(&p.data));
+            }
             frames.push((ns, id, tos, prio, len));
         }
     }
@@ -631,15 +682,23 @@ fn read_pcap(path: &str) -> Result<Traffic, String> {
     let mut index: BTreeMap<FlowId, u32> = BTreeMap::new();
     let mut flows = Vec::new();
     let mut arrivals = Vec::with_capacity(frames.len());
-    for (ns, id, tos, priority, len) in frames {
+    let mut kept = Vec::with_capacity(heads.len());
+    for (i, (ns, id, tos, priority, len)) in frames.into_iter().enumerate() {
         let flow = *index.entry(id).or_insert_with(|| {
             flows.push(FlowInfo { id, spec: None, priority, tos });
             flows.len() as u32 - 1
         });
-        arrivals.push(Arrival { at: ns - t0, len, flow, priority, mark: 0, tos });
+        let head = match heads.remove(&i) {
+            Some(h) => {
+                kept.push(h);
+                kept.len() as u32 - 1
+            }
+            None => NO_HEAD,
+        };
+        arrivals.push(Arrival { at: ns - t0, len, flow, priority, mark: 0, tos, head });
     }
     arrivals.sort_by_key(|a| a.at); // stable: captures are nearly sorted; ties keep file order
-    Ok(Traffic { source: Source::Pcap { file: path.to_string() }, flows, arrivals })
+    Ok(Traffic { source: Source::Pcap { file: path.to_string() }, flows, arrivals, heads: kept })
 }
 
 // ---- the run -------------------------------------------------------------------
@@ -710,6 +769,8 @@ fn simulate(dev: &mut Device, t: &Traffic, rate: u64, overhead: u32) -> Result<S
             let mut pkt = Packet::new(next as u64, a.len);
             if let FlowId::Ip(k) = t.flows[a.flow as usize].id {
                 pkt = pkt.with_flow(k);
+            } else if a.head != NO_HEAD {
+                pkt = pkt.with_frame(&t.heads[a.head as usize]);
             }
             pkt.priority = a.priority;
             pkt.mark = a.mark;

@@ -306,3 +306,52 @@ fn a_duration_beyond_2_to_the_32_microseconds_does_not_wrap() {
     let out = replay_ok(&["--rate", "1mbit", "--flow", "8kbit,size=1000", "--duration", "4295s"]);
     assert!(out.contains(" 4295 pkt "), "{out}");
 }
+
+/// Non-IP frames of a capture carry their own bytes to the classifiers: u32 reads the
+/// Ethernet header at negative offsets from the network header (as the kernel's
+/// u32_classify does from skb_network_offset), flower its MACs. Two ARP frames from
+/// 02:00:00:00:00:01 and one 0x88b5 frame from 02:00:00:00:00:02.
+#[test]
+fn pcap_non_ip_frames_are_classified_by_their_bytes() {
+    let frame = |src: u8, ethertype: [u8; 2]| {
+        let mut f = vec![0xff; 6];
+        f.extend([0x02, 0, 0, 0, 0, src]);
+        f.extend(ethertype);
+        f.resize(60, 0);
+        f
+    };
+    // pcap: little-endian, µs, snaplen 65535, Ethernet.
+    let mut pcap = Vec::new();
+    for w in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 1] {
+        pcap.extend(w.to_le_bytes());
+    }
+    for (i, f) in [frame(1, [0x08, 0x06]), frame(2, [0x88, 0xb5]), frame(1, [0x08, 0x06])].iter().enumerate() {
+        for w in [0u32, i as u32 * 1000, f.len() as u32, f.len() as u32] {
+            pcap.extend(w.to_le_bytes());
+        }
+        pcap.extend(f);
+    }
+    let id = std::process::id();
+    let (cap, tc) = (
+        std::env::temp_dir().join(format!("qdisc-lab-replay-raw-{id}.pcap")),
+        std::env::temp_dir().join(format!("qdisc-lab-replay-raw-{id}.tc")),
+    );
+    std::fs::write(&cap, &pcap).unwrap();
+    std::fs::write(
+        &tc,
+        "qdisc add dev eth0 root handle 1: prio bands 4\n\
+         filter add dev eth0 parent 1: protocol all prio 1 u32 match u16 0x0001 0xffff at -4 flowid 1:3\n\
+         filter add dev eth0 parent 1: protocol all prio 2 flower src_mac 02:00:00:00:00:02 classid 1:4\n",
+    )
+    .unwrap();
+    let out = replay(&["--rate", "100mbit", "--tc", tc.to_str().unwrap(), "--pcap", cap.to_str().unwrap()]);
+    let _ = (std::fs::remove_file(&cap), std::fs::remove_file(&tc));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The word at -4 is the source MAC's last two bytes and the ethertype: its high
+    // half is 00:01 for the ARP frames (u32 → 1:3), 00:02 for the other (flower → 1:4);
+    // nothing is left for priomap's band 1.
+    assert!(text.contains("class prio 1:2 parent 1: \n Sent 0 bytes 0 pkt"), "{text}");
+    assert!(text.contains("class prio 1:3 parent 1: \n Sent 120 bytes 2 pkt"), "{text}");
+    assert!(text.contains("class prio 1:4 parent 1: \n Sent 60 bytes 1 pkt"), "{text}");
+}

@@ -322,9 +322,11 @@ impl Tc {
 
     /// Offer a packet to device `dev` at `t_ns` (`__dev_xmit_skb`): "queued",
     /// "congested", "dropped", "stolen" (NET_XMIT_*), or "direct" when it went straight
-    /// to the driver (noqueue, or a bypass with `driver_idle`).
+    /// to the driver (noqueue, or a bypass with `driver_idle`). `frame`: the frame's
+    /// bytes from its Ethernet header on, which the classifiers read when the packet
+    /// has no addresses (`Packet::frame`).
     #[pyo3(signature = (dev, t_ns, length=1000, src=None, dst=None, sport=0, dport=0, proto=6,
-                        priority=0, mark=0, tos=0, hash=None, id=None, driver_idle=false))]
+                        priority=0, mark=0, tos=0, hash=None, id=None, driver_idle=false, frame=None))]
     #[allow(clippy::too_many_arguments)]
     fn enqueue(
         &mut self,
@@ -342,6 +344,7 @@ impl Tc {
         hash: Option<u32>,
         id: Option<u64>,
         driver_idle: bool,
+        frame: Option<&[u8]>,
     ) -> PyResult<&'static str> {
         let i = self.dev_index(dev)?;
         let addr = |a: Option<&str>| -> PyResult<[u8; 16]> {
@@ -359,6 +362,9 @@ impl Tc {
         let mut pkt = Packet::new(id, length);
         if src.is_some() || dst.is_some() || sport != 0 || dport != 0 {
             pkt = pkt.with_flow(FlowKey { src: addr(src)?, dst: addr(dst)?, sport, dport, proto });
+        }
+        if let Some(f) = frame {
+            pkt.set_frame(Some(f));
         }
         if let Some(h) = hash {
             pkt.hash = h;

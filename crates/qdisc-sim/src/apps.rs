@@ -40,19 +40,6 @@ const UDP_HEADERS: u32 = 8 + 20 + 14;
 /// of `SKB_TRUESIZE(256)` = 832 bytes, include/net/sock.h).
 const UDP_SNDBUF: u64 = 212992;
 
-/// `skb->truesize` of a UDP datagram of `payload` bytes as `__ip_append_data` allocates
-/// it (linear, one skb): `sock_alloc_send_skb` of the UDP and IPv4 headers and the
-/// payload plus `LL_RESERVED_SPACE` (16 on Ethernet) + 15; `__alloc_skb` asks for that
-/// cache-line aligned plus the shared info (320), from `skb_small_head_cache` (640) when
-/// it fits, else a kmalloc size (a power of two from 1024 up), and the truesize is the
-/// head less the shared info plus `SKB_TRUESIZE`'s overhead (256 + 320). 1460 payload
-/// bytes: 1519 → 1536 + 320 → 2048 → 2304.
-fn udp_truesize(payload: u32) -> u32 {
-    use crate::tcp::{SHINFO_SIZE, SKB_STRUCT_SIZE};
-    let size = (payload + 8 + 20 + 16 + 15).div_ceil(64) * 64 + SHINFO_SIZE;
-    let head = if size <= 640 { 640 } else { size.next_power_of_two() };
-    head + SKB_STRUCT_SIZE
-}
 /// An ICMP echo of ping's default 56 data bytes, with IPv4 and Ethernet headers.
 const PING_LEN: u32 = 56 + 8 + 20 + 14;
 
@@ -773,7 +760,7 @@ impl Sim {
         u.sent += 1;
         u.sent_bytes += u.size as u64;
         let len = if u.pktgen { u.size } else { u.size + UDP_HEADERS };
-        let (pktgen, truesize, tos) = (u.pktgen, udp_truesize(u.size), u.tos);
+        let (pktgen, truesize, tos) = (u.pktgen, qdisc::packet::ip_append_data_truesize(u.size), u.tos);
         let meta = Meta { src, dst, payload: Payload::Udp { app, seq, sent_at: now }, alloc: u32::MAX };
         let mut pkt = self.packet(len, 1, &key, meta);
         pkt.tos = tos;
@@ -945,22 +932,5 @@ impl Sim {
         let at = self.now + qdisc::Duration(ns);
         let rtt = (at - sent_at).as_nanos() as f64 / 1e6;
         self.ping[app as usize].samples.push(RttSample { seq: seq + 1, t: at.as_nanos() as f64 / 1e9, rtt_ms: rtt });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    /// `__ip_append_data`'s linear skb: payload + 59, aligned to 64, + 320, from the
-    /// 640-byte small-head cache or a power-of-two kmalloc, + 256 (the `sk_buff`).
-    #[test]
-    fn udp_truesize_follows_the_kmalloc_head() {
-        // 64 + 59 = 123 → 128 + 320 = 448 ≤ 640: the small head, 640 + 256.
-        assert_eq!(super::udp_truesize(64), 896);
-        // 1400 + 59 = 1459 → 1472 + 320 = 1792 → 2048.
-        assert_eq!(super::udp_truesize(1400), 2304);
-        // 1472 + 59 = 1531 → 1536 + 320 = 1856 → 2048.
-        assert_eq!(super::udp_truesize(1472), 2304);
-        // 1733 + 59 = 1792 → 1792 + 320 = 2112 → 4096.
-        assert_eq!(super::udp_truesize(1733), 4352);
     }
 }

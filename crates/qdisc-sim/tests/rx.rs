@@ -292,9 +292,15 @@ fn a_full_veth_ring_stops_a_queue_with_a_qdisc_and_drops_without() {
     // The requeued packet (dev_requeue_skb) is neither in the qdisc's queue nor lost.
     let left = sent(&q) - got(&q) - drops - qlen;
     assert!((1..=256 + 8 + 1).contains(&left), "{left}");
-    // Both run at the consumer's pace (within 2 %: the senders behind the qdisc sleep on
-    // their send buffers and wake at half of it, those of noqueue never sleep).
-    assert!(got(&q).abs_diff(got(&nq)) * 100 / got(&nq) <= 1, "{} {}", got(&q), got(&nq));
+    // Both run at the consumer's pace: the CPU of veth1's NAPI thread never idles (the
+    // senders behind the qdisc sleep on their send buffers and wake at half of it,
+    // those of noqueue never sleep). Behind the qdisc that CPU also restarts the
+    // stopped queue (the ring's consumer wakes it), so it receives somewhat less.
+    for r in [&q, &nq] {
+        let napi = host(r, "a").total.iter().map(|c| c.softirq).fold(0.0, f64::max);
+        assert!(napi > 0.98, "{napi}");
+    }
+    assert!(got(&q) <= got(&nq), "{} {}", got(&q), got(&nq));
 }
 
 #[test]

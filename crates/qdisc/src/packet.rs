@@ -1,5 +1,9 @@
 //! The packet as a qdisc sees it: the fields of `struct sk_buff` that the
 //! schedulers read (length, hash, priority, mark, dsfield, EDT timestamp, socket).
+//! The classifiers read its headers: synthesized from its 5-tuple when it has one,
+//! else from the head of its frame when the caller gave it (an AF_PACKET frame, a
+//! captured non-IP frame). Its `truesize` follows the kernel's allocation of the
+//! skb, one rule per way packets are made here (the section below `Packet`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -154,8 +158,9 @@ pub const PART_SHIFT: u32 = 48;
 /// including all GSO segments' headers (§1.2 of docs/kernel-notes.md).
 ///
 /// Every enqueue and dequeue moves a packet by value, so it is kept to one 64-byte
-/// cache line (asserted below): what few packets carry — the 5-tuple, and `skb->len`
-/// while a size table's length is in `len` — is boxed in [`Rare`], and the socket is
+/// cache line (asserted below): what few packets carry — the 5-tuple, `skb->len`
+/// while a size table's length is in `len`, the head of a frame without a 5-tuple —
+/// is boxed in [`Rare`], and the socket is
 /// shared by reference like the kernel's `skb->sk`. The simulator gives every packet
 /// a 5-tuple, so its size-tabled packets pay nothing more; elsewhere a size-tabled
 /// packet pays one allocation, where an inline field would cost every packet a
@@ -186,8 +191,9 @@ pub struct Packet {
     pub enqueued_at: Instant,
     /// The sending socket, if any (`skb->sk`), shared by all its packets.
     pub sk: Option<Arc<Socket>>,
-    /// The 5-tuple ([`Packet::flow`]) and the size-tabled packet's `skb->len`; `None`
-    /// when the packet has neither, so equal packets compare equal.
+    /// The 5-tuple ([`Packet::flow`]), the size-tabled packet's `skb->len` and a
+    /// frame's head ([`Packet::frame`]); `None` when the packet has none, so equal
+    /// packets compare equal.
     rare: Option<Box<Rare>>,
     /// [`CHARGED`], [`NETEM_DUP`], [`CORRUPTED`], [`STABBED`]: one byte, with unused
     /// values left as a niche for `Option<Packet>`.
@@ -203,7 +209,14 @@ struct Rare {
     flow: Option<FlowKey>,
     /// `skb->len` while [`STABBED`] (crate::stab), else 0.
     stab_skb_len: u32,
+    /// The frame's first bytes, if given ([`Packet::frame`]).
+    frame: Option<Box<[u8]>>,
 }
+
+/// The most bytes of a frame's head a packet keeps ([`Packet::set_frame`]): an
+/// Ethernet header, the largest network header the classifiers read as fields (IPv6's
+/// 40) and a TCP header — the span [`crate::classify::Headers`] holds.
+pub const FRAME_HEAD: usize = 14 + 40 + 20;
 
 /// Four bits whose other values are invalid, as a `bool`'s are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -306,14 +319,16 @@ impl Packet {
             tos: 0,
             tstamp: Instant::ZERO,
             sk: None,
-            truesize: truesize_of(len),
+            truesize: packet_snd_truesize(len),
             enqueued_at: Instant::ZERO,
             rare: None,
             flags: Flags::F0,
         }
     }
     /// `skb_gso_segment` of a GSO packet: `gso_segs` new skbs sharing `len` as evenly
-    /// as possible (larger ones first). The socket's charge stays with the original.
+    /// as possible (larger ones first), each with the truesize of a frame of its
+    /// length ([`packet_snd_truesize`]: `skb_segment`'s own head sizes are not
+    /// modelled). The socket's charge stays with the original.
     /// Segment k (from 1) carries the original's id with k in its [`part`](Self::part),
     /// so the caller can tell which bytes of its skb each one holds.
     pub fn gso_segments(&self) -> impl Iterator<Item = Packet> + '_ {
@@ -324,7 +339,7 @@ impl Packet {
             let mut seg = self.clone();
             // Each segment's qdisc length is its own skb's (tbf_segment).
             seg.unstab();
-            (seg.len, seg.gso_segs, seg.truesize) = (seg_len, 1, truesize_of(seg_len));
+            (seg.len, seg.gso_segs, seg.truesize) = (seg_len, 1, packet_snd_truesize(seg_len));
             seg.id = self.whole_id() | (u64::from(i) + 1) << PART_SHIFT;
             seg
         })
@@ -363,6 +378,28 @@ impl Packet {
     /// Give the packet a 5-tuple, or take it away (`skb->hash` is left alone).
     pub fn set_flow(&mut self, flow: Option<FlowKey>) {
         self.set_rare(|r| r.flow = flow);
+    }
+    /// The frame's first bytes from the Ethernet header on, for a packet that has no
+    /// 5-tuple to synthesize its headers from (an AF_PACKET frame, a non-IP frame of a
+    /// capture): what the classifiers read (u32, the ematches, flower's MACs and
+    /// ethertype; `skb->protocol` is its ethertype). Bytes past it, up to the packet's
+    /// length, read as zeros. A 5-tuple, if also set, wins.
+    pub fn frame(&self) -> Option<&[u8]> {
+        self.rare.as_ref()?.frame.as_deref()
+    }
+    /// Give the packet its frame's head (at most [`FRAME_HEAD`] bytes are kept, without
+    /// the zeros they end with, which read the same), or take it away.
+    pub fn set_frame(&mut self, head: Option<&[u8]>) {
+        let head = head.map(|h| {
+            let h = &h[..h.len().min(FRAME_HEAD)];
+            let end = h.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+            Box::from(&h[..end])
+        });
+        self.set_rare(|r| r.frame = head);
+    }
+    pub fn with_frame(mut self, head: &[u8]) -> Self {
+        self.set_frame(Some(head));
+        self
     }
     /// Change the boxed fields, keeping the box only while it holds something.
     fn set_rare(&mut self, f: impl FnOnce(&mut Rare)) {
@@ -461,10 +498,107 @@ impl Packet {
     }
 }
 
-/// A plausible `skb->truesize` for a linear skb of `len` bytes: data rounded to a
-/// cache line plus the sk_buff and shared-info overhead (≈ 768 bytes on x86_64).
-pub fn truesize_of(len: u32) -> u32 {
-    len.div_ceil(64) * 64 + 768
+// ---- skb->truesize: how the kernel sizes the skbs made here ----------------------
+//
+// Every skb's truesize is `SKB_TRUESIZE(skb_end_offset)` for its head plus what its
+// page frags add. The head comes from `__alloc_skb(size)` → `kmalloc_reserve`: the
+// request is cache-line aligned (`SKB_DATA_ALIGN`) and the `skb_shared_info` added
+// after it (`SKB_HEAD_ALIGN`); a request that fits `skb_small_head_cache` gets that
+// object, any other the kmalloc bucket `kmalloc_size_roundup` names (powers of two
+// from 1024 on here: the 96 and 192 buckets are below the small head), or whole pages
+// beyond the largest bucket. `skb_end_offset` is that object less the shared info, so
+// the truesize is the object plus the aligned `struct sk_buff`. The constants are
+// x86_64's with Debian 6.12/6.18's configuration (the kernels of goldens/).
+
+/// `SMP_CACHE_BYTES` on x86_64: what `SKB_DATA_ALIGN` rounds to.
+pub const SMP_CACHE_BYTES: u32 = 64;
+/// `SKB_DATA_ALIGN(sizeof(struct skb_shared_info))` (320 on x86_64 6.12/6.18).
+pub const SKB_SHINFO_SIZE: u32 = 320;
+/// `SKB_DATA_ALIGN(sizeof(struct sk_buff))` (232 bytes → 256).
+pub const SKB_STRUCT_SIZE: u32 = 256;
+/// `MAX_HEADER`: LL_MAX_HEADER (128 with CONFIG_HYPERV_NET) + 48 (IP tunnels built).
+const MAX_HEADER: u32 = 128 + 48;
+/// `MAX_TCP_HEADER` = `L1_CACHE_ALIGN(128 + MAX_HEADER)`: 320.
+pub const MAX_TCP_HEADER: u32 = (128 + MAX_HEADER).div_ceil(SMP_CACHE_BYTES) * SMP_CACHE_BYTES;
+/// `GRO_MAX_HEAD_PAD`: `GRO_MAX_HEAD` (MAX_HEADER + 128) + `NET_SKB_PAD` (64) +
+/// `NET_IP_ALIGN` (0 on x86): 368.
+const GRO_MAX_HEAD_PAD: u32 = MAX_HEADER + 128 + 64;
+/// `SKB_SMALL_HEAD_CACHE_SIZE`: `SKB_HEAD_ALIGN(max(MAX_TCP_HEADER, GRO_MAX_HEAD_PAD))`
+/// = 384 + 320 = 704 (not a power of two, so not bumped by a cache line). A 60-byte
+/// AF_PACKET frame's truesize, 960, is this head's (goldens/kernel-6.12/cake-traffic).
+pub const SKB_SMALL_HEAD_CACHE_SIZE: u32 = {
+    let m = if MAX_TCP_HEADER > GRO_MAX_HEAD_PAD { MAX_TCP_HEADER } else { GRO_MAX_HEAD_PAD };
+    m.div_ceil(SMP_CACHE_BYTES) * SMP_CACHE_BYTES + SKB_SHINFO_SIZE
+};
+/// `KMALLOC_MAX_CACHE_SIZE` with SLUB (2 pages); larger heads come from the page allocator.
+const KMALLOC_MAX_CACHE_SIZE: u32 = 8192;
+pub const PAGE_SIZE: u32 = 4096;
+/// `PAGE_ALLOC_COSTLY_ORDER`: the largest page order `alloc_skb_with_frags` tries.
+const PAGE_ALLOC_COSTLY_ORDER: u32 = 3;
+/// `LL_RESERVED_SPACE(dev)` of an Ethernet device (ifb, veth: hard_header_len 14, no
+/// needed_headroom): 14 rounded down to `HH_DATA_MOD` (16) plus 16.
+pub const LL_RESERVED_SPACE_ETH: u32 = 16;
+/// `ETH_HLEN`: an Ethernet device's `hard_header_len`.
+const ETH_HLEN: u32 = 14;
+
+/// `skb->truesize` of `__alloc_skb(size)` (`kmalloc_reserve`, then `SKB_TRUESIZE` of
+/// the head's `skb_end_offset`): 1016 bytes → 1024 + 320 → the 2048 bucket → 2304;
+/// up to 384 bytes → the small head → 960.
+pub const fn alloc_skb_truesize(size: u32) -> u32 {
+    let obj = size.div_ceil(SMP_CACHE_BYTES) * SMP_CACHE_BYTES + SKB_SHINFO_SIZE;
+    let head = if obj <= SKB_SMALL_HEAD_CACHE_SIZE {
+        SKB_SMALL_HEAD_CACHE_SIZE
+    } else if obj <= KMALLOC_MAX_CACHE_SIZE {
+        obj.next_power_of_two()
+    } else {
+        // kmalloc_size_roundup past the caches: PAGE_SIZE << get_order(obj).
+        obj.div_ceil(PAGE_SIZE).next_power_of_two() * PAGE_SIZE
+    };
+    head + SKB_STRUCT_SIZE
+}
+
+/// `skb->truesize` of a `len`-byte frame an AF_PACKET socket sends on an Ethernet device
+/// (`packet_snd` → `packet_alloc_skb` → `sock_alloc_send_pskb`): the head reserves
+/// `LL_RESERVED_SPACE` before the frame; a frame that with it fits under a page is
+/// linear, a longer one keeps its link header in the head and the rest in page frags
+/// of up to order 3, each adding its whole allocation (`alloc_skb_with_frags`). This
+/// is what the goldens' `# send` frames (qdl-sendraw) are, and the rule of
+/// [`Packet::new`].
+pub const fn packet_snd_truesize(len: u32) -> u32 {
+    let prepad = LL_RESERVED_SPACE_ETH;
+    if prepad + len < PAGE_SIZE {
+        return alloc_skb_truesize(prepad + len);
+    }
+    let linear = if len < ETH_HLEN { len } else { ETH_HLEN };
+    let mut truesize = alloc_skb_truesize(prepad + linear);
+    let mut data_len = len - linear;
+    let mut order = PAGE_ALLOC_COSTLY_ORDER;
+    while data_len > 0 {
+        while order > 0 && data_len.div_ceil(PAGE_SIZE) * PAGE_SIZE < PAGE_SIZE << order {
+            order -= 1;
+        }
+        let chunk = if data_len < PAGE_SIZE << order { data_len } else { PAGE_SIZE << order };
+        truesize += PAGE_SIZE << order;
+        data_len -= chunk;
+    }
+    truesize
+}
+
+/// `skb->truesize` of a UDP/IPv4 datagram of `payload` bytes from a socket
+/// (`__ip_append_data`, one linear skb): `sock_alloc_send_skb` of the IPv4 and UDP
+/// headers and the payload plus `LL_RESERVED_SPACE` + 15 (`alloc_extra`). 1460 payload
+/// bytes: 1519 → 1536 + 320 → 2048 → 2304.
+pub const fn ip_append_data_truesize(payload: u32) -> u32 {
+    alloc_skb_truesize(payload + 8 + 20 + LL_RESERVED_SPACE_ETH + 15)
+}
+
+/// `skb->truesize` of a TCP skb carrying `payload` bytes: the head
+/// `tcp_stream_alloc_skb` (and `tcp_send_ack`) allocates, `alloc_skb(MAX_TCP_HEADER)`
+/// from the small head cache (960), plus the payload's bytes, which the page frags
+/// add exactly (`skb_copy_to_page_nocache`; `tso_fragment`, `tcp_fragment` and
+/// `skb_shift` move truesize with the bytes).
+pub const fn tcp_skb_truesize(payload: u32) -> u32 {
+    alloc_skb_truesize(MAX_TCP_HEADER) + payload
 }
 
 /// `ip_tos2prio`, indexed by `IPTOS_TOS(tos) >> 1` (include/net/route.h; the
@@ -529,6 +663,43 @@ mod tests {
         assert_eq!(sk.wmem_alloc(), b.truesize as u64);
         drop(b);
         assert_eq!(sk.wmem_alloc(), 0);
+    }
+}
+
+#[cfg(test)]
+mod truesize_tests {
+    use super::*;
+
+    #[test]
+    fn af_packet_frames_take_a_small_head_a_kmalloc_bucket_or_pages() {
+        // len + 16 aligned to 64, + 320 of shared info: ≤ 704 is the small head; else
+        // the power-of-two bucket; the truesize adds the sk_buff's 256.
+        assert_eq!(packet_snd_truesize(60), 704 + 256); // 76 → 128 + 320 = 448
+        assert_eq!(packet_snd_truesize(368), 704 + 256); // 384 + 320 = 704
+        assert_eq!(packet_snd_truesize(369), 1024 + 256); // 448 + 320 = 768
+        assert_eq!(packet_snd_truesize(1000), 2048 + 256); // 1024 + 320 = 1344
+        assert_eq!(packet_snd_truesize(1514), 2048 + 256); // 1536 + 320 = 1856
+        assert_eq!(packet_snd_truesize(1712), 2048 + 256); // 1728 + 320 = 2048
+        assert_eq!(packet_snd_truesize(1713), 4096 + 256); // 1729 → 1792 + 320
+        assert_eq!(packet_snd_truesize(4079), 8192 + 256); // 4095 → 4096 + 320
+                                                           // From a page on: the 14-byte link header in a small head (30 bytes), the rest
+                                                           // in frags of 2^order pages, the largest order PAGE_ALIGN(rest) fills.
+        assert_eq!(packet_snd_truesize(4080), 960 + 4096); // 4066 left: one page
+        assert_eq!(packet_snd_truesize(9014), 960 + 8192 + 4096); // 9000: 8192, then 808
+                                                                  // Past the largest kmalloc cache, whole pages in a power of two.
+        assert_eq!(alloc_skb_truesize(8000), 16384 + 256); // 8000 + 320 = 8320: 3 → 4 pages
+    }
+
+    #[test]
+    fn udp_and_tcp_skbs() {
+        // __ip_append_data: payload + 28 of headers + 16 + 15.
+        assert_eq!(ip_append_data_truesize(64), 960); // 123 → 128 + 320
+        assert_eq!(ip_append_data_truesize(1460), 2304); // 1519 → 1536 + 320 = 1856
+        assert_eq!(ip_append_data_truesize(1733), 4352); // 1792 + 320 = 2112: the 4096 bucket
+                                                         // tcp_stream_alloc_skb: MAX_TCP_HEADER (320) + 320 = 640 fits the small head.
+        assert_eq!(tcp_skb_truesize(0), 960);
+        assert_eq!(tcp_skb_truesize(1448), 960 + 1448);
+        assert_eq!(Packet::new(1, 1000).truesize, 2304);
     }
 }
 

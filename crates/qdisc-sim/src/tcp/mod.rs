@@ -125,22 +125,15 @@ pub const ACK_LEN: u32 = HEADER;
 pub const GSO_MAX_SIZE: u32 = 65536 - 321;
 
 /// `skb->truesize` of a TCP data skb before its payload is attached: the head that
-/// `tcp_stream_alloc_skb` allocates (`alloc_skb_fclone(MAX_TCP_HEADER)`), set to
-/// `SKB_TRUESIZE(skb_end_offset(skb))`. On x86_64 6.12 with MAX_TCP_HEADER = 320 the head
-/// comes from `skb_small_head_cache` (`SKB_HEAD_ALIGN(320)` = 640 bytes, of which
-/// `skb_end_offset` = 320 before `skb_shared_info`), so SKB_TRUESIZE(320) =
-/// 320 + SKB_DATA_ALIGN(sizeof(struct sk_buff) = 232) + SKB_DATA_ALIGN(sizeof(struct
-/// skb_shared_info) = 320) = 320 + 256 + 320. The headers live in that head; the payload
-/// (page frags) adds exactly its length (`skb_copy_to_page_nocache`; `tso_fragment`,
-/// `tcp_fragment` and `skb_shift` move truesize with the bytes).
-pub const SKB_HEAD_TRUESIZE: u32 = 896;
+/// `tcp_stream_alloc_skb` allocates (`alloc_skb_fclone(MAX_TCP_HEADER)`), 960 bytes on
+/// x86_64 6.12/6.18 — the engine's rule for that path, [`qdisc::packet::tcp_skb_truesize`],
+/// which derives it. The headers live in that head; the payload (page frags) adds
+/// exactly its length.
+pub const SKB_HEAD_TRUESIZE: u32 = qdisc::packet::tcp_skb_truesize(0);
 
-/// `MAX_TCP_HEADER` (x86_64 distribution kernels, see [`SKB_HEAD_TRUESIZE`]).
-pub const MAX_TCP_HEADER: u32 = 320;
-/// `SKB_DATA_ALIGN(sizeof(struct skb_shared_info))` and
-/// `SKB_DATA_ALIGN(sizeof(struct sk_buff))` on x86_64 (see [`SKB_HEAD_TRUESIZE`]).
-pub const SHINFO_SIZE: u32 = 320;
-pub const SKB_STRUCT_SIZE: u32 = 256;
+/// `MAX_TCP_HEADER`, and `SKB_DATA_ALIGN` of `sizeof(struct skb_shared_info)` and of
+/// `sizeof(struct sk_buff)` on x86_64 (the engine's, see [`qdisc::packet`]).
+pub use qdisc::packet::{MAX_TCP_HEADER, SKB_SHINFO_SIZE as SHINFO_SIZE, SKB_STRUCT_SIZE};
 
 /// `TCP_INFINITE_SSTHRESH`.
 pub const INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
@@ -399,7 +392,7 @@ impl Segment {
 
 /// `skb->truesize` of a TCP data skb carrying `len` payload bytes (see [`SKB_HEAD_TRUESIZE`]).
 pub fn truesize_of_payload(len: u32) -> u32 {
-    SKB_HEAD_TRUESIZE + len
+    qdisc::packet::tcp_skb_truesize(len)
 }
 
 /// A pure ACK from the receiver.

@@ -28,7 +28,7 @@
 //!   max(2 × truesize, pacing_rate >> 10) (capped by `tcp_limit_output_bytes` when the
 //!   socket is not paced, doubled for retransmissions), unless the rtx queue holds at
 //!   most one skb. Resume on tx completion. A TSO skb's truesize is its payload plus
-//!   896 bytes of head ([`super::SKB_HEAD_TRUESIZE`]), so two full skbs already
+//!   960 bytes of head ([`super::SKB_HEAD_TRUESIZE`]), so two full skbs already
 //!   exceed the budget of 2 × truesize.
 //! * **EDT** (`tcp_update_skb_after_send`): when the pacing status is not NONE,
 //!   each skb departs at `tcp_wstamp_ns` (never before now) and advances it by

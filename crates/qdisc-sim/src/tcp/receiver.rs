@@ -1169,10 +1169,10 @@ mod tests {
 
     /// Default tcp_rmem, 1-MSS skbs: the SYN-ACK offers rounddown(131072/2, 1448) = 65160
     /// with scale 7; init_buffer_space clamps to 65536 − 1460 = 64076. The first skb
-    /// measures scaling_ratio = 1448·256/(1448+896) = 158, so the clamp becomes
-    /// 131072·158/256 = 80896 and rcv_ssthresh the SYN-ACK's 65160; each skb then adds
-    /// 2·advmss = 2920 up to the free space while it is queued, (131072−2344)·158/256 =
-    /// 79449, and every offer is aligned up to 128.
+    /// measures scaling_ratio = 1448·256/(1448+960) = 153, so the clamp becomes
+    /// 131072·153/256 = 78336 and rcv_ssthresh the SYN-ACK's 65160; each skb then adds
+    /// 2·advmss = 2920 up to the free space while it is queued, (131072−2408)·153/256 =
+    /// 76896 (the fifth adds only 56), and every offer is aligned up to 128.
     #[test]
     fn window_opens_step_by_step_on_single_segments() {
         let c = TcpConfig::default();
@@ -1180,12 +1180,12 @@ mod tests {
         assert_eq!(initial_window(&c), (65160, 65535 << 7, 7));
         let mut r = TcpReceiver::new(&c, Instant::ZERO);
         assert_eq!((r.window_clamp, r.rcv_ssthresh, r.rcv_mss), (64076, 64076, 536));
-        let want = [68096, 71040, 73984, 76928, 79488, 79488, 79488];
+        let want = [68096, 71040, 73984, 76928, 76928, 76928, 76928];
         for (i, w) in want.into_iter().enumerate() {
             let a = r.on_segment(&seg(i as u64, 0), false, ms(1)).expect("quick ack");
             assert_eq!(a.rwnd, w, "skb {i}");
         }
-        assert_eq!((r.scaling_ratio, r.window_clamp, r.rcv_ssthresh), (158, 80896, 79449));
+        assert_eq!((r.scaling_ratio, r.window_clamp, r.rcv_ssthresh), (153, 78336, 76896));
         // Each of the five skbs that grew the window granted a quick ACK (quick |= 1 on
         // an even count): 16 + 5 ACKs at once, the 22nd skb waits.
         for i in 7..21 {
@@ -1195,31 +1195,31 @@ mod tests {
     }
 
     /// GSO skbs of 10 segments (a veth hands them over whole): scaling_ratio 14480·256/
-    /// 15376 = 241, clamp 131072·241/256 = 123392; each skb adds 2·14480 up to the free
-    /// space while it is queued, (131072−15376)·241/256 = 108916. A 30-segment skb
-    /// leaves (131072−44336)·241/256 = 81654: the window would move back, so the
+    /// 15440 = 240, clamp 131072·240/256 = 122880; each skb adds 2·14480 up to the free
+    /// space while it is queued, (131072−15440)·240/256 = 108405. A 30-segment skb
+    /// leaves (131072−44400)·240/256 = 81255: the window would move back, so the
     /// softirq does not ACK it (__tcp_ack_snd_check); the read does, with the buffer
     /// empty again (tcp_cleanup_rbuf).
     #[test]
     fn gso_skbs_measure_the_ratio_and_a_big_skb_waits_for_the_read() {
         let mut r = TcpReceiver::new(&TcpConfig::default(), Instant::ZERO);
         let a = r.on_segment(&gso(0, 10, 0), false, ms(1)).unwrap();
-        assert_eq!((r.scaling_ratio, r.window_clamp, r.rcv_ssthresh), (241, 123392, 94120));
+        assert_eq!((r.scaling_ratio, r.window_clamp, r.rcv_ssthresh), (240, 122880, 94120));
         assert_eq!(a.rwnd, 94208);
         let a = r.on_segment(&gso(10, 10, 0), false, ms(1)).unwrap();
-        assert_eq!((r.rcv_ssthresh, a.rwnd), (108916, 108928));
-        assert_eq!(r.on_read(ms(1)), None, "a window of 108928 is more than half the clamp");
+        assert_eq!((r.rcv_ssthresh, a.rwnd), (108405, 108416));
+        assert_eq!(r.on_read(ms(1)), None, "a window of 108416 is more than half the clamp");
         // The quick ACKs run out: 16, each grant having put one back.
         for k in 2..18 {
             let a = r.on_segment(&gso(10 * k, 10, 0), false, ms(1)).expect("quick ack");
-            assert_eq!(a.rwnd, 108928);
+            assert_eq!(a.rwnd, 108416);
         }
         // Not quick any more: every second segment, the window holding.
         let a = r.on_segment(&gso(180, 10, 0), false, ms(1)).expect("more than one MSS");
-        assert_eq!((a.ack, a.rwnd), (190 * M, 108928));
+        assert_eq!((a.ack, a.rwnd), (190 * M, 108416));
         assert_eq!(r.on_segment(&gso(190, 30, 0), false, ms(1)), None);
         let a = r.on_read(ms(1)).expect("the read ACKs");
-        assert_eq!((a.ack, a.rwnd), (220 * M, 108928));
+        assert_eq!((a.ack, a.rwnd), (220 * M, 108416));
         assert_eq!(r.next_timer(), None);
     }
 
@@ -1227,8 +1227,8 @@ mod tests {
     /// skb, seq 1448 + 65160 = 66608, reached 20 ms later); the read that ends that RTT
     /// finds 66608 bytes read against rcvq_space 14600 (TCP_INIT_CWND × advmss), so
     /// tcp_rcvbuf_grow sizes the buffer for rcvwin = 2 × 66608 + 4 × 66608 × (66608 −
-    /// 14600) / 14600 = 1082297 bytes of window: 1082297 × 256 / 158 = 1753595 bytes,
-    /// and the clamp 1753595 × 158 / 256 = 1082296. Then the window grows by 2920 per skb.
+    /// 14600) / 14600 = 1082297 bytes of window: 1082297 × 256 / 153 = 1810902 bytes,
+    /// and the clamp 1810902 × 153 / 256 = 1082296. Then the window grows by 2920 per skb.
     #[test]
     fn drs_grows_the_buffer_once_an_rtt_is_measured() {
         let mut r = TcpReceiver::new(&TcpConfig::default(), Instant::ZERO);
@@ -1240,11 +1240,11 @@ mod tests {
         r.on_segment(&seg(45, 0), false, ms(21));
         assert_eq!(r.rcv_rtt_us, 20_000 << 3);
         r.on_read(ms(21));
-        assert_eq!((r.rcvq_space, r.rcvbuf, r.window_clamp), (66608, 1753595, 1082296));
+        assert_eq!((r.rcvq_space, r.rcvbuf, r.window_clamp), (66608, 1810902, 1082296));
         // The next RTT is not over yet: nothing changes.
         r.on_segment(&seg(46, 0), false, ms(30));
         r.on_read(ms(30));
-        assert_eq!((r.rcvq_space, r.rcvbuf), (66608, 1753595));
+        assert_eq!((r.rcvq_space, r.rcvbuf), (66608, 1810902));
         let before = r.rcv_ssthresh;
         let a = r.on_segment(&seg(47, 0), false, ms(31)).expect("growth grants a quick ACK");
         assert_eq!(r.rcv_ssthresh, before + 2920);

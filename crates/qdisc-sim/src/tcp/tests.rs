@@ -741,15 +741,15 @@ fn tso_autosizing_at_several_rates() {
 fn tsq_blocks_at_the_limit() {
     let t0 = Instant::ZERO;
     let mut s = TcpSender::new(cfg(), t0);
-    // 2-segment skbs: truesize = 896 + 2896 = 3792; 2 × 3792 = 7584 > 1448000 >> 10.
+    // 2-segment skbs: truesize = 960 + 2896 = 3856; 2 × 3856 = 7712 > 1448000 >> 10.
     let a = s.poll_transmit(t0, 0).unwrap();
-    assert_eq!(a.truesize(), 3792);
+    assert_eq!(a.truesize(), 3856);
     // One skb in the rtx queue: sent whatever wmem says.
     assert!(s.poll_transmit(t0, 1 << 40).is_some());
-    // Two skbs out: 7583 bytes queued (sk_wmem_alloc 7584) is still allowed, 7584 is not.
-    assert!(s.poll_transmit(t0, 7583).is_some());
+    // Two skbs out: 7711 bytes queued (sk_wmem_alloc 7712) is still allowed, 7712 is not.
+    assert!(s.poll_transmit(t0, 7711).is_some());
     assert!(!s.tsq_throttled());
-    assert!(s.poll_transmit(t0, 7584).is_none());
+    assert!(s.poll_transmit(t0, 7712).is_none());
     assert!(s.tsq_throttled());
     // Tx completion: the poll loop runs again and the flag clears.
     assert!(s.poll_transmit(t0, 0).is_some());
@@ -765,8 +765,9 @@ fn tsq_blocks_at_the_limit() {
     assert!(s.tsq_throttled());
 }
 
-/// skb->truesize of a TCP data skb: SKB_TRUESIZE(320) = 896 bytes of head
-/// (tcp_stream_alloc_skb) plus the payload, whatever the segment count.
+/// skb->truesize of a TCP data skb: 960 bytes of head (tcp_stream_alloc_skb's
+/// MAX_TCP_HEADER in the 704-byte small head: 704 + 256) plus the payload, whatever
+/// the segment count.
 #[test]
 fn truesize_is_head_plus_payload() {
     let seg = |len: u32, segs: u16| Segment {
@@ -780,13 +781,13 @@ fn truesize_is_head_plus_payload() {
         sent_at: Instant::ZERO,
         tsecr: 0,
     };
-    assert_eq!(seg(MSS, 1).truesize(), 2344);
-    assert_eq!(seg(45 * MSS, 45).truesize(), 66056);
+    assert_eq!(seg(MSS, 1).truesize(), 960 + 1448);
+    assert_eq!(seg(45 * MSS, 45).truesize(), 960 + 45 * 1448);
     assert_eq!(truesize_of_payload(0), SKB_HEAD_TRUESIZE);
 }
 
 /// A bulk socket behind a slow qdisc keeps two full TSO skbs below the stack, not three:
-/// with two 45-segment skbs queued, sk_wmem_alloc = 2 × 66056 + 1 > 2 × 66056
+/// with two 45-segment skbs queued, sk_wmem_alloc = 2 × 66120 + 1 > 2 × 66120
 /// (tcp_small_queue_check compares the refcount, which sk_alloc starts at 1). In the TSQ
 /// handler after a tx completion, tcp_wfree still holds one byte of the freed skb.
 #[test]
@@ -799,11 +800,12 @@ fn tsq_keeps_two_full_tso_skbs() {
         syn_rtt: Some(Duration::from_micros(100)),
         ..base()
     };
-    let two = 2 * 66056;
+    // Each skb: 960 + 45 × 1448 = 66120 of truesize.
+    let two = 2 * 66120;
     let mut s = open_sender(c.clone(), t0);
     let a = s.poll_transmit(t0, 0).unwrap();
-    assert_eq!((a.segs, a.len, a.truesize()), (45, 45 * MSS, 66056));
-    assert!(s.poll_transmit(t0, 66056).is_some());
+    assert_eq!((a.segs, a.len, a.truesize()), (45, 45 * MSS, 66120));
+    assert!(s.poll_transmit(t0, 66120).is_some());
     // Two full skbs queued: the third waits.
     assert!(s.poll_transmit(t0, two).is_none());
     assert!(s.tsq_throttled());
@@ -812,12 +814,12 @@ fn tsq_keeps_two_full_tso_skbs() {
     assert!(s.tsq_throttled());
     let c3 = s.poll_transmit(t0, two - 2).unwrap();
     assert_eq!(c3.seq, 2 * 45 * MSS as u64);
-    assert!(s.poll_transmit(t0, two - 2 + 66056).is_none());
+    assert!(s.poll_transmit(t0, two - 2 + 66120).is_none());
 
     // Outside the TSQ handler one byte less is held: two − 1 bytes queued may still send.
     let mut s = open_sender(c, t0);
     assert!(s.poll_transmit(t0, 0).is_some());
-    assert!(s.poll_transmit(t0, 66056).is_some());
+    assert!(s.poll_transmit(t0, 66120).is_some());
     assert!(s.poll_transmit(t0, two - 1).is_some());
     assert!(!s.tsq_throttled());
 }
@@ -915,11 +917,11 @@ fn one_flow_fills_a_100mbit_link() {
 }
 
 /// `tcp_wmem[2]` = 64 KiB caps what a writer keeps in the socket: one-segment skbs
-/// of 2344 bytes of truesize (896 + 1448), a new one only while `sk_wmem_queued` is
-/// below `sk_sndbuf`, so at most 28 of them (27 × 2344 = 63288 < 65536). On a 20 ms
+/// of 2408 bytes of truesize (960 + 1448), a new one only while `sk_wmem_queued` is
+/// below `sk_sndbuf`, so at most 28 of them (27 × 2408 = 65016 < 65536). On a 20 ms
 /// path with no bottleneck a round's segments arrive together and are acked two by
 /// two; the writer, woken when a third of the buffer is free (18 skbs left: 43690 ≥
-/// 42192), refills to 28, so of ten ACKs the 1st and the 6th wake it and the last
+/// 43344), refills to 28, so of ten ACKs the 1st and the 6th wake it and the last
 /// four drain the queue to 20: 20 segments per round trip, all in flight between
 /// rounds. The flow is application-limited: cwnd stops growing.
 #[test]
@@ -933,7 +935,7 @@ fn tcp_wmem_max_caps_data_in_flight() {
     for t in 1..=100 {
         net.run_until(ms(1000 + 10 * t));
         assert_eq!(net.snd.snd_nxt() - net.snd.snd_una(), 20 * MSS as u64);
-        assert_eq!(net.snd.wmem_queued(), 20 * 2344);
+        assert_eq!(net.snd.wmem_queued(), 20 * 2408);
     }
     // The most in flight: 28, right after each wake-up's push.
     assert_eq!(net.max_out, 28 * MSS as u64);
@@ -962,14 +964,14 @@ fn sndbuf_starts_from_tcp_wmem_and_expands_for_the_initial_window() {
 /// go beyond); an ACK frees the acked skbs; the push after it grows the buffer from
 /// cwnd once a sent skb leaves cwnd unfilled (`tcp_should_expand_sndbuf`), and the
 /// writer wakes once a third of the buffer is free. One-segment skbs (no TSO):
-/// 896 + 1448 = 2344 bytes of truesize each.
+/// 960 + 1448 = 2408 bytes of truesize each.
 #[test]
 fn sendmsg_fills_the_buffer_and_an_ack_expands_it_and_wakes_the_writer() {
     let mut s = open_sender(TcpConfig { tso: false, ..cfg() }, Instant::ZERO);
     assert_eq!(s.sndbuf(), 87040);
-    // 37 × 2344 = 86728 < 87040: a 38th skb, then full.
-    assert_eq!(s.sendmsg(1 << 20, 0, Instant::ZERO), 38 * MSS as u64);
-    assert_eq!(s.wmem_queued(), 38 * 2344);
+    // 36 × 2408 = 86688 < 87040: a 37th skb, then full.
+    assert_eq!(s.sendmsg(1 << 20, 0, Instant::ZERO), 37 * MSS as u64);
+    assert_eq!(s.wmem_queued(), 37 * 2408);
     assert!(s.nospace && !s.memory_free(0));
     // The initial window: sending moves skbs to the retransmission queue, freeing
     // nothing; the checks after each skb expand for cwnd 10 (no change).
@@ -977,22 +979,22 @@ fn sendmsg_fills_the_buffer_and_an_ack_expands_it_and_wakes_the_writer() {
     while s.poll_transmit(Instant::ZERO, 0).is_some() {
         n += 1;
     }
-    assert_eq!((n, s.sndbuf(), s.wmem_queued()), (10, 87040, 38 * 2344));
+    assert_eq!((n, s.sndbuf(), s.wmem_queued()), (10, 87040, 37 * 2408));
     assert!(!s.take_write_space());
-    // The ACK of all ten: cwnd 20, 28 skbs left; after the first skb of its push (in
-    // flight 1 < 20) the buffer becomes 2 × 20 × 4352 = 174080 and 108448 free ≥
-    // 65632 / 2: the writer wakes.
+    // The ACK of all ten: cwnd 20, 27 skbs left; after the first skb of its push (in
+    // flight 1 < 20) the buffer becomes 2 × 20 × 4352 = 174080 and 109064 free ≥
+    // 65016 / 2: the writer wakes.
     let ack = Ack { ack: s.snd_nxt(), sack: vec![], ece: false, tsecr: Instant::ZERO, tsval: 1, rwnd: 1 << 30 };
     s.on_ack(&ack, ms(20));
-    assert_eq!((s.cwnd(), s.wmem_queued()), (20, 28 * 2344));
+    assert_eq!((s.cwnd(), s.wmem_queued()), (20, 27 * 2408));
     assert!(s.poll_transmit(ms(20), 0).is_some());
     assert!(s.poll_transmit(ms(20), 0).is_some());
     assert_eq!(s.sndbuf(), 174080);
     assert!(s.take_write_space() && !s.nospace);
     while s.poll_transmit(ms(20), 0).is_some() {}
-    // (174080 − 65632) / 2344 = 46.3: 47 more skbs.
-    assert_eq!(s.sendmsg(1 << 20, 0, ms(20)), 47 * MSS as u64);
-    assert_eq!(s.wmem_queued(), (28 + 47) * 2344);
+    // (174080 − 65016) / 2408 = 45.3: 46 more skbs.
+    assert_eq!(s.sendmsg(1 << 20, 0, ms(20)), 46 * MSS as u64);
+    assert_eq!(s.wmem_queued(), (27 + 46) * 2408);
 }
 
 /// `tcp_notsent_lowat`: a new skb only while what is written but unsent is below it,
@@ -1160,9 +1162,9 @@ fn slow_start_after_idle_counts_from_the_last_data_sent_and_not_with_data_in_fli
     assert_eq!(s.w.cwnd, 10);
 }
 
-/// The default buffer with 1-MSS skbs gives a window of 79488 bytes (receiver.rs); with
+/// The default buffer with 1-MSS skbs gives a window of 76928 bytes (receiver.rs); with
 /// tcp_rmem[2] = tcp_rmem[1] DRS cannot grow it, so on a 20 ms path with no bottleneck
-/// the flow sends 54 whole segments (78192 bytes) per round trip and no more, whatever
+/// the flow sends 53 whole segments (76744 bytes) per round trip and no more, whatever
 /// its cwnd.
 #[test]
 fn window_limited_flow_sends_rwnd_per_rtt() {
@@ -1177,10 +1179,12 @@ fn window_limited_flow_sends_rwnd_per_rtt() {
         net.run_until(ms(1000 + 10 * t));
         max_out = max_out.max(net.snd.snd_nxt() - net.snd.snd_una());
     }
-    assert_eq!(net.snd.snd_wnd, 79488);
-    assert_eq!(max_out, 54 * MSS as u64);
-    // 50 round trips in the second second, 54 segments each.
-    assert_eq!(net.rcv.delivered() - d1, 50 * 54 * MSS as u64);
+    assert_eq!(net.snd.snd_wnd, 76928);
+    assert_eq!(max_out, 53 * MSS as u64);
+    // 50 round trips in the second second, 53 segments each, the second's edges
+    // cutting into one: between 49 and 50 rounds' worth.
+    let segs = (net.rcv.delivered() - d1) / MSS as u64;
+    assert!((49 * 53..=50 * 53).contains(&segs), "{segs} segments");
     // Not cwnd-limited: the window does not grow (tcp_is_cwnd_limited).
     assert_eq!(net.snd.cwnd(), cwnd1);
 }

@@ -1151,7 +1151,9 @@ impl MetaObj {
         let Some(id) = self.id else { return Some(self.val as u64) };
         let mut v: u64 = match id {
             MetaId::Priority => pkt.priority as u64,
-            MetaId::Protocol => hdr.protocol as u64,
+            // int_protocol hands over `skb_protocol()` as the __be16 it is ("let userspace
+            // take care of the byte ordering"): on x86 0x0800 reads as 0x0008.
+            MetaId::Protocol => hdr.protocol.swap_bytes() as u64,
             MetaId::PktLen => pkt.len as u64,
             MetaId::NfMark => pkt.mark as u64,
             MetaId::TcIndex => 0,
@@ -1248,12 +1250,32 @@ mod tests {
         assert!(m("nbyte(\"\\x45\\x00\" at 0)"));
         assert!(!m("cmp(u8 at 86 layer network eq 0)"));
         assert!(m("cmp(u8 at 85 layer network eq 0)"));
-        assert!(m("meta(pkt_len eq 100) and meta(protocol eq 0x800) and meta(tc_index eq 0)"));
+        assert!(m("meta(pkt_len eq 100) and meta(protocol eq 0x0008) and meta(tc_index eq 0)"));
+        assert!(!m("meta(protocol eq 0x800)"));
         // No header at all without a flow.
         let raw = Packet::new(2, 100);
         let hr = Headers::of(&raw);
         assert!(!tree("cmp(u8 at 0 layer link lt 1)").unwrap().0.matches(&raw, &hr));
         assert!(tree("meta(pkt_len gt 99)").unwrap().0.matches(&raw, &hr));
+    }
+
+    /// goldens/kernel-6.12/filter-raw-frames: the ematches on an AF_PACKET frame.
+    #[test]
+    fn ematches_read_a_frame() {
+        let head = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0x01, 0x88, 0xb5];
+        let p = Packet::new(1, 64).with_frame(&head);
+        let h = Headers::of(&p);
+        let m = |s: &str| tree(s).unwrap().0.matches(&p, &h);
+        assert!(m("cmp(u16 at 12 layer link mask 0xffff eq 0x88b5)"));
+        assert!(!m("cmp(u16 at 12 layer link mask 0xffff eq 0x88b6)"));
+        assert!(m("u32(u16 0x0200 0xffff at -8)"));
+        assert!(m("nbyte(\"\\x02\\x00\" at 6 layer link)"));
+        // skb->protocol as the __be16 it is: 0x88b5 reads 0xb588 on x86.
+        assert!(!m("meta(protocol eq 0x88b5) and u32(u16 0x0200 0xffff at -8)"));
+        assert!(m("meta(protocol eq 0xb588)"));
+        // 50 bytes after the Ethernet header: 44..48 is inside, 48..52 is not.
+        assert!(m("u32(u32 0 0xffffffff at 44)"));
+        assert!(!m("u32(u32 0 0 at 48)"));
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! tc/f_flower.c, for the keys the engine's packets carry: `dst_mac`/`src_mac`
 //! (with mask), `ip_proto`, `src_ip`/`dst_ip` with prefix, `src_port`/`dst_port`
 //! (tcp/udp/sctp), `ip_tos` (with mask), plus `classid`, `skip_hw`/`skip_sw`. The
-//! MAC keys read the Ethernet header [`Headers`] gives: the engine's packets carry
-//! no MAC addresses, so theirs are all zero.
+//! MAC keys read the Ethernet header [`Headers`] gives: a packet with a 5-tuple
+//! carries no MAC addresses (all zero), one with its frame's bytes
+//! ([`Packet::frame`]) its own, and its IP keys from the frame's IP header if any.
 //!
 //! Chain templates (`tc chain add … chain N flower KEYS`: `fl_tmplt_create`,
 //! `fl_tmplt_dump`) hold a mask; a filter of that chain may set no mask bit the
@@ -155,19 +156,27 @@ impl Mask {
     }
     /// The packet's key under this mask (`skb_flow_dissect` + `fl_set_masked_key`).
     fn packet_key(&self, pkt: &Packet, hdr: &Headers) -> MaskedKey {
-        let flow = pkt.flow();
-        let ports = flow.filter(|_| matches!(hdr.ip_proto, Some(6 | 17 | 132)));
         let mac = |at: usize| -> [u8; 6] { hdr.bytes[at..at + 6].try_into().unwrap() };
+        // The IP fields, read only when a key of this mask needs them: the 5-tuple's,
+        // or a frame's own header.
+        let wants_ip =
+            self.src_ip.is_some() || self.dst_ip.is_some() || self.src_port || self.dst_port || self.tos.is_some();
+        let ip = match pkt.flow() {
+            _ if !wants_ip => None,
+            Some(f) => Some((f.src, f.dst, pkt.tos, Some((f.sport, f.dport)))),
+            None => hdr.frame_ip().map(|i| (i.src, i.dst, i.tos, i.ports)),
+        };
+        let ports = ip.and_then(|i| i.3).filter(|_| matches!(hdr.ip_proto, Some(6 | 17 | 132)));
         MaskedKey {
             dst_mac: self.dst_mac.map(|m| mac_and(mac(0), m)),
             src_mac: self.src_mac.map(|m| mac_and(mac(6), m)),
             eth_type: if self.eth_type { hdr.protocol } else { 0 },
             ip_proto: if self.ip_proto { hdr.ip_proto } else { None },
-            src_ip: self.src_ip.and_then(|(p, v6)| flow.map(|f| masked_addr(&f.src, p, v6))),
-            dst_ip: self.dst_ip.and_then(|(p, v6)| flow.map(|f| masked_addr(&f.dst, p, v6))),
-            src_port: if self.src_port { ports.map(|f| f.sport) } else { None },
-            dst_port: if self.dst_port { ports.map(|f| f.dport) } else { None },
-            tos: self.tos.and_then(|m| flow.map(|_| pkt.tos & m)),
+            src_ip: self.src_ip.and_then(|(p, v6)| ip.map(|i| masked_addr(&i.0, p, v6))),
+            dst_ip: self.dst_ip.and_then(|(p, v6)| ip.map(|i| masked_addr(&i.1, p, v6))),
+            src_port: if self.src_port { ports.map(|p| p.0) } else { None },
+            dst_port: if self.dst_port { ports.map(|p| p.1) } else { None },
+            tos: self.tos.and_then(|m| ip.map(|i| i.2 & m)),
         }
     }
 }
@@ -741,6 +750,35 @@ mod tests {
             f.change(0, &opts("ip_proto udp classid 1:30"), None, None, &mut ctx),
             Err(FilterError::Errno("File exists"))
         );
+    }
+
+    /// A frame's own MACs, ethertype and IP header (goldens/kernel-6.12/filter-raw-frames).
+    #[test]
+    fn frames_match_their_macs_ethertype_and_ip_header() {
+        let mut f = Flower::default();
+        let mut tb = crate::classify::action::ActionTable::default();
+        let mut ctx = ctx(&mut tb);
+        // `protocol all`: no ethertype in the key.
+        let all = |s: &str| {
+            let v: Vec<String> = s.split_whitespace().map(String::from).collect();
+            parse(None, ETH_P_ALL, &mut Args::new(&v)).unwrap().1
+        };
+        f.change(0, &all("dst_mac ff:ff:ff:ff:ff:ff src_mac 02:00:00:00:00:02 classid 1:4"), None, None, &mut ctx)
+            .unwrap();
+        f.change(0, &all("src_mac 02:00:00:00:00:01 classid 1:2"), None, None, &mut ctx).unwrap();
+        f.change(0, &opts("ip_tos 0xb8/0xfc dst_ip 10.0.0.2 classid 1:3"), None, None, &mut ctx).unwrap();
+        let c = |p: &Packet| f.classify(&mut p.clone(), &Headers::of(p), Instant::ZERO).map(|r| r.1.classid);
+        let head = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0x01, 0x88, 0xb5];
+        assert_eq!(c(&Packet::new(1, 64).with_frame(&head)), Some(0x10002));
+        let mut v4 = head.to_vec();
+        v4[11] = 0x03;
+        v4[12..14].copy_from_slice(&[0x08, 0x00]);
+        v4.extend_from_slice(&[0x45, 0xb9, 0, 50, 0, 0, 0x40, 0, 64, 253, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        assert_eq!(c(&Packet::new(1, 64).with_frame(&v4)), Some(0x10003));
+        v4[33] = 3;
+        assert_eq!(c(&Packet::new(1, 64).with_frame(&v4)), None);
+        // Without a frame the MACs read as zeros.
+        assert_eq!(c(&Packet::new(1, 64)), None);
     }
 
     #[test]

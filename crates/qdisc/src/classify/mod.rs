@@ -731,6 +731,10 @@ impl SharedBlocks {
 ///   protocols: no transport header.
 /// * Beyond the synthesized headers, up to `len`, the payload reads as zeros; reads
 ///   past `len` fail.
+///
+/// A packet without a 5-tuple that carries its frame's head ([`Packet::frame`]) is
+/// read from those bytes instead ([`Headers::read_frame`]); one with neither reads as
+/// IPv4 with no readable byte.
 pub struct Headers {
     /// Ethertype (host order).
     pub protocol: u16,
@@ -748,11 +752,25 @@ pub struct Headers {
     pub iif: u32,
 }
 
+/// A frame's IP header as flower reads it ([`Headers::frame_ip`]).
+pub struct FrameIp {
+    pub src: [u8; 16],
+    pub dst: [u8; 16],
+    pub tos: u8,
+    /// Source and destination port.
+    pub ports: Option<(u16, u16)>,
+}
+
 impl Headers {
     pub fn of(pkt: &Packet) -> Self {
         let Origin { dst, iif } = ORIGIN.with(|d| d.get());
-        let mut h = Headers { protocol: ETH_P_IP, bytes: [0; 74], filled: 0, len: 0, ip_proto: None, dst, iif };
-        let Some(f) = pkt.flow() else { return h };
+        let mut h = Headers { protocol: ETH_P_IP, bytes: [0; Self::LEN], filled: 0, len: 0, ip_proto: None, dst, iif };
+        let Some(f) = pkt.flow() else {
+            if let Some(frame) = pkt.frame() {
+                h.read_frame(frame, pkt.skb_len());
+            }
+            return h;
+        };
         let v4 = f.src[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
         h.protocol = if v4 { ETH_P_IP } else { ETH_P_IPV6 };
         h.ip_proto = Some(f.proto);
@@ -803,8 +821,53 @@ impl Headers {
         h
     }
 
+    /// A frame's own bytes ([`Packet::frame`]), `len` long: `skb->protocol` is its
+    /// ethertype (`packet_parse_headers` → `eth_header_parse_protocol`, as for an
+    /// AF_PACKET frame) and its network header starts after the 14 Ethernet bytes
+    /// (`skb_reset_network_header` after `LL_RESERVED_SPACE`); an IPv4/IPv6 header
+    /// there gives flower its IP protocol.
+    fn read_frame(&mut self, frame: &[u8], len: u32) {
+        self.len = len as usize;
+        self.filled = frame.len();
+        self.bytes[..frame.len()].copy_from_slice(frame);
+        self.protocol = u16::from_be_bytes([self.bytes[12], self.bytes[13]]);
+        self.ip_proto = match self.protocol {
+            ETH_P_IP if self.len >= 14 + 20 => Some(self.bytes[14 + 9]),
+            ETH_P_IPV6 if self.len >= 14 + 40 => Some(self.bytes[14 + 6]),
+            _ => None,
+        };
+    }
+
+    /// What flower dissects from a frame's own IP header ([`Headers::read_frame`]): the
+    /// addresses (IPv4 ones IPv4-mapped), the DS field and, for TCP/UDP/SCTP after an
+    /// option-less header, the ports. None for a packet whose headers were synthesized
+    /// from its 5-tuple, or a frame without a whole IPv4/IPv6 header.
+    pub fn frame_ip(&self) -> Option<FrameIp> {
+        let b = &self.bytes;
+        let (mut src, mut dst) = ([0u8; 16], [0u8; 16]);
+        let (tos, l4) = match self.protocol {
+            ETH_P_IP if self.filled > 0 && self.len >= 14 + 20 && b[14] >> 4 == 4 => {
+                src[10..12].fill(0xff);
+                dst[10..12].fill(0xff);
+                src[12..].copy_from_slice(&b[26..30]);
+                dst[12..].copy_from_slice(&b[30..34]);
+                (b[15], (b[14] & 0xf == 5).then_some(34))
+            }
+            ETH_P_IPV6 if self.filled > 0 && self.len >= 14 + 40 && b[14] >> 4 == 6 => {
+                src.copy_from_slice(&b[22..38]);
+                dst.copy_from_slice(&b[38..54]);
+                ((b[14] << 4) | (b[15] >> 4), Some(54))
+            }
+            _ => return None,
+        };
+        let ports = l4
+            .filter(|&l4| matches!(self.ip_proto, Some(6 | 17 | 132)) && self.len >= l4 + 4)
+            .map(|l4| (u16::from_be_bytes([b[l4], b[l4 + 1]]), u16::from_be_bytes([b[l4 + 2], b[l4 + 3]])));
+        Some(FrameIp { src, dst, tos, ports })
+    }
+
     /// How many header bytes are synthesized at most.
-    pub const LEN: usize = 14 + 40 + 20;
+    pub const LEN: usize = crate::packet::FRAME_HEAD;
 
     /// The synthesized header bytes from the Ethernet header on (zeros past them).
     pub fn bytes(&self) -> [u8; Self::LEN] {
@@ -1097,6 +1160,47 @@ mod tests {
         assert_eq!(h.read_u32(100), Some(0));
         assert_eq!(h.read_u32(1496), Some(0));
         assert_eq!(h.read_u32(1497), None);
+    }
+
+    /// An AF_PACKET frame (goldens/kernel-6.12/filter-raw-frames): the protocol is its
+    /// ethertype, the network header starts at 14, a read needs all 4 bytes inside
+    /// the frame, and negative offsets reach the Ethernet header.
+    #[test]
+    fn a_frame_is_read_from_its_own_bytes() {
+        let head = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0x01, 0x88, 0xb5];
+        let h = Headers::of(&Packet::new(1, 100).with_frame(&head));
+        assert_eq!(h.protocol, 0x88b5);
+        assert_eq!(h.ip_proto, None);
+        assert_eq!(h.read_u32(-8), Some(0x0200_0000));
+        assert_eq!(h.read_u32(-4), Some(0x0001_88b5));
+        assert_eq!(h.read_u32(-14), Some(0xffff_ffff));
+        assert_eq!(h.read_u32(-15), None);
+        // 86 bytes after the Ethernet header: a word at 82 is the last.
+        assert_eq!(h.read_u32(82), Some(0));
+        assert_eq!(h.read_u32(83), None);
+        assert!(h.frame_ip().is_none());
+        // 14 and 15 bytes: no word at the network header.
+        assert_eq!(Headers::of(&Packet::new(1, 14).with_frame(&head)).read_u32(0), None);
+        assert_eq!(Headers::of(&Packet::new(1, 17).with_frame(&head)).read_u32(0), None);
+        assert_eq!(Headers::of(&Packet::new(1, 18).with_frame(&head)).read_u32(0), Some(0));
+        // An IPv4 frame: its fields for flower.
+        let mut v4 = head.to_vec();
+        v4[12..14].copy_from_slice(&[0x08, 0x00]);
+        v4.extend_from_slice(&[
+            0x45, 0xb8, 0, 86, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0x04, 0, 0, 53,
+        ]);
+        let h = Headers::of(&Packet::new(1, 100).with_frame(&v4));
+        assert_eq!((h.protocol, h.ip_proto), (ETH_P_IP, Some(17)));
+        let ip = h.frame_ip().unwrap();
+        assert_eq!(
+            (ip.src, ip.dst, ip.tos, ip.ports),
+            (mapped([10, 0, 0, 1]), mapped([10, 0, 0, 2]), 0xb8, Some((1024, 53)))
+        );
+        // The 5-tuple wins over a frame, and a packet with neither reads nothing.
+        let f = FlowKey { src: mapped([10, 0, 0, 9]), dst: mapped([10, 0, 0, 8]), sport: 1, dport: 2, proto: 6 };
+        let h = Headers::of(&Packet::new(1, 100).with_frame(&head).with_flow(f));
+        assert_eq!((h.protocol, h.read_u32(12)), (ETH_P_IP, Some(0x0a00_0009)));
+        assert_eq!(Headers::of(&Packet::new(1, 100)).read_u32(-4), None);
     }
 
     #[test]

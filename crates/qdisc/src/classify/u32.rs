@@ -1630,6 +1630,31 @@ mod tests {
         tp.classify(&Headers::of(p), &mut p.clone(), Instant::ZERO).map(|r| r.1.classid)
     }
 
+    /// goldens/kernel-6.12/filter-raw-frames: u32 on AF_PACKET frames (ethertype
+    /// 0x88b5): keys at negative offsets read the Ethernet header, and a key past the
+    /// frame's end ends the filter (no later node is tried).
+    #[test]
+    fn frames_are_read_from_the_network_header_on() {
+        let head = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0x01, 0x88, 0xb5];
+        let frame = |len| Packet::new(1, len).with_frame(&head);
+        let tp =
+            tp_with(&["match u16 0x88b6 0xffff at -2 flowid 1:4", "match u32 0x02000000 0xffffffff at -8 flowid 1:3"]);
+        assert_eq!(cls(&tp, &frame(100)), Some(0x10003));
+        let tp = tp_with(&[
+            "match u32 0 0xffffffff at 84 flowid 1:3",
+            "match u16 0x88b5 0xffff at -2 match u32 0 0xffffffff at 40 flowid 1:2",
+        ]);
+        // 60 bytes: 84 is past the end, so nothing; 100 bytes: 84..88 > 86, nothing
+        // either — the first node's failed read ends the walk.
+        assert_eq!(cls(&tp, &frame(60)), None);
+        assert_eq!(cls(&tp, &frame(100)), None);
+        let tp = tp_with(&["match u16 0x88b5 0xffff at -2 match u32 0 0xffffffff at 40 flowid 1:2"]);
+        assert_eq!(cls(&tp, &frame(60)), Some(0x10002));
+        // u8 at 0 reads a whole word: 18 bytes at least.
+        let tp = tp_with(&["match u8 0 0 at 0 flowid 1:1"]);
+        assert_eq!((cls(&tp, &frame(15)), cls(&tp, &frame(17)), cls(&tp, &frame(18))), (None, None, Some(0x10001)));
+    }
+
     #[test]
     fn parse_packs_keys_like_f_u32() {
         let (_, o) = opts("match ip src 10.0.0.0/8 match ip sport 1024 0xffff match ip dport 80 0xffff flowid 1:10");

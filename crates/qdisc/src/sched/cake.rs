@@ -2421,11 +2421,12 @@ mod tests {
 
     #[test]
     fn memlimit_drops_from_longest_queue() {
-        let mut q = cake("besteffort flows memlimit 20000");
+        let mut q = cake("besteffort flows memlimit 26000");
         for i in 0..10u64 {
             q.enqueue(Packet::new(i, 1000).with_hash(5), Instant::ZERO);
         }
-        // truesize 1792 each: 20000 holds 11; the eleventh-plus overflow drops.
+        // truesize 2304 each (packet_snd_truesize(1000)): 26000 holds 11 (25344); the
+        // twelfth (27648) overflows and one packet goes.
         q.enqueue(Packet::new(100, 1000).with_hash(6), Instant::ZERO);
         let r = q.enqueue(Packet::new(101, 1000).with_hash(6), Instant::ZERO);
         assert_eq!(r, Enqueued::Success);
@@ -2487,10 +2488,10 @@ mod tests {
 
     #[test]
     fn overflow_drops_from_the_longest_queue_of_any_tin() {
-        // memlimit 10 packets' truesize (1792 each); tin 2 (Voice) holds the fattest.
+        // memlimit 10 packets' truesize (2304 each); tin 2 (Voice) holds the fattest.
         // At 10 ms: BLUE only moves when its timer is a target (5 ms) old.
         let t = Instant::from_millis(10);
-        let mut q = cake("diffserv3 flows memlimit 17920");
+        let mut q = cake("diffserv3 flows memlimit 23040");
         for i in 0..6u64 {
             let mut p = Packet::new(i, 1000).with_hash(1);
             p.tos = 46 << 2;

@@ -44,8 +44,8 @@
 //!   an update leaves p and the last delay as it found them (both queues empty), the
 //!   remaining deadlines up to `now` are skipped. `tc -s` shows the state and the
 //!   head delays as of the last operation.
-//! * **truesize**: `memory_used` sums [`crate::packet::truesize_of`] (a 1000-byte
-//!   AF_PACKET frame is 2304 bytes on the kernel, 1792 here).
+//! * **truesize**: `memory_used` sums the packets' `truesize` (an AF_PACKET frame's
+//!   is [`crate::packet::packet_snd_truesize`]: 2304 bytes for 1000, as the kernel's).
 //! * **ECN**: every packet counts as IP, its ECN field the low bits of `tos`
 //!   (`dualpi2_read_ect` treats non-IP as Not-ECT, which tos 0 is).
 //! * The head timestamps use 0 for "no packet", as the kernel does; a packet enqueued
@@ -1346,7 +1346,7 @@ mod tests {
             assert_eq!(q.enqueue(pkt(i, 1000, tos), ms(2)), want);
         }
         assert_eq!((q.stats().overlimits, q.stats().drops), (1, 1));
-        assert_eq!(q.memory(), (3 * 1792, 3 * 1792, 3 * 2 * 1514));
+        assert_eq!(q.memory(), (3 * 2304, 3 * 2304, 3 * 2 * 1514));
         q.change(&Opts::new(p("limit 1").unwrap()), &dev(), ms(3)).unwrap();
         // C holds 0 and 2, L holds 1: 0 and 2 go, then qlen 1 = limit.
         assert_eq!(q.queue_lens(), (0, 1));

@@ -1377,7 +1377,8 @@ mod tests {
         assert_eq!(q.take_reduce(), Reduce { pkts: 4, bytes: 4000 });
         let (_, n, b, v) = q.bucket(4);
         assert_eq!((n, b, v.count), (4, 4000, 4), "CoDel count raised by the drops");
-        assert_eq!(q.memory_usage(), 4 * 1792 + 3 * 896);
+        // packet_snd_truesize: 1000 bytes → 2304, 100 bytes → the small head's 960.
+        assert_eq!(q.memory_usage(), 4 * 2304 + 3 * 960);
         // Fill to the limit again, then overflow from the fat flow itself: CN, and
         // the parents hear one packet fewer (they never counted the new one).
         for i in 0..3 {
@@ -1423,22 +1424,24 @@ mod tests {
 
     #[test]
     fn memory_limit_drops_count_as_overmemory() {
-        // truesize of a 1000-byte packet: 1024 + 768 = 1792; three exceed 5000.
+        // truesize of a 1000-byte AF_PACKET frame: 1016 → 1024 + 320 → the 2048 bucket
+        // + 256 = 2304; two fit 5000 (4608), three exceed it.
         let mut q = fq("flows 16 memory_limit 5000");
         q.enqueue(pk(0, 1000, 1, 16), t(0));
         q.enqueue(pk(1, 1000, 1, 16), t(0));
-        assert_eq!(q.memory_usage(), 3584);
+        assert_eq!(q.memory_usage(), 4608);
         assert_eq!(q.enqueue(pk(2, 1000, 2, 16), t(0)), Enqueued::Success);
         // Fat flow 1 (2000 bytes): one packet reaches half its backlog.
         assert_eq!((q.drop_overlimit(), q.drop_overmemory(), q.stats().drops), (1, 1, 1));
         assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 1000 });
-        assert_eq!(q.memory_usage(), 3584);
+        assert_eq!(q.memory_usage(), 4608);
         assert_eq!(
             out(false, |o| q.dump_xstats(o)),
-            "  maxpacket 0 drop_overlimit 1 new_flow_count 2 ecn_mark 0 memory_used 3584 drop_overmemory 1\n  new_flows_len 2 old_flows_len 0"
+            "  maxpacket 0 drop_overlimit 1 new_flow_count 2 ecn_mark 0 memory_used 4608 drop_overmemory 1\n  new_flows_len 2 old_flows_len 0"
         );
-        // A lower memory_limit on change dequeues (and counts as sent) until under it.
-        q.change(&Opts::new(p("memory_limit 2000").unwrap()), &dev(), t(0)).unwrap();
+        // A lower memory_limit on change dequeues (and counts as sent) until under it:
+        // one of the two (2304 ≤ 2500).
+        q.change(&Opts::new(p("memory_limit 2500").unwrap()), &dev(), t(0)).unwrap();
         assert_eq!((q.stats().qlen, q.stats().packets, q.stats().drops), (1, 1, 1));
         assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 1000 });
     }

@@ -25,9 +25,6 @@
 //!   more than 2048 buckets re-arms for "now", which the kernel runs at the next
 //!   tick: one jiffy (4 ms) later here. A whole round that changed nothing lets the
 //!   catch-up skip the rounds up to `now`.
-//! * **truesize**: `memory_used` sums the packets' `truesize`, which the engine models
-//!   as [`crate::packet::truesize_of`] (an AF_PACKET frame of 1000 bytes is 2304 on
-//!   the 6.12 kernel, 1792 here).
 //! * `fq_pie_reset` leaves `memory_usage` as it was, in the kernel as here.
 
 use std::collections::VecDeque;
