@@ -673,18 +673,7 @@ const FILTER_SKIPS: &[(&str, &str)] = &[
 ];
 /// qdisc cases that need a driver the engine does not model, or that show where it
 /// differs from the kernel.
-const QDISC_SKIPS: &[(&str, &str)] = &[
-    (
-        "8c39",
-        "its filters were bound while their target classes were leaves (hfsc_bind_tcf sets res.class), and \
-         hfsc_classify follows a bound result without its `level >= head->level` check, so the walk goes 1:1 -> \
-         1:2 -> 1:3 -> 1:31 after those classes grew children; the engine's filter results carry only the classid, \
-         its walk stops at the lateral step 1:1 -> 1:2 and the pings (played through lo, requests and replies) go \
-         to the default class 1:30",
-    ),
-    ("6a83", TAPRIO_OFFLOAD),
-    ("e8a1", TAPRIO_OFFLOAD),
-];
+const QDISC_SKIPS: &[(&str, &str)] = &[("6a83", TAPRIO_OFFLOAD), ("e8a1", TAPRIO_OFFLOAD)];
 const TAPRIO_OFFLOAD: &str = "its setup makes a taprio in full offload (flags 0x2), which takes netdevsim's taprio \
      offload; the engine's devices have no offload and refuse it as a kernel without one does";
 const NETEM_IN_TREE: &str = "tests check_netem_in_tree (\"net/sched: Restrict conditions for adding duplicating \
