@@ -21,11 +21,14 @@
 //! filter` (tc/filter.rs, cls_api.c's `tc_new_tfilter` / `tc_del_tfilter` /
 //! `tc_dump_tfilter`) finds it with [`lookup`] (`tcf_proto_lookup_ops`) and calls
 //! only the trait, handing the options through as the kind's own type ([`Opts`]),
-//! as cls_api.c passes TCA_OPTIONS through unread. A kind logs the classes its
-//! filters start and stop naming in the [`Binds`] of each operation
-//! (`tcf_bind_filter` / `tcf_unbind_filter`), only what that operation changed, so
-//! the qdisc's bookkeeping stays linear in the filters touched; and walks them all
-//! for [`Classifier::for_each_classid`] (`tcf_node_bind`, when a class appears).
+//! as cls_api.c passes TCA_OPTIONS through unread. Each filter keeps its result's
+//! bound class (`res.class`): a kind's `change` asks the [`Binds`] of the operation
+//! (`tcf_bind_filter`, answered by the qdisc's
+//! [`crate::qdisc::Classful::bind_tcf`]) and hands bound results back when they go
+//! (`tcf_unbind_filter`); the log of what was bound and unbound, only what that
+//! operation changed, keeps the qdisc's filter counts linear in the filters touched.
+//! [`Classifier::for_each_class_mut`] rebinds them all when a class appears or is
+//! deleted ([`Block::bind_class`], `tc_bind_tclass`).
 //! State a kind shares among all blocks of one qdisc (u32's `tc_u_common`) is
 //! [`Shared`], kept on the qdisc's own block.
 //!
@@ -40,8 +43,9 @@
 //! * At enqueue call [`Block::classify`]`(&pkt)`: it mirrors `tcf_classify` — the
 //!   protos are tried in pref order, a proto whose protocol is neither the packet's
 //!   nor `all` is skipped, and the first kind that matches gives the
-//!   [`TcfResult`] (the `classid` the filter names; the qdisc decides what it means,
-//!   and must check that the class exists). `None` means no filter matched
+//!   [`TcfResult`] (the `classid` the filter names and the class it is bound to, if
+//!   any; the qdisc decides what they mean, and must check that an unbound classid
+//!   names a class). `None` means no filter matched
 //!   (`TC_ACT_UNSPEC`; `tcf_classify` < 0). An empty block answers `None` quickly
 //!   ([`Block::is_empty`]), which is the kernel's `!fl` case.
 //! * htb's `htb_classify` loop: start with the qdisc block (or, when

@@ -530,6 +530,15 @@ fn sent(tc: &crate::tc::Tc, minors: &[u32]) -> Vec<(u64, u64)> {
     minors.iter().map(|&m| c.class_stats(m).map_or((0, 0), |s| (s.packets, s.bytes))).collect()
 }
 
+/// A Tc with eth0 after `setup`, every line of which must succeed.
+fn tc_eth0(setup: &str) -> crate::tc::Tc {
+    let mut tc = crate::tc::Tc::new(&[crate::tree::DevSpec::parse("eth0").unwrap()]);
+    let ran = tc_lines(&mut tc, setup);
+    assert!(ran.iter().all(|r| r.starts_with('0')), "{ran:?}");
+    tc
+}
+
+/// Each line's exit status and stderr, as "STATUS" + stderr.
 fn tc_lines(tc: &mut crate::tc::Tc, script: &str) -> Vec<String> {
     let lines = script.lines().map(str::trim).filter(|l| !l.is_empty());
     lines.map(|l| tc.run(&crate::tc::makeargs(l))).map(|r| format!("{}{}", r.code, r.stderr.trim_end())).collect()
@@ -545,7 +554,6 @@ fn tc_lines(tc: &mut crate::tc::Tc, script: &str) -> Vec<String> {
 /// (1:30) binds nothing: its class can go at once.
 #[test]
 fn bound_filters_walk_past_the_level_check() {
-    let mut tc = crate::tc::Tc::new(&[crate::tree::DevSpec::parse("eth0").unwrap()]);
     let m = "u32 match u8 0 0 at 0 flowid";
     let setup = format!(
         "qdisc add dev eth0 root handle 1: hfsc default 30
@@ -561,7 +569,7 @@ fn bound_filters_walk_past_the_level_check() {
         class add dev eth0 parent 1:3 classid 1:31 hfsc rt m2 10mbit
         filter add dev eth0 parent 1:3 protocol ip prio 1 {m} 1:31"
     );
-    assert!(tc_lines(&mut tc, &setup).iter().all(|r| r.starts_with('0')));
+    let mut tc = tc_eth0(&setup);
     let classes = [0x1, 0x2, 0x3, 0x10, 0x20, 0x30, 0x31];
     send_udp(&mut tc, 4, 1);
     assert_eq!(sent(&tc, &classes), [(0, 0), (0, 0), (0, 0), (0, 0), (0, 0), (0, 0), (4, 400)]);
@@ -584,7 +592,6 @@ fn bound_filters_walk_past_the_level_check() {
 /// the packet.
 #[test]
 fn a_circle_of_bound_filters_ends_at_the_default_class() {
-    let mut tc = crate::tc::Tc::new(&[crate::tree::DevSpec::parse("eth0").unwrap()]);
     let m = "protocol all prio 1 matchall classid";
     let setup = format!(
         "qdisc add dev eth0 root handle 1: hfsc default 9
@@ -598,7 +605,7 @@ fn a_circle_of_bound_filters_ends_at_the_default_class() {
         class add dev eth0 parent 1:20 classid 1:21 hfsc sc m2 10mbit
         filter add dev eth0 parent 1:2 {m} 1:1"
     );
-    assert!(tc_lines(&mut tc, &setup).iter().all(|r| r.starts_with('0')));
+    let mut tc = tc_eth0(&setup);
     send_udp(&mut tc, 1, 1);
     assert_eq!(sent(&tc, &[0x9, 0x10, 0x21]), [(1, 100), (0, 0), (0, 0)]);
 }
