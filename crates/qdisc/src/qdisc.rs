@@ -530,7 +530,7 @@ pub trait Classful {
     fn with_block(
         &mut self,
         minor: u32,
-        f: &mut dyn FnMut(&mut crate::classify::Block, &dyn Fn(u32) -> Option<u32>),
+        f: &mut dyn FnMut(&mut crate::classify::Block, &crate::classify::BindTcf<'_>),
     ) -> bool {
         let Some(b) = self.block_mut(minor) else { return false };
         let mut block = std::mem::replace(b, crate::classify::Block::new(0));

@@ -202,13 +202,16 @@ pub type Shared = Arc<dyn Any + Send + Sync>;
 /// The log (classid, ±1) of what was bound and unbound is applied to the qdisc's
 /// filter counts after the operation, so the bookkeeping is linear in the filters
 /// touched.
+/// A qdisc's `bind_tcf` for one block's filters: classid → the class bound.
+pub type BindTcf<'a> = dyn Fn(u32) -> Option<u32> + 'a;
+
 #[derive(Default)]
 pub struct Binds<'a> {
     log: Vec<(u32, i32)>,
     /// The qdisc's `bind_tcf` for this block's filters: classid → bound class.
     /// None for a block without a qdisc (a shared block: `tcf_bind_filter` returns
     /// at once) and for kinds whose bind answers are never read.
-    bind_tcf: Option<&'a dyn Fn(u32) -> Option<u32>>,
+    bind_tcf: Option<&'a BindTcf<'a>>,
 }
 
 /// For tests: a qdisc whose `bind_tcf` binds every classid (as itself).
@@ -219,7 +222,7 @@ pub(crate) fn bind_every(classid: u32) -> Option<u32> {
 
 impl<'a> Binds<'a> {
     /// Binds answered by the qdisc's `bind_tcf`.
-    pub fn with_bind_tcf(bind_tcf: &'a dyn Fn(u32) -> Option<u32>) -> Self {
+    pub fn with_bind_tcf(bind_tcf: &'a BindTcf<'a>) -> Self {
         Binds { log: Vec::new(), bind_tcf: Some(bind_tcf) }
     }
     /// `tcf_bind_filter` of a result naming `classid`: the class it is bound to now.
