@@ -522,8 +522,34 @@ pub trait Classful {
     /// `ops->ingress_block_set` / `egress_block_set` before `ops->init` binds them:
     /// only the kinds whose [`Flags::shared_blocks`] allows it are asked.
     fn set_block_indexes(&mut self, _indexes: [u32; 2]) {}
-    /// `cops->bind_tcf`: a filter's result now names class `classid` (htb counts it
-    /// in `filter_cnt`, so the class cannot be deleted while filters point at it).
+    /// `cops->bind_tcf`'s answer for a filter in class `base`'s block (0: the
+    /// qdisc's own block; the caller has lifted the block out of the qdisc) naming
+    /// `classid`: the class its result is bound to (`res.class`, as this kind names
+    /// its classes), or None (res.class 0). [`Classful::bind_filter`] then counts
+    /// it. The default is for the kinds whose classify reads only `res.classid`
+    /// (prio, ets, multiq, ingress, sfq, …: whatever their bind answers is never
+    /// read, and they count no filters).
+    fn bind_tcf(&self, _base: u32, _classid: u32) -> Option<u32> {
+        None
+    }
+    /// Run `f` on class `minor`'s block (0: the qdisc's own) with this qdisc's
+    /// [`Classful::bind_tcf`] for it: the block is lifted out while `f` runs (a
+    /// filter's `change` holds the block while its binds ask the qdisc). False when
+    /// there is no such block.
+    fn with_block(
+        &mut self,
+        minor: u32,
+        f: &mut dyn FnMut(&mut crate::classify::Block, &crate::classify::BindTcf<'_>),
+    ) -> bool {
+        let Some(b) = self.block_mut(minor) else { return false };
+        let mut block = std::mem::replace(b, crate::classify::Block::new(0));
+        f(&mut block, &|classid| self.bind_tcf(minor, classid));
+        *self.block_mut(minor).expect("the block is back where it was") = block;
+        true
+    }
+    /// `cops->bind_tcf`'s count: a filter's result is now bound to class `classid`
+    /// (htb and hfsc count it in `filter_cnt`, so the class cannot be deleted while
+    /// filters are bound to it).
     fn bind_filter(&mut self, _classid: u32) {}
     /// `cops->unbind_tcf`: a filter no longer names class `classid`.
     fn unbind_filter(&mut self, _classid: u32) {}
@@ -736,12 +762,49 @@ impl<Q: ?Sized + Qdisc> Node<Q> {
         now: Instant,
     ) -> Result<Option<String>, TcError> {
         let c = self.q.as_classful_mut().ok_or_else(|| TcError::errno(crate::tc::Errno::EINVAL))?;
-        c.change_class(&mut self.sch, classid, parent, exists, opts, dev, now)
+        let r = c.change_class(&mut self.sch, classid, parent, exists, opts, dev, now);
+        if r.is_ok() && !exists {
+            // tc_ctl_tclass: "a new class, reverse binding".
+            bind_tclass(c, classid, true);
+        }
+        r
     }
-    /// [`Classful::delete_class`] with this qdisc's own state (EINVAL if classless).
+    /// [`Classful::delete_class`] with this qdisc's own state (EINVAL if classless),
+    /// then tc_ctl_tclass's unbinding of the filters naming the class, which
+    /// follows the delete whether it succeeded or not: a class a filter holds
+    /// refuses one delete ("… class in use") and lets the next take it.
     pub fn delete_class(&mut self, minor: u32, now: Instant) -> Result<(), TcError> {
         let c = self.q.as_classful_mut().ok_or_else(|| TcError::errno(crate::tc::Errno::EINVAL))?;
-        c.delete_class(&mut self.sch, minor, now)
+        let found = c.find(minor);
+        let r = c.delete_class(&mut self.sch, minor, now);
+        if found {
+            bind_tclass(c, tc_h_maj(self.handle) | minor, false);
+        }
+        r
+    }
+}
+
+/// `tc_bind_tclass`: every class's block (`cl_ops->walk`, each class's
+/// `tcf_block`; not the qdisc's own block unless a class owns it, as hfsc's root
+/// does) has its results naming `classid` bound to the class (`bind`: the qdisc's
+/// [`Classful::bind_tcf`] for that block) or unbound; the qdisc's counts follow.
+fn bind_tclass(c: &mut dyn Classful, classid: u32, bind: bool) {
+    let mut binds = crate::classify::Binds::default();
+    for minor in c.class_minors() {
+        if c.block(minor).is_none_or(|b| b.is_empty()) {
+            continue;
+        }
+        c.with_block(minor, &mut |b, bind_tcf| {
+            let class = if bind { bind_tcf(classid) } else { None };
+            b.bind_class(classid, class, &mut binds);
+        });
+    }
+    let (unbound, bound) = binds.split();
+    for x in unbound {
+        c.unbind_filter(x);
+    }
+    for y in bound {
+        c.bind_filter(y);
     }
 }
 

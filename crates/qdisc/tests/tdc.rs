@@ -102,6 +102,9 @@ impl Bed {
         if let Some(r) = self.xargs_batches(cmd) {
             return r;
         }
+        if let Some(r) = self.and_then_jq(cmd) {
+            return r;
+        }
         if let Some((left, right)) = cmd.split_once(" | grep ") {
             let (code, out, err) = self.sh(left)?;
             let out = grep(&out, &makeargs(right)).ok_or_else(|| format!("grep not modelled: {cmd}"))?;
@@ -129,6 +132,7 @@ impl Bed {
             ["$ETHTOOL", "-K", d, "hw-tc-offload", "on"] if *d == ETH => ok(),
             ["/bin/true"] => ok(),
             ["ping", ..] => self.ping(&words),
+            ["./scripts/taprio_wait_for_admin.sh", "$TC", dev] => self.wait_for_admin(dev),
             // The queues were run after every packet, and actions are deleted at once
             // (the sleeps wait for the kernel's workqueue).
             ["sleep" | "/bin/sleep", _] => ok(),
@@ -251,6 +255,101 @@ impl Bed {
         }
         Some(Ok(all))
     }
+}
+
+/// tdc_config.py's TIMEOUT: how long tdc lets one command run before it kills it.
+const TDC_TIMEOUT_SECS: u64 = 24;
+
+impl Bed {
+    /// tc-testing's scripts/taprio_wait_for_admin.sh TC DEV: until `$TC -j qdisc show
+    /// dev DEV root | jq '.[].options | has("admin")'` prints `false`, `sleep 1`. The
+    /// kernel's taprio makes the admin schedule the oper one from its hrtimer; here a
+    /// second of the runner's virtual clock passes per `sleep 1` and the device's
+    /// qdiscs are driven at the new time (the engine's taprio runs its hrtimer's
+    /// expiries when driven). The script has no bound of its own: tdc kills it after
+    /// its TIMEOUT, which fails the case.
+    fn wait_for_admin(&mut self, dev: &str) -> Result<Ran, String> {
+        let show = ["-j", "qdisc", "show", "dev", dev, "root"];
+        for _ in 0..=TDC_TIMEOUT_SECS {
+            let (code, out, err) = self.tc_cmd(&show)?;
+            if code != 0 {
+                return Err(format!("taprio_wait_for_admin.sh: `tc -j qdisc show` failed: {err}"));
+            }
+            let dump: Value = serde_json::from_str(&out).map_err(|e| format!("tc -j output is not JSON: {e}"))?;
+            // jq's `has` on a qdisc without options (null) is an error, which the
+            // script's test reads as "not false": it keeps waiting.
+            let has: Vec<&str> = dump
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|q| match q.get("options") {
+                    Some(Value::Object(o)) => {
+                        if o.contains_key("admin") {
+                            "true"
+                        } else {
+                            "false"
+                        }
+                    }
+                    _ => "error",
+                })
+                .collect();
+            if has == ["false"] {
+                return Ok((0, String::new(), String::new()));
+            }
+            self.tc.now = self.tc.now + qdisc::Duration::from_secs(1);
+            let now = self.tc.now;
+            let d = self.tc.device_mut(dev).ok_or_else(|| format!("no device {dev}"))?;
+            while let qdisc::Dequeued::Packet(_) = d.dequeue(now) {}
+        }
+        Ok((
+            124,
+            String::new(),
+            format!("taprio_wait_for_admin.sh: still an admin schedule after {TDC_TIMEOUT_SECS} s"),
+        ))
+    }
+
+    /// `bash -c "A && B | jq 'FILTER'"` (taprio's verifyCmds): A, then, if it
+    /// succeeded, B's output through [`jq`].
+    fn and_then_jq(&mut self, cmd: &str) -> Option<Result<Ran, String>> {
+        let re = regex::Regex::new(r#"^bash -c "(.+?) && (.+?) \| jq '([^']*)'"$"#).ok()?;
+        let c = re.captures(cmd)?;
+        let r = (|| {
+            let (code, out, err) = self.sh(&c[1])?;
+            if code != 0 {
+                return Ok((code, out, err));
+            }
+            let (code, out, err) = self.sh(&c[2])?;
+            let dump: Value = serde_json::from_str(&out).map_err(|e| format!("jq input is not JSON: {e}"))?;
+            Ok((code, jq(&dump, &c[3]).ok_or_else(|| format!("jq filter not modelled: {}", &c[3]))?, err))
+        })();
+        Some(r)
+    }
+}
+
+/// jq over a path of `.[]` and `.NAME` steps: each value it reaches on its own line,
+/// as jq prints scalars (null for a missing key); None for any other filter.
+fn jq(v: &Value, filter: &str) -> Option<String> {
+    let mut vals = vec![v.clone()];
+    let mut rest = filter;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix(".[]") {
+            vals = vals.iter().map(|v| v.as_array().cloned()).collect::<Option<Vec<_>>>()?.concat();
+            rest = r;
+        } else {
+            let r = rest.strip_prefix('.')?;
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let (name, r) = r.split_at(end);
+            vals = vals.iter().map(|v| v.get(name).cloned().unwrap_or(Value::Null)).collect();
+            rest = r;
+        }
+    }
+    vals.iter().try_fold(String::new(), |mut s, v| {
+        if v.is_array() || v.is_object() {
+            return None;
+        }
+        s.push_str(&format!("{v}\n"));
+        Some(s)
+    })
 }
 
 /// tdc_batch.py's `-e`.
@@ -567,21 +666,9 @@ const FILTER_SKIPS: &[(&str, &str)] = &[
 ];
 /// qdisc cases that need a driver the engine does not model, or that show where it
 /// differs from the kernel.
-const QDISC_SKIPS: &[(&str, &str)] = &[
-    (
-        "8c39",
-        "its filters were bound while their target classes were leaves (hfsc_bind_tcf sets res.class), and \
-         hfsc_classify follows a bound result without its `level >= head->level` check, so the walk goes 1:1 -> \
-         1:2 -> 1:3 -> 1:31 after those classes grew children; the engine's filter results carry only the classid, \
-         its walk stops at the lateral step 1:1 -> 1:2 and the pings (played through lo, requests and replies) go \
-         to the default class 1:30",
-    ),
-    (
-        "6a83",
-        "its setup makes a taprio in full offload (flags 0x2), which takes netdevsim's taprio offload; the \
-         engine's devices have no offload and refuse it as a kernel without one does",
-    ),
-];
+const QDISC_SKIPS: &[(&str, &str)] = &[("6a83", TAPRIO_OFFLOAD), ("e8a1", TAPRIO_OFFLOAD)];
+const TAPRIO_OFFLOAD: &str = "its setup makes a taprio in full offload (flags 0x2), which takes netdevsim's taprio \
+     offload; the engine's devices have no offload and refuse it as a kernel without one does";
 const NETEM_IN_TREE: &str = "tests check_netem_in_tree (\"net/sched: Restrict conditions for adding duplicating \
      netems to qdisc tree\"), which 6.12.117 does not have (goldens/kernel-6.12/netem-tree.json: both changes \
      succeed) and 6.18 replaced by marking duplicates (skb tc_depth)";

@@ -115,3 +115,93 @@ fn tbf_throttle_surfaces_through_prio_with_exact_wakeup() {
     );
     assert_eq!(d.dequeue(Instant::from_nanos(11_200_000)).packet().unwrap().id, 2);
 }
+
+/// `qdisc_change` refuses a kind whose `ops->change` is NULL before it reads the
+/// request, with "Change operation not supported by specified qdisc." (EOPNOTSUPP,
+/// tc's exit 2); a kind with one takes its own add options back. [`Qdisc::has_change`]
+/// says which a kind is (the kernel's NULL: blackhole, drr, etf, noop, noqueue,
+/// pfifo_fast, htb, ingress, clsact, mq, mqprio, qfq, sfq — net/sched/sch_*.c,
+/// 6.12 and 6.18 alike): a `tc qdisc change` of every registered kind, with the
+/// options it was added with, must be refused exactly when it says false.
+#[test]
+fn change_is_refused_exactly_for_the_kinds_without_ops_change() {
+    use qdisc::tree::KernelVersion;
+    // Each kind's parent and add options (every registered kind must have a line).
+    let add = |kind: &str| -> (&str, &str) {
+        match kind {
+            "ingress" => ("ingress", ""),
+            "clsact" => ("clsact", ""),
+            "tbf" => ("root", "rate 1mbit burst 10k latency 10ms"),
+            "red" => ("root", "limit 100k avpkt 1000 bandwidth 10mbit"),
+            "gred" => ("root", "setup vqs 1 default 0"),
+            "choke" => ("root", "limit 1000 bandwidth 10mbit"),
+            "ets" => ("root", "bands 2"),
+            "mqprio" => ("root", "num_tc 2 map 0 1 queues 2@0 2@2 hw 0"),
+            "taprio" => {
+                ("root", "num_tc 2 map 0 1 queues 2@0 2@2 base-time 0 sched-entry S 3 1000000 clockid CLOCK_TAI")
+            }
+            "hfsc" => ("root", "default 1"),
+            "dualpi2" => ("root", "limit 1000"),
+            "etf" => ("root", "clockid CLOCK_TAI delta 300000"),
+            "cbs" => ("root", "idleslope 1000 sendslope -9000 hicredit 30 locredit -200"),
+            "bfifo" | "cake" | "codel" | "drr" | "fq" | "fq_codel" | "fq_pie" | "hhf" | "mq" | "multiq" | "netem"
+            | "noqueue" | "pfifo" | "pfifo_fast" | "pfifo_head_drop" | "pie" | "plug" | "prio" | "qfq" | "sfb"
+            | "sfq" | "skbprio" | "htb" => ("root", ""),
+            _ => panic!("no add options for the kind {kind}: give it a line here"),
+        }
+    };
+    let mut checked = 0;
+    for ops in qdisc::sched::KINDS {
+        let (parent, opts) = add(ops.id);
+        let kernel = ops.since.unwrap_or(KernelVersion::default());
+        let mut t = Tc::with_kernel(&[DevSpec::parse("eth0,kind=eth,txqueues=4").unwrap()], kernel);
+        // `tc qdisc add dev D ingress` (or clsact): the kind's word is its place too.
+        let at = |verb: &str| if parent == "root" { format!("root {verb}") } else { String::new() };
+        let added = t.run(&makeargs(&format!("qdisc add dev eth0 {} {} {opts}", at("handle 1:"), ops.id)));
+        assert_eq!(added.code, 0, "{}: {}", ops.id, added.stderr);
+        let handle = if parent == "root" { 0x10000 } else { 0xFFFF_0000 };
+        let now = t.now;
+        let d = t.device_mut("eth0").unwrap();
+        let path = d.lookup(handle).unwrap();
+        let info = d.info.clone();
+        let n = d.node_mut(&path);
+        let has_change = n.q.has_change();
+        // The kind's own `change` with the options tc makes of its add line (an
+        // empty set for a kind tc sends none for): refused exactly when it has none.
+        let argv = makeargs(opts);
+        let sent = qdisc::sched::parse_in(ops.id, kernel, &mut qdisc::tc::Args::new(&argv)).unwrap();
+        // (A kind with a change op and no options sent is only asked through tc.)
+        let refusal = Err(qdisc::tc::TcError::kernel("Change operation not supported by specified qdisc"));
+        if let Some(o) = &sent {
+            let own = n.change(o, &info, now);
+            if has_change {
+                assert!(own.is_ok(), "{} has a change op but refused its own options: {own:?}", ops.id);
+            } else {
+                assert_eq!(own, refusal, "{} has no change op", ops.id);
+            }
+        } else if !has_change {
+            assert_eq!(n.change(&qdisc::qdisc::Opts::new(()), &info, now), refusal, "{} has no change op", ops.id);
+        }
+        // Through tc: qdisc_change reaches the op only with TCA_OPTIONS, which tc
+        // sends for a kind with an option parser (not ingress, clsact, …).
+        let changed = t.run(&makeargs(&format!("qdisc change dev eth0 {} {} {opts}", at(""), ops.id)));
+        if has_change || sent.is_none() {
+            assert_eq!(changed.code, 0, "{}: {}", ops.id, changed.stderr);
+        } else {
+            assert_eq!(
+                (changed.code, changed.stderr.as_str()),
+                (2, "Error: Change operation not supported by specified qdisc.\n"),
+                "{} has no change op",
+                ops.id
+            );
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, qdisc::sched::KINDS.len());
+    // noop, the placeholder of a class without a qdisc, is no kind tc can name.
+    let mut noop = qdisc::sched::noqueue::Noop::node(0);
+    assert!(!noop.q.has_change());
+    let refusal = Err(qdisc::tc::TcError::kernel("Change operation not supported by specified qdisc"));
+    let info = Tc::new(&[DevSpec::parse("eth0").unwrap()]).device("eth0").unwrap().info.clone();
+    assert_eq!(noop.change(&qdisc::qdisc::Opts::new(()), &info, Instant::ZERO), refusal);
+}

@@ -2456,7 +2456,7 @@ mod tests {
     }
 
     fn run(e: &Exts, len: u32, now: u64) -> i32 {
-        e.exec(&mut Packet::new(0, len), Instant(now), &mut TcfResult { classid: 0 })
+        e.exec(&mut Packet::new(0, len), Instant(now), &mut TcfResult::unbound(0))
     }
 
     #[test]
@@ -2666,7 +2666,7 @@ mod tests {
     fn mirred_redirect_steals_and_hands_the_packet_on() {
         let mut t = ActionTable::default();
         let e = mirred_exts("mirred egress redirect dev ifb0", &mut t);
-        assert_eq!(e.exec(&mut Packet::new(7, 1000), Instant(5), &mut TcfResult { classid: 0 }), TC_ACT_STOLEN);
+        assert_eq!(e.exec(&mut Packet::new(7, 1000), Instant(5), &mut TcfResult::unbound(0)), TC_ACT_STOLEN);
         let out = t.take_mirrored();
         assert_eq!(out.len(), 1);
         let m = &out[0];
@@ -2685,7 +2685,7 @@ mod tests {
         let e = mirred_exts("mirred egress redirect dev ifb0", &mut t);
         let run = |nest: MirredNest| {
             set_mirred_nest(nest);
-            let v = e.exec(&mut Packet::new(1, 100), Instant(0), &mut TcfResult { classid: 0 });
+            let v = e.exec(&mut Packet::new(1, 100), Instant(0), &mut TcfResult::unbound(0));
             set_mirred_nest(MirredNest::default());
             v
         };
@@ -2709,9 +2709,9 @@ mod tests {
         // A mirror in a loop keeps its verdict; one into a receive path is no loop.
         let e = mirred_exts("mirred egress mirror dev ifb0", &mut t);
         set_mirred_nest(root.enter(3));
-        assert_eq!(e.exec(&mut Packet::new(1, 100), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_PIPE);
+        assert_eq!(e.exec(&mut Packet::new(1, 100), Instant(0), &mut TcfResult::unbound(0)), TC_ACT_PIPE);
         let e = mirred_exts("mirred ingress mirror dev ifb0", &mut t);
-        assert_eq!(e.exec(&mut Packet::new(1, 100), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_PIPE);
+        assert_eq!(e.exec(&mut Packet::new(1, 100), Instant(0), &mut TcfResult::unbound(0)), TC_ACT_PIPE);
         set_mirred_nest(root);
         assert_eq!(t.take_mirrored().len(), 1);
     }
@@ -2720,7 +2720,7 @@ mod tests {
     fn skip_classify_passes_the_first_action_list_only() {
         let mut t = ActionTable::default();
         let e = mirred_exts("mirred egress redirect dev ifb0", &mut t);
-        let mut res = TcfResult { classid: 0 };
+        let mut res = TcfResult::unbound(0);
         set_skip_classify(true);
         assert_eq!(e.exec(&mut Packet::new(1, 100), Instant(0), &mut res), TC_ACT_OK);
         assert!(!take_skip_classify(), "the first exec cleared it");
@@ -2735,17 +2735,17 @@ mod tests {
         // Mirror (pipe) to eth0's receive path, then redirect to ifb0: two copies out,
         // in action order, and the last verdict wins.
         let e = mirred_exts("mirred ingress mirror dev eth0 action mirred egress redirect dev ifb0", &mut t);
-        assert_eq!(e.exec(&mut Packet::new(1, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_STOLEN);
+        assert_eq!(e.exec(&mut Packet::new(1, 60), Instant(0), &mut TcfResult::unbound(0)), TC_ACT_STOLEN);
         let out = t.take_mirrored();
         let got: Vec<_> = out.iter().map(|m| (m.ifindex, m.ingress, m.redirect)).collect();
         assert_eq!(got, [(2, true, false), (3, false, true)]);
         // A mirror's own control word replaces pipe.
         let e = mirred_exts("mirred egress mirror dev ifb0 drop", &mut t);
-        assert_eq!(e.exec(&mut Packet::new(2, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_SHOT);
+        assert_eq!(e.exec(&mut Packet::new(2, 60), Instant(0), &mut TcfResult::unbound(0)), TC_ACT_SHOT);
         assert_eq!(t.take_mirrored().len(), 1);
         // A block target: no shared block exists, so nothing goes out; an overlimit.
         let e = mirred_exts("mirred egress mirror blockid 3", &mut t);
-        assert_eq!(e.exec(&mut Packet::new(3, 60), Instant(0), &mut TcfResult { classid: 0 }), TC_ACT_PIPE);
+        assert_eq!(e.exec(&mut Packet::new(3, 60), Instant(0), &mut TcfResult::unbound(0)), TC_ACT_PIPE);
         assert!(t.take_mirrored().is_empty());
         assert_eq!(lock(&e.acts[0]).stats.overlimits, 1);
     }
@@ -2832,7 +2832,7 @@ mod tests {
         let (e, _t) = exts("simple sdata hi action simple sdata there drop", 0);
         let mut p = Packet::new(1, 300);
         let before = p.clone();
-        assert_eq!(e.exec(&mut p, Instant(3), &mut TcfResult { classid: 0 }), TC_ACT_SHOT);
+        assert_eq!(e.exec(&mut p, Instant(3), &mut TcfResult::unbound(0)), TC_ACT_SHOT);
         assert_eq!(p, before);
         let s = |i: usize| lock(&e.acts[i]).stats;
         assert_eq!(s(0), ActStats { bytes: 300, packets: 1, drops: 0, overlimits: 0 });
@@ -2847,7 +2847,7 @@ mod tests {
         let mut p = Packet::new(1, 1000);
         p.mark = 0x0f0f;
         // No readable IP header for inheritdsfield: the second action drops it.
-        assert_eq!(e.exec(&mut p, Instant(7), &mut TcfResult { classid: 0 }), TC_ACT_SHOT);
+        assert_eq!(e.exec(&mut p, Instant(7), &mut TcfResult::unbound(0)), TC_ACT_SHOT);
         assert_eq!(p.mark, 0x0f5f);
         assert_eq!(p.priority, 0x1_0003);
         let s = |i: usize| lock(&e.acts[i]).stats;

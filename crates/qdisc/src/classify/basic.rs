@@ -24,6 +24,8 @@ use crate::time::Instant;
 pub struct BasicFilter {
     pub handle: u32,
     pub classid: u32,
+    /// `res.class`: the class the filter is bound to ([`Binds::bind`]).
+    pub class: Option<u32>,
     tree: Tree,
     pub exts: Exts,
     /// `pf->rcnt`, `pf->rhit`: packets tried, packets the tree matched.
@@ -118,12 +120,11 @@ impl Basic {
         // basic_set_parms: actions, then the tree (already checked), then the class.
         let exts = acts.init(&o.exts)?;
         let classid = o.classid.unwrap_or(0);
-        if classid != 0 {
-            binds.bind(classid);
-        }
+        let class = if classid != 0 { binds.bind(classid) } else { None };
         let f = BasicFilter {
             handle,
             classid,
+            class,
             tree: o.tree.clone(),
             exts,
             tried: AtomicU64::new(0),
@@ -132,9 +133,7 @@ impl Basic {
         match self.filters.iter().position(|x| Some(x.handle) == fh) {
             Some(i) => {
                 let old = std::mem::replace(&mut self.filters[i], f);
-                if old.classid != 0 {
-                    binds.unbind(old.classid);
-                }
+                binds.unbind(old.classid, old.class);
             }
             None => self.filters.insert(0, f),
         }
@@ -149,7 +148,7 @@ impl Basic {
                 continue;
             }
             f.hits.fetch_add(1, Ordering::Relaxed);
-            let mut res = TcfResult { classid: f.classid };
+            let mut res = TcfResult { classid: f.classid, class: f.class };
             let r = f.exts.exec(pkt, now, &mut res);
             if r >= 0 {
                 return Some((r, res));
@@ -201,17 +200,18 @@ impl super::Classifier for Basic {
     fn delete(&mut self, handle: u32, binds: &mut Binds) -> Result<bool, FilterError> {
         if let Some(i) = self.filters.iter().position(|f| f.handle == handle) {
             let f = self.filters.remove(i);
-            if f.classid != 0 {
-                binds.unbind(f.classid);
-            }
+            binds.unbind(f.classid, f.class);
         }
         Ok(self.filters.is_empty())
     }
     fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         self.print(ctx, out)
     }
-    fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
-        self.filters.iter().map(|x| x.classid).filter(|&c| c != 0).for_each(f);
+    fn for_each_class(&self, f: &mut dyn FnMut(TcfResult)) {
+        self.filters.iter().for_each(|x| f(TcfResult { classid: x.classid, class: x.class }));
+    }
+    fn for_each_class_mut(&mut self, f: &mut dyn FnMut(u32, &mut Option<u32>)) {
+        self.filters.iter_mut().for_each(|x| f(x.classid, &mut x.class));
     }
     fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
         self.filters.iter().for_each(|x| f(&x.exts));

@@ -102,7 +102,7 @@ impl Cgroup {
         if classid == 0 || !head.tree.matches(pkt, hdr) {
             return None;
         }
-        let mut res = TcfResult { classid };
+        let mut res = TcfResult::unbound(classid);
         let r = head.exts.exec(pkt, now, &mut res);
         (r >= 0).then_some((r, res))
     }
@@ -150,7 +150,9 @@ impl super::Classifier for Cgroup {
         });
     }
     /// The filter names no class: its classids come from the packets.
-    fn for_each_classid(&self, _: &mut dyn FnMut(u32)) {}
+    /// Results are made per packet: no filter keeps a class.
+    fn for_each_class(&self, _: &mut dyn FnMut(TcfResult)) {}
+    fn for_each_class_mut(&mut self, _: &mut dyn FnMut(u32, &mut Option<u32>)) {}
     fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
         self.head.iter().for_each(|h| f(&h.exts));
     }
@@ -207,8 +209,8 @@ mod tests {
         let mut t = tc();
         let (c, _, e) = run(&mut t, "filter add dev eth0 parent 1: protocol ip prio 1 handle 1 cgroup");
         assert_eq!(c, 0, "{e}");
-        assert_eq!(class_of(&mut t, udp(1, Some(0x10010))), Some(Verdict::Class(TcfResult { classid: 0x10010 })));
-        assert_eq!(class_of(&mut t, udp(2, Some(0x10020))), Some(Verdict::Class(TcfResult { classid: 0x10020 })));
+        assert_eq!(class_of(&mut t, udp(1, Some(0x10010))), Some(Verdict::Class(TcfResult::unbound(0x10010))));
+        assert_eq!(class_of(&mut t, udp(2, Some(0x10020))), Some(Verdict::Class(TcfResult::unbound(0x10020))));
         // Classid 0 and no socket: no match.
         assert_eq!(class_of(&mut t, udp(3, Some(0))), None);
         assert_eq!(class_of(&mut t, udp(4, None)), None);
@@ -231,7 +233,7 @@ mod tests {
         let l = "filter replace dev eth0 parent 1: protocol ip prio 1 handle 7 cgroup \
                  match not cmp(u8 at 9 layer network eq 6) action pass";
         assert_eq!(run(&mut t, l).0, 0);
-        assert_eq!(class_of(&mut t, udp(4, Some(0x10020))), Some(Verdict::Class(TcfResult { classid: 0x10020 })));
+        assert_eq!(class_of(&mut t, udp(4, Some(0x10020))), Some(Verdict::Class(TcfResult::unbound(0x10020))));
     }
 
     #[test]

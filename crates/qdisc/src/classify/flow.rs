@@ -544,7 +544,7 @@ impl Flow {
                 classid %= f.divisor;
             }
             let base = f.baseclass(q_handle);
-            let mut res = TcfResult { classid: (base & 0xFFFF_0000) | (base.wrapping_add(classid) & 0xFFFF) };
+            let mut res = TcfResult::unbound((base & 0xFFFF_0000) | (base.wrapping_add(classid) & 0xFFFF));
             let r = f.exts.exec(pkt, now, &mut res);
             if r >= 0 {
                 return Some((r, res));
@@ -648,7 +648,9 @@ impl super::Classifier for Flow {
     fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         self.print(ctx, out)
     }
-    fn for_each_classid(&self, _: &mut dyn FnMut(u32)) {}
+    /// Results are made per packet: no filter keeps a class.
+    fn for_each_class(&self, _: &mut dyn FnMut(TcfResult)) {}
+    fn for_each_class_mut(&mut self, _: &mut dyn FnMut(u32, &mut Option<u32>)) {}
     fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
         self.filters.iter().for_each(|x| f(&x.exts));
     }

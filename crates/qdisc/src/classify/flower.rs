@@ -79,6 +79,8 @@ pub struct FlowerOpts {
 pub struct FlowerFilter {
     pub handle: u32,
     pub o: FlowerOpts,
+    /// `res.class`: the class the filter is bound to ([`Binds::bind`]).
+    pub class: Option<u32>,
     pub exts: Exts,
 }
 
@@ -317,10 +319,6 @@ pub struct Flower {
     /// The masks in creation order, each with its filters by masked key (handles)
     /// (`head->masks`, `mask->ht`).
     masks: Vec<(Mask, HashMap<MaskedKey, u32>)>,
-    /// The classids filters started or stopped naming since the trait's last
-    /// operation took them (`tcf_bind_filter` / `tcf_unbind_filter` in `fl_change`,
-    /// `fl_delete`).
-    bound: Binds,
 }
 
 impl Flower {
@@ -328,7 +326,7 @@ impl Flower {
         self.filters.contains_key(&handle).then_some(handle)
     }
 
-    /// `fl_change`.
+    /// `fl_change` (its `tcf_bind_filter` / `tcf_unbind_filter` through `binds`).
     pub fn change(
         &mut self,
         handle: u32,
@@ -336,6 +334,7 @@ impl Flower {
         tmplt: Option<&FlowerTmplt>,
         fh: Option<u32>,
         acts: &mut ActCtx,
+        binds: &mut Binds,
     ) -> Result<(), FilterError> {
         if o.flags & (super::u32::SKIP_HW | super::u32::SKIP_SW) == super::u32::SKIP_HW | super::u32::SKIP_SW {
             return Err(FilterError::Errno("Invalid argument"));
@@ -356,14 +355,10 @@ impl Flower {
             let f = self.filters.get_mut(&h).expect("existing filter");
             f.exts = exts;
             let old = std::mem::replace(&mut f.o, o.clone());
+            binds.unbind(old.classid.unwrap_or(0), f.class);
+            f.class = o.classid.and_then(|c| binds.bind(c));
             self.unindex(&old, h);
             self.index(o, h);
-            if let Some(c) = old.classid {
-                self.bound.unbind(c);
-            }
-            if let Some(c) = o.classid {
-                self.bound.bind(c);
-            }
             return Ok(());
         }
         let h = if handle == 0 {
@@ -378,21 +373,17 @@ impl Flower {
         if self.masks.iter().any(|(m, t)| *m == mask && t.contains_key(&mask.key(o))) {
             return Err(FilterError::Errno("File exists"));
         }
-        self.filters.insert(h, FlowerFilter { handle: h, o: o.clone(), exts });
+        let class = o.classid.and_then(|c| binds.bind(c));
+        self.filters.insert(h, FlowerFilter { handle: h, o: o.clone(), class, exts });
         self.index(o, h);
-        if let Some(c) = o.classid {
-            self.bound.bind(c);
-        }
         Ok(())
     }
 
     /// `fl_delete`; returns `last`.
-    pub fn delete(&mut self, h: u32) -> bool {
+    pub fn delete(&mut self, h: u32, binds: &mut Binds) -> bool {
         if let Some(f) = self.filters.remove(&h) {
             self.unindex(&f.o, h);
-            if let Some(c) = f.o.classid {
-                self.bound.unbind(c);
-            }
+            binds.unbind(f.o.classid.unwrap_or(0), f.class);
         }
         self.filters.is_empty()
     }
@@ -436,7 +427,7 @@ impl Flower {
             if f.o.flags & super::u32::SKIP_SW != 0 {
                 continue;
             }
-            let mut res = TcfResult { classid: f.o.classid.unwrap_or(0) };
+            let mut res = TcfResult { classid: f.o.classid.unwrap_or(0), class: f.class };
             let r = f.exts.exec(pkt, now, &mut res);
             return (r >= 0).then_some((r, res));
         }
@@ -505,14 +496,10 @@ impl super::Classifier for Flower {
         binds: &mut Binds,
     ) -> Result<(), FilterError> {
         let tmplt = tmplt.and_then(|t| t.downcast_ref::<FlowerTmplt>());
-        let r = super::with_opts(opts, |o: &FlowerOpts| Flower::change(self, handle, o, tmplt, fh, acts));
-        binds.append(&mut self.bound);
-        r
+        super::with_opts(opts, |o: &FlowerOpts| Flower::change(self, handle, o, tmplt, fh, acts, binds))
     }
     fn delete(&mut self, handle: u32, binds: &mut Binds) -> Result<bool, FilterError> {
-        let last = Flower::delete(self, handle);
-        binds.append(&mut self.bound);
-        Ok(last)
+        Ok(Flower::delete(self, handle, binds))
     }
     fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         Flower::dump(self, ctx, out)
@@ -520,8 +507,11 @@ impl super::Classifier for Flower {
     fn terse_dump(&self) -> bool {
         true
     }
-    fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
-        self.filters.values().filter_map(|x| x.o.classid).for_each(f);
+    fn for_each_class(&self, f: &mut dyn FnMut(TcfResult)) {
+        self.filters.values().for_each(|x| f(TcfResult { classid: x.o.classid.unwrap_or(0), class: x.class }));
+    }
+    fn for_each_class_mut(&mut self, f: &mut dyn FnMut(u32, &mut Option<u32>)) {
+        self.filters.values_mut().for_each(|x| f(x.o.classid.unwrap_or(0), &mut x.class));
     }
     fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
         self.filters.values().for_each(|x| f(&x.exts));
@@ -737,8 +727,16 @@ mod tests {
         let mut f = Flower::default();
         let mut tb = crate::classify::action::ActionTable::default();
         let mut ctx = ctx(&mut tb);
-        f.change(0, &opts("ip_proto tcp dst_ip 10.0.0.0/8 dst_port 80 classid 1:10"), None, None, &mut ctx).unwrap();
-        f.change(0, &opts("ip_proto udp classid 1:20"), None, None, &mut ctx).unwrap();
+        f.change(
+            0,
+            &opts("ip_proto tcp dst_ip 10.0.0.0/8 dst_port 80 classid 1:10"),
+            None,
+            None,
+            &mut ctx,
+            &mut Binds::default(),
+        )
+        .unwrap();
+        f.change(0, &opts("ip_proto udp classid 1:20"), None, None, &mut ctx, &mut Binds::default()).unwrap();
         assert_eq!(f.get(2), Some(2));
         let c = |p: &Packet| f.classify(&mut p.clone(), &Headers::of(p), Instant::ZERO).map(|r| r.1.classid);
         assert_eq!(c(&pkt([10, 9, 9, 9], 80, 6)), Some(0x10010));
@@ -747,7 +745,7 @@ mod tests {
         assert_eq!(c(&pkt([11, 9, 9, 9], 53, 17)), Some(0x10020));
         assert_eq!(c(&Packet::new(1, 100)), None);
         assert_eq!(
-            f.change(0, &opts("ip_proto udp classid 1:30"), None, None, &mut ctx),
+            f.change(0, &opts("ip_proto udp classid 1:30"), None, None, &mut ctx, &mut Binds::default()),
             Err(FilterError::Errno("File exists"))
         );
     }
@@ -763,10 +761,19 @@ mod tests {
             let v: Vec<String> = s.split_whitespace().map(String::from).collect();
             parse(None, ETH_P_ALL, &mut Args::new(&v)).unwrap().1
         };
-        f.change(0, &all("dst_mac ff:ff:ff:ff:ff:ff src_mac 02:00:00:00:00:02 classid 1:4"), None, None, &mut ctx)
+        f.change(
+            0,
+            &all("dst_mac ff:ff:ff:ff:ff:ff src_mac 02:00:00:00:00:02 classid 1:4"),
+            None,
+            None,
+            &mut ctx,
+            &mut Binds::default(),
+        )
+        .unwrap();
+        f.change(0, &all("src_mac 02:00:00:00:00:01 classid 1:2"), None, None, &mut ctx, &mut Binds::default())
             .unwrap();
-        f.change(0, &all("src_mac 02:00:00:00:00:01 classid 1:2"), None, None, &mut ctx).unwrap();
-        f.change(0, &opts("ip_tos 0xb8/0xfc dst_ip 10.0.0.2 classid 1:3"), None, None, &mut ctx).unwrap();
+        f.change(0, &opts("ip_tos 0xb8/0xfc dst_ip 10.0.0.2 classid 1:3"), None, None, &mut ctx, &mut Binds::default())
+            .unwrap();
         let c = |p: &Packet| f.classify(&mut p.clone(), &Headers::of(p), Instant::ZERO).map(|r| r.1.classid);
         let head = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 0x01, 0x88, 0xb5];
         assert_eq!(c(&Packet::new(1, 64).with_frame(&head)), Some(0x10002));
@@ -786,8 +793,8 @@ mod tests {
         let mut f = Flower::default();
         let mut tb = crate::classify::action::ActionTable::default();
         let mut ctx = ctx(&mut tb);
-        f.change(0, &opts("dst_ip 10.0.0.0/8 classid 1:1"), None, None, &mut ctx).unwrap();
-        f.change(0, &opts("dst_ip 10.1.0.0/16 classid 1:2"), None, None, &mut ctx).unwrap();
+        f.change(0, &opts("dst_ip 10.0.0.0/8 classid 1:1"), None, None, &mut ctx, &mut Binds::default()).unwrap();
+        f.change(0, &opts("dst_ip 10.1.0.0/16 classid 1:2"), None, None, &mut ctx, &mut Binds::default()).unwrap();
         let c = |f: &Flower, mut p: Packet| {
             let hdr = Headers::of(&p);
             f.classify(&mut p, &hdr, Instant::ZERO).map(|r| r.1.classid)
@@ -796,12 +803,12 @@ mod tests {
         assert_eq!(c(&f, pkt([10, 1, 2, 3], 80, 6)), Some(0x10001));
         // Same mask, same masked key: refused even with other host bits.
         assert_eq!(
-            f.change(0, &opts("dst_ip 10.9.9.9/8 classid 1:3"), None, None, &mut ctx),
+            f.change(0, &opts("dst_ip 10.9.9.9/8 classid 1:3"), None, None, &mut ctx, &mut Binds::default()),
             Err(FilterError::Errno("File exists"))
         );
         // The /8 mask goes with its filter and comes back after the /16.
-        assert!(!f.delete(1));
-        f.change(0, &opts("dst_ip 10.0.0.0/8 classid 1:3"), None, None, &mut ctx).unwrap();
+        assert!(!f.delete(1, &mut Binds::default()));
+        f.change(0, &opts("dst_ip 10.0.0.0/8 classid 1:3"), None, None, &mut ctx, &mut Binds::default()).unwrap();
         assert_eq!(f.get(1), Some(1));
         assert_eq!(c(&f, pkt([10, 1, 2, 3], 80, 6)), Some(0x10002));
         assert_eq!(c(&f, pkt([10, 2, 2, 3], 80, 6)), Some(0x10003));
@@ -878,16 +885,19 @@ mod tests {
         let mut f = Flower::default();
         let mut tb = crate::classify::action::ActionTable::default();
         let mut ctx = ctx(&mut tb);
-        f.change(0, &opts("dst_mac ff:ff:ff:ff:ff:ff classid 1:1"), None, None, &mut ctx).unwrap();
-        f.change(0, &opts("src_mac 00:00:00:00:00:00/8 classid 1:2"), None, None, &mut ctx).unwrap();
+        f.change(0, &opts("dst_mac ff:ff:ff:ff:ff:ff classid 1:1"), None, None, &mut ctx, &mut Binds::default())
+            .unwrap();
+        f.change(0, &opts("src_mac 00:00:00:00:00:00/8 classid 1:2"), None, None, &mut ctx, &mut Binds::default())
+            .unwrap();
         let p = pkt([10, 0, 0, 1], 80, 6);
         assert_eq!(f.classify(&mut p.clone(), &Headers::of(&p), Instant::ZERO).map(|r| r.1.classid), Some(0x10002));
         // Same mask, same masked key: refused; another address under it: a new filter.
         assert_eq!(
-            f.change(0, &opts("src_mac 00:11:22:33:44:55/8 classid 1:3"), None, None, &mut ctx),
+            f.change(0, &opts("src_mac 00:11:22:33:44:55/8 classid 1:3"), None, None, &mut ctx, &mut Binds::default()),
             Err(FilterError::Errno("File exists"))
         );
-        f.change(0, &opts("src_mac 01:00:00:00:00:00/8 classid 1:3"), None, None, &mut ctx).unwrap();
+        f.change(0, &opts("src_mac 01:00:00:00:00:00/8 classid 1:3"), None, None, &mut ctx, &mut Binds::default())
+            .unwrap();
         // A template's MAC mask bounds its filters'.
         let t = tmplt(ETH_P_IP, "dst_mac 00:00:00:00:00:00/16");
         assert!(t.fits(&opts("dst_mac 1:2:0:0:0:0/8")));

@@ -19,6 +19,8 @@ const HTSIZE: usize = 256;
 pub struct FwFilter {
     pub id: u32,
     pub classid: u32,
+    /// `res.class`: the class the filter is bound to ([`Binds::bind`]).
+    pub class: Option<u32>,
     pub exts: Exts,
 }
 
@@ -29,15 +31,11 @@ pub struct Fw {
     /// The head's mask; None: no head (the "old method").
     mask: Option<u32>,
     ht: [Vec<FwFilter>; HTSIZE],
-    /// The classids filters started or stopped naming since the trait's last
-    /// operation took them (`tcf_bind_filter` / `tcf_unbind_filter` in `fw_change`,
-    /// `fw_delete`).
-    bound: Binds,
 }
 
 impl Default for Fw {
     fn default() -> Self {
-        Fw { mask: None, ht: std::array::from_fn(|_| Vec::new()), bound: Binds::default() }
+        Fw { mask: None, ht: std::array::from_fn(|_| Vec::new()) }
     }
 }
 
@@ -64,8 +62,15 @@ impl Fw {
         self.ht[fw_hash(handle)].iter().find(|f| f.id == handle).map(|f| f.id)
     }
 
-    /// `fw_change`.
-    pub fn change(&mut self, handle: u32, o: &FwOpts, fh: Option<u32>, acts: &mut ActCtx) -> Result<(), FilterError> {
+    /// `fw_change` (its `tcf_bind_filter` / `tcf_unbind_filter` through `binds`).
+    pub fn change(
+        &mut self,
+        handle: u32,
+        o: &FwOpts,
+        fh: Option<u32>,
+        acts: &mut ActCtx,
+        binds: &mut Binds,
+    ) -> Result<(), FilterError> {
         if !o.present {
             return if handle != 0 { Err(FilterError::Errno("Invalid argument")) } else { Ok(()) };
         }
@@ -77,13 +82,9 @@ impl Fw {
             let exts = Self::check(o, mask, acts)?;
             let f = self.ht[fw_hash(id)].iter_mut().find(|f| f.id == id).expect("existing filter");
             if let Some(c) = o.classid {
-                if f.classid != 0 {
-                    self.bound.unbind(f.classid);
-                }
+                binds.unbind(f.classid, f.class);
                 f.classid = c;
-                if c != 0 {
-                    self.bound.bind(c);
-                }
+                f.class = if c != 0 { binds.bind(c) } else { None };
             }
             // The replacement filter carries only the actions of this request.
             f.exts = exts;
@@ -96,10 +97,8 @@ impl Fw {
         let exts = Self::check(o, mask, acts)?;
         self.mask = Some(mask);
         let classid = o.classid.unwrap_or(0);
-        self.ht[fw_hash(handle)].insert(0, FwFilter { id: handle, classid, exts });
-        if classid != 0 {
-            self.bound.bind(classid);
-        }
+        let class = if classid != 0 { binds.bind(classid) } else { None };
+        self.ht[fw_hash(handle)].insert(0, FwFilter { id: handle, classid, class, exts });
         Ok(())
     }
 
@@ -114,12 +113,12 @@ impl Fw {
     }
 
     /// `fw_delete`; returns `last` (no filter left).
-    pub fn delete(&mut self, id: u32) -> bool {
+    pub fn delete(&mut self, id: u32, binds: &mut Binds) -> bool {
         if self.mask.is_some() {
             let ht = &mut self.ht;
             ht[fw_hash(id)].retain(|f| {
-                if f.id == id && f.classid != 0 {
-                    self.bound.unbind(f.classid);
+                if f.id == id {
+                    binds.unbind(f.classid, f.class);
                 }
                 f.id != id
             });
@@ -136,7 +135,7 @@ impl Fw {
             Some(mask) => {
                 let id = pkt.mark & mask;
                 for f in self.ht[fw_hash(id)].iter().filter(|f| f.id == id) {
-                    let mut res = TcfResult { classid: f.classid };
+                    let mut res = TcfResult { classid: f.classid, class: f.class };
                     let r = f.exts.exec(pkt, now, &mut res);
                     if r >= 0 {
                         return Some((r, res));
@@ -146,8 +145,7 @@ impl Fw {
             }
             None => {
                 let id = pkt.mark;
-                (id != 0 && (tc_h_maj(id) == 0 || tc_h_maj(id ^ q_handle) == 0))
-                    .then_some((0, TcfResult { classid: id }))
+                (id != 0 && (tc_h_maj(id) == 0 || tc_h_maj(id ^ q_handle) == 0)).then_some((0, TcfResult::unbound(id)))
             }
         }
     }
@@ -215,20 +213,19 @@ impl super::Classifier for Fw {
         acts: &mut ActCtx,
         binds: &mut Binds,
     ) -> Result<(), FilterError> {
-        let r = super::with_opts(opts, |o: &FwOpts| Fw::change(self, handle, o, fh, acts));
-        binds.append(&mut self.bound);
-        r
+        super::with_opts(opts, |o: &FwOpts| Fw::change(self, handle, o, fh, acts, binds))
     }
     fn delete(&mut self, handle: u32, binds: &mut Binds) -> Result<bool, FilterError> {
-        let last = Fw::delete(self, handle);
-        binds.append(&mut self.bound);
-        Ok(last)
+        Ok(Fw::delete(self, handle, binds))
     }
     fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         Fw::dump(self, ctx, out)
     }
-    fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
-        self.ht.iter().flatten().map(|x| x.classid).filter(|&c| c != 0).for_each(f);
+    fn for_each_class(&self, f: &mut dyn FnMut(TcfResult)) {
+        self.ht.iter().flatten().for_each(|x| f(TcfResult { classid: x.classid, class: x.class }));
+    }
+    fn for_each_class_mut(&mut self, f: &mut dyn FnMut(u32, &mut Option<u32>)) {
+        self.ht.iter_mut().flatten().for_each(|x| f(x.classid, &mut x.class));
     }
     fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
         self.ht.iter().flatten().for_each(|x| f(&x.exts));
@@ -315,24 +312,25 @@ mod tests {
             est: None,
         };
         let (h, o) = opts("5/0xff", "classid 1:5");
-        fw.change(h, &o, None, &mut ctx).unwrap();
+        let b = &mut Binds::default();
+        fw.change(h, &o, None, &mut ctx, b).unwrap();
         let (h, o) = opts("6/0xff", "classid 1:6");
-        fw.change(h, &o, None, &mut ctx).unwrap();
-        assert_eq!(cls(&fw, &marked(5)), Some(TcfResult { classid: 0x10005 }));
-        assert_eq!(cls(&fw, &marked(0x1206)), Some(TcfResult { classid: 0x10006 }));
+        fw.change(h, &o, None, &mut ctx, b).unwrap();
+        assert_eq!(cls(&fw, &marked(5)), Some(TcfResult::unbound(0x10005)));
+        assert_eq!(cls(&fw, &marked(0x1206)), Some(TcfResult::unbound(0x10006)));
         assert_eq!(cls(&fw, &marked(7)), None);
         // Every filter of a proto must use the proto's mask.
         let (h, o) = opts("7", "classid 1:7");
-        assert_eq!(fw.change(h, &o, None, &mut ctx), Err(FilterError::Errno("Invalid argument")));
-        assert!(!fw.delete(5));
-        assert!(fw.delete(6));
+        assert_eq!(fw.change(h, &o, None, &mut ctx, b), Err(FilterError::Errno("Invalid argument")));
+        assert!(!fw.delete(5, b));
+        assert!(fw.delete(6, b));
     }
 
     #[test]
     fn old_method_uses_the_mark_as_classid() {
         let fw = Fw::default();
-        assert_eq!(cls(&fw, &marked(0x10020)), Some(TcfResult { classid: 0x10020 }));
-        assert_eq!(cls(&fw, &marked(0x20)), Some(TcfResult { classid: 0x20 }));
+        assert_eq!(cls(&fw, &marked(0x10020)), Some(TcfResult::unbound(0x10020)));
+        assert_eq!(cls(&fw, &marked(0x20)), Some(TcfResult::unbound(0x20)));
         assert_eq!(cls(&fw, &marked(0x20020)), None);
         assert_eq!(cls(&fw, &marked(0)), None);
     }

@@ -15,6 +15,8 @@ use crate::time::Instant;
 pub struct Head {
     pub handle: u32,
     pub classid: u32,
+    /// `res.class`: the class the filter is bound to ([`Binds::bind`]).
+    pub class: Option<u32>,
     pub flags: u32,
     /// `pf->rhit`: packets this filter matched.
     pub hits: AtomicU64,
@@ -53,20 +55,25 @@ impl super::Classifier for Matchall {
         binds: &mut Binds,
     ) -> Result<(), FilterError> {
         super::with_opts(opts, |o: &MatchallOpts| Matchall::change(self, handle, o, acts))?;
-        self.for_each_classid(&mut |c| binds.bind(c));
+        if let Some(h) = self.head.as_mut().filter(|h| h.classid != 0) {
+            h.class = binds.bind(h.classid);
+        }
         Ok(())
     }
     /// `mall_delete`: the proto's only filter; always the last.
     fn delete(&mut self, _: u32, binds: &mut Binds) -> Result<bool, FilterError> {
-        self.for_each_classid(&mut |c| binds.unbind(c));
+        self.for_each_class(&mut |r| binds.unbind(r.classid, r.class));
         self.head = None;
         Ok(true)
     }
     fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         Matchall::dump(self, ctx, out)
     }
-    fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
-        self.head.iter().map(|h| h.classid).filter(|&c| c != 0).for_each(f);
+    fn for_each_class(&self, f: &mut dyn FnMut(TcfResult)) {
+        self.head.iter().for_each(|h| f(TcfResult { classid: h.classid, class: h.class }));
+    }
+    fn for_each_class_mut(&mut self, f: &mut dyn FnMut(u32, &mut Option<u32>)) {
+        self.head.iter_mut().for_each(|h| f(h.classid, &mut h.class));
     }
     fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
         self.head.iter().for_each(|h| f(&h.exts));
@@ -98,6 +105,7 @@ impl Matchall {
         self.head = Some(Head {
             handle: if handle == 0 { 1 } else { handle },
             classid: o.classid.unwrap_or(0),
+            class: None,
             flags: o.flags | super::u32::NOT_IN_HW,
             hits: AtomicU64::new(0),
             exts,
@@ -111,7 +119,7 @@ impl Matchall {
             return None;
         }
         h.hits.fetch_add(1, Ordering::Relaxed);
-        let mut res = TcfResult { classid: h.classid };
+        let mut res = TcfResult { classid: h.classid, class: h.class };
         let r = h.exts.exec(pkt, now, &mut res);
         (r >= 0).then_some((r, res))
     }
@@ -206,7 +214,7 @@ mod tests {
         };
         m.change(0, &o, &mut ctx).unwrap();
         assert_eq!(m.get(1), Some(1));
-        assert_eq!(m.classify(&mut Packet::new(0, 1), Instant::ZERO), Some((0, TcfResult { classid: 0x10010 })));
+        assert_eq!(m.classify(&mut Packet::new(0, 1), Instant::ZERO), Some((0, TcfResult::unbound(0x10010))));
         assert_eq!(m.change(0, &o, &mut ctx), Err(FilterError::Errno("File exists")));
         let mut s = Matchall::default();
         let o = MatchallOpts { present: true, flags: super::super::u32::SKIP_SW, ..Default::default() };

@@ -21,11 +21,14 @@
 //! filter` (tc/filter.rs, cls_api.c's `tc_new_tfilter` / `tc_del_tfilter` /
 //! `tc_dump_tfilter`) finds it with [`lookup`] (`tcf_proto_lookup_ops`) and calls
 //! only the trait, handing the options through as the kind's own type ([`Opts`]),
-//! as cls_api.c passes TCA_OPTIONS through unread. A kind logs the classes its
-//! filters start and stop naming in the [`Binds`] of each operation
-//! (`tcf_bind_filter` / `tcf_unbind_filter`), only what that operation changed, so
-//! the qdisc's bookkeeping stays linear in the filters touched; and walks them all
-//! for [`Classifier::for_each_classid`] (`tcf_node_bind`, when a class appears).
+//! as cls_api.c passes TCA_OPTIONS through unread. Each filter keeps its result's
+//! bound class (`res.class`): a kind's `change` asks the [`Binds`] of the operation
+//! (`tcf_bind_filter`, answered by the qdisc's
+//! [`crate::qdisc::Classful::bind_tcf`]) and hands bound results back when they go
+//! (`tcf_unbind_filter`); the log of what was bound and unbound, only what that
+//! operation changed, keeps the qdisc's filter counts linear in the filters touched.
+//! [`Classifier::for_each_class_mut`] rebinds them all when a class appears or is
+//! deleted ([`Block::bind_class`], `tc_bind_tclass`).
 //! State a kind shares among all blocks of one qdisc (u32's `tc_u_common`) is
 //! [`Shared`], kept on the qdisc's own block.
 //!
@@ -40,8 +43,9 @@
 //! * At enqueue call [`Block::classify`]`(&pkt)`: it mirrors `tcf_classify` — the
 //!   protos are tried in pref order, a proto whose protocol is neither the packet's
 //!   nor `all` is skipped, and the first kind that matches gives the
-//!   [`TcfResult`] (the `classid` the filter names; the qdisc decides what it means,
-//!   and must check that the class exists). `None` means no filter matched
+//!   [`TcfResult`] (the `classid` the filter names and the class it is bound to, if
+//!   any; the qdisc decides what they mean, and must check that an unbound classid
+//!   names a class). `None` means no filter matched
 //!   (`TC_ACT_UNSPEC`; `tcf_classify` < 0). An empty block answers `None` quickly
 //!   ([`Block::is_empty`]), which is the kernel's `!fl` case.
 //! * htb's `htb_classify` loop: start with the qdisc block (or, when
@@ -92,10 +96,24 @@ pub const ETH_P_IP: u16 = 0x0800;
 /// ETH_P_IPV6.
 pub const ETH_P_IPV6: u16 = 0x86DD;
 
-/// What a matching filter returns (`struct tcf_result`): the class it names.
+/// What a matching filter returns (`struct tcf_result`): the class it names, and
+/// the class `tcf_bind_filter` bound it to (`res.class`), if any.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcfResult {
     pub classid: u32,
+    /// The bound class as its qdisc names it ([`crate::qdisc::Classful::bind_tcf`];
+    /// hfsc: the class's minor). It is set when the filter is changed or a class
+    /// named `classid` appears, and cleared when a class of that id is deleted; drr,
+    /// hfsc, htb and qfq follow it instead of looking `classid` up (hfsc then skips
+    /// the level check an unbound result gets).
+    pub class: Option<u32>,
+}
+
+impl TcfResult {
+    /// A result bound to no class.
+    pub const fn unbound(classid: u32) -> Self {
+        TcfResult { classid, class: None }
+    }
 }
 
 /// `tcf_classify`'s answer as prio and htb act on it (their `CONFIG_NET_CLS_ACT`
@@ -192,32 +210,71 @@ pub type Opts = Box<dyn Any>;
 /// `tc_u_common`), kept on the qdisc's own block under the kind's name.
 pub type Shared = Arc<dyn Any + Send + Sync>;
 
-/// The classids one operation made filters start (+1) or stop (−1) naming: the
-/// `tcf_bind_filter` / `tcf_unbind_filter` calls a kind makes in its `change`,
-/// `delete` and `destroy`, which the caller applies to the qdisc. Each kind logs only
-/// what the operation changed, so the bookkeeping is linear in the filters touched.
-#[derive(Debug, Default)]
-pub struct Binds(Vec<(u32, i32)>);
+/// The `tcf_bind_filter` / `tcf_unbind_filter` calls of one operation: a kind's
+/// `change` asks [`Binds::bind`] for the class a result binds (the qdisc's
+/// `bind_tcf`, handed in as `bind_tcf`) and keeps the answer in the result; its
+/// `change`, `delete` and `destroy` hand bound results back with [`Binds::unbind`].
+/// The log (classid, ±1) of what was bound and unbound is applied to the qdisc's
+/// filter counts after the operation, so the bookkeeping is linear in the filters
+/// touched.
+/// A qdisc's `bind_tcf` for one block's filters: classid → the class bound.
+pub type BindTcf<'a> = dyn Fn(u32) -> Option<u32> + 'a;
 
-impl Binds {
-    pub fn bind(&mut self, classid: u32) {
-        self.0.push((classid, 1));
+#[derive(Default)]
+pub struct Binds<'a> {
+    log: Vec<(u32, i32)>,
+    /// The qdisc's `bind_tcf` for this block's filters: classid → bound class.
+    /// None for a block without a qdisc (a shared block: `tcf_bind_filter` returns
+    /// at once) and for kinds whose bind answers are never read.
+    bind_tcf: Option<&'a BindTcf<'a>>,
+}
+
+/// For tests: a qdisc whose `bind_tcf` binds every classid (as itself).
+#[cfg(test)]
+pub(crate) fn bind_every(classid: u32) -> Option<u32> {
+    Some(classid)
+}
+
+impl<'a> Binds<'a> {
+    /// Binds answered by the qdisc's `bind_tcf`.
+    pub fn with_bind_tcf(bind_tcf: &'a BindTcf<'a>) -> Self {
+        Binds { log: Vec::new(), bind_tcf: Some(bind_tcf) }
     }
-    pub fn unbind(&mut self, classid: u32) {
-        self.0.push((classid, -1));
+    /// `tcf_bind_filter` of a result naming `classid`: the class it is bound to now.
+    pub fn bind(&mut self, classid: u32) -> Option<u32> {
+        let class = self.bind_tcf.and_then(|b| b(classid));
+        if class.is_some() {
+            self.log.push((classid, 1));
+        }
+        class
+    }
+    /// `tcf_unbind_filter`: a result naming `classid` lets go of its bound class.
+    pub fn unbind(&mut self, classid: u32, class: Option<u32>) {
+        if class.is_some() {
+            self.log.push((classid, -1));
+        }
+    }
+    /// `tc_cls_bind_class` on one result: bound to `class` now (the qdisc's answer
+    /// for the block, or None when the class went), its old class let go.
+    pub fn rebind(&mut self, classid: u32, bound: &mut Option<u32>, class: Option<u32>) {
+        self.unbind(classid, *bound);
+        if class.is_some() {
+            self.log.push((classid, 1));
+        }
+        *bound = class;
     }
     /// Move what `other` logged here.
     pub fn append(&mut self, other: &mut Binds) {
-        self.0.append(&mut other.0);
+        self.log.append(&mut other.log);
     }
     /// Entries `(classid, ±1)` logged elsewhere (u32's common).
     pub fn extend(&mut self, log: impl IntoIterator<Item = (u32, i32)>) {
-        self.0.extend(log);
+        self.log.extend(log);
     }
     /// The classids unbound and those bound, each sorted.
     pub fn split(self) -> (Vec<u32>, Vec<u32>) {
         let (mut unbound, mut bound) = (Vec::new(), Vec::new());
-        for (c, d) in self.0 {
+        for (c, d) in self.log {
             if d < 0 { &mut unbound } else { &mut bound }.push(c);
         }
         unbound.sort_unstable();
@@ -260,16 +317,26 @@ pub trait Classifier: Send + Sync {
     fn terse_dump(&self) -> bool {
         false
     }
-    /// `ops->walk` + `ops->bind_class`: the classid each filter names (as
-    /// `tcf_node_bind` visits them when a class is created).
-    fn for_each_classid(&self, f: &mut dyn FnMut(u32));
+    /// `ops->walk`: the classid each filter names.
+    fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
+        self.for_each_class(&mut |c| {
+            if c.classid != 0 {
+                f(c.classid)
+            }
+        });
+    }
+    /// `ops->walk`: each filter's result (classid 0: the filter names no class).
+    fn for_each_class(&self, f: &mut dyn FnMut(TcfResult));
+    /// `ops->walk` + `ops->bind_class` (`tcf_node_bind`): each filter's result as
+    /// `classid` and its bound class, for [`Binds::rebind`].
+    fn for_each_class_mut(&mut self, f: &mut dyn FnMut(u32, &mut Option<u32>));
     /// Each filter's actions (`tcf_exts`), for the chains their `goto chain`
     /// actions hold.
     fn for_each_exts(&self, f: &mut dyn FnMut(&action::Exts));
     /// `ops->destroy`: the filters unbind what they named. True when the kind's
     /// qdisc-wide [`Shared`] state went with this proto.
     fn destroy(self: Box<Self>, binds: &mut Binds) -> bool {
-        self.for_each_classid(&mut |c| binds.unbind(c));
+        self.for_each_class(&mut |r| binds.unbind(r.classid, r.class));
         false
     }
     /// Whether a change makes the device keep each packet's route for its qdiscs
@@ -620,12 +687,26 @@ impl Block {
         }
     }
 
-    /// Every classid the filters of this block name, in every chain
-    /// (`tcf_node_bind`'s walk).
+    /// Every classid the filters of this block name, in every chain.
     pub fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
         for c in &self.chains {
             for tp in &c.protos {
                 tp.kind.for_each_classid(f);
+            }
+        }
+    }
+
+    /// `tc_bind_class_walker` over this block: every result naming `classid` is
+    /// bound to `class` (the qdisc's `bind_tcf` answer for this block), or unbound
+    /// with None (the class was deleted).
+    pub fn bind_class(&mut self, classid: u32, class: Option<u32>, binds: &mut Binds) {
+        for c in &mut self.chains {
+            for tp in &mut c.protos {
+                tp.kind.for_each_class_mut(&mut |id, bound| {
+                    if id == classid {
+                        binds.rebind(id, bound, class);
+                    }
+                });
             }
         }
     }
@@ -1259,7 +1340,7 @@ mod tests {
         for i in 1..=100 {
             let args: Vec<String> = format!("classid 1:{i:x}").split(' ').map(String::from).collect();
             let (h, o) = (fw.parse)(Some(&i.to_string()), ETH_P_ALL, &mut crate::tc::Args::new(&args)).unwrap();
-            let mut binds = Binds::default();
+            let mut binds = Binds::with_bind_tcf(&bind_every);
             tp.change(h, Some(&*o), None, None, &mut acts, &mut binds).unwrap();
             assert_eq!(binds.split(), (vec![], vec![0x10000 + i]));
         }

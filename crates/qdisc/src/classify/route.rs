@@ -63,6 +63,8 @@ struct Filter {
     iif: u32,
     iif_name: String,
     classid: u32,
+    /// `res.class`: the class the filter is bound to ([`Binds::bind`]).
+    class: Option<u32>,
     exts: Exts,
 }
 
@@ -195,18 +197,14 @@ impl Route {
             (iif, iif_name) = (*i, n.clone());
         }
         let classid = o.classid.unwrap_or(0);
-        if classid != 0 {
-            binds.bind(classid);
-        }
-        let f = Filter { handle: nhandle, id, iif, iif_name, classid, exts };
+        let class = if classid != 0 { binds.bind(classid) } else { None };
+        let f = Filter { handle: nhandle, id, iif, iif_name, classid, class, exts };
         if !new {
             let (o1, o2) = (to_hash(old_handle), from_hash(old_handle >> 16));
             let list = &mut self.table[o1].as_mut().expect("the old filter's bucket")[o2];
             let i = list.iter().position(|f| f.handle == old_handle).expect("the old filter");
             let gone = list.remove(i);
-            if gone.classid != 0 {
-                binds.unbind(gone.classid);
-            }
+            binds.unbind(gone.classid, gone.class);
         }
         let list = &mut self.table[h1].get_or_insert_with(|| Box::new(std::array::from_fn(|_| Vec::new())))[h2];
         let at = list.iter().position(|x| nhandle < x.handle).unwrap_or(list.len());
@@ -221,9 +219,7 @@ impl Route {
         if let Some(b) = self.table.get_mut(h1).and_then(|b| b.as_mut()) {
             if let Some(i) = b.get(h2).and_then(|l| l.iter().position(|f| f.handle == handle)) {
                 let f = b[h2].remove(i);
-                if f.classid != 0 {
-                    binds.unbind(f.classid);
-                }
+                binds.unbind(f.classid, f.class);
                 if b.iter().all(|l| l.is_empty()) {
                     self.table[h1] = None;
                 }
@@ -242,7 +238,7 @@ impl Route {
                 let from = b[((id >> 16) & 0xF) as usize].iter().filter(|f| f.id == id);
                 let by_if = b[16 + ((iif >> 16) & 0xF) as usize].iter().filter(|f| f.iif == iif);
                 for f in from.chain(by_if).chain(b[32].iter()) {
-                    let mut res = TcfResult { classid: f.classid };
+                    let mut res = TcfResult { classid: f.classid, class: f.class };
                     let r = f.exts.exec(pkt, now, &mut res);
                     if r >= 0 {
                         return Some((r, res));
@@ -320,8 +316,12 @@ impl super::Classifier for Route {
     fn dump(&self, ctx: &super::DumpCtx, out: &mut Out) {
         self.print(ctx, out)
     }
-    fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
-        self.filters().map(|x| x.classid).filter(|&c| c != 0).for_each(f);
+    fn for_each_class(&self, f: &mut dyn FnMut(TcfResult)) {
+        self.filters().for_each(|x| f(TcfResult { classid: x.classid, class: x.class }));
+    }
+    fn for_each_class_mut(&mut self, f: &mut dyn FnMut(u32, &mut Option<u32>)) {
+        let lists = self.table.iter_mut().flatten().flat_map(|b| b.iter_mut().flatten());
+        lists.for_each(|x| f(x.classid, &mut x.class));
     }
     fn for_each_exts(&self, f: &mut dyn FnMut(&Exts)) {
         self.filters().for_each(|x| f(&x.exts));
@@ -444,7 +444,7 @@ mod tests {
             let mut a = Args::new(rest);
             a.set_links(links.clone());
             let (h, o) = parse(h, &mut a).unwrap();
-            r.change_opts(h, &o, None, &mut acts, &mut Binds::default()).unwrap();
+            r.change_opts(h, &o, None, &mut acts, &mut Binds::with_bind_tcf(&crate::classify::bind_every)).unwrap();
         }
         r
     }
@@ -518,7 +518,7 @@ mod tests {
         let mut acts = ctx(&mut tb);
         let v = argv("from 4 classid 1:9");
         let (_, o) = parse(None, &mut Args::new(&v)).unwrap();
-        let mut binds = Binds::default();
+        let mut binds = Binds::with_bind_tcf(&crate::classify::bind_every);
         r.change_opts(0xFFFF_0005, &o, Some(0xFFFF_0005), &mut acts, &mut binds).unwrap();
         assert_eq!(binds.split(), (vec![0x10001], vec![0x10009]));
         // The old TO realm stays in `id`; the handle now says "from 4, no TO".

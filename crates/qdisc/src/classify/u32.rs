@@ -140,6 +140,8 @@ pub struct Knode {
     pub handle: u32,
     pub sel: Sel,
     pub classid: u32,
+    /// `res.class`: the class the node is bound to ([`super::Binds::bind`]).
+    pub class: Option<u32>,
     /// Handle of the hash table linked below, 0 = none.
     pub link: u32,
     pub fshift: u32,
@@ -282,21 +284,24 @@ pub struct Common {
     pub refcnt: u32,
     /// Key nodes in all tables.
     pub knodes: usize,
-    /// Classids key nodes started (+1) or stopped (-1) naming since the last
-    /// [`Common::take_bound_changes`]: tc's bind bookkeeping follows an operation's
-    /// changes instead of comparing every filter before and after it.
+    /// Classids bound key nodes stopped naming (-1) since the last
+    /// [`Common::take_bound_changes`] (`tcf_unbind_filter` of the nodes a table
+    /// clear or a delete takes, in whichever proto's table they were): tc's bind
+    /// bookkeeping follows an operation's changes instead of comparing every filter
+    /// before and after it.
     bound_log: Vec<(u32, i32)>,
 }
 
 impl Common {
-    /// The classids key nodes started naming (+1) or stopped naming (-1), since the
-    /// last call, for `tcf_bind_filter` / `tcf_unbind_filter`.
+    /// The classids bound key nodes stopped naming since the last call, for
+    /// `tcf_unbind_filter`.
     pub fn take_bound_changes(&mut self) -> Vec<(u32, i32)> {
         std::mem::take(&mut self.bound_log)
     }
-    fn log_bound(&mut self, classid: u32, delta: i32) {
-        if classid != 0 {
-            self.bound_log.push((classid, delta));
+    /// `tcf_unbind_filter` of a node that goes.
+    fn unbind(&mut self, n: &Knode) {
+        if n.class.is_some() {
+            self.bound_log.push((n.classid, -1));
         }
     }
     fn ht(&self, handle: u32) -> Option<&Ht> {
@@ -358,7 +363,10 @@ impl super::Classifier for Tp {
         binds: &mut super::Binds,
     ) -> Result<(), FilterError> {
         let fh = fh.and_then(|_| Tp::get(self, handle));
-        self.logged(binds, |t| super::with_opts(opts, |o: &U32Opts| Tp::change(t, handle, o, fh, acts)))
+        write_common(&self.common).take_bound_changes(); // not this change's doing
+        let r = super::with_opts(opts, |o: &U32Opts| Tp::change(self, handle, o, fh, acts, binds));
+        binds.extend(write_common(&self.common).take_bound_changes());
+        r
     }
     fn delete(&mut self, handle: u32, binds: &mut super::Binds) -> Result<bool, FilterError> {
         let fh = Tp::get(self, handle).ok_or(FilterError::ext("Specified filter handle not found"))?;
@@ -368,13 +376,22 @@ impl super::Classifier for Tp {
         Tp::dump(self, ctx, out)
     }
     /// Every key node of the tables with this proto's pref, as `u32_walk` visits them.
-    fn for_each_classid(&self, f: &mut dyn FnMut(u32)) {
+    fn for_each_class(&self, f: &mut dyn FnMut(TcfResult)) {
         let c = read_common(&self.common);
         c.hts
             .iter()
             .filter(|h| h.prio == self.pref)
             .flat_map(|h| h.buckets.iter().flatten())
-            .for_each(|k| f(k.classid));
+            .for_each(|k| f(TcfResult { classid: k.classid, class: k.class }));
+    }
+    fn for_each_class_mut(&mut self, f: &mut dyn FnMut(u32, &mut Option<u32>)) {
+        let mut c = write_common(&self.common);
+        let pref = self.pref;
+        c.hts
+            .iter_mut()
+            .filter(|h| h.prio == pref)
+            .flat_map(|h| h.buckets.iter_mut().flatten())
+            .for_each(|k| f(k.classid, &mut k.class));
     }
     fn for_each_exts(&self, f: &mut dyn FnMut(&super::action::Exts)) {
         let c = read_common(&self.common);
@@ -456,7 +473,7 @@ impl Tp {
         c.refcnt -= 1;
         if c.refcnt == 0 {
             for ht in std::mem::take(&mut c.hts) {
-                ht.buckets.iter().flatten().for_each(|n| c.log_bound(n.classid, -1));
+                ht.buckets.iter().flatten().for_each(|n| c.unbind(n));
             }
             c.knodes = 0;
             return true;
@@ -489,7 +506,7 @@ impl Tp {
                     for b in ht.buckets.iter_mut() {
                         if let Some(i) = b.iter().position(|n| n.handle == h) {
                             let n = b.remove(i);
-                            c.log_bound(n.classid, -1);
+                            c.unbind(&n);
                             if n.link != 0 {
                                 unlink(&mut c, n.link);
                             }
@@ -517,7 +534,14 @@ impl Tp {
 
     /// `u32_change`: create a table, create a key node, or (for an existing key
     /// node `fh`) change its classid/link — the selector of an existing node is kept.
-    pub fn change(&mut self, handle: u32, o: &U32Opts, fh: Option<Fh>, acts: &mut ActCtx) -> Result<(), FilterError> {
+    pub fn change(
+        &mut self,
+        handle: u32,
+        o: &U32Opts,
+        fh: Option<Fh>,
+        acts: &mut ActCtx,
+        binds: &mut super::Binds,
+    ) -> Result<(), FilterError> {
         if !o.present {
             return if handle != 0 { Err(FilterError::ext("cls_u32: Filter handle requires options")) } else { Ok(()) };
         }
@@ -539,15 +563,15 @@ impl Tp {
             if let Some(l) = o.link {
                 n.link = check_link(&c, l)?;
             }
+            // u32_bind_filter: a classid given binds the new node afresh (the old
+            // one's class let go, as u32_change's tcf_unbind_filter of the old node).
             if let Some(cl) = o.classid {
+                binds.unbind(old.classid, old.class);
                 n.classid = cl;
+                n.class = if cl != 0 { binds.bind(cl) } else { None };
             }
             if let Some(i) = indev {
                 n.indev = i;
-            }
-            if n.classid != old.classid {
-                c.log_bound(old.classid, -1);
-                c.log_bound(n.classid, 1);
             }
             if n.link != old.link {
                 if n.link != 0 {
@@ -624,6 +648,7 @@ impl Tp {
             handle,
             sel: sel.clone(),
             classid: o.classid.unwrap_or(0),
+            class: o.classid.filter(|&c| c != 0).and_then(|c| binds.bind(c)),
             link,
             fshift: if sel.hmask != 0 { sel.hmask.trailing_zeros() } else { 0 },
             flags: userflags | NOT_IN_HW,
@@ -640,7 +665,6 @@ impl Tp {
         let at = b.iter().position(|x| node_of(handle) < node_of(x.handle)).unwrap_or(b.len());
         b.insert(at, n);
         c.knodes += 1;
-        c.log_bound(o.classid.unwrap_or(0), 1);
         Ok(())
     }
 
@@ -783,7 +807,7 @@ impl Tp {
         if n.indev.0 != 0 && n.indev.0 != hdr.iif {
             return None;
         }
-        let mut res = TcfResult { classid: n.classid };
+        let mut res = TcfResult { classid: n.classid, class: n.class };
         inc(&n.pf.rhit);
         let r = n.exts.exec(pkt, now, &mut res);
         (r >= 0).then_some((r, res))
@@ -836,7 +860,7 @@ fn unlink(c: &mut Common, h: u32) {
 fn clear(c: &mut Common, ht: &Ht) {
     for n in ht.buckets.iter().flatten() {
         c.knodes -= 1;
-        c.log_bound(n.classid, -1);
+        c.unbind(n);
         if n.link != 0 {
             unlink(c, n.link);
         }
@@ -1540,6 +1564,10 @@ fn print_ip_key(out: &mut Out, k: &Key, v6: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn binds_every() -> super::super::Binds<'static> {
+        super::super::Binds::with_bind_tcf(&super::super::bind_every)
+    }
     use crate::classify::{Headers, ETH_P_IP};
     use crate::packet::{FlowKey, Packet};
 
@@ -1597,7 +1625,7 @@ mod tests {
             |tc: &Tc| tc.devices[0].root.q.as_classful().unwrap().block(0).unwrap().classify(&mut to(2), Instant::ZERO);
         assert_eq!(block(&tc), None, "sent here: skb_iif 0");
         assert_eq!(with_origin(None, 2, || block(&tc)), None, "from eth0");
-        assert_eq!(with_origin(None, 3, || block(&tc)), Some(Verdict::Class(TcfResult { classid: 0x1_0001 })));
+        assert_eq!(with_origin(None, 3, || block(&tc)), Some(Verdict::Class(TcfResult::unbound(0x1_0001))));
         // Through the transmit path: forwarded from eth1, a device that keeps no routes.
         let dst = Some(Dst { tclassid: 0, iif: 3 });
         let _ = tc.devices[0].xmit_routed(to(2), 0, Instant::ZERO, false, dst);
@@ -1622,7 +1650,7 @@ mod tests {
         let mut tp = Tp::init(None, 1).unwrap();
         for r in rules {
             let (h, o) = opts(r);
-            tp.change(h, &o, None, &mut actx()).unwrap();
+            tp.change(h, &o, None, &mut actx(), &mut binds_every()).unwrap();
         }
         tp
     }
@@ -1717,7 +1745,7 @@ mod tests {
         for r in rules {
             let (h, o) = opts(r);
             let mut a = ActCtx { kernel: crate::tree::KernelVersion::V6_18, ..actx() };
-            tp618.change(h, &o, None, &mut a).unwrap();
+            tp618.change(h, &o, None, &mut a, &mut binds_every()).unwrap();
         }
         p.mark = 0;
         assert_eq!(cls(&tp618, &p), Some(0x10001), "6.18 has no mark match");
@@ -1728,21 +1756,21 @@ mod tests {
         let mut tp = Tp::init(None, 1).unwrap();
         assert_eq!(tp.root, 0x8000_0000);
         let (h, o) = opts("match u32 0 0 flowid 1:1");
-        tp.change(h, &o, None, &mut actx()).unwrap();
-        tp.change(h, &o, None, &mut actx()).unwrap();
+        tp.change(h, &o, None, &mut actx(), &mut binds_every()).unwrap();
+        tp.change(h, &o, None, &mut actx(), &mut binds_every()).unwrap();
         assert_eq!(tp.get(0x8000_0800), Some(Fh::Key(0x8000_0800)));
         assert_eq!(tp.get(0x8000_0801), Some(Fh::Key(0x8000_0801)));
         assert_eq!(tp.get(0x8000_0000), Some(Fh::Ht(0x8000_0000)));
         // Deleting the first frees its id for the next filter.
         assert!(!tp.delete(Fh::Key(0x8000_0800)).unwrap());
-        tp.change(h, &o, None, &mut actx()).unwrap();
+        tp.change(h, &o, None, &mut actx(), &mut binds_every()).unwrap();
         assert_eq!(tp.get(0x8000_0800), Some(Fh::Key(0x8000_0800)));
         // A second proto of the qdisc gets 801:, a table 802:.
         let tp2 = Tp::init(Some(tp.common.clone()), 2).unwrap();
         assert_eq!(tp2.root, 0x8010_0000);
         let mut tp2 = tp2;
         let (h, o) = opts("divisor 256");
-        tp2.change(h, &o, None, &mut actx()).unwrap();
+        tp2.change(h, &o, None, &mut actx(), &mut binds_every()).unwrap();
         assert!(read_common(&tp.common).ht(0x8020_0000).is_some());
         assert_eq!(tp.delete(Fh::Ht(0x8000_0000)), Err(FilterError::ext("cls_u32: Not allowed to delete root node")));
     }
@@ -1752,12 +1780,12 @@ mod tests {
         let mut tp = Tp::init(None, 1).unwrap();
         let v = argv("divisor 256");
         let (_, o) = parse(Some("2:"), &mut Args::new(&v)).unwrap();
-        tp.change(0x0020_0000, &o, None, &mut actx()).unwrap();
+        tp.change(0x0020_0000, &o, None, &mut actx(), &mut binds_every()).unwrap();
         // Bucket = last octet of the destination.
         let (h, o) = opts("ht 800:: match ip protocol 6 0xff hashkey mask 0x000000ff at 16 link 2:");
-        tp.change(h, &o, None, &mut actx()).unwrap();
+        tp.change(h, &o, None, &mut actx(), &mut binds_every()).unwrap();
         let (h, o) = opts("ht 2:7 match ip dst 10.0.0.7 flowid 1:7");
-        tp.change(h, &o, None, &mut actx()).unwrap();
+        tp.change(h, &o, None, &mut actx(), &mut binds_every()).unwrap();
         assert_eq!(tp.get(0x0020_7800), Some(Fh::Key(0x0020_7800)));
         assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 0, 0, 7], 1, 2, 6, 0)), Some(0x10007));
         assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 0, 0, 8], 1, 2, 6, 0)), None);
@@ -1766,11 +1794,14 @@ mod tests {
         assert_eq!(tp.delete(Fh::Ht(0x0020_0000)), Err(FilterError::ext("cls_u32: Can not delete in-use filter")));
         let (h, o) = opts("ht 3: match ip dst 10.0.0.7 flowid 1:7");
         assert_eq!(
-            tp.change(h, &o, None, &mut actx()),
+            tp.change(h, &o, None, &mut actx(), &mut binds_every()),
             Err(FilterError::ext("cls_u32: Specified hash table not found"))
         );
         let (h, o) = opts("link 9: match ip dst 10.0.0.7");
-        assert_eq!(tp.change(h, &o, None, &mut actx()), Err(FilterError::ext("cls_u32: Link hash table not found")));
+        assert_eq!(
+            tp.change(h, &o, None, &mut actx(), &mut binds_every()),
+            Err(FilterError::ext("cls_u32: Link hash table not found"))
+        );
         let _ = ETH_P_IP;
     }
 
@@ -1781,16 +1812,19 @@ mod tests {
         let mut tp = Tp::init(None, 1).unwrap();
         for i in 0..3000 {
             let (h, o) = opts(&format!("match ip sport {i} 0xffff flowid 1:{:x}", i + 0x10));
-            tp.change(h, &o, None, &mut actx()).unwrap();
-            assert_eq!(write_common(&tp.common).take_bound_changes(), [(0x10010 + i, 1)]);
+            let mut binds = binds_every();
+            tp.change(h, &o, None, &mut actx(), &mut binds).unwrap();
+            assert_eq!(binds.split(), (vec![], vec![0x10010 + i]));
+            assert_eq!(write_common(&tp.common).take_bound_changes(), []);
         }
         // gen_new_kid: 0x800..=0xFFF first, then from 1.
         assert_eq!(tp.get(0x8000_0FFF), Some(Fh::Key(0x8000_0FFF)));
         assert_eq!(tp.get(0x8000_0001 + 3000 - 0x801), Some(Fh::Key(0x8000_0001 + 3000 - 0x801)));
         assert_eq!(tp.get(0x8000_0002 + 3000 - 0x801), None);
         let (h, o) = opts("flowid 1:ffff");
-        tp.change(h, &o, tp.get(0x8000_0800), &mut actx()).unwrap();
-        assert_eq!(write_common(&tp.common).take_bound_changes(), [(0x10010, -1), (0x1ffff, 1)]);
+        let mut binds = binds_every();
+        tp.change(h, &o, tp.get(0x8000_0800), &mut actx(), &mut binds).unwrap();
+        assert_eq!(binds.split(), (vec![0x10010], vec![0x1ffff]));
         assert!(!tp.delete(Fh::Key(0x8000_0801)).unwrap());
         assert_eq!(write_common(&tp.common).take_bound_changes(), [(0x10011, -1)]);
         // The last proto takes every node's binding with it.
@@ -1812,7 +1846,7 @@ mod tests {
     fn replace_keeps_the_selector() {
         let mut tp = tp_with(&["match ip dst 10.0.0.1 flowid 1:10"]);
         let (h, o) = opts("match ip dst 10.0.0.2 flowid 1:20");
-        tp.change(h, &o, tp.get(0x8000_0800), &mut actx()).unwrap();
+        tp.change(h, &o, tp.get(0x8000_0800), &mut actx(), &mut binds_every()).unwrap();
         assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 0, 0, 1], 1, 2, 6, 0)), Some(0x10020));
         assert_eq!(cls(&tp, &pkt([1, 1, 1, 1], [10, 0, 0, 2], 1, 2, 6, 0)), None);
     }

@@ -153,7 +153,7 @@ impl Drr {
             }
         }
         match self.block.classify(pkt, now) {
-            Some(Verdict::Class(r)) => self.find(r.classid).ok_or(Enqueued::Dropped),
+            Some(Verdict::Class(r)) => r.class.or_else(|| self.find(r.classid)).ok_or(Enqueued::Dropped),
             Some(Verdict::Stolen) => Err(Enqueued::Stolen),
             Some(Verdict::Shot) | None => Err(Enqueued::Dropped),
         }
@@ -372,7 +372,11 @@ impl Classful for Drr {
     fn no_block_extack(&self) -> Option<&'static str> {
         Some("DRR classid must be zero")
     }
-    /// `drr_bind_tcf`.
+    /// `drr_bind_tcf`: the class named, wherever the filter is.
+    fn bind_tcf(&self, _base: u32, classid: u32) -> Option<u32> {
+        self.find(classid)
+    }
+    /// `drr_bind_tcf`'s `qdisc_class_get`.
     fn bind_filter(&mut self, classid: u32) {
         if let Some(m) = self.find(classid) {
             self.classes.get_mut(&m).expect("found").filter_cnt += 1;

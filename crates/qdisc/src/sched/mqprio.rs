@@ -292,6 +292,10 @@ impl Mqprio {
 }
 
 impl Qdisc for Mqprio {
+    /// mqprio_qdisc_ops has no `change`: a replace with options is refused.
+    fn has_change(&self) -> bool {
+        false
+    }
     fn ops(&self) -> &'static Ops {
         &OPS
     }

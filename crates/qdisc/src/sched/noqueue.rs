@@ -13,8 +13,8 @@
 use std::collections::VecDeque;
 
 use crate::packet::Packet;
-use crate::qdisc::{Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Opts, Parse, Qdisc, Sch};
-use crate::tc::{Out, TcError};
+use crate::qdisc::{Dequeued, DevInfo, Enqueued, Flags, Node, Ops, Parse, Qdisc, Sch};
+use crate::tc::Out;
 use crate::time::Instant;
 
 /// iproute2 has no q_noqueue.c; `noqueue_init` cannot fail.
@@ -92,8 +92,5 @@ impl Qdisc for Noop {
         None
     }
     fn reset(&mut self, _sch: &mut Sch, _now: Instant) {}
-    fn change(&mut self, _sch: &mut Sch, _opts: &Opts, _dev: &DevInfo, _now: Instant) -> Result<(), TcError> {
-        Err(TcError::invalid())
-    }
     fn dump(&self, _out: &mut Out, _dev: &DevInfo) {}
 }

@@ -348,7 +348,7 @@ impl Qfq {
             }
         }
         match self.block.classify(pkt, now) {
-            Some(Verdict::Class(r)) => self.find(r.classid).ok_or(Enqueued::Dropped),
+            Some(Verdict::Class(r)) => r.class.or_else(|| self.find(r.classid)).ok_or(Enqueued::Dropped),
             Some(Verdict::Stolen) => Err(Enqueued::Stolen),
             Some(Verdict::Shot) | None => Err(Enqueued::Dropped),
         }
@@ -1144,7 +1144,11 @@ impl Classful for Qfq {
     fn block_mut(&mut self, minor: u32) -> Option<&mut Block> {
         (minor == 0).then_some(&mut self.block)
     }
-    /// `qfq_bind_tcf`.
+    /// `qfq_bind_tcf`: the class named, wherever the filter is.
+    fn bind_tcf(&self, _base: u32, classid: u32) -> Option<u32> {
+        self.find(classid)
+    }
+    /// `qfq_bind_tcf`'s `qdisc_class_get`.
     fn bind_filter(&mut self, classid: u32) {
         if let Some(m) = self.find(classid) {
             self.cl_mut(m).filter_cnt += 1;

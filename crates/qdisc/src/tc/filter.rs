@@ -532,9 +532,9 @@ fn new_tfilter(
     let Tc { devices, actions, blocks, .. } = tc;
     let available = |k| kernel.has_action(k);
     let mut acts = ActCtx { table: actions, available: &available, kernel, now, at_ingress, est };
-    let ch = block_in(devices, blocks, &at).chain_mut(ci).expect("chain got");
-    let r = (|| {
+    let mut op = |b: &mut Block, binds: &mut Binds| {
         let acts = &mut acts;
+        let ch = b.chain_mut(ci).expect("chain got");
         let tp = &mut ch.protos[idx];
         if kind.is_some_and(|k| k != tp.kind.kind()) {
             return Err(kerr("Specified filter kind does not match existing one"));
@@ -553,7 +553,21 @@ fn new_tfilter(
         let keys = tmplt.map(|t| &*t.keys as &dyn Any);
         tp.kind.change(handle, ko, keys, fh, acts, binds).map_err(FilterError::into_tc)?;
         Ok(tp.kind.keeps_dst())
-    })();
+    };
+    // tcf_bind_filter asks the qdisc that owns the block (a shared block has none).
+    let r = match &at {
+        At::Qdisc { di, path, minor } => {
+            let c = devices[*di].node_mut(path).q.as_classful_mut().expect("classful checked");
+            let mut r = Err(kerrno(Errno::EINVAL));
+            c.with_block(*minor, &mut |b, bind_tcf| {
+                let mut own = Binds::with_bind_tcf(bind_tcf);
+                r = op(b, &mut own);
+                binds.append(&mut own);
+            });
+            r
+        }
+        At::Shared(i) => op(blocks.get_mut(*i).expect("block checked"), binds),
+    };
     if r.is_err() && created {
         let gone = block_mut(tc, &at).destroy(ci, idx, binds);
         drop_shared(tc, &at, gone);

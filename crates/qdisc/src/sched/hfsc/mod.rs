@@ -248,8 +248,6 @@ pub struct Hfsc {
     vt_at: VtAt,
     cf_at: Places,
     horizon: u64,
-    /// The classes whose filter blocks have been handed out (`tc filter` on them).
-    blocks_used: Vec<u32>,
     /// Insertion counter for the trees' ties.
     seq: u64,
     /// When the kernel's watchdog would fire after the last dequeue that found
@@ -291,7 +289,6 @@ impl Hfsc {
             vt_at: VtAt::default(),
             cf_at: Places::default(),
             horizon: 0,
-            blocks_used: Vec::new(),
             seq: 0,
             watchdog: None,
         };
@@ -686,7 +683,7 @@ impl Hfsc {
                 return Ok(m);
             }
         }
-        let mut head = 0u32;
+        let (mut head, mut hops) = (0u32, 0usize);
         loop {
             let block = &self.cl(head).block;
             let Some(v) = block.classify(pkt, now) else { break };
@@ -695,13 +692,27 @@ impl Hfsc {
                 Verdict::Shot => return Err(Enqueued::Dropped),
                 Verdict::Stolen => return Err(Enqueued::Stolen),
             };
-            // A filter may only point downwards (which also ends every walk).
-            let Some(m) = self.find_classid(r.classid) else { break };
-            if self.cl(m).level >= self.cl(head).level {
-                break;
-            }
+            // A bound result's class is followed as it is; an unbound result may
+            // only point downwards.
+            let m = match r.class {
+                Some(m) => m,
+                None => {
+                    let Some(m) = self.find_classid(r.classid) else { break };
+                    if self.cl(m).level >= self.cl(head).level {
+                        break;
+                    }
+                    m
+                }
+            };
             if self.cl(m).level == 0 {
                 return Ok(m);
+            }
+            // Bound results made when the levels were others can lead round in a
+            // circle, where the kernel's loop would spin; a walk longer than the
+            // classes are many is one, and classification fails.
+            hops += 1;
+            if hops > self.hash.elems {
+                break;
             }
             head = m;
         }
@@ -722,18 +733,6 @@ impl Hfsc {
             next = cfmin;
         }
         (next != 0).then_some(Instant(next << PSCHED_SHIFT))
-    }
-
-    /// `tc_bind_tclass` for a new class: the qdisc's filters naming it bind it.
-    fn reverse_bind(&mut self, m: u32) {
-        let classid = self.cl(m).classid;
-        let mut n = 0u32;
-        for &k in &self.blocks_used {
-            if let Some(c) = self.get(k) {
-                c.block.for_each_classid(&mut |id| n += (id == classid) as u32);
-            }
-        }
-        self.cl_mut(m).filter_cnt = n;
     }
 
     /// Mirrors `hfsc_change_class`.
@@ -840,7 +839,6 @@ impl Hfsc {
         }
         self.raise_levels(parent);
         self.hash.grow();
-        self.reverse_bind(m);
         Ok(warning)
     }
 
@@ -1159,13 +1157,18 @@ impl Classful for Hfsc {
         self.get(minor).map(|c| &c.block)
     }
     fn block_mut(&mut self, minor: u32) -> Option<&mut Block> {
-        let c = self.classes.get_mut(minor as usize)?.as_deref_mut()?;
-        if !self.blocks_used.contains(&minor) {
-            self.blocks_used.push(minor);
-        }
-        Some(&mut c.block)
+        self.classes.get_mut(minor as usize)?.as_deref_mut().map(|c| &mut c.block)
     }
-    /// `hfsc_bind_tcf`.
+    /// `hfsc_bind_tcf`: the class named, if it is below the class whose block holds
+    /// the filter. The qdisc's own block is the root class's here (the kernel's
+    /// `base` is then NULL, which skips the check): every class is below the root
+    /// but the root itself, whose result stays unbound — bound, hfsc_classify would
+    /// run the root's filters round forever.
+    fn bind_tcf(&self, base: u32, classid: u32) -> Option<u32> {
+        let m = self.find_classid(classid)?;
+        (self.get(base)?.level > self.cl(m).level).then_some(m)
+    }
+    /// `hfsc_bind_tcf`'s `qdisc_class_get`.
     fn bind_filter(&mut self, classid: u32) {
         if let Some(m) = self.find_classid(classid) {
             self.cl_mut(m).filter_cnt += 1;

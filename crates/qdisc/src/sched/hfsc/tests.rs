@@ -508,3 +508,104 @@ fn link_sharing_goes_round_equal_siblings_and_fits_in_a_faster_one() {
     assert_eq!(order, [10, 20, 30, 40, 41, 11, 21, 31, 42, 43, 12, 22, 32, 13, 23, 33]);
     assert_eq!((q.cl(1).vt, q.cl(4).vt), (4 * 125_000, 4 * 62_500));
 }
+
+/// Packets of one UDP flow through eth0, `gap_ms` apart, each dequeued at once.
+fn send_udp(tc: &mut crate::tc::Tc, count: u64, gap_ms: u64) {
+    let mut a = [0u8; 16];
+    a[10..12].copy_from_slice(&[0xff, 0xff]);
+    a[12..].copy_from_slice(&[10, 0, 0, 1]);
+    let flow = crate::FlowKey { src: a, dst: a, sport: 1, dport: 2, proto: 17 };
+    for id in 0..count {
+        let now = tc.now;
+        let d = tc.device_mut("eth0").unwrap();
+        let _ = d.xmit(Packet::new(id, 100).with_flow(flow), now, true);
+        while let Dequeued::Packet(_) = d.dequeue(now) {}
+        tc.now = now + crate::Duration::from_millis(gap_ms);
+    }
+}
+
+/// (packets, bytes) sent by each class of `minors` (tc's hex minors).
+fn sent(tc: &crate::tc::Tc, minors: &[u32]) -> Vec<(u64, u64)> {
+    let c = tc.device("eth0").unwrap().root.q.as_classful().unwrap();
+    minors.iter().map(|&m| c.class_stats(m).map_or((0, 0), |s| (s.packets, s.bytes))).collect()
+}
+
+/// A Tc with eth0 after `setup`, every line of which must succeed.
+fn tc_eth0(setup: &str) -> crate::tc::Tc {
+    let mut tc = crate::tc::Tc::new(&[crate::tree::DevSpec::parse("eth0").unwrap()]);
+    let ran = tc_lines(&mut tc, setup);
+    assert!(ran.iter().all(|r| r.starts_with('0')), "{ran:?}");
+    tc
+}
+
+/// Each line's exit status and stderr, as "STATUS" + stderr.
+fn tc_lines(tc: &mut crate::tc::Tc, script: &str) -> Vec<String> {
+    let lines = script.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines.map(|l| tc.run(&crate::tc::makeargs(l))).map(|r| format!("{}{}", r.code, r.stderr.trim_end())).collect()
+}
+
+/// tdc's 8c39 by hand (goldens/kernel-6.12/hfsc-bind.json has it with matchall):
+/// each u32 filter is bound while its class is a leaf below the filter's class
+/// (hfsc_bind_tcf), so once 1:2 and 1:3 have children the walk still goes 1:1 ->
+/// 1:2 -> 1:3 -> 1:31, past the level check an unbound result gets. A delete of the
+/// held class is refused and unbinds the filter, so the next one takes it; the
+/// filter's unbound result then finds no class and the default 1:30 gets the
+/// packets, until 1:31 is made again and bound again. A filter of a leaf's block
+/// (1:30) binds nothing: its class can go at once.
+#[test]
+fn bound_filters_walk_past_the_level_check() {
+    let m = "u32 match u8 0 0 at 0 flowid";
+    let setup = format!(
+        "qdisc add dev eth0 root handle 1: hfsc default 30
+        class add dev eth0 parent 1: classid 1:1 hfsc rt m2 10mbit
+        class add dev eth0 parent 1:1 classid 1:10 hfsc rt m2 5mbit
+        class add dev eth0 parent 1: classid 1:2 hfsc rt m2 10mbit
+        filter add dev eth0 parent 1: protocol ip prio 1 {m} 1:1
+        filter add dev eth0 parent 1:1 protocol ip prio 1 {m} 1:2
+        class add dev eth0 parent 1:2 classid 1:20 hfsc rt m2 1mbit
+        class add dev eth0 parent 1: classid 1:3 hfsc rt m2 10mbit
+        filter add dev eth0 parent 1:2 protocol ip prio 1 {m} 1:3
+        class add dev eth0 parent 1:3 classid 1:30 hfsc rt m2 1mbit
+        class add dev eth0 parent 1:3 classid 1:31 hfsc rt m2 10mbit
+        filter add dev eth0 parent 1:3 protocol ip prio 1 {m} 1:31"
+    );
+    let mut tc = tc_eth0(&setup);
+    let classes = [0x1, 0x2, 0x3, 0x10, 0x20, 0x30, 0x31];
+    send_udp(&mut tc, 4, 1);
+    assert_eq!(sent(&tc, &classes), [(0, 0), (0, 0), (0, 0), (0, 0), (0, 0), (0, 0), (4, 400)]);
+    let busy = "2Error: HFSC class in use.";
+    assert_eq!(tc_lines(&mut tc, "class del dev eth0 classid 1:31\nclass del dev eth0 classid 1:31"), [busy, "0"]);
+    send_udp(&mut tc, 2, 1);
+    assert_eq!(sent(&tc, &[0x30, 0x31]), [(2, 200), (0, 0)]);
+    assert_eq!(tc_lines(&mut tc, "class add dev eth0 parent 1:3 classid 1:31 hfsc rt m2 10mbit"), ["0"]);
+    send_udp(&mut tc, 3, 1);
+    assert_eq!(sent(&tc, &[0x30, 0x31]), [(2, 200), (3, 300)]);
+    let lateral =
+        format!("filter add dev eth0 parent 1:30 protocol ip prio 1 {m} 1:20\nclass del dev eth0 classid 1:20");
+    assert_eq!(tc_lines(&mut tc, &lateral), ["0", "0"]);
+}
+
+/// Bound results made while the levels were others can name each other's classes:
+/// 1:1's filter bound 1:2 while 1:2 was a leaf, 1:2's bound 1:1 once 1:2 stood two
+/// levels up. The kernel's hfsc_classify would go round 1:1 -> 1:2 -> 1:1 for ever;
+/// here a walk longer than the classes are many fails, and the default class takes
+/// the packet.
+#[test]
+fn a_circle_of_bound_filters_ends_at_the_default_class() {
+    let m = "protocol all prio 1 matchall classid";
+    let setup = format!(
+        "qdisc add dev eth0 root handle 1: hfsc default 9
+        class add dev eth0 parent 1: classid 1:1 hfsc sc m2 10mbit
+        class add dev eth0 parent 1:1 classid 1:10 hfsc sc m2 10mbit
+        class add dev eth0 parent 1: classid 1:2 hfsc sc m2 10mbit
+        class add dev eth0 parent 1: classid 1:9 hfsc sc m2 10mbit
+        filter add dev eth0 parent 1: {m} 1:1
+        filter add dev eth0 parent 1:1 {m} 1:2
+        class add dev eth0 parent 1:2 classid 1:20 hfsc sc m2 10mbit
+        class add dev eth0 parent 1:20 classid 1:21 hfsc sc m2 10mbit
+        filter add dev eth0 parent 1:2 {m} 1:1"
+    );
+    let mut tc = tc_eth0(&setup);
+    send_udp(&mut tc, 1, 1);
+    assert_eq!(sent(&tc, &[0x9, 0x10, 0x21]), [(1, 100), (0, 0), (0, 0)]);
+}

@@ -417,10 +417,15 @@ impl Htb {
                 Verdict::Shot => return Target::Drop,
                 Verdict::Stolen => return Target::Stolen,
             };
-            if res.classid == self.handle {
-                return Target::Direct;
-            }
-            let Some(m) = self.find_classid(res.classid) else { break };
+            // A bound result's class, else the lookup (X:0: the direct queue).
+            let m = match res.class {
+                Some(m) => m,
+                None if res.classid == self.handle => return Target::Direct,
+                None => {
+                    let Some(m) = self.find_classid(res.classid) else { break };
+                    m
+                }
+            };
             let c = self.cl(m);
             if c.level == 0 {
                 return Target::Class(m);
@@ -435,23 +440,6 @@ impl Htb {
             Some(m) if self.cl(m).level == 0 => Target::Class(m),
             _ => Target::Direct,
         }
-    }
-
-    /// `tc_bind_tclass(q, …, classid, new_cl)` after a class was created: it walks the
-    /// classes (`htb_walk`), so the filters of the classes' blocks (u32: every key
-    /// node of the tables with that proto's pref, as `u32_walk` visits them) that
-    /// name `classid` now bind it; the qdisc's own block is no class's and is not
-    /// walked (goldens/kernel/class-reverse-bind.json).
-    fn reverse_bind(&mut self, m: u32) {
-        let classid = self.cl(m).classid;
-        let mut n = 0u32;
-        for minor in self.hash.walk().map(tc_h_min) {
-            if let Some(c) = self.get(minor).filter(|c| !c.block.is_empty()) {
-                c.block.for_each_classid(&mut |c| n += (c == classid) as u32);
-            }
-        }
-        let c = self.cl_mut(m);
-        c.filter_cnt = c.filter_cnt.wrapping_add(n);
     }
 
     /// `tcf_block_put(cl->block)` of a deleted class: its protos are destroyed, and
@@ -980,8 +968,6 @@ impl Htb {
             if let Some(p) = parent {
                 self.cl_mut(p).children += 1;
             }
-            // tc_ctl_tclass: a new class is reverse-bound to the filters naming it.
-            self.reverse_bind(m);
         }
         let r2q = self.rate2quantum as u64;
         let c = self.cl_mut(m);
@@ -1340,7 +1326,12 @@ impl Classful for Htb {
         }
         self.get_mut(minor).map(|c| &mut c.block)
     }
-    /// `htb_bind_filter`.
+    /// `htb_bind_filter`: the class named, wherever the filter is (X:0, the direct
+    /// queue, is no class: its results stay unbound).
+    fn bind_tcf(&self, _base: u32, classid: u32) -> Option<u32> {
+        self.find_classid(classid)
+    }
+    /// `htb_bind_filter`'s `qdisc_class_get`.
     fn bind_filter(&mut self, classid: u32) {
         Htb::bind_filter(self, classid);
     }
