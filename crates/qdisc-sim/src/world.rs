@@ -229,7 +229,7 @@ pub struct Sim {
     /// qdisc, per skb meta id: the skb's meta goes when the last one is out.
     parts: HashMap<u64, u32>,
     /// Ids the drop monitor reported, being reclaimed ([`Sim::reclaim_dropped`]).
-    dropped_ids: Vec<u64>,
+    pub(crate) dropped_ids: Vec<u64>,
     /// Packets alive beside the one whose id they carry (netem's duplicates), per id;
     /// the ids the drop monitor reported cloned, being counted in.
     copies: HashMap<u64, u32>,

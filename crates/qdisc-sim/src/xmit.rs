@@ -83,11 +83,17 @@ impl Sim {
 
     /// What the filters of `iface`'s qdiscs did beyond classifying packet `id`: their
     /// mirred actions' packets are forwarded, and one they stole (`__NET_XMIT_STOLEN`)
-    /// and no redirect took on is freed.
+    /// and no redirect took on is freed — unless the qdisc reported freeing it itself
+    /// (netem's loss answers `Stolen` too, after `Packet::kfree_skb`): its meta is then
+    /// the drop monitor's to free, and freeing it here as well would free the id twice,
+    /// the second time under the packet that reused it.
     pub(crate) fn after_qdisc_filters(&mut self, iface: u32, id: u64, xmit: &Xmit) {
         let stolen = matches!(xmit, Xmit::Queued(Enqueued::Stolen)).then_some(id);
         if !self.forward_mirrored(iface, false, stolen) && stolen.is_some() {
-            self.take_meta(id);
+            qdisc::drops::take_freed(&mut self.dropped_ids);
+            if !self.dropped_ids.contains(&id) {
+                self.take_meta(id);
+            }
         }
     }
 
