@@ -396,13 +396,13 @@ impl Sch {
     pub fn child_reduced(&mut self, r: Reduce) {
         if !r.is_zero() {
             r.apply(&mut self.stats);
-            self.reduce.add(r.pkts, r.bytes);
+            self.reduce.merge(r);
         }
     }
     /// A child's queue was purged (`qdisc_purge_queue`): what it held is reduced here
     /// and above.
     pub fn child_purged(&mut self, child: &Stats) {
-        self.child_reduced(Reduce { pkts: child.qlen as i32, bytes: child.backlog as i64 });
+        self.child_reduced(Reduce::new(child.qlen as i32, child.backlog as i64));
     }
 }
 

@@ -2504,13 +2504,13 @@ mod tests {
         // The eleventh: the Voice queue (6 packets) loses its head.
         assert_eq!(q.enqueue(Packet::new(10, 1000).with_hash(2), t), Enqueued::Success);
         assert_eq!((q.tins[2].tin_dropped, q.tins[2].flows[1].backlog, q.tins[0].flows[2].backlog), (1, 5000, 5000));
-        assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 1000 });
+        assert_eq!(q.take_reduce(), Reduce::new(1, 1000));
         // BLUE noticed: p_drop = 1/256 and the queue counts as unresponsive.
         assert_eq!((q.tins[2].flows[1].cvars.p_drop, q.tins[2].unresponsive_flow_count), (1 << 24, 1));
         // The twelfth makes its own queue the longest: NET_XMIT_CN, and the parents,
         // which will not count it, are told nothing more.
         assert_eq!(q.enqueue(Packet::new(11, 1000).with_hash(2), t), Enqueued::Congested);
-        assert_eq!(q.take_reduce(), Reduce { pkts: 0, bytes: 0 });
+        assert_eq!(q.take_reduce(), Reduce::new(0, 0));
         // drop_overlimit counts on the tin of the packet that overflowed (both times
         // tin 0), tin_dropped on the tin that lost one.
         assert_eq!((q.tins[0].tin_dropped, q.tins[0].drop_overlimit, q.stats().qlen), (1, 2, 10));
@@ -2537,7 +2537,7 @@ mod tests {
         p.gso_segs = 3;
         assert_eq!(q.enqueue(p, Instant::ZERO), Enqueued::Success);
         assert_eq!((q.stats().qlen, q.tins[0].packets, q.tins[0].bytes), (3, 3, 3000));
-        assert_eq!(q.take_reduce(), Reduce { pkts: -2, bytes: 0 });
+        assert_eq!(q.take_reduce(), Reduce::new(-2, 0));
         // Each segment: 1000 − 14 + 10.
         assert_eq!((q.min_adjlen, q.max_adjlen), (996, 996));
         // no-split-gso: one packet, charged as its segments.

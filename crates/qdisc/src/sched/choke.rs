@@ -477,7 +477,7 @@ mod tests {
         let s = q.stats().clone();
         assert_eq!((s.qlen, s.backlog, s.drops), (3, 300, 2));
         assert_eq!(q.choke_stats().matched, 1);
-        assert_eq!(q.take_reduce(), crate::stats::Reduce { pkts: 1, bytes: 100 });
+        assert_eq!(q.take_reduce(), crate::stats::Reduce::new(1, 100));
         let mut out = 0;
         while q.dequeue(t(1)).packet().is_some() {
             out += 1;

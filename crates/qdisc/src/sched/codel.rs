@@ -766,7 +766,7 @@ mod tests {
         q.dequeue(t(10_000_000));
         let fat = q.vars().first_above_time;
         assert_eq!(deq(&mut q, at(fat + 1)), (Some(2), 1));
-        assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 1000 });
+        assert_eq!(q.take_reduce(), Reduce::new(1, 1000));
         let dn = q.vars().drop_next;
         // 3 intervals late: drops at count 2, 3, … until drop_next > now.
         let late = dn + 3 * 97656;
@@ -782,7 +782,7 @@ mod tests {
         assert_eq!(drops, expect);
         assert_eq!(id, Some(3 + expect as u64));
         assert_eq!(q.vars().drop_next, v.drop_next);
-        assert_eq!(q.take_reduce(), Reduce { pkts: expect as i32, bytes: 1000 * expect as i64 });
+        assert_eq!(q.take_reduce(), Reduce::new(expect as i32, 1000 * expect as i64));
         assert_eq!((q.codel_stats().drop_count, q.codel_stats().drop_len), (0, 0));
     }
 
@@ -955,7 +955,7 @@ mod tests {
         // Shrinking the limit drops from the head, counted here and reported up.
         q.change(&Opts::new(p("limit 1").unwrap()), &dev(), t(0)).unwrap();
         assert_eq!((q.stats().qlen, q.stats().drops), (1, 2));
-        assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 100 });
+        assert_eq!(q.take_reduce(), Reduce::new(1, 100));
         assert_eq!(q.dequeue(t(0)).packet().unwrap().id, 1);
     }
 
@@ -969,7 +969,7 @@ mod tests {
         let fat = q.vars().first_above_time;
         assert_eq!(q.peek(at(fat + 1)).unwrap().id, 2);
         assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().packets), (298, 298_000, 2));
-        assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 1000 });
+        assert_eq!(q.take_reduce(), Reduce::new(1, 1000));
         assert_eq!(q.dequeue(at(fat + 2)).packet().unwrap().id, 2);
         assert_eq!((q.stats().qlen, q.stats().packets), (297, 2));
     }

@@ -505,7 +505,7 @@ mod tests {
         q.delete_class(1, t(0)).unwrap();
         let s = q.stats();
         assert_eq!((s.qlen, s.backlog, s.drops), (1, 200, 1));
-        assert_eq!(q.take_reduce(), crate::stats::Reduce { pkts: 1, bytes: 300 });
+        assert_eq!(q.take_reduce(), crate::stats::Reduce::new(1, 300));
         assert_eq!(q.class_minors(), vec![2]);
         let old = q.graft(2, None, &dev()).unwrap().unwrap();
         assert_eq!(old.stats().qlen, 1);

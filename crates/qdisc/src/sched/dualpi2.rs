@@ -1246,7 +1246,7 @@ mod tests {
         assert_eq!(p3.id, 3);
         let (ecn, step, ..) = q.counters();
         assert_eq!((ecn, step, q.stats().drops), (1, 1, 1));
-        assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 100 });
+        assert_eq!(q.take_reduce(), Reduce::new(1, 100));
     }
 
     /// The step AQM in packets: the L-queue's length after the dequeue must exceed
@@ -1324,7 +1324,7 @@ mod tests {
         // Backlog after taking packet 0 is 3 · 1514 ≥ 3028: dropped; likewise 1;
         // packet 2 leaves 1514 behind: sent.
         assert_eq!(q.dequeue(ms(2)).packet().unwrap().id, 2);
-        assert_eq!((q.stats().drops, q.take_reduce()), (2, Reduce { pkts: 2, bytes: 3028 }));
+        assert_eq!((q.stats().drops, q.take_reduce()), (2, Reduce::new(2, 3028)));
         // At enqueue (drop_enqueue): refused before it is queued.
         let mut q = self::q("drop_enqueue");
         for i in 0..2 {
@@ -1350,7 +1350,7 @@ mod tests {
         q.change(&Opts::new(p("limit 1").unwrap()), &dev(), ms(3)).unwrap();
         // C holds 0 and 2, L holds 1: 0 and 2 go, then qlen 1 = limit.
         assert_eq!(q.queue_lens(), (0, 1));
-        assert_eq!((q.stats().drops, q.take_reduce()), (3, Reduce { pkts: 2, bytes: 2000 }));
+        assert_eq!((q.stats().drops, q.take_reduce()), (3, Reduce::new(2, 2000)));
         // memlimit alone: a packet whose truesize would pass it is refused.
         let mut q = self::q("memlimit 3000");
         assert_eq!(q.enqueue(pkt(0, 1000, 0), ms(2)), Enqueued::Success);
@@ -1368,7 +1368,7 @@ mod tests {
         let mut q = q("");
         assert_eq!(q.enqueue(big.clone(), ms(2)), Enqueued::Success);
         assert_eq!((q.stats().qlen, q.counters().2), (3, 3));
-        assert_eq!(q.take_reduce(), Reduce { pkts: -2, bytes: 0 });
+        assert_eq!(q.take_reduce(), Reduce::new(-2, 0));
         let mut q = self::q("no_split_gso");
         q.enqueue(big, ms(2));
         assert_eq!((q.stats().qlen, q.counters().2), (1, 1));

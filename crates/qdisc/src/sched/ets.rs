@@ -671,7 +671,7 @@ mod tests {
         assert_eq!(q.bands[1].deficit, 700);
         let s = q.stats();
         assert_eq!((s.qlen, s.backlog, s.drops), (1, 100, 2));
-        assert_eq!(q.take_reduce(), Reduce { pkts: 2, bytes: 500 });
+        assert_eq!(q.take_reduce(), Reduce::new(2, 500));
         assert_eq!(q.class_minors(), vec![1, 2, 3]);
         // Back to strict: off the list, served first.
         q.change(&Opts::new(p("bands 3 strict 2").unwrap()), &dev(), t(0)).unwrap();

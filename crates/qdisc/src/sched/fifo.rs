@@ -279,7 +279,7 @@ mod tests {
         f.enqueue(Packet::new(1, 100), t(0));
         f.enqueue(Packet::new(2, 200), t(0));
         assert_eq!(f.enqueue(Packet::new(3, 300), t(0)), Enqueued::Congested);
-        assert_eq!(f.take_reduce(), Reduce { pkts: 0, bytes: -200 });
+        assert_eq!(f.take_reduce(), Reduce::new(0, -200));
         assert_eq!((f.stats().qlen, f.stats().backlog, f.stats().drops), (2, 500, 1));
         assert_eq!(f.dequeue(t(0)).packet().unwrap().id, 2);
         let mut z = held(Fifo::with_limit(FifoKind::PfifoHeadDrop, 0, &dev()));

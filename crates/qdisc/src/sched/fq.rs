@@ -1919,7 +1919,7 @@ mod tests {
         // The kernel trims with fq_dequeue: the packets show up as sent here and as
         // drops in the parents (qdisc_tree_reduce_backlog).
         assert_eq!((s.qlen, s.backlog, s.packets, s.drops), (2, 200, 4, 0));
-        assert_eq!(q.take_reduce(), Reduce { pkts: 4, bytes: 400 });
+        assert_eq!(q.take_reduce(), Reduce::new(4, 400));
     }
 
     #[test]

@@ -1374,7 +1374,7 @@ mod tests {
         assert_eq!(q.enqueue(pk(102, 100, 9, 16), t(0)), Enqueued::Success);
         assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().drops), (7, 4300, 4));
         assert_eq!((q.drop_overlimit(), q.drop_overmemory()), (4, 0));
-        assert_eq!(q.take_reduce(), Reduce { pkts: 4, bytes: 4000 });
+        assert_eq!(q.take_reduce(), Reduce::new(4, 4000));
         let (_, n, b, v) = q.bucket(4);
         assert_eq!((n, b, v.count), (4, 4000, 4), "CoDel count raised by the drops");
         // packet_snd_truesize: 1000 bytes → 2304, 100 bytes → the small head's 960.
@@ -1387,7 +1387,7 @@ mod tests {
         assert_eq!(q.stats().qlen, 10);
         assert_eq!(q.enqueue(pk(300, 1000, 4, 16), t(0)), Enqueued::Congested);
         // Bucket 4 held 8 × 1000: drops 4 from its head (ids 4..7).
-        assert_eq!(q.take_reduce(), Reduce { pkts: 3, bytes: 3000 });
+        assert_eq!(q.take_reduce(), Reduce::new(3, 3000));
         assert_eq!((q.stats().qlen, q.stats().drops, q.drop_overlimit()), (7, 8, 8));
         assert_eq!(ids(&mut q, t(0), 20), [200, 201, 100, 101, 102, 202, 300]);
     }
@@ -1404,14 +1404,14 @@ mod tests {
         q.enqueue(pk(20, 64, 11, 16), t(0));
         assert_eq!(q.bucket(2).1, 1, "threshold 750: 2 packets");
         assert_eq!(q.bucket(6).1, 3);
-        assert_eq!(q.take_reduce(), Reduce { pkts: 2, bytes: 1000 });
+        assert_eq!(q.take_reduce(), Reduce::new(2, 1000));
         let mut q = fq("flows 16 limit 10 drop_batch 2");
         for i in 0..10 {
             q.enqueue(pk(i, 100, 2, 16), t(0));
         }
         // Half of 1000 bytes would be 5 packets; drop_batch caps it at 2.
         assert_eq!(q.enqueue(pk(10, 100, 2, 16), t(0)), Enqueued::Congested);
-        assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 100 });
+        assert_eq!(q.take_reduce(), Reduce::new(1, 100));
         assert_eq!(q.stats().drops, 2);
         // When only one (older, larger) packet leaves for a small new one, the
         // parents' backlog still balances: −1 packet +… bytes as the kernel reports.
@@ -1419,7 +1419,7 @@ mod tests {
         q.enqueue(pk(0, 1500, 3, 16), t(0));
         q.enqueue(pk(1, 100, 3, 16), t(0));
         assert_eq!(q.enqueue(pk(2, 100, 3, 16), t(0)), Enqueued::Congested);
-        assert_eq!(q.take_reduce(), Reduce { pkts: 0, bytes: 1400 });
+        assert_eq!(q.take_reduce(), Reduce::new(0, 1400));
     }
 
     #[test]
@@ -1433,7 +1433,7 @@ mod tests {
         assert_eq!(q.enqueue(pk(2, 1000, 2, 16), t(0)), Enqueued::Success);
         // Fat flow 1 (2000 bytes): one packet reaches half its backlog.
         assert_eq!((q.drop_overlimit(), q.drop_overmemory(), q.stats().drops), (1, 1, 1));
-        assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 1000 });
+        assert_eq!(q.take_reduce(), Reduce::new(1, 1000));
         assert_eq!(q.memory_usage(), 4608);
         assert_eq!(
             out(false, |o| q.dump_xstats(o)),
@@ -1443,7 +1443,7 @@ mod tests {
         // one of the two (2304 ≤ 2500).
         q.change(&Opts::new(p("memory_limit 2500").unwrap()), &dev(), t(0)).unwrap();
         assert_eq!((q.stats().qlen, q.stats().packets, q.stats().drops), (1, 1, 1));
-        assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 1000 });
+        assert_eq!(q.take_reduce(), Reduce::new(1, 1000));
     }
 
     // ---- CoDel per bucket --------------------------------------------------------------
@@ -1466,7 +1466,7 @@ mod tests {
         assert_eq!(q.dequeue(at(fat + 1)).packet().unwrap().id, 3);
         let v = q.bucket(3).3;
         assert_eq!((v.dropping, v.count, v.drop_next), (true, 1, control_law(fat + 1, 97656, 0xFFFF)));
-        assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 1000 });
+        assert_eq!(q.take_reduce(), Reduce::new(1, 1000));
         assert_eq!(q.stats().drops, 1);
         // The class view of the bucket.
         let x = out(false, |o| q.dump_class_xstats(4, o));

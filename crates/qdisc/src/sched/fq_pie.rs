@@ -485,7 +485,7 @@ mod tests {
         // A lower limit dequeues (counted as sent) and reports the rest up.
         q.change(&Opts::new(p("limit 1").unwrap()), &dev(), t(0)).unwrap();
         assert_eq!((q.stats().qlen, q.stats().packets, q.memory_usage()), (1, 2, ts));
-        assert_eq!(q.take_reduce(), crate::stats::Reduce { pkts: 2, bytes: 2000 });
+        assert_eq!(q.take_reduce(), crate::stats::Reduce::new(2, 2000));
     }
 
     /// The timer updates 2048 buckets per run: with 4096, the second half one jiffy

@@ -1593,7 +1593,7 @@ mod tests {
         assert_eq!(q.enqueue(Packet::new(7, 300), ms(0)), Enqueued::Success);
         assert_eq!(q.stats().qlen, 2);
         // The parents were told of one more packet than they handed over.
-        assert_eq!(q.take_reduce(), Reduce { pkts: -1, bytes: -300 });
+        assert_eq!(q.take_reduce(), Reduce::new(-1, -300));
         let out: Vec<Packet> = std::iter::from_fn(|| q.dequeue(ms(0)).packet()).collect();
         assert_eq!(out.iter().map(|p| (p.id, p.netem_dup())).collect::<Vec<_>>(), vec![(7, true), (7, false)]);
     }
@@ -1604,7 +1604,7 @@ mod tests {
         let mut gso = Packet::new(1, 4000);
         gso.gso_segs = 4;
         assert_eq!(q.enqueue(gso, ms(0)), Enqueued::Success);
-        assert_eq!(q.take_reduce(), Reduce { pkts: -3, bytes: 0 });
+        assert_eq!(q.take_reduce(), Reduce::new(-3, 0));
         let out: Vec<Packet> = std::iter::from_fn(|| q.dequeue(ms(0)).packet()).collect();
         assert_eq!(out.iter().map(|p| (p.len, p.gso_segs)).collect::<Vec<_>>(), vec![(1000, 1); 4]);
         assert!(out.iter().all(|p| p.corrupted()), "every segment went through corrupt again at 100%");
@@ -1637,7 +1637,7 @@ mod tests {
         // of 1 keeps the first and drops two, which the parents learn of.
         assert_eq!(drain(&mut q, ms(10)), vec![1]);
         assert_eq!((q.stats().drops, q.stats().qlen, q.stats().backlog), (2, 0, 0));
-        assert_eq!(q.take_reduce(), Reduce { pkts: 2, bytes: 200 });
+        assert_eq!(q.take_reduce(), Reduce::new(2, 200));
         let old = q.graft(1, None, &dev()).unwrap();
         assert!(old.is_some());
         assert!(q.class_minors().is_empty());

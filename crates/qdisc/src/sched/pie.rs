@@ -803,7 +803,7 @@ mod tests {
         q.peek(t(0));
         q.change(&Opts::new(p("limit 1").unwrap()), &dev(), t(0)).unwrap();
         assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().drops), (1, 100, 2));
-        assert_eq!(q.take_reduce(), crate::stats::Reduce { pkts: 1, bytes: 100 });
+        assert_eq!(q.take_reduce(), crate::stats::Reduce::new(1, 100));
         assert_eq!(q.dequeue(t(0)).packet().unwrap().id, 1, "the parked head went first");
     }
 }

@@ -537,7 +537,7 @@ mod tests {
         let s = q.stats().clone();
         assert_eq!((s.qlen, s.backlog, s.drops), (2, 700, 1));
         // Nothing to push further up but the byte difference.
-        assert_eq!(q.take_reduce(), Reduce { pkts: 0, bytes: -400 });
+        assert_eq!(q.take_reduce(), Reduce::new(0, -400));
         let c = q.class_stats(2).unwrap();
         assert_eq!((c.qlen, c.backlog, c.drops), (2, 700, 1));
         assert_eq!(q.dequeue(t(1)).packet().unwrap().id, 2);
@@ -570,7 +570,7 @@ mod tests {
         assert_eq!(q.class_minors(), vec![1, 2]);
         let s = q.stats().clone();
         assert_eq!((s.qlen, s.backlog, s.drops), (2, 200, 2));
-        assert_eq!(q.take_reduce(), Reduce { pkts: 2, bytes: 200 });
+        assert_eq!(q.take_reduce(), Reduce::new(2, 200));
         assert_eq!(q.dequeue(t(0)).packet().unwrap().id, 1);
         assert_eq!(q.dequeue(t(0)).packet().unwrap().id, 2);
         assert_eq!(q.dequeue(t(0)), Dequeued::Empty);
@@ -591,7 +591,7 @@ mod tests {
         assert_eq!((n.handle, n.parent, n.invisible, n.stats().qlen), (0, H | 2, true, 0));
         let s = q.stats().clone();
         assert_eq!((s.qlen, s.backlog, s.drops), (1, 50, 1));
-        assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 300 });
+        assert_eq!(q.take_reduce(), Reduce::new(1, 300));
         assert!(q.graft(4, None, &d).is_err());
         assert!(q.graft(0, None, &d).is_err());
     }

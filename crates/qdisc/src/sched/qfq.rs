@@ -1349,7 +1349,7 @@ mod tests {
         q.delete_class(1, t(0)).unwrap();
         let s = q.stats();
         assert_eq!((s.qlen, s.backlog, s.drops), (1, 200, 3));
-        assert_eq!(q.take_reduce(), crate::stats::Reduce { pkts: 1, bytes: 300 });
+        assert_eq!(q.take_reduce(), crate::stats::Reduce::new(1, 300));
         assert_eq!(q.dequeue(t(0)).packet().unwrap().id, 4);
         q.bind_filter(H | 2);
         assert_eq!(q.delete_class(2, t(0)).unwrap_err().msg, "Error: sch_qfq: QFQ class in use.\n");

@@ -1076,7 +1076,7 @@ mod tests {
         let o = Opts::new(p("limit 20000 avpkt 1000 min 1000 max 2000 burst 1").unwrap());
         q.change(&o, &dev(), ms(2)).unwrap();
         assert_eq!((q.stats().qlen, q.stats().drops), (0, 1));
-        assert_eq!(q.take_reduce(), crate::stats::Reduce { pkts: 1, bytes: 1000 });
+        assert_eq!(q.take_reduce(), crate::stats::Reduce::new(1, 1000));
         assert_eq!(q.vars().qidlestart, Some(ms(2)));
         assert!(q.class_stats(1).is_none());
     }

@@ -1302,7 +1302,7 @@ mod tests {
         assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().drops), (2, 500, 1));
         // The parent did not count the new packet (CN) and must drop the head's bytes
         // and take the new one's: backlog − (100 − 300).
-        assert_eq!(q.take_reduce(), Reduce { pkts: 0, bytes: -200 });
+        assert_eq!(q.take_reduce(), Reduce::new(0, -200));
         assert_eq!(q.bucket(0), Some((2, 500, 1514)));
         assert_eq!(drain(&mut q, t(0)), vec![2, 3]);
     }
@@ -1319,11 +1319,11 @@ mod tests {
         // Another flow's packet: the longest slot (bucket 1) loses its tail; success,
         // and the parents hear of one packet (300 bytes) gone.
         assert_eq!(q.enqueue(pk(4, 50, 2), t(0)), Enqueued::Success);
-        assert_eq!(q.take_reduce(), Reduce { pkts: 1, bytes: 300 });
+        assert_eq!(q.take_reduce(), Reduce::new(1, 300));
         assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().drops), (3, 350, 1));
         // Own flow is the longest: the new packet itself goes, CN, byte delta 0.
         assert_eq!(q.enqueue(pk(5, 70, 1), t(0)), Enqueued::Congested);
-        assert_eq!(q.take_reduce(), Reduce { pkts: 0, bytes: 0 });
+        assert_eq!(q.take_reduce(), Reduce::new(0, 0));
         assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().drops), (3, 350, 2));
         assert_eq!(drain(&mut q, t(0)), vec![1, 2, 4]);
 
@@ -1333,7 +1333,7 @@ mod tests {
             q.enqueue(pk(id, 100, 1), t(0));
         }
         assert_eq!(q.enqueue(pk(4, 50, 1), t(0)), Enqueued::Congested);
-        assert_eq!(q.take_reduce(), Reduce { pkts: 0, bytes: 50 });
+        assert_eq!(q.take_reduce(), Reduce::new(0, 50));
         assert_eq!(drain(&mut q, t(0)), vec![2, 3, 4]);
 
         // All slots at depth 1: the slot after the tail goes, with its bucket.

@@ -208,7 +208,7 @@ fn without_classes_the_root_class_carries_the_traffic() {
     class(&mut q, 1, 0, "ls m2 1mbit").unwrap();
     let s = q.stats();
     assert_eq!((s.qlen, s.backlog, s.drops), (0, 0, 1));
-    assert_eq!(q.take_reduce(), crate::stats::Reduce { pkts: 1, bytes: 200 });
+    assert_eq!(q.take_reduce(), crate::stats::Reduce::new(1, 200));
     // Unclassified now: dropped (default 0 names the inner root).
     assert_eq!(q.enqueue(Packet::new(3, 100), t(0)), Enqueued::Dropped);
     assert_eq!(q.stats().drops, 2);
@@ -333,7 +333,7 @@ fn a_class_emptied_from_outside_leaves_the_schedule() {
     // Deleting a backlogged leaf purges it and reports the packet up.
     q.delete_class(2, t(0)).unwrap();
     assert!(q.el.len() + q.dl.len() == 0 && q.cl(0).vt_tree.is_empty() && q.cl(0).cf_tree.is_empty());
-    assert_eq!(q.take_reduce(), crate::stats::Reduce { pkts: 1, bytes: 700 });
+    assert_eq!(q.take_reduce(), crate::stats::Reduce::new(1, 700));
 }
 
 #[test]

@@ -378,7 +378,7 @@ fn leaf_to_inner_purges_and_back() {
     assert_eq!(q.mode(0x10), Some(Mode::CanSend));
     assert!(q.leaf(0x10).is_none() && q.find(0x10));
     assert_eq!((q.stats().qlen, q.stats().backlog, q.stats().drops), (0, 0, 2));
-    assert_eq!(q.take_reduce(), Reduce { pkts: 2, bytes: 2000 });
+    assert_eq!(q.take_reduce(), Reduce::new(2, 2000));
     // The default class is inner now: traffic goes direct.
     assert_eq!(q.classify(&mut pkt(0, 1, 0), Instant::ZERO), Target::Direct);
     // Busy while it has a child; deleting the child makes it a leaf with full buckets.
