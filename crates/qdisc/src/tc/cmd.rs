@@ -5,7 +5,7 @@ use crate::qdisc::{tc_h_maj, TC_H_ROOT};
 use crate::sched;
 use crate::sched::ingress::{INGRESS_HANDLE, TC_H_INGRESS};
 use crate::tc::show::{self, QdiscFilter};
-use crate::tc::{duparg, invarg, matches, Args, Errno, Out, TcError, TcLib};
+use crate::tc::{dev_word, duparg, invarg, matches, Args, Errno, Out, TcError, TcLib};
 use crate::time::Instant;
 use crate::tree::{self, DevSpec, Device, KernelVersion, NlFlags};
 
@@ -673,9 +673,7 @@ impl Tc {
                     if dev.is_some() {
                         return Err(duparg("dev", v));
                     }
-                    // tc copies the name into a buffer and tests its first byte: an empty
-                    // name is no device (nor a duplicate).
-                    dev = Some(v).filter(|v| !v.is_empty());
+                    dev = dev_word(v);
                 }
                 "handle" => {
                     if handle != 0 {
@@ -810,9 +808,7 @@ impl Tc {
             };
             while let Some(w) = a.next() {
                 match w {
-                    // tc copies the name into a buffer and tests its first byte: an empty
-                    // name is no device (`dev ""` dumps them all).
-                    "dev" => dev = Some(a.value()?).filter(|v| !v.is_empty()),
+                    "dev" => dev = dev_word(a.value()?),
                     "root" => {
                         taken(&st, w)?;
                         st.root = true;
@@ -918,9 +914,7 @@ impl Tc {
                     if dev.is_some() {
                         return Err(duparg("dev", v));
                     }
-                    // tc copies the name into a buffer and tests its first byte: an empty
-                    // name is no device (nor a duplicate).
-                    dev = Some(v).filter(|v| !v.is_empty());
+                    dev = dev_word(v);
                 }
                 "classid" => {
                     let v = a.value()?;
@@ -1037,9 +1031,7 @@ impl Tc {
                     if dev.is_some() {
                         return Err(duparg("dev", v));
                     }
-                    // tc copies the name into a buffer and tests its first byte: an empty
-                    // name is no device (nor a duplicate).
-                    dev = Some(v).filter(|v| !v.is_empty());
+                    dev = dev_word(v);
                 }
                 "root" => {
                     if parent.is_some() {

@@ -27,7 +27,7 @@ use crate::classify::{self, Binds, Block, DumpCtx, FilterError, Proto, SharedBlo
 use crate::estimator::EstSpec;
 use crate::qdisc::{tc_h_maj, tc_h_min, TC_H_ROOT};
 use crate::tc::cmd::{get_tc_classid, Tc, TcOpts};
-use crate::tc::{duparg, invarg, matches, show, Args, Errno, Out, TcError};
+use crate::tc::{dev_word, duparg, invarg, matches, show, Args, Errno, Out, TcError};
 use crate::tree::{Device, KernelVersion, Path};
 
 const USAGE: &str = "Usage: tc filter [ add | del | change | replace | show ] [ dev STRING ]
@@ -172,9 +172,7 @@ fn parse_request<'a>(tc: &mut Tc, a: &mut Args<'a>, modify: bool, raw: bool) -> 
                 if r.block.is_some() {
                     return Err(exclusive());
                 }
-                // tc copies the name into a buffer and tests its first byte: an empty
-                // name is no device (nor a duplicate).
-                r.dev = Some(v).filter(|v| !v.is_empty());
+                r.dev = dev_word(v);
             }
             w if matches(w, "block") => {
                 let v = a.value()?;
@@ -799,9 +797,7 @@ fn list(tc: &mut Tc, argv: &[String], o: TcOpts, chains: bool) -> Result<String,
                 if block.is_some() {
                     return Err(TcError::usage("Error: \"dev\" cannot be used in the same time as \"block\"\n"));
                 }
-                // tc copies the name into a buffer and tests its first byte: an empty
-                // name is no device (nor a duplicate).
-                dev = Some(v).filter(|v| !v.is_empty());
+                dev = dev_word(v);
             }
             w if matches(w, "block") => {
                 let v = a.value()?;

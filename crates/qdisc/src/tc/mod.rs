@@ -288,6 +288,12 @@ pub fn strerror(e: &std::io::Error) -> String {
     }
 }
 
+/// A `dev` word as tc keeps it: copied into a buffer whose first byte is tested, so an
+/// empty name is no device at all (nor a duplicate; `dev ""` of a dump lists them all).
+pub(crate) fn dev_word(v: &str) -> Option<&str> {
+    (!v.is_empty()).then_some(v)
+}
+
 /// iproute2's `duparg`: a keyword given twice (exit 255).
 pub(crate) fn duparg(key: &str, arg: &str) -> TcError {
     TcError::usage(format!("Error: duplicate \"{key}\": \"{arg}\" is the second value.\n"))
