@@ -90,8 +90,11 @@ impl Sim {
     pub(crate) fn after_qdisc_filters(&mut self, iface: u32, id: u64, xmit: &Xmit) {
         let stolen = matches!(xmit, Xmit::Queued(Enqueued::Stolen)).then_some(id);
         if !self.forward_mirrored(iface, false, stolen) && stolen.is_some() {
+            // Only an id freed during this call can be this packet's: one reported
+            // earlier still holds its meta until reclaimed, so it was not reused.
+            let before = self.dropped_ids.len();
             qdisc::drops::take_freed(&mut self.dropped_ids);
-            if !self.dropped_ids.contains(&id) {
+            if !self.dropped_ids[before..].contains(&id) {
                 self.take_meta(id);
             }
         }
